@@ -1,0 +1,126 @@
+"""Backend registry.
+
+A backend is a module exposing ``BACKEND``, a frozen :class:`Backend` descriptor (the
+contract of DESIGN.md). Modules load lazily on first use of the registry, so
+``import fp8tower`` imports no optional package; a module whose optional dependency is
+missing (ImportError) simply does not register.
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import torch
+
+from ..formats import Fp8Weight
+from ..problem import GemmProblem
+
+# In the order `auto` tries them when nothing is tuned (fastest first, oracle last).
+_MODULES = ("cublaslt", "reference")
+# Optional packages whose absence makes a backend module not register.
+_OPTIONAL = {"triton"}
+
+
+@dataclass(frozen=True)
+class Backend:
+    """One GEMM backend (see DESIGN.md, "The backend contract").
+
+    - ``kernel_family``: regex matching the names of every kernel the backend launches for
+      one call, so a trace can confirm it ran.
+    - ``unavailable_reason()``: None when usable on this machine, else why not.
+    - ``check(problem)``: None when it can serve the problem, else why not.
+    - ``prepare(weight)``: backend-specific packed form, done once per weight.
+    - ``run(x, weight, packed, *, act_scale, bias, out_dtype, config)``: y (M, N).
+    - ``configs(problem)``: kernel configs the tuner may try (empty: not tunable).
+    """
+
+    name: str
+    kernel_family: str
+    description: str
+    unavailable_reason: Callable[[], str | None]
+    check: Callable[[GemmProblem], str | None]
+    prepare: Callable[[Fp8Weight], Any]
+    run: Callable[..., torch.Tensor]
+    configs: Callable[[GemmProblem], list] = field(default=lambda problem: [])
+    default_config: Callable[[GemmProblem], Any] = field(default=lambda problem: None)
+
+    def is_available(self) -> bool:
+        return self.unavailable_reason() is None
+
+    def kernel_regex(self) -> re.Pattern:
+        return re.compile(self.kernel_family)
+
+    def packed_for(self, weight: Fp8Weight) -> Any:
+        """The prepared weight, prepared once and cached on the weight."""
+        if self.name not in weight.packed:
+            weight.packed[self.name] = self.prepare(weight)
+        return weight.packed[self.name]
+
+
+class BackendError(ValueError):
+    """An explicitly requested backend does not exist or cannot serve a problem."""
+
+
+_REGISTRY: dict[str, Backend] | None = None
+
+
+def _load() -> dict[str, Backend]:
+    global _REGISTRY
+    if _REGISTRY is None:
+        reg: dict[str, Backend] = {}
+        for mod in _MODULES:
+            try:
+                module = importlib.import_module(f"{__name__}.{mod}")
+            except ModuleNotFoundError as e:
+                if e.name not in _OPTIONAL:
+                    raise
+                continue  # an optional backend whose package is not installed
+            reg[module.BACKEND.name] = module.BACKEND
+        _REGISTRY = reg
+    return _REGISTRY
+
+
+def names() -> list[str]:
+    """Registered backend names, in `auto`'s fallback order."""
+    return list(_load())
+
+
+def all_backends() -> list[Backend]:
+    return list(_load().values())
+
+
+def available() -> list[Backend]:
+    return [b for b in _load().values() if b.is_available()]
+
+
+def get(name: str) -> Backend:
+    reg = _load()
+    if name not in reg:
+        raise BackendError(f"unknown backend {name!r}: registered backends are {', '.join(reg)}")
+    return reg[name]
+
+
+def require(name: str, problem: GemmProblem) -> Backend:
+    """The named backend, or a BackendError saying why it cannot serve ``problem``."""
+    backend = get(name)
+    reason = backend.unavailable_reason() or backend.check(problem)
+    if reason is not None:
+        raise BackendError(
+            f"backend {name!r} cannot serve {problem.key()}: {reason} "
+            f"(registered backends: {', '.join(names())}; use backend='auto' to pick one)"
+        )
+    return backend
+
+
+def first_able(problem: GemmProblem) -> Backend:
+    """The first registered backend (fallback order) able to serve ``problem``."""
+    reasons = []
+    for backend in _load().values():
+        reason = backend.unavailable_reason() or backend.check(problem)
+        if reason is None:
+            return backend
+        reasons.append(f"{backend.name}: {reason}")
+    raise BackendError(f"no backend can serve {problem.key()}: " + "; ".join(reasons))

@@ -1,0 +1,113 @@
+"""cuBLASLt backend: ``torch._scaled_mm`` (per-tensor and row-wise scales) and
+``torch.nn.functional.scaled_mm`` (128x128 block-wise weights, 1x128 activation groups).
+
+The baseline every other backend must beat. Activations are quantized by a separate
+launch before the GEMM (``act_quant.quantize``), as vLLM does.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ..formats import FP8_DTYPE, Fp8Weight, Scheme
+from ..problem import GemmProblem
+from . import Backend
+from .act_quant import quantize as quantize_act
+
+# cuBLASLt FP8 needs K and N multiples of 16 (torch checks the same).
+_ALIGN = 16
+
+
+def _unavailable() -> str | None:
+    if not hasattr(torch, "_scaled_mm"):
+        return f"torch {torch.__version__} has no torch._scaled_mm"
+    if not torch.cuda.is_available():
+        return "needs a CUDA GPU (cuBLASLt)"
+    if torch.cuda.get_device_capability() < (8, 9):
+        return f"FP8 GEMMs need compute capability >= 8.9, got {torch.cuda.get_device_capability()}"
+    return None
+
+
+def _blockwise_api():
+    import torch.nn.functional as F
+
+    if hasattr(F, "scaled_mm") and hasattr(F, "ScalingType"):
+        return F
+    return None
+
+
+def _check(p: GemmProblem) -> str | None:
+    if p.capability is None:
+        return "needs a CUDA tensor (cuBLASLt)"
+    if p.scheme is Scheme.WEIGHT_ONLY:
+        return "cuBLASLt FP8 GEMMs need FP8 on both operands; weight_only keeps bf16 activations"
+    if p.n % _ALIGN or p.k % _ALIGN:
+        return f"cuBLASLt FP8 needs N and K multiples of {_ALIGN}, got N={p.n}, K={p.k}"
+    rowwise = p.scheme is Scheme.CHANNEL_TOKEN or p.channel_weight_scale
+    if rowwise and p.out_dtype != torch.bfloat16:
+        return f"row-wise scaled _scaled_mm writes bfloat16 only, asked for {p.out_dtype}"
+    if p.scheme is Scheme.BLOCK128:
+        if _blockwise_api() is None:
+            return f"torch {torch.__version__} has no torch.nn.functional.scaled_mm (block-wise)"
+        if p.capability != (9, 0):
+            return f"cuBLASLt block-wise FP8 runs on sm_90 only, this is sm_{p.capability[0]}{p.capability[1]}"
+        if p.k % 128 or p.n % 128:
+            return f"cuBLASLt block-wise FP8 needs N and K multiples of 128, got N={p.n}, K={p.k}"
+        if p.out_dtype != torch.bfloat16:
+            return f"cuBLASLt block-wise FP8 writes bfloat16 only, asked for {p.out_dtype}"
+    return None
+
+
+def _prepare(weight: Fp8Weight) -> dict:
+    # _scaled_mm wants mat2 (K, N) column-major: W (N, K) row-major transposed is exactly that.
+    packed = {"wt": weight.data.t()}
+    if weight.scheme is Scheme.BLOCK128:
+        packed["scale_b"] = weight.scale.float().t()  # (K/128, N/128), as torch's tests pass it
+    elif weight.scale.numel() > 1:
+        packed["scale_b"] = weight.scale.float().reshape(1, -1).contiguous()  # (1, N)
+    else:
+        packed["scale_b"] = weight.scale.float().reshape(())
+    return packed
+
+
+def _run(x, weight, packed, *, act_scale=None, bias=None, out_dtype=torch.bfloat16, config=None):
+    scheme = weight.scheme
+    if x.dtype == FP8_DTYPE:
+        if scheme is not Scheme.PER_TENSOR or act_scale is None:
+            raise ValueError("FP8 activations are taken by the per_tensor scheme with act_scale")
+        xq, sa = x, act_scale.float().reshape(())
+    else:
+        static = act_scale if act_scale is not None else weight.act_scale
+        xq, sa = quantize_act(x, scheme, static)
+    scale_b = packed["scale_b"]
+    if scheme is Scheme.BLOCK128:
+        F = _blockwise_api()
+        # 1x128 activation scales must be outer-dim-major (M-major) for cuBLASLt.
+        sa = sa.t().contiguous().t()
+        y = F.scaled_mm(
+            xq, packed["wt"], sa, F.ScalingType.BlockWise1x128,
+            scale_b, F.ScalingType.BlockWise128x128, output_dtype=out_dtype,
+        )
+    elif scale_b.dim() == 2 or sa.dim() > 0:
+        # Row-wise: scale_a (M, 1), scale_b (1, N).
+        sa = sa.reshape(-1, 1).expand(xq.shape[0], 1).contiguous()
+        sb = scale_b if scale_b.dim() == 2 else scale_b.reshape(1, 1).expand(1, weight.n).contiguous()
+        y = torch._scaled_mm(xq, packed["wt"], scale_a=sa, scale_b=sb, out_dtype=out_dtype)
+    else:
+        y = torch._scaled_mm(xq, packed["wt"], scale_a=sa, scale_b=scale_b, out_dtype=out_dtype)
+    if bias is not None:
+        y = y + bias.to(out_dtype)
+    return y
+
+
+BACKEND = Backend(
+    name="cublaslt",
+    # cuBLASLt FP8 kernels (nvjet_*, sm90_xmma_gemm_*, cutlass-based *gemm*), its split-K
+    # reduction, plus the activation-quant launch (ours in Triton, or aten's elementwise ops).
+    kernel_family=r"nvjet|xmma|gemm|cublas|splitKreduce|_fp8_act_quant|elementwise|reduce_kernel",
+    description="torch._scaled_mm / F.scaled_mm (cuBLASLt); separate activation-quant launch",
+    unavailable_reason=_unavailable,
+    check=_check,
+    prepare=_prepare,
+    run=_run,
+)

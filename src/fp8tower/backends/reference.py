@@ -1,0 +1,63 @@
+"""Reference backend: dequantize both operands and multiply in float32 (or float64).
+
+The correctness oracle: runs on any device, never fast. It quantizes activations exactly as
+the scheme says (formats.quantize_activation), so other backends are compared with it on the
+same quantized operands.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ..formats import (
+    FP8_DTYPE,
+    Fp8Weight,
+    Scheme,
+    dequantize,
+    dequantize_activation,
+    quantize_activation,
+)
+from ..problem import GemmProblem
+from . import Backend
+
+
+def fp8_linear_ref(
+    x: torch.Tensor,
+    weight: Fp8Weight,
+    *,
+    act_scale: torch.Tensor | None = None,
+    bias: torch.Tensor | None = None,
+    out_dtype: torch.dtype = torch.bfloat16,
+    compute_dtype: torch.dtype = torch.float32,
+) -> torch.Tensor:
+    """y = deq(quant(x)) @ deq(W).T (+ bias), computed in ``compute_dtype``."""
+    scheme = weight.scheme
+    if x.dtype == FP8_DTYPE:
+        if act_scale is None:
+            raise ValueError("FP8 activations need their act_scale")
+        xd = x.to(compute_dtype) * act_scale.to(compute_dtype).reshape(())
+    else:
+        static = act_scale if act_scale is not None else weight.act_scale
+        q, s = quantize_activation(x, scheme, static if scheme is Scheme.PER_TENSOR else None)
+        xd = dequantize_activation(q, s, scheme).to(compute_dtype)
+    wd = dequantize(weight, compute_dtype)
+    y = xd @ wd.t()
+    if bias is not None:
+        y = y + bias.to(compute_dtype)
+    return y.to(out_dtype)
+
+
+def _run(x, weight, packed, *, act_scale=None, bias=None, out_dtype=torch.bfloat16, config=None):
+    return fp8_linear_ref(x, weight, act_scale=act_scale, bias=bias, out_dtype=out_dtype)
+
+
+BACKEND = Backend(
+    name="reference",
+    # The oracle launches generic aten kernels; it is never the backend a trace verifies.
+    kernel_family=r".*",
+    description="dequantize + float32 matmul; the correctness oracle (any device)",
+    unavailable_reason=lambda: None,
+    check=lambda problem: None,
+    prepare=lambda weight: None,
+    run=_run,
+)

@@ -1,0 +1,286 @@
+"""FP8 formats, scale schemes and the reference quantization math.
+
+FP8 here is E4M3 (``torch.float8_e4m3fn``): finite only, saturating at +-448.
+
+Scale convention (the one cuBLASLt, vLLM and the checkpoints use): a scale *decodes*,
+``real = fp8 * scale``; quantizing divides by it: ``fp8 = sat(real / scale)``.
+
+Schemes and their scale shapes (N output channels, K input features, M tokens):
+
+================  ===========================  ==========================================
+scheme            weight scale                 activation scale
+================  ===========================  ==========================================
+per_tensor        one float (or a per-channel  one static float (ModelOpt ``input_scale``);
+                  (N,) vector after a merge)   ``None`` means dynamic: amax of x per call
+channel_token     (N,) per output channel      (M,) per token, dynamic
+block128          (ceil(N/128), ceil(K/128))   (M, ceil(K/128)): 1x128 groups, dynamic
+weight_only       (N,) per output channel      none: bf16/fp16 activations stay as they are
+================  ===========================  ==========================================
+
+block128 with N or K not a multiple of 128: the last block row/column is partial (it covers
+the remaining rows/columns and its scale is their amax / 448). No padding is stored; every
+backend handles the partial blocks or refuses the problem with a reason.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+import torch
+
+FP8_DTYPE = torch.float8_e4m3fn
+FP8_MAX = 448.0
+BLOCK = 128
+# Smallest scale we produce: keeps an all-zero row/block from dividing by zero.
+MIN_SCALE = 1e-12
+ACT_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
+
+
+class Scheme(str, enum.Enum):
+    """How an FP8 linear layer is scaled."""
+
+    PER_TENSOR = "per_tensor"
+    CHANNEL_TOKEN = "channel_token"
+    BLOCK128 = "block128"
+    WEIGHT_ONLY = "weight_only"
+
+    @classmethod
+    def parse(cls, value: str | Scheme) -> Scheme:
+        if isinstance(value, Scheme):
+            return value
+        try:
+            return cls(str(value).strip().lower().replace("-", "_"))
+        except ValueError:
+            choices = ", ".join(s.value for s in cls)
+            raise ValueError(f"unknown scheme {value!r}: expected one of {choices}") from None
+
+    @property
+    def quantizes_activations(self) -> bool:
+        return self is not Scheme.WEIGHT_ONLY
+
+    def __str__(self) -> str:
+        return self.value
+
+
+def _check_finite(t: torch.Tensor, what: str) -> None:
+    bad = ~torch.isfinite(t)
+    if bool(bad.any()):
+        idx = tuple(int(i) for i in bad.nonzero()[0].tolist())
+        count = int(bad.sum())
+        raise ValueError(
+            f"{what} has {count} non-finite value(s); the first is {t[idx].item()} at index {idx}"
+        )
+
+
+def _saturate_cast(t: torch.Tensor) -> torch.Tensor:
+    return t.clamp(-FP8_MAX, FP8_MAX).to(FP8_DTYPE)
+
+
+def _amax_scale(amax: torch.Tensor) -> torch.Tensor:
+    return (amax.float() / FP8_MAX).clamp_min(MIN_SCALE)
+
+
+def block_scales_expand(scale: torch.Tensor, n: int, k: int) -> torch.Tensor:
+    """(ceil(N/128), ceil(K/128)) block scales -> (N, K) element scales."""
+    return scale.repeat_interleave(BLOCK, 0)[:n].repeat_interleave(BLOCK, 1)[:, :k]
+
+
+def _blockwise_amax(w: torch.Tensor) -> torch.Tensor:
+    n, k = w.shape
+    nb, kb = -(-n // BLOCK), -(-k // BLOCK)
+    padded = torch.zeros(nb * BLOCK, kb * BLOCK, dtype=torch.float32, device=w.device)
+    padded[:n, :k] = w.float().abs()
+    return padded.view(nb, BLOCK, kb, BLOCK).amax(dim=(1, 3))
+
+
+@dataclass
+class Fp8Weight:
+    """A quantized weight: FP8 data (N, K) row-major plus its scales.
+
+    ``scale`` decodes ``data`` (see the module docstring for its shape per scheme).
+    ``act_scale`` is the static per-tensor activation scale of the per_tensor scheme
+    (None: dynamic). ``packed`` caches each backend's prepared form (``prepare`` runs once).
+    """
+
+    data: torch.Tensor
+    scale: torch.Tensor
+    scheme: Scheme
+    act_scale: torch.Tensor | None = None
+    packed: dict = field(default_factory=dict, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        self.scheme = Scheme.parse(self.scheme)
+        if self.data.dtype != FP8_DTYPE or self.data.dim() != 2:
+            raise ValueError(
+                f"Fp8Weight.data must be a 2-D {FP8_DTYPE} tensor, got {self.data.dtype} "
+                f"of shape {tuple(self.data.shape)}"
+            )
+        n, k = self.data.shape
+        expected = expected_weight_scale_shapes(self.scheme, n, k)
+        if tuple(self.scale.shape) not in expected:
+            raise ValueError(
+                f"{self.scheme} weight scale for a {n}x{k} weight must have shape "
+                f"{' or '.join(str(s) for s in expected)}, got {tuple(self.scale.shape)}"
+            )
+        if self.act_scale is not None and self.act_scale.numel() != 1:
+            raise ValueError(f"act_scale must be one value, got shape {tuple(self.act_scale.shape)}")
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return tuple(self.data.shape)  # type: ignore[return-value]
+
+    @property
+    def n(self) -> int:
+        return self.data.shape[0]
+
+    @property
+    def k(self) -> int:
+        return self.data.shape[1]
+
+    @property
+    def device(self) -> torch.device:
+        return self.data.device
+
+    def channel_scale(self) -> torch.Tensor:
+        """The weight scale as an (N,) float32 vector (per_tensor/channel schemes)."""
+        if self.scheme is Scheme.BLOCK128:
+            raise ValueError("block128 weights have no per-channel scale vector")
+        return self.scale.float().reshape(-1).expand(self.n).contiguous()
+
+    def nbytes(self) -> int:
+        return self.data.numel() + self.scale.numel() * self.scale.element_size()
+
+    def to(self, device: torch.device | str) -> Fp8Weight:
+        act = None if self.act_scale is None else self.act_scale.to(device)
+        return Fp8Weight(self.data.to(device), self.scale.to(device), self.scheme, act)
+
+    def dequantize(self, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+        return dequantize(self, dtype)
+
+
+def expected_weight_scale_shapes(scheme: Scheme, n: int, k: int) -> list[tuple[int, ...]]:
+    if scheme is Scheme.PER_TENSOR:
+        return [(), (1,), (n,)]
+    if scheme in (Scheme.CHANNEL_TOKEN, Scheme.WEIGHT_ONLY):
+        return [(n,)]
+    return [(-(-n // BLOCK), -(-k // BLOCK))]
+
+
+def quantize_weight(
+    w: torch.Tensor, scheme: Scheme | str, *, act_scale: float | torch.Tensor | None = None
+) -> Fp8Weight:
+    """Quantize a (N, K) high-precision weight to FP8 with the scheme's scales."""
+    scheme = Scheme.parse(scheme)
+    if w.dim() != 2:
+        raise ValueError(f"weight must be 2-D (N, K), got shape {tuple(w.shape)}")
+    if not w.is_floating_point() or w.dtype == FP8_DTYPE:
+        raise ValueError(f"weight must be a bf16/fp16/fp32 tensor, got {w.dtype}")
+    _check_finite(w, f"weight of shape {tuple(w.shape)}")
+    w32 = w.float()
+    n, k = w.shape
+    if scheme is Scheme.PER_TENSOR:
+        scale = _amax_scale(w32.abs().amax())
+        data = _saturate_cast(w32 / scale)
+    elif scheme in (Scheme.CHANNEL_TOKEN, Scheme.WEIGHT_ONLY):
+        scale = _amax_scale(w32.abs().amax(dim=1))
+        data = _saturate_cast(w32 / scale[:, None])
+    else:
+        scale = _amax_scale(_blockwise_amax(w32))
+        data = _saturate_cast(w32 / block_scales_expand(scale, n, k))
+    act = None
+    if act_scale is not None:
+        if scheme is not Scheme.PER_TENSOR:
+            raise ValueError(f"a static act_scale only applies to per_tensor, not {scheme}")
+        act = _as_scale_tensor(act_scale, w.device)
+    return Fp8Weight(data.contiguous(), scale.float(), scheme, act)
+
+
+def _as_scale_tensor(value: float | torch.Tensor, device: torch.device) -> torch.Tensor:
+    t = torch.as_tensor(value, dtype=torch.float32, device=device).reshape(())
+    if not bool(torch.isfinite(t)) or float(t) <= 0:
+        raise ValueError(f"act_scale must be a finite positive number, got {float(t)}")
+    return t
+
+
+def dequantize(weight: Fp8Weight, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """The (N, K) weight the FP8 data and scales stand for."""
+    d = weight.data.float()
+    s = weight.scale.float()
+    if weight.scheme is Scheme.BLOCK128:
+        out = d * block_scales_expand(s, weight.n, weight.k)
+    elif s.dim() == 1 and s.numel() == weight.n:
+        out = d * s[:, None]
+    else:
+        out = d * s.reshape(())
+    return out.to(dtype)
+
+
+# ----------------------------------------------------------------------------- activations
+
+
+def quantize_act_per_tensor(
+    x: torch.Tensor, scale: torch.Tensor | float | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(M, K) -> FP8 with one scale: the static one given, else dynamic amax/448."""
+    x32 = x.float()
+    if scale is None:
+        s = _amax_scale(x32.abs().amax())
+    else:
+        s = torch.as_tensor(scale, dtype=torch.float32, device=x.device).reshape(())
+    return _saturate_cast(x32 / s), s
+
+
+def quantize_act_per_token(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(M, K) -> FP8 and (M,) dynamic per-token scales."""
+    x32 = x.float()
+    s = _amax_scale(x32.abs().amax(dim=-1))
+    return _saturate_cast(x32 / s[:, None]), s
+
+
+def quantize_act_group128(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(M, K) -> FP8 and (M, ceil(K/128)) dynamic scales of 1x128 groups."""
+    m, k = x.shape
+    kb = -(-k // BLOCK)
+    padded = torch.zeros(m, kb * BLOCK, dtype=torch.float32, device=x.device)
+    padded[:, :k] = x.float()
+    s = _amax_scale(padded.abs().view(m, kb, BLOCK).amax(dim=-1))
+    q = _saturate_cast(padded.view(m, kb, BLOCK) / s[:, :, None]).view(m, kb * BLOCK)[:, :k]
+    return q.contiguous(), s
+
+
+def quantize_activation(
+    x: torch.Tensor, scheme: Scheme, act_scale: torch.Tensor | None = None
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Quantize (M, K) activations as the scheme says; weight_only returns x unchanged."""
+    if scheme is Scheme.PER_TENSOR:
+        return quantize_act_per_tensor(x, act_scale)
+    if scheme is Scheme.CHANNEL_TOKEN:
+        return quantize_act_per_token(x)
+    if scheme is Scheme.BLOCK128:
+        return quantize_act_group128(x)
+    return x, None
+
+
+def dequantize_activation(
+    q: torch.Tensor, scale: torch.Tensor | None, scheme: Scheme
+) -> torch.Tensor:
+    if scheme is Scheme.WEIGHT_ONLY:
+        return q.float()
+    if scheme is Scheme.PER_TENSOR:
+        return q.float() * scale.reshape(())
+    if scheme is Scheme.CHANNEL_TOKEN:
+        return q.float() * scale[:, None]
+    return q.float() * scale.repeat_interleave(BLOCK, 1)[:, : q.shape[1]]
+
+
+def sqnr_db(ref: torch.Tensor, out: torch.Tensor) -> float:
+    """20*log10(|ref| / |ref - out|) in float64; NaN anywhere in out gives -inf."""
+    r = ref.double()
+    o = out.double()
+    if not bool(torch.isfinite(o).all()):
+        return float("-inf")
+    err = torch.linalg.vector_norm(r - o)
+    if float(err) == 0.0:
+        return float("inf")
+    return float(20 * torch.log10(torch.linalg.vector_norm(r) / err))

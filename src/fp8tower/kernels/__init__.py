@@ -1,0 +1,1 @@
+"""Triton kernels. Importing a module here imports triton: only do it lazily."""

@@ -1,0 +1,69 @@
+"""One-launch FP8 activation quantization (Triton): per-tensor static, per-token, 1x128 groups.
+
+Division is IEEE round-to-nearest (div_rn), so results equal formats.quantize_* bit for bit
+on the GPU. (The CPU interpreter's fp32->fp8 cast rounds wrongly when rounding carries into
+the exponent: test it there only with values that quantize exactly; see DESIGN.md.)
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from ..formats import BLOCK, FP8_DTYPE, FP8_MAX, MIN_SCALE, Scheme
+
+
+@triton.jit
+def _fp8_act_quant_kernel(
+    x_ptr, q_ptr, s_ptr, static_ptr, K, stride_xm, stride_qm, stride_sm,
+    GROUP: tl.constexpr, BLOCK_G: tl.constexpr, STATIC: tl.constexpr,
+    FMAX: tl.constexpr, SMIN: tl.constexpr,
+):
+    row = tl.program_id(0)
+    g = tl.program_id(1)
+    lane = tl.arange(0, BLOCK_G)
+    offs = g * GROUP + lane
+    mask = (lane < GROUP) & (offs < K)
+    x = tl.load(x_ptr + row * stride_xm + offs, mask=mask, other=0.0).to(tl.float32)
+    if STATIC:
+        s = tl.load(static_ptr)
+    else:
+        s = tl.maximum(tl.math.div_rn(tl.max(tl.abs(x), axis=0), FMAX), SMIN)
+        tl.store(s_ptr + row * stride_sm + g, s)
+    q = tl.clamp(tl.math.div_rn(x, s), -FMAX, FMAX)
+    tl.store(q_ptr + row * stride_qm + offs, q.to(q_ptr.dtype.element_ty), mask=mask)
+
+
+def quantize(
+    x: torch.Tensor, scheme: Scheme, static_scale: torch.Tensor | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(M, K) bf16/fp16/fp32 -> (FP8 (M, K), scale) in one launch.
+
+    Scale shapes: per_tensor () (static only: a dynamic per-tensor scale needs a global
+    reduction, see act_quant.quantize), channel_token (M,), block128 (M, ceil(K/128)).
+    """
+    m, k = x.shape
+    x = x.contiguous()
+    q = torch.empty(m, k, dtype=FP8_DTYPE, device=x.device)
+    if scheme is Scheme.PER_TENSOR:
+        if static_scale is None:
+            raise ValueError("the one-launch per-tensor quant needs a static scale")
+        s = static_scale.float().reshape(()).contiguous()
+        group, grid = 2048, (m, triton.cdiv(k, 2048))
+        static, s_out, stride_s = True, s, 0
+    else:
+        group = BLOCK if scheme is Scheme.BLOCK128 else k
+        ng = triton.cdiv(k, group)
+        s_out = torch.empty(m, ng, dtype=torch.float32, device=x.device)
+        grid, static, s, stride_s = (m, ng), False, s_out, ng
+    _fp8_act_quant_kernel[grid](
+        x, q, s_out, s, k, x.stride(0), q.stride(0), stride_s,
+        GROUP=group, BLOCK_G=triton.next_power_of_2(group), STATIC=static,
+        FMAX=FP8_MAX, SMIN=MIN_SCALE,
+    )
+    if scheme is Scheme.PER_TENSOR:
+        return q, s
+    if scheme is Scheme.CHANNEL_TOKEN:
+        return q, s_out.reshape(m)
+    return q, s_out

@@ -1,0 +1,163 @@
+"""Fp8Linear (nn.Module) and the functional fp8_linear."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from . import dispatch
+from .backends import Backend
+from .formats import ACT_DTYPES, FP8_DTYPE, Fp8Weight, Scheme, expected_weight_scale_shapes
+from .formats import quantize_weight
+from .problem import GemmProblem
+
+
+def _validate(x: torch.Tensor, weight: Fp8Weight, act_scale: torch.Tensor | None) -> None:
+    if x.dim() < 1 or x.shape[-1] != weight.k:
+        raise ValueError(
+            f"x has shape {tuple(x.shape)}: its last dimension must be K={weight.k} "
+            f"(the weight is {weight.n}x{weight.k})"
+        )
+    if x.device != weight.device:
+        raise ValueError(f"x is on {x.device} but the weight is on {weight.device}")
+    if x.dtype == FP8_DTYPE:
+        if weight.scheme is not Scheme.PER_TENSOR or act_scale is None:
+            raise ValueError(
+                "FP8 activations are accepted by the per_tensor scheme with their act_scale; "
+                f"got scheme {weight.scheme} and act_scale={act_scale}"
+            )
+    elif x.dtype not in ACT_DTYPES:
+        raise ValueError(
+            f"x has dtype {x.dtype}: expected one of bfloat16, float16, float32 "
+            "(or float8_e4m3fn with act_scale for per_tensor)"
+        )
+
+
+def fp8_linear(
+    x: torch.Tensor,
+    weight: Fp8Weight,
+    *,
+    bias: torch.Tensor | None = None,
+    act_scale: torch.Tensor | float | None = None,
+    backend: str | Backend = "auto",
+    out_dtype: torch.dtype | None = None,
+) -> torch.Tensor:
+    """y = x @ W.T (+ bias) with W in FP8, for x of shape (..., K); returns (..., N).
+
+    ``act_scale``: the activation scale of FP8 ``x`` (per_tensor), or a static per-tensor
+    scale overriding ``weight.act_scale``. ``out_dtype`` defaults to x's dtype (bfloat16
+    for FP8 x).
+    """
+    if act_scale is not None and not isinstance(act_scale, torch.Tensor):
+        act_scale = torch.tensor(float(act_scale), dtype=torch.float32, device=x.device)
+    _validate(x, weight, act_scale)
+    if out_dtype is None:
+        out_dtype = torch.bfloat16 if x.dtype == FP8_DTYPE else x.dtype
+    lead = x.shape[:-1]
+    x2 = x.reshape(-1, weight.k)
+    if x2.shape[0] == 0:
+        return torch.empty(*lead, weight.n, dtype=out_dtype, device=x.device)
+    x2 = x2.contiguous()
+    problem = GemmProblem.for_call(x2, weight, out_dtype)
+    be, config = dispatch.resolve(problem, backend)
+    y = be.run(
+        x2, weight, be.packed_for(weight),
+        act_scale=act_scale, bias=bias, out_dtype=out_dtype, config=config,
+    )
+    return y.reshape(*lead, weight.n)
+
+
+class Fp8Linear(nn.Module):
+    """A linear layer with FP8 weights. Buffers (state_dict keys): ``weight`` (N, K) FP8,
+    ``weight_scale``, ``input_scale`` (per_tensor with a static scale), ``bias``."""
+
+    def __init__(
+        self,
+        in_features: int,
+        out_features: int,
+        scheme: Scheme | str,
+        *,
+        bias: bool = False,
+        static_input_scale: bool = False,
+        weight_scale_shape: tuple[int, ...] | None = None,
+        backend: str = "auto",
+        out_dtype: torch.dtype | None = None,
+        device: torch.device | str | None = None,
+    ) -> None:
+        super().__init__()
+        self.in_features, self.out_features = in_features, out_features
+        self.scheme = Scheme.parse(scheme)
+        self.backend = backend
+        self.out_dtype = out_dtype
+        if static_input_scale and self.scheme is not Scheme.PER_TENSOR:
+            raise ValueError(f"a static input scale applies to per_tensor only, not {self.scheme}")
+        shapes = expected_weight_scale_shapes(self.scheme, out_features, in_features)
+        shape = weight_scale_shape if weight_scale_shape is not None else shapes[0]
+        if tuple(shape) not in shapes:
+            raise ValueError(f"weight_scale_shape {shape} not one of {shapes} for {self.scheme}")
+        self.register_buffer("weight", torch.zeros(out_features, in_features, device=device).to(FP8_DTYPE))
+        self.register_buffer("weight_scale", torch.ones(shape, device=device))
+        self.register_buffer("input_scale", torch.ones((), device=device) if static_input_scale else None)
+        self.register_buffer("bias", torch.zeros(out_features, device=device) if bias else None)
+        self._cached: Fp8Weight | None = None
+
+    @classmethod
+    def from_weight(cls, weight: Fp8Weight, bias: torch.Tensor | None = None, **kw) -> Fp8Linear:
+        mod = cls(
+            weight.k, weight.n, weight.scheme, bias=bias is not None,
+            static_input_scale=weight.act_scale is not None,
+            weight_scale_shape=tuple(weight.scale.shape), device=weight.device, **kw,
+        )
+        mod.weight.copy_(weight.data)
+        mod.weight_scale.copy_(weight.scale)
+        if weight.act_scale is not None:
+            mod.input_scale.copy_(weight.act_scale)
+        if bias is not None:
+            mod.bias = bias.detach().clone()
+        return mod
+
+    @classmethod
+    def from_linear(
+        cls,
+        linear: nn.Linear,
+        scheme: Scheme | str,
+        *,
+        act_scale: float | None = None,
+        calibration: torch.Tensor | None = None,
+        **kw,
+    ) -> Fp8Linear:
+        """Quantize an nn.Linear. per_tensor: ``act_scale`` (static) or ``calibration``
+        inputs (static scale = their amax / 448); neither means a dynamic per-call scale."""
+        scheme = Scheme.parse(scheme)
+        if calibration is not None:
+            if scheme is not Scheme.PER_TENSOR:
+                raise ValueError(f"calibration sets a static scale: per_tensor only, not {scheme}")
+            if act_scale is not None:
+                raise ValueError("give act_scale or calibration, not both")
+            act_scale = max(float(calibration.float().abs().amax()) / 448.0, 1e-12)
+        w = quantize_weight(linear.weight.detach(), scheme, act_scale=act_scale)
+        bias = None if linear.bias is None else linear.bias.detach()
+        return cls.from_weight(w, bias, **kw)
+
+    def fp8_weight(self) -> Fp8Weight:
+        """The buffers as an Fp8Weight; rebuilt (and backends re-prepared) when they move."""
+        key = (self.weight.data_ptr(), self.weight_scale.data_ptr(), self.weight.device)
+        if self._cached is None or self._cached_key != key:
+            self._cached = Fp8Weight(self.weight, self.weight_scale, self.scheme, self.input_scale)
+            self._cached_key = key
+        return self._cached
+
+    def _load_from_state_dict(self, *args, **kwargs):
+        self._cached = None  # loaded values may differ: re-prepare
+        return super()._load_from_state_dict(*args, **kwargs)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return fp8_linear(
+            x, self.fp8_weight(), bias=self.bias, backend=self.backend, out_dtype=self.out_dtype
+        )
+
+    def extra_repr(self) -> str:
+        return (
+            f"in_features={self.in_features}, out_features={self.out_features}, "
+            f"scheme={self.scheme.value}, backend={self.backend}, bias={self.bias is not None}"
+        )

@@ -1,0 +1,99 @@
+"""GemmProblem: the dispatch key of one FP8 linear call."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from .formats import Scheme
+
+# Decode batch sizes are bucketed by powers of two: 1, 2, 4, ..., 64; larger M share
+# the buckets 128, 256, ... (still powers of two).
+MAX_DECODE_M = 64
+
+
+def m_bucket(m: int) -> int:
+    """Smallest power of two >= m (m >= 1)."""
+    if m < 1:
+        raise ValueError(f"M must be >= 1, got {m}")
+    return 1 << (m - 1).bit_length()
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+@dataclass(frozen=True)
+class GemmProblem:
+    """y (M, N) = x (M, K) @ W.T (K, N), W in FP8 with ``scheme`` scales."""
+
+    m: int
+    n: int
+    k: int
+    scheme: Scheme
+    act_dtype: torch.dtype = torch.bfloat16
+    out_dtype: torch.dtype = torch.bfloat16
+    # (major, minor) of the CUDA device, or None for the CPU.
+    capability: tuple[int, int] | None = None
+    # The weight scale is a per-channel vector (per_tensor weights after an exact merge).
+    channel_weight_scale: bool = False
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "scheme", Scheme.parse(self.scheme))
+        for name in ("m", "n", "k"):
+            v = getattr(self, name)
+            if not isinstance(v, int) or v < 1:
+                raise ValueError(f"GemmProblem.{name} must be a positive int, got {v!r}")
+
+    @property
+    def bucket(self) -> int:
+        return m_bucket(self.m)
+
+    @property
+    def on_cuda(self) -> bool:
+        return self.capability is not None
+
+    def weight_bytes(self) -> int:
+        return self.n * self.k
+
+    def bytes_moved(self) -> int:
+        """Bytes one call must move (DESIGN.md): FP8 weights + scales + activations + output."""
+        act_item = 1 if self.act_dtype == torch.float8_e4m3fn else _itemsize(self.act_dtype)
+        out_item = _itemsize(self.out_dtype)
+        scale_bytes = {
+            Scheme.PER_TENSOR: 4 * (self.n if self.channel_weight_scale else 1),
+            Scheme.CHANNEL_TOKEN: 4 * self.n,
+            Scheme.WEIGHT_ONLY: 4 * self.n,
+            Scheme.BLOCK128: 4 * (-(-self.n // 128)) * (-(-self.k // 128)),
+        }[self.scheme]
+        return self.n * self.k + scale_bytes + self.m * self.k * act_item + self.m * self.n * out_item
+
+    def key(self) -> str:
+        """Cache key: M bucket, N, K, scheme, dtypes, device capability."""
+        cap = "cpu" if self.capability is None else f"sm{self.capability[0]}{self.capability[1]}"
+        vec = "-chs" if self.channel_weight_scale else ""
+        return (
+            f"m{self.bucket}_n{self.n}_k{self.k}_{self.scheme.value}{vec}_"
+            f"{dtype_name(self.act_dtype)}_{dtype_name(self.out_dtype)}_{cap}"
+        )
+
+    @classmethod
+    def for_call(cls, x: torch.Tensor, weight, out_dtype: torch.dtype) -> GemmProblem:
+        """The problem a call of fp8_linear(x (M, K), weight) poses."""
+        cap = torch.cuda.get_device_capability(x.device) if x.is_cuda else None
+        m = x.shape[0]
+        return cls(
+            m=max(m, 1),
+            n=weight.n,
+            k=weight.k,
+            scheme=weight.scheme,
+            act_dtype=x.dtype,
+            out_dtype=out_dtype,
+            capability=cap,
+            channel_weight_scale=weight.scheme is Scheme.PER_TENSOR and weight.scale.numel() > 1,
+        )
+
+
+def _itemsize(dtype: torch.dtype) -> int:
+    return torch.empty((), dtype=dtype).element_size()
