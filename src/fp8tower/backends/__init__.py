@@ -19,7 +19,7 @@ from ..formats import Fp8Weight
 from ..problem import GemmProblem
 
 # In the order `auto` tries them when nothing is tuned (fastest first, oracle last).
-_MODULES = ("cublaslt", "reference")
+_MODULES = ("triton_gemm", "cublaslt", "reference")
 # Optional packages whose absence makes a backend module not register.
 _OPTIONAL = {"triton"}
 
@@ -33,7 +33,8 @@ class Backend:
     - ``unavailable_reason()``: None when usable on this machine, else why not.
     - ``check(problem)``: None when it can serve the problem, else why not.
     - ``prepare(weight)``: backend-specific packed form, done once per weight.
-    - ``run(x, weight, packed, *, act_scale, bias, out_dtype, config)``: y (M, N).
+    - ``run(x, weight, packed, *, act_scale, bias, out_dtype, config, out=None)``: y (M, N),
+      written into ``out`` when given.
     - ``configs(problem)``: kernel configs the tuner may try (empty: not tunable).
     """
 

@@ -70,7 +70,9 @@ def _prepare(weight: Fp8Weight) -> dict:
     return packed
 
 
-def _run(x, weight, packed, *, act_scale=None, bias=None, out_dtype=torch.bfloat16, config=None):
+def _run(
+    x, weight, packed, *, act_scale=None, bias=None, out_dtype=torch.bfloat16, config=None, out=None
+):
     scheme = weight.scheme
     if x.dtype == FP8_DTYPE:
         if scheme is not Scheme.PER_TENSOR or act_scale is None:
@@ -97,7 +99,7 @@ def _run(x, weight, packed, *, act_scale=None, bias=None, out_dtype=torch.bfloat
         y = torch._scaled_mm(xq, packed["wt"], scale_a=sa, scale_b=scale_b, out_dtype=out_dtype)
     if bias is not None:
         y = y + bias.to(out_dtype)
-    return y
+    return y if out is None else out.copy_(y)
 
 
 BACKEND = Backend(

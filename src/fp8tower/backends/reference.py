@@ -47,8 +47,11 @@ def fp8_linear_ref(
     return y.to(out_dtype)
 
 
-def _run(x, weight, packed, *, act_scale=None, bias=None, out_dtype=torch.bfloat16, config=None):
-    return fp8_linear_ref(x, weight, act_scale=act_scale, bias=bias, out_dtype=out_dtype)
+def _run(
+    x, weight, packed, *, act_scale=None, bias=None, out_dtype=torch.bfloat16, config=None, out=None
+):
+    y = fp8_linear_ref(x, weight, act_scale=act_scale, bias=bias, out_dtype=out_dtype)
+    return y if out is None else out.copy_(y)
 
 
 BACKEND = Backend(

@@ -1,0 +1,176 @@
+"""Triton backend: our FP8 decode GEMMs (kernels/fp8_gemm.py) for every scheme.
+
+Activation quantization is fused into the GEMM for per_tensor (static scale) and block128
+(1x128 groups are local to a K tile); channel_token needs each token's amax over all of K
+first, so it takes one light per-token pre-pass launch (kernels/act_quant.py).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+
+import torch
+
+from ..formats import FP8_DTYPE, FP8_MAX, MIN_SCALE, Fp8Weight, Scheme
+from ..problem import GemmProblem
+from . import Backend
+
+_SCHEME_ID = {
+    Scheme.PER_TENSOR: 0, Scheme.CHANNEL_TOKEN: 1, Scheme.BLOCK128: 2, Scheme.WEIGHT_ONLY: 3,
+}
+_H200_SMS = 132
+
+
+def _interpret() -> bool:
+    return os.environ.get("TRITON_INTERPRET") == "1"
+
+
+def _unavailable() -> str | None:
+    if importlib.util.find_spec("triton") is None:
+        return "triton is not installed (pip install 'fp8tower[triton]')"
+    if not torch.cuda.is_available() and not _interpret():
+        return "needs a CUDA GPU (or TRITON_INTERPRET=1 to run the kernels on the CPU)"
+    return None
+
+
+def _check(p: GemmProblem) -> str | None:
+    if p.capability is None and not _interpret():
+        return "needs a CUDA tensor (or TRITON_INTERPRET=1 for CPU tensors)"
+    if p.capability is not None and p.capability < (8, 9):
+        return f"FP8 tensor-core dots need compute capability >= 8.9, got {p.capability}"
+    if p.scheme is Scheme.WEIGHT_ONLY and p.act_dtype == FP8_DTYPE:
+        return "weight_only takes bf16/fp16/fp32 activations, not FP8"
+    return None
+
+
+def block_m_for(m: int) -> int:
+    """All M tokens in one tile (W streamed once), >= 16 for the MMA's narrow side."""
+    return min(max(16, 1 << (m - 1).bit_length()), 64)
+
+
+def default_config(p: GemmProblem) -> dict:
+    """A sensible config without tuning: enough programs (split-K) to fill the SMs."""
+    block_n = 64 if p.bucket <= 16 else 128
+    if p.scheme is Scheme.BLOCK128:
+        block_n = min(block_n, 128)
+    block_k = 256
+    tiles = -(-p.n // block_n) * -(-p.m // block_m_for(p.m))
+    k_iters = -(-p.k // block_k)
+    split = 1
+    while tiles * split * 2 <= 2 * _H200_SMS and split * 2 <= max(1, k_iters // 2):
+        split *= 2
+    return {"block_n": block_n, "block_k": block_k, "split_k": split,
+            "num_warps": 4, "num_stages": 4}
+
+
+def configs(p: GemmProblem) -> list[dict]:
+    """The search space the tuner walks (pruned around the occupancy target)."""
+    out = []
+    base = default_config(p)
+    block_ns = (32, 64, 128)
+    for block_n in block_ns:
+        for block_k in (128, 256, 512):
+            tiles = -(-p.n // block_n) * -(-p.m // block_m_for(p.m))
+            k_iters = -(-p.k // block_k)
+            for split in (1, 2, 4, 8, 16):
+                if split > 1 and split > k_iters // 2:
+                    continue
+                progs = tiles * split
+                if progs < _H200_SMS // 2 and split < 16 and split * 2 <= k_iters // 2:
+                    continue  # too few programs: a larger split dominates
+                if progs > 8 * _H200_SMS and split > 1:
+                    continue
+                for warps in (4, 8):
+                    for stages in (3, 4, 6):
+                        out.append({"block_n": block_n, "block_k": block_k, "split_k": split,
+                                    "num_warps": warps, "num_stages": stages})
+    if base not in out:
+        out.insert(0, base)
+    return out
+
+
+def _prepare(weight: Fp8Weight) -> dict:
+    if weight.scheme is Scheme.BLOCK128:
+        ws = weight.scale.float().contiguous()
+    else:
+        ws = weight.channel_scale()
+    return {"w": weight.data.contiguous(), "ws": ws, "counters": None}
+
+
+def _counters(packed: dict, need: int, device: torch.device) -> torch.Tensor:
+    c = packed["counters"]
+    if c is None or c.numel() < need:
+        if torch.cuda.is_available() and torch.cuda.is_current_stream_capturing():
+            raise RuntimeError(
+                "split-K counters must be allocated before CUDA graph capture: "
+                "run the layer once eagerly (warm-up) with the same M first"
+            )
+        c = torch.zeros(max(need, 1024), dtype=torch.int32, device=device)
+        packed["counters"] = c
+    return c
+
+
+def _run(x, weight, packed, *, act_scale=None, bias=None, out_dtype=torch.bfloat16, config=None,
+         out=None):
+    from ..kernels import fp8_gemm
+
+    scheme = weight.scheme
+    m = x.shape[0]
+    cfg = config or default_config(GemmProblem(m, weight.n, weight.k, scheme))
+    block_n, block_k = cfg["block_n"], cfg["block_k"]
+    if scheme is Scheme.BLOCK128 and (128 % block_n or block_k % 128):
+        raise ValueError(f"block128 needs BLOCK_N dividing 128 and BLOCK_K a multiple of 128: {cfg}")
+    x_fp8, xs, xs_stride = False, packed["ws"], 0  # xs: any valid pointer when unused
+    if scheme is Scheme.PER_TENSOR:
+        if x.dtype == FP8_DTYPE:
+            x_fp8, xs = True, act_scale.float().reshape(1)
+        else:
+            static = act_scale if act_scale is not None else weight.act_scale
+            if static is None:  # dynamic per-tensor: one global amax first
+                static = (x.abs().amax().float() / FP8_MAX).clamp_min(MIN_SCALE)
+            xs = static.float().reshape(1)
+    elif scheme is Scheme.CHANNEL_TOKEN:
+        from ..kernels.act_quant import quantize
+
+        x, xs = quantize(x, scheme)
+        x_fp8, xs_stride = True, 1
+    block_m = block_m_for(m)
+    grid_m = -(-m // block_m)
+    if out is None:
+        y = torch.empty(m, weight.n, dtype=out_dtype, device=x.device)
+    else:
+        if out.shape != (m, weight.n) or out.dtype != out_dtype or out.stride(1) != 1:
+            raise ValueError(
+                f"out must be ({m}, {weight.n}) {out_dtype} with unit column stride, got "
+                f"{tuple(out.shape)} {out.dtype} strides {out.stride()}"
+            )
+        y = out
+    part = counters = None
+    if cfg["split_k"] > 1:
+        part = torch.empty(cfg["split_k"], grid_m * block_m, weight.n, dtype=torch.float32,
+                           device=x.device)
+        counters = _counters(packed, -(-weight.n // block_n) * grid_m, x.device)
+    fp8_gemm.launch(
+        packed["w"], x, y, packed["ws"], xs, bias, part, counters,
+        scheme_id=_SCHEME_ID[scheme], x_fp8=x_fp8, block_n=block_n, block_m=block_m,
+        block_k=block_k, split_k=cfg["split_k"], num_warps=cfg["num_warps"],
+        num_stages=cfg["num_stages"],
+        ws_row_stride=packed["ws"].stride(0) if scheme is Scheme.BLOCK128 else 0,
+        xs_row_stride=xs_stride,
+    )
+    return y
+
+
+BACKEND = Backend(
+    name="triton",
+    # Our GEMM kernel, plus the per-token pre-pass (channel_token).
+    kernel_family=r"_fp8_gemm_decode_kernel|_fp8_act_quant_kernel",
+    description="fp8tower's Triton decode GEMMs (swap-AB, split-K, fused activation quant)",
+    unavailable_reason=_unavailable,
+    check=_check,
+    prepare=_prepare,
+    run=_run,
+    configs=configs,
+    default_config=default_config,
+)

@@ -1,0 +1,101 @@
+"""The `fp8tower` command. Thin: parses, calls the library, prints."""
+
+from __future__ import annotations
+
+import importlib.util
+import platform
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from . import __version__
+
+app = typer.Typer(
+    help="fp8tower: fast FP8 linear layers for LLM decode, and paired-trace attribution "
+    "of where the time of a decode step went.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+console = Console()
+
+
+def _version(value: bool) -> None:
+    if value:
+        console.print(f"fp8tower {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    version: bool = typer.Option(
+        False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
+    ),
+) -> None:
+    pass
+
+
+def _versions() -> dict:
+    import torch
+
+    info = {
+        "fp8tower": __version__,
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "cuda (torch build)": torch.version.cuda or "none (CPU build)",
+        "triton": "not installed",
+    }
+    if importlib.util.find_spec("triton") is not None:
+        import triton
+
+        info["triton"] = triton.__version__
+    if torch.cuda.is_available():
+        p = torch.cuda.get_device_properties(0)
+        info["gpu"] = f"{p.name} (sm_{p.major}{p.minor}, {p.multi_processor_count} SMs, "
+        info["gpu"] += f"{p.total_memory / 1e9:.0f} GB, L2 {getattr(p, 'L2_cache_size', 0) / 1e6:.0f} MB)"
+    else:
+        info["gpu"] = "none (no CUDA device visible)"
+    return info
+
+
+@app.command()
+def info() -> None:
+    """Versions (torch, triton, CUDA), the GPU, and each backend: available or why not."""
+    from . import backends
+
+    table = Table(title="fp8tower info", show_header=False)
+    for k, v in _versions().items():
+        table.add_row(k, str(v))
+    console.print(table)
+    bt = Table(title="GEMM backends")
+    bt.add_column("backend")
+    bt.add_column("status")
+    bt.add_column("kernels (regex)")
+    bt.add_column("what")
+    for b in backends.all_backends():
+        reason = b.unavailable_reason()
+        status = "[green]available[/]" if reason is None else f"[yellow]unavailable[/]: {reason}"
+        bt.add_row(b.name, status, b.kernel_family, b.description)
+    console.print(bt)
+
+
+def _mount_subapps() -> None:
+    # TODO(session): mount explicitly once every sub-app exists.
+    for module, name in (("tune_cli", None), ("trace.cli", "trace"), ("bench_cli", "bench")):
+        try:
+            mod = importlib.import_module(f"fp8tower.{module}")
+        except ModuleNotFoundError:
+            continue
+        if name is None:
+            for cmd in mod.app.registered_commands:
+                app.registered_commands.append(cmd)
+        else:
+            app.add_typer(mod.app, name=name)
+
+
+_mount_subapps()
+
+
+def main() -> None:
+    app()

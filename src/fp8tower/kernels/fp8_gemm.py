@@ -1,0 +1,154 @@
+"""FP8 decode GEMM (Triton): y (M, N) = x (M, K) @ W (N, K).T, W in FP8.
+
+Swap-AB: each program owns BLOCK_N output channels of W (the MMA's wide side) and all M
+tokens padded to BLOCK_M >= 16 (its narrow side), so W is streamed once per call. Split-K
+(grid axis 1) fills the 132 SMs when N / BLOCK_N alone cannot.
+
+Schemes (SCHEME constexpr):
+  0 per_tensor     bf16/fp16 x quantized in-kernel with the static scale (or FP8 x given)
+  1 channel_token  FP8 x from a per-token pre-pass, (M,) scales; (N,) weight scales
+  2 block128       bf16 x quantized in-kernel per 1x128 group (amax is local to the tile);
+                   per-128x128-block weight scales applied per 128-wide K step
+  3 weight_only    bf16 x, W upcast to x's dtype in registers; (N,) weight scales
+Every scheme takes an (N,) weight-scale vector (a per-tensor scale is expanded at prepare),
+so merged shards keep their own scales exactly.
+
+Split-K is deterministic: each split stores its fp32 partial, bumps a per-tile counter, and
+the last one to arrive sums the partials in split order, writes y and resets the counter to
+zero (no zeroing launch; the counters start zeroed once, at prepare).
+"""
+
+from __future__ import annotations
+
+import os
+
+import triton
+import triton.language as tl
+
+# The CPU interpreter's bf16 tl.dot is wrong (2026-11-29, triton 3.9: a 16x16x16 bf16 dot was
+# off by 2.7e10), so under TRITON_INTERPRET=1 weight_only dots run in fp32 (exact for these
+# operands); on the GPU they run in bf16/fp16 on the tensor cores.
+_INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
+
+
+@triton.jit
+def _load_x_tile(x_ptr, stride_xm, offs_m, offs_k, M, K):
+    mask = (offs_m[:, None] < M) & (offs_k[None, :] < K)
+    return tl.load(x_ptr + offs_m[:, None] * stride_xm + offs_k[None, :], mask=mask, other=0.0)
+
+
+@triton.jit
+def _fp8_gemm_decode_kernel(
+    w_ptr, x_ptr, y_ptr, ws_ptr, xs_ptr, bias_ptr, part_ptr, cnt_ptr,
+    M, N, K, k_per_split,
+    stride_wn, stride_xm, stride_ym, stride_wsn, stride_xsm,
+    SCHEME: tl.constexpr, X_FP8: tl.constexpr, HAS_BIAS: tl.constexpr,
+    BLOCK_N: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr,
+    SPLIT_K: tl.constexpr, FMAX: tl.constexpr, SMIN: tl.constexpr, DOT_F32: tl.constexpr,
+):
+    pid_n = tl.program_id(0)
+    pid_k = tl.program_id(1)
+    pid_m = tl.program_id(2)
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    n_mask = offs_n < N
+    k_start = pid_k * k_per_split
+    k_end = tl.minimum(k_start + k_per_split, K)
+
+    acc = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
+    if SCHEME == 0:
+        if not X_FP8:
+            a_scale = tl.load(xs_ptr)
+
+    for k0 in range(k_start, k_end, BLOCK_K):
+        if SCHEME == 2:
+            # One 128-wide step per weight block column: scales are per (n-block, k-block).
+            for kk in tl.static_range(0, BLOCK_K, 128):
+                offs_k = k0 + kk + tl.arange(0, 128)
+                w = tl.load(
+                    w_ptr + offs_n[:, None] * stride_wn + offs_k[None, :],
+                    mask=n_mask[:, None] & (offs_k[None, :] < k_end), other=0.0,
+                )
+                x = _load_x_tile(x_ptr, stride_xm, offs_m, offs_k, M, k_end).to(tl.float32)
+                xs = tl.maximum(tl.math.div_rn(tl.max(tl.abs(x), axis=1), FMAX), SMIN)
+                xq = tl.clamp(tl.math.div_rn(x, xs[:, None]), -FMAX, FMAX).to(w.dtype)
+                part = tl.dot(w, tl.trans(xq))
+                wsc = tl.load(ws_ptr + (pid_n * BLOCK_N // 128) * stride_wsn + (k0 + kk) // 128)
+                acc += part * (wsc * xs[None, :])
+        else:
+            offs_k = k0 + tl.arange(0, BLOCK_K)
+            w = tl.load(
+                w_ptr + offs_n[:, None] * stride_wn + offs_k[None, :],
+                mask=n_mask[:, None] & (offs_k[None, :] < k_end), other=0.0,
+            )
+            x = _load_x_tile(x_ptr, stride_xm, offs_m, offs_k, M, k_end)
+            if SCHEME == 3:
+                if (x.dtype == tl.float32) or DOT_F32:
+                    acc = tl.dot(w.to(tl.float32), tl.trans(x.to(tl.float32)), acc,
+                                 input_precision="ieee")
+                else:
+                    acc = tl.dot(w.to(tl.float32).to(x.dtype), tl.trans(x), acc)
+            elif X_FP8:
+                acc = tl.dot(w, tl.trans(x), acc)
+            else:
+                xq = tl.clamp(tl.math.div_rn(x.to(tl.float32), a_scale), -FMAX, FMAX)
+                acc = tl.dot(w, tl.trans(xq.to(w.dtype)), acc)
+
+    # Epilogue scales (block128 applied them per K step above).
+    if SCHEME != 2:
+        acc = acc * tl.load(ws_ptr + offs_n, mask=n_mask, other=0.0)[:, None]
+        if SCHEME == 0:
+            if X_FP8:
+                acc = acc * tl.load(xs_ptr)
+            else:
+                acc = acc * a_scale
+        if SCHEME == 1:
+            acc = acc * tl.load(xs_ptr + offs_m * stride_xsm, mask=offs_m < M, other=0.0)[None, :]
+
+    y_ptrs = y_ptr + offs_m[None, :] * stride_ym + offs_n[:, None]
+    y_mask = n_mask[:, None] & (offs_m[None, :] < M)
+    if SPLIT_K == 1:
+        if HAS_BIAS:
+            acc += tl.load(bias_ptr + offs_n, mask=n_mask, other=0.0).to(tl.float32)[:, None]
+        tl.store(y_ptrs, acc.to(y_ptr.dtype.element_ty), mask=y_mask)
+    else:
+        # Partials laid out [SPLIT_K, M_pad, N]; M_pad = grid_m * BLOCK_M.
+        m_pad = tl.num_programs(2) * BLOCK_M
+        p_ptrs = part_ptr + offs_m[None, :] * N + offs_n[:, None]
+        tl.store(p_ptrs + pid_k * m_pad * N, acc, mask=n_mask[:, None])
+        tl.debug_barrier()
+        tile = pid_m * tl.num_programs(0) + pid_n
+        arrived = tl.atomic_add(cnt_ptr + tile, 1, sem="acq_rel", scope="gpu")
+        if arrived == SPLIT_K - 1:
+            total = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
+            for s in range(SPLIT_K):
+                total += tl.load(p_ptrs + s * m_pad * N, mask=n_mask[:, None], other=0.0,
+                                 cache_modifier=".cg")
+            if HAS_BIAS:
+                total += tl.load(bias_ptr + offs_n, mask=n_mask, other=0.0).to(tl.float32)[:, None]
+            tl.store(y_ptrs, total.to(y_ptr.dtype.element_ty), mask=y_mask)
+            tl.atomic_xchg(cnt_ptr + tile, 0, sem="relaxed", scope="gpu")
+
+
+def launch(
+    w, x, y, w_scale, x_scale, bias, part, counters, *, scheme_id: int, x_fp8: bool,
+    block_n: int, block_m: int, block_k: int, split_k: int, num_warps: int, num_stages: int,
+    ws_row_stride: int = 0, xs_row_stride: int = 0,
+):
+    """Launch the kernel. Shapes: w (N, K) FP8, x (M, K), y (M, N); see module docstring."""
+    m, k = x.shape
+    n = w.shape[0]
+    k_iters = triton.cdiv(k, block_k)
+    k_per_split = triton.cdiv(k_iters, split_k) * block_k
+    grid = (triton.cdiv(n, block_n), split_k, triton.cdiv(m, block_m))
+    dummy = y  # an unused pointer argument still needs a tensor
+    _fp8_gemm_decode_kernel[grid](
+        w, x, y, w_scale, x_scale, bias if bias is not None else dummy,
+        part if part is not None else dummy, counters if counters is not None else dummy,
+        m, n, k, k_per_split,
+        w.stride(0), x.stride(0), y.stride(0), ws_row_stride, xs_row_stride,
+        SCHEME=scheme_id, X_FP8=x_fp8, HAS_BIAS=bias is not None,
+        BLOCK_N=block_n, BLOCK_M=block_m, BLOCK_K=block_k, SPLIT_K=split_k,
+        FMAX=448.0, SMIN=1e-12, DOT_F32=_INTERPRET, num_warps=num_warps, num_stages=num_stages,
+    )
+    return grid

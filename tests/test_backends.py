@@ -1,0 +1,135 @@
+"""Numerics contract (DESIGN.md) for every backend x scheme it serves, on the CPU.
+
+Triton kernels run under TRITON_INTERPRET=1 with activations that quantize exactly (the
+interpreter's fp32->fp8 cast is wrong on carries); the cuBLASLt wrapper's scale layouts are
+checked through the CPU build of torch._scaled_mm, which takes the same arguments.
+"""
+
+import pytest
+import torch
+
+from conftest import exact_activations, random_weight
+from fp8tower import backends
+from fp8tower.backends import BackendError
+from fp8tower.backends.reference import fp8_linear_ref
+from fp8tower.formats import FP8_DTYPE, Scheme, quantize_weight, sqnr_db
+from fp8tower.problem import GemmProblem
+
+MS = (1, 3, 16, 33, 64)
+MIN_DB = 40.0
+
+
+def _weight(n, k, scheme, seed=1):
+    act = 0.05 if scheme is Scheme.PER_TENSOR else None
+    return quantize_weight(random_weight(n, k, seed), scheme, act_scale=act)
+
+
+def _x(m, k, scheme, seed=0):
+    if scheme is Scheme.WEIGHT_ONLY:
+        g = torch.Generator().manual_seed(seed)
+        return torch.randn(m, k, generator=g).bfloat16()
+    return exact_activations(m, k, scheme, 0.05, seed).bfloat16()
+
+
+def _run_poisoned(backend, x, w, **kw):
+    out = torch.full((x.shape[0], w.n), float("nan"), dtype=torch.float32)
+    y = backend.run(x, w, backend.prepare(w), out_dtype=torch.float32, out=out, **kw)
+    assert y.data_ptr() == out.data_ptr()
+    assert bool(torch.isfinite(out).all()), "some outputs were never written"
+    return out
+
+
+def _ref64(x, w, **kw):
+    return fp8_linear_ref(x, w, out_dtype=torch.float64, compute_dtype=torch.float64, **kw)
+
+
+@pytest.mark.parametrize("scheme", list(Scheme))
+@pytest.mark.parametrize("m", MS)
+def test_reference_matches_float64(scheme, m):
+    n, k = 200, 328
+    w, x = _weight(n, k, scheme), _x(m, k, scheme)
+    out = _run_poisoned(backends.get("reference"), x, w)
+    assert sqnr_db(_ref64(x, w), out) >= MIN_DB
+
+
+TRITON_CONFIGS = [
+    {"block_n": 32, "block_k": 128, "split_k": 1, "num_warps": 4, "num_stages": 2},
+    {"block_n": 64, "block_k": 128, "split_k": 3, "num_warps": 4, "num_stages": 2},
+]
+
+
+@pytest.mark.parametrize("scheme", list(Scheme))
+@pytest.mark.parametrize("m", MS)
+@pytest.mark.parametrize("cfg", TRITON_CONFIGS, ids=["splitk1", "splitk3"])
+def test_triton_contract(interpret, scheme, m, cfg):
+    n, k = 200, 328  # neither a multiple of 128: masked tiles and partial blocks
+    w, x = _weight(n, k, scheme, seed=m), _x(m, k, scheme, seed=m)
+    be = backends.get("triton")
+    out = _run_poisoned(be, x, w, config=cfg)
+    db = sqnr_db(_ref64(x, w), out)
+    assert db >= MIN_DB, f"{scheme} M={m}: {db:.1f} dB"
+
+
+def test_triton_per_tensor_fp8_input_and_bias(interpret):
+    n, k, m = 72, 200, 5
+    w = _weight(n, k, Scheme.PER_TENSOR)
+    xq = exact_activations(m, k, Scheme.PER_TENSOR, 1.0).to(FP8_DTYPE)
+    scale = torch.tensor(0.03)
+    bias = torch.randn(n)
+    out = _run_poisoned(backends.get("triton"), xq, w, act_scale=scale, bias=bias,
+                        config=TRITON_CONFIGS[1])
+    assert sqnr_db(_ref64(xq, w, act_scale=scale, bias=bias), out) >= MIN_DB
+
+
+def test_triton_merged_channel_scale_vector(interpret):
+    """per_tensor weights with an (N,) scale vector (exact merge of shards) are served."""
+    n, k, m = 96, 256, 4
+    w = _weight(n, k, Scheme.PER_TENSOR)
+    w.scale = torch.linspace(0.5, 2.0, n) * w.scale
+    x = _x(m, k, Scheme.PER_TENSOR)
+    out = _run_poisoned(backends.get("triton"), x, w, config=TRITON_CONFIGS[1])
+    assert sqnr_db(_ref64(x, w), out) >= MIN_DB
+
+
+def test_triton_split_k_deterministic(interpret):
+    n, k, m = 64, 640, 3
+    w, x = _weight(n, k, Scheme.BLOCK128), _x(m, k, Scheme.BLOCK128)
+    be = backends.get("triton")
+    packed = be.prepare(w)
+    cfg = {"block_n": 64, "block_k": 128, "split_k": 5, "num_warps": 4, "num_stages": 2}
+    a = be.run(x, w, packed, out_dtype=torch.float32, config=cfg)
+    b = be.run(x, w, packed, out_dtype=torch.float32, config=cfg)
+    assert torch.equal(a, b)
+    assert int(packed["counters"].abs().sum()) == 0, "split-K counters must reset to zero"
+
+
+@pytest.mark.parametrize("scheme", [Scheme.PER_TENSOR, Scheme.CHANNEL_TOKEN])
+@pytest.mark.parametrize("m", MS)
+def test_cublaslt_wrapper_math_on_cpu(scheme, m):
+    """The scale layouts handed to torch._scaled_mm (its CPU build takes the same args)."""
+    n, k = 208, 336  # multiples of 16, not of 128
+    w = _weight(n, k, scheme)
+    g = torch.Generator().manual_seed(m)
+    x = torch.randn(m, k, generator=g).bfloat16()
+    be = backends.get("cublaslt")
+    out = torch.full((m, n), float("nan"), dtype=torch.bfloat16)
+    be.run(x, w, be.prepare(w), out_dtype=torch.bfloat16, out=out)
+    assert sqnr_db(_ref64(x, w), out) >= 38  # bf16 output rounding: ~2^-9 relative
+
+
+def test_registry_refusals():
+    p_cpu = GemmProblem(1, 256, 256, Scheme.PER_TENSOR)
+    with pytest.raises(BackendError, match="unknown backend 'nope'.*reference"):
+        backends.get("nope")
+    with pytest.raises(BackendError, match="cublaslt.*cannot serve.*(CUDA|cuBLASLt)"):
+        backends.require("cublaslt", p_cpu)
+    cublaslt = backends.get("cublaslt")
+    gpu = (9, 0)
+    assert "weight_only" in cublaslt.check(GemmProblem(1, 256, 256, "weight_only", capability=gpu))
+    assert "multiples of 16" in cublaslt.check(GemmProblem(1, 250, 256, "per_tensor", capability=gpu))
+    assert "128" in cublaslt.check(GemmProblem(1, 256, 208, "block128", capability=gpu))
+    assert cublaslt.check(GemmProblem(1, 256, 256, "per_tensor", capability=gpu)) is None
+    assert "8.9" in backends.get("triton").check(GemmProblem(1, 256, 256, "per_tensor", capability=(8, 0)))
+    assert backends.first_able(p_cpu).name == "reference"
+    for b in backends.all_backends():
+        b.kernel_regex()  # every kernel_family compiles

@@ -1,0 +1,96 @@
+import pytest
+import torch
+
+from fp8tower.formats import (
+    FP8_DTYPE,
+    Fp8Weight,
+    Scheme,
+    dequantize,
+    quantize_act_group128,
+    quantize_act_per_tensor,
+    quantize_act_per_token,
+    quantize_weight,
+    sqnr_db,
+)
+
+
+def test_scheme_parse():
+    assert Scheme.parse("per-tensor") is Scheme.PER_TENSOR
+    assert Scheme.parse(Scheme.BLOCK128) is Scheme.BLOCK128
+    with pytest.raises(ValueError, match="unknown scheme 'int4'.*per_tensor"):
+        Scheme.parse("int4")
+
+
+@pytest.mark.parametrize("scheme", list(Scheme))
+@pytest.mark.parametrize("shape", [(200, 328), (128, 256), (1, 5)])
+def test_quantize_roundtrip(scheme, shape):
+    w = torch.randn(*shape)
+    q = quantize_weight(w, scheme)
+    assert q.data.dtype == FP8_DTYPE and q.shape == shape
+    # E4M3 has 3 mantissa bits: relative error per element <= 2^-4, SQNR ~ 30 dB.
+    assert sqnr_db(w, dequantize(q)) > 25
+    n, k = shape
+    expected = {
+        Scheme.PER_TENSOR: (),
+        Scheme.CHANNEL_TOKEN: (n,),
+        Scheme.WEIGHT_ONLY: (n,),
+        Scheme.BLOCK128: (-(-n // 128), -(-k // 128)),
+    }[scheme]
+    assert tuple(q.scale.shape) == expected
+
+
+def test_block128_partial_blocks_use_their_own_amax():
+    w = torch.ones(130, 130)
+    w[129, 129] = 100.0  # lives alone in the partial corner block
+    q = quantize_weight(w, Scheme.BLOCK128)
+    assert q.scale.shape == (2, 2)
+    assert q.scale[1, 1] == pytest.approx(100.0 / 448)
+    assert q.scale[0, 0] == pytest.approx(1.0 / 448)
+    torch.testing.assert_close(dequantize(q), w, rtol=0.07, atol=0)
+
+
+def test_non_finite_weight_names_where():
+    w = torch.randn(8, 8)
+    w[3, 5] = float("nan")
+    w[6, 1] = float("inf")
+    with pytest.raises(ValueError, match=r"2 non-finite.*index \(3, 5\)"):
+        quantize_weight(w, "per_tensor")
+
+
+def test_bad_weight_inputs():
+    with pytest.raises(ValueError, match="2-D"):
+        quantize_weight(torch.randn(4), "per_tensor")
+    with pytest.raises(ValueError, match="bf16/fp16/fp32"):
+        quantize_weight(torch.ones(4, 4, dtype=torch.int32), "per_tensor")
+    with pytest.raises(ValueError, match="only applies to per_tensor"):
+        quantize_weight(torch.randn(4, 4), "block128", act_scale=0.1)
+    with pytest.raises(ValueError, match="finite positive"):
+        quantize_weight(torch.randn(4, 4), "per_tensor", act_scale=-1.0)
+
+
+def test_fp8weight_validates_scale_shape():
+    data = torch.zeros(4, 8).to(FP8_DTYPE)
+    with pytest.raises(ValueError, match=r"must have shape \(4,\)"):
+        Fp8Weight(data, torch.ones(3), Scheme.CHANNEL_TOKEN)
+    with pytest.raises(ValueError, match="2-D"):
+        Fp8Weight(torch.zeros(4, 8), torch.ones(4), Scheme.CHANNEL_TOKEN)
+
+
+def test_activation_quantizers():
+    x = torch.randn(5, 300)
+    q, s = quantize_act_per_token(x)
+    assert s.shape == (5,) and torch.allclose(s, x.abs().amax(1) / 448)
+    q, s = quantize_act_group128(x)
+    assert q.shape == (5, 300) and s.shape == (5, 3)
+    assert s[:, 2] == pytest.approx(x[:, 256:].abs().amax(1) / 448)
+    q, s = quantize_act_per_tensor(x * 100, 0.01)
+    assert float(q.float().abs().max()) == 448.0  # saturates instead of overflowing
+    assert float(s) == pytest.approx(0.01)
+
+
+def test_sqnr_nan_is_minus_inf():
+    a = torch.randn(10)
+    b = a.clone()
+    b[3] = float("nan")
+    assert sqnr_db(a, b) == float("-inf")
+    assert sqnr_db(a, a) == float("inf")

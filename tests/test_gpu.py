@@ -1,0 +1,75 @@
+"""The numerics contract on the GPU, on every Qwen3.5-27B tower shape (marker: gpu).
+
+General random activations here (the CPU tests need grid-exact ones, see conftest)."""
+
+import pytest
+import torch
+
+from fp8tower import backends
+from fp8tower.backends.reference import fp8_linear_ref
+from fp8tower.formats import Scheme, quantize_weight, sqnr_db
+from fp8tower.problem import GemmProblem
+
+pytestmark = pytest.mark.gpu
+
+TOWER_SHAPES = [
+    (10240, 5120), (6144, 5120), (16384, 5120), (5120, 6144), (12288, 5120),
+    (1024, 5120), (14336, 5120), (34816, 5120), (5120, 17408),
+]
+ODD_SHAPES = [(200, 328), (1000, 1160)]
+
+
+def _setup(n, k, scheme, m, seed=0):
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    w = torch.randn(n, k, device="cuda", generator=g) * 0.02
+    act = 0.02 if scheme is Scheme.PER_TENSOR else None
+    x = torch.randn(m, k, device="cuda", generator=g).bfloat16()
+    return quantize_weight(w, scheme, act_scale=act), x
+
+
+@pytest.mark.parametrize("shape", TOWER_SHAPES + ODD_SHAPES, ids=lambda s: f"{s[0]}x{s[1]}")
+@pytest.mark.parametrize("scheme", list(Scheme))
+@pytest.mark.parametrize("m", [1, 3, 16, 33, 64])
+def test_backends_vs_reference(shape, scheme, m):
+    n, k = shape
+    w, x = _setup(n, k, scheme, m, seed=m)
+    ref = fp8_linear_ref(x, w, out_dtype=torch.float64, compute_dtype=torch.float64)
+    problem = GemmProblem.for_call(x, w, torch.bfloat16)
+    served = 0
+    for be in backends.available():
+        if be.name == "reference" or be.check(problem) is not None:
+            continue
+        out = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device="cuda")
+        be.run(x, w, be.packed_for(w), out_dtype=torch.bfloat16, out=out)
+        torch.cuda.synchronize()
+        db = sqnr_db(ref, out)
+        # bf16 output rounding alone costs ~50 dB; 40 dB is the contract.
+        assert db >= 40, f"{be.name} {scheme} {n}x{k} M={m}: {db:.1f} dB"
+        served += 1
+    assert served >= 1
+
+
+@pytest.mark.parametrize("scheme", list(Scheme))
+def test_triton_bitwise_deterministic(scheme):
+    be = backends.get("triton")
+    w, x = _setup(5120, 17408, scheme, 8)
+    cfg = {"block_n": 64, "block_k": 256, "split_k": 8, "num_warps": 4, "num_stages": 4}
+    packed = be.packed_for(w)
+    outs = [be.run(x, w, packed, out_dtype=torch.bfloat16, config=cfg) for _ in range(20)]
+    assert all(torch.equal(outs[0], o) for o in outs[1:])
+    assert int(packed["counters"].abs().sum()) == 0
+
+
+def test_triton_under_cuda_graph():
+    be = backends.get("triton")
+    w, x = _setup(1024, 5120, Scheme.PER_TENSOR, 4)
+    cfg = {"block_n": 32, "block_k": 256, "split_k": 4, "num_warps": 4, "num_stages": 4}
+    packed = be.packed_for(w)
+    eager = be.run(x, w, packed, out_dtype=torch.bfloat16, config=cfg)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        y = be.run(x, w, packed, out_dtype=torch.bfloat16, config=cfg)
+    for _ in range(3):
+        g.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(eager, y)
