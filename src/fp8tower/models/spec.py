@@ -18,12 +18,14 @@ output: o_proj), ``post_attn_norm`` (post_attention_layernorm output: MLP gate/u
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Iterable
 
-KINDS = ("gdn", "attention", "mlp", "other")
+KINDS = ("gdn", "attention", "mlp", "other")  # "other": reserved (lm_head etc., not modelled)
 DEFAULT_PARTS = ("gdn", "attention")
 ALL_PARTS = ("gdn", "attention", "mlp")
+
+Parts = Iterable[str] | str
 
 
 class ConfigError(ValueError):
@@ -52,10 +54,10 @@ class LinearSpec:
     proj: str  # in_proj_qkv, in_proj_z, out_proj, q_proj, ..., down_proj
     merge_group: str | None  # e.g. "layers.3.gdn_in"; None: no sibling to merge with
     input: str  # e.g. "layers.3.hidden_norm"
-    fp8: bool  # whether the checkpoint (or the default policy) stores it in FP8
+    fp8: bool  # whether the checkpoint's quantization config (or the default) makes it FP8
 
     @property
-    def fp8_bytes(self) -> int:
+    def weight_bytes_fp8(self) -> int:
         return self.n * self.k
 
 
@@ -80,7 +82,7 @@ class GemmSpec:
         return all(m.fp8 for m in self.members)
 
 
-def _check_parts(parts: Iterable[str] | str) -> tuple[str, ...]:
+def _check_parts(parts: Parts) -> tuple[str, ...]:
     parts = (parts,) if isinstance(parts, str) else tuple(parts)
     if parts == ("all",):
         return ALL_PARTS
@@ -94,9 +96,10 @@ def _check_parts(parts: Iterable[str] | str) -> tuple[str, ...]:
 class TowerSpec:
     """The linear layers of one decode step of a model, in execution order.
 
-    ``all_linears`` holds every modelled linear, FP8 or not; the helpers filter by ``parts``
-    (the ``kind`` values to include; default GDN + attention, the report's "FP8 tower") and,
-    where they say so, by ``fp8``. ``notes`` lists what the spec leaves out or assumed.
+    ``all_linears`` holds every modelled linear, FP8 or not, per layer: token-mixer
+    projections, then the MLP's. The helpers filter by ``parts`` (the ``kind`` values to
+    include, or 'all'; default GDN + attention, the report's "FP8 tower") and, where they say
+    so, by ``fp8``. ``notes`` lists what the spec leaves out or assumed.
     """
 
     name: str
@@ -104,18 +107,18 @@ class TowerSpec:
     hidden_size: int
     num_layers: int
     layer_types: tuple[str, ...]  # "linear_attention" / "full_attention" per layer
-    all_linears: tuple[LinearSpec, ...]  # every modelled linear, FP8 or not
-    module_prefix: str = "model."  # prepended to LinearSpec.name to get the checkpoint name
+    all_linears: tuple[LinearSpec, ...]
+    module_prefix: str = "model."  # prepended to LinearSpec.name: the checkpoint's name
     intermediate_size: int | None = None  # dense MLP width; None when the MLP is out of scope
     mlp_in_scope: bool = True  # False for MoE models: experts are not modelled yet
-    quant_method: str | None = None
+    quant_method: str | None = None  # quantization_config's method; None: default policy
     scheme_hint: str | None = None  # per_tensor / channel_token / block128 / None
     notes: tuple[str, ...] = field(default=())
 
     def module_name(self, linear: LinearSpec) -> str:
         return self.module_prefix + linear.name
 
-    def _parts(self, parts: Iterable[str] | str) -> tuple[str, ...]:
+    def _parts(self, parts: Parts) -> tuple[str, ...]:
         parts = _check_parts(parts)
         if "mlp" in parts and not self.mlp_in_scope:
             raise ValueError(
@@ -125,107 +128,21 @@ class TowerSpec:
             )
         return parts
 
-    def linears(
-        self, parts: Iterable[str] | str = DEFAULT_PARTS, *, fp8_only: bool = False
-    ) -> list[LinearSpec]:
-        """The linears of ``parts`` (kinds, or 'all') in execution order; FP8 ones only if asked."""
+    def linears(self, parts: Parts = DEFAULT_PARTS, *, fp8_only: bool = False) -> list[LinearSpec]:
+        """The linears of ``parts`` in execution order; only the FP8 ones if ``fp8_only``."""
         parts = self._parts(parts)
         return [
             lin for lin in self.all_linears if lin.kind in parts and (lin.fp8 or not fp8_only)
         ]
 
-    def fp8_bytes(self) -> int:
-        return self.n * self.k
-
-
-@dataclass(frozen=True)
-class GemmSpec:
-    """One GEMM of a step: a single linear, or a merge group's members with N stacked."""
-
-    name: str  # the linear's name, or the merge group's
-    n: int
-    k: int
-    layer: int
-    kind: str
-    input: str
-    members: tuple[LinearSpec, ...]
-
-    @property
-    def merged(self) -> bool:
-        return len(self.members) > 1
-
-    @property
-    def fp8(self) -> bool:
-        return all(m.fp8 for m in self.members)
-
-
-def _check_parts(parts: Iterable[str] | str) -> tuple[str, ...]:
-    parts = (parts,) if isinstance(parts, str) else tuple(parts)
-    if parts == ("all",):
-        return ALL_PARTS
-    bad = [p for p in parts if p not in KINDS]
-    if bad or not parts:
-        raise ValueError(f"parts: got {parts!r}; expected a non-empty subset of {KINDS} or 'all'")
-    return parts
-
-
-@dataclass(frozen=True)
-class TowerSpec:
-    """The linear layers of one decode step of a model, in execution order.
-
-    ``all_linears`` holds every modelled linear, FP8 or not; the helpers filter by ``parts``
-    (the ``kind`` values to include; default GDN + attention, the report's "FP8 tower") and,
-    where they say so, by ``fp8``. ``notes`` lists what the spec leaves out or assumed.
-    """
-
-    name: str
-    model_type: str
-    hidden_size: int
-    num_layers: int
-    layer_types: tuple[str, ...]  # "linear_attention" / "full_attention" per layer
-    all_linears: tuple[LinearSpec, ...]  # every modelled linear, FP8 or not
-    module_prefix: str = "model."  # prepended to LinearSpec.name to get the checkpoint name
-    intermediate_size: int | None = None  # dense MLP width; None when the MLP is out of scope
-    mlp_in_scope: bool = True  # False for MoE models: experts are not modelled yet
-    quant_method: str | None = None
-    scheme_hint: str | None = None  # per_tensor / channel_token / block128 / None
-    notes: tuple[str, ...] = field(default=())
-
-    def module_name(self, linear: LinearSpec) -> str:
-        return self.module_prefix + linear.name
-
-    def _parts(self, parts: Iterable[str] | str) -> tuple[str, ...]:
-        parts = _check_parts(parts)
-        if "mlp" in parts and not self.mlp_in_scope:
-            raise ValueError(
-                f"{self.name} ({self.model_type}): MLP parts requested, but its MLP is a "
-                "mixture of experts, which this spec does not model yet; request "
-                "parts=('gdn', 'attention')"
-            )
-        return parts
-
-    def linears_for(
-        self, parts: Iterable[str] | str = DEFAULT_PARTS, *, fp8_only: bool = False
-    ) -> list[LinearSpec]:
-        parts = self._parts(parts)
-        return [
-            lin for lin in self.linears if lin.kind in parts and (lin.fp8 or not fp8_only)
-        ]
-
-    # `linears` is the field; this is the filtered view under the name the API documents.
-    def select(
-        self, parts: Iterable[str] | str = DEFAULT_PARTS, *, fp8_only: bool = False
-    ) -> list[LinearSpec]:
-        return self.linears(parts, fp8_only=fp8_only)
-
-    def fp8_bytes(self, parts: Iterable[str] | str = DEFAULT_PARTS) -> int:
-        """Weight bytes of the FP8 linears per step: sum of N*K (1 byte each), scales excluded."""
-        return sum(lin.fp8_bytes for lin in self.linears(parts, fp8_only=True))
+    def fp8_bytes(self, parts: Parts = DEFAULT_PARTS) -> int:
+        """FP8 weight bytes read per step: sum of N*K over the FP8 linears (scales excluded)."""
+        return sum(lin.weight_bytes_fp8 for lin in self.linears(parts, fp8_only=True))
 
     def merge_groups(
-        self, parts: Iterable[str] | str = DEFAULT_PARTS, *, fp8_only: bool = True
+        self, parts: Parts = DEFAULT_PARTS, *, fp8_only: bool = True
     ) -> dict[str, list[LinearSpec]]:
-        """Group name -> members, in execution order; only groups with 2+ members left."""
+        """Group name -> members in execution order; groups left with < 2 members are dropped."""
         groups: dict[str, list[LinearSpec]] = {}
         for lin in self.linears(parts, fp8_only=fp8_only):
             if lin.merge_group is not None:
@@ -233,13 +150,9 @@ class TowerSpec:
         return {g: members for g, members in groups.items() if len(members) > 1}
 
     def gemms(
-        self,
-        parts: Iterable[str] | str = DEFAULT_PARTS,
-        *,
-        merged: bool = False,
-        fp8_only: bool = True,
+        self, parts: Parts = DEFAULT_PARTS, *, merged: bool = False, fp8_only: bool = True
     ) -> list[GemmSpec]:
-        """The step's GEMMs in execution order; merged groups run at their first member."""
+        """The step's GEMMs in execution order; a merged group runs where its first member did."""
         groups = self.merge_groups(parts, fp8_only=fp8_only) if merged else {}
         out: list[GemmSpec] = []
         for lin in self.linears(parts, fp8_only=fp8_only):
@@ -248,31 +161,26 @@ class TowerSpec:
                 out.append(GemmSpec(lin.name, lin.n, lin.k, lin.layer, lin.kind, lin.input, (lin,)))
             elif lin is members[0]:
                 n = sum(m.n for m in members)
-                out.append(
-                    GemmSpec(lin.merge_group, n, lin.k, lin.layer, lin.kind, lin.input,
-                             tuple(members))
-                )
+                out.append(GemmSpec(lin.merge_group, n, lin.k, lin.layer, lin.kind, lin.input,
+                                    tuple(members)))
         return out
 
     def shapes(
-        self,
-        parts: Iterable[str] | str = DEFAULT_PARTS,
-        *,
-        merged: bool = False,
-        fp8_only: bool = True,
+        self, parts: Parts = DEFAULT_PARTS, *, merged: bool = False, fp8_only: bool = True
     ) -> dict[tuple[int, int], int]:
-        """Distinct (N, K) -> how many GEMMs per step have it, in first-seen order."""
-        counts = Counter((g.n, g.k) for g in self.gemms(parts, merged=merged, fp8_only=fp8_only))
-        return dict(counts)
+        """Distinct (N, K) -> GEMMs per step with that shape, in first-seen order."""
+        return dict(Counter((g.n, g.k) for g in self.gemms(parts, merged=merged,
+                                                             fp8_only=fp8_only)))
 
-    def summary(self, parts: Iterable[str] | str = DEFAULT_PARTS) -> str:
+    def summary(self, parts: Parts = DEFAULT_PARTS) -> str:
         """A few human-readable lines (for the CLI and logs)."""
-        lines = [
-            f"{self.name} ({self.model_type}): hidden {self.hidden_size}, {self.num_layers} layers"
-            f" ({self.layer_types.count('linear_attention')} linear_attention,"
-            f" {self.layer_types.count('full_attention')} full_attention)",
-            f"FP8 GEMMs/step {len(self.gemms(parts))} ({len(self.gemms(parts, merged=True))}"
-            f" merged), {self.fp8_bytes(parts):,} B, scheme_hint {self.scheme_hint}",
-        ]
+        types = self.layer_types
+        head = (f"{self.name} ({self.model_type}): hidden {self.hidden_size}, {self.num_layers}"
+                f" layers ({types.count('linear_attention')} linear_attention,"
+                f" {types.count('full_attention')} full_attention)")
+        tower = (f"parts {'+'.join(self._parts(parts))}: {len(self.gemms(parts))} FP8 GEMMs/step"
+                 f" ({len(self.gemms(parts, merged=True))} merged),"
+                 f" {self.fp8_bytes(parts):,} B/step, scheme_hint {self.scheme_hint}")
+        lines = [head, tower]
         lines += [f"note: {n}" for n in self.notes]
         return "\n".join(lines)

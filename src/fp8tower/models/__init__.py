@@ -1,0 +1,45 @@
+"""Decode-step tower specs from Hugging Face config.json files.
+
+A TowerSpec lists the linear layers one decode step runs, in execution order, with their
+shapes (N out, K in), merge groups (siblings reading one input) and whether the checkpoint
+stores them in FP8. Pure Python: no torch, no CUDA.
+
+    >>> from fp8tower.models import get_spec
+    >>> spec = get_spec("qwen3.5-27b")
+    >>> len(spec.gemms()), spec.fp8_bytes()     # the FP8 tower: GDN + attention
+    (208, 7214202880)
+
+Supported model_type values: Qwen3.5 / 3.6 hybrids (qwen3_5, qwen3_5_text; qwen3_5_moe and
+qwen3_next for GDN + attention only, their experts are out of scope), and Llama-style dense
+decoders (llama, qwen2, qwen3, mistral). See ``spec.py`` for names and inputs, ``quant.py``
+for how a quantization config decides FP8, ``qwen.py`` / ``llama.py`` for the shapes.
+"""
+
+from .quant import QuantPolicy, parse_quant_config
+from .registry import (
+    SUPPORTED_MODEL_TYPES,
+    get_spec,
+    list_models,
+    load_config,
+    text_config,
+    tower_spec_from_config,
+)
+from .spec import ALL_PARTS, DEFAULT_PARTS, KINDS, ConfigError, GemmSpec, LinearSpec, TowerSpec
+
+__all__ = [
+    "ALL_PARTS",
+    "DEFAULT_PARTS",
+    "KINDS",
+    "SUPPORTED_MODEL_TYPES",
+    "ConfigError",
+    "GemmSpec",
+    "LinearSpec",
+    "QuantPolicy",
+    "TowerSpec",
+    "get_spec",
+    "list_models",
+    "load_config",
+    "parse_quant_config",
+    "text_config",
+    "tower_spec_from_config",
+]

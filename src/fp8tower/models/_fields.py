@@ -1,0 +1,45 @@
+"""Typed reads of config.json fields that fail with a ConfigError naming the field."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .spec import ConfigError
+
+
+class Fields:
+    """A config dict plus the context (model name) that error messages carry."""
+
+    def __init__(self, cfg: dict[str, Any], context: str):
+        self.cfg, self.context = cfg, context
+
+    def error(self, field: str, value: object, expected: str) -> ConfigError:
+        return ConfigError(field, value, expected, context=self.context)
+
+    def has(self, field: str) -> bool:
+        return self.cfg.get(field) is not None
+
+    def pos_int(self, field: str, default: int | None = None) -> int:
+        """A positive int; ``default`` is used when the field is absent or null."""
+        value = self.cfg.get(field)
+        if value is None:
+            if default is None:
+                raise self.error(field, None, "a positive integer")
+            return default
+        # bool is an int subclass; JSON true is never a size.
+        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+            raise self.error(field, value, "a positive integer")
+        return value
+
+    def flag(self, field: str, default: bool) -> bool:
+        value = self.cfg.get(field)
+        if value is None:
+            return default
+        if not isinstance(value, bool):
+            raise self.error(field, value, "true or false")
+        return value
+
+    def multiple(self, field: str, value: int, of_field: str, of: int) -> None:
+        """Check ``value`` (of ``field``) is a multiple of ``of`` (the value of ``of_field``)."""
+        if value % of:
+            raise self.error(field, value, f"a multiple of {of_field} ({of})")

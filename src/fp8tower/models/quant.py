@@ -1,0 +1,258 @@
+"""Which linears a checkpoint's quantization config makes FP8, and the scheme it implies.
+
+A linear is matched by its checkpoint module names: both ``model.<name>`` and
+``model.language_model.<name>`` (``<name>`` = ``LinearSpec.name``, e.g.
+``layers.3.linear_attn.in_proj_a``), because Qwen3.5's multimodal checkpoints use the second
+spelling and text-only ones the first; the two always denote the same module.
+
+Entry semantics, per format:
+
+- compressed-tensors (``quant_method: compressed-tensors``; ``config_groups`` + ``ignore``):
+  as compressed-tensors matches, an entry ``re:<regex>`` matches when ``re.match`` does (anchored
+  at the start only), any other entry only the exact module name; the target ``Linear`` matches
+  every linear. A linear is FP8 when the best-matching group (exact name, then regex, then
+  class) has 8-bit float weights and no ``ignore`` entry matches it.
+- every other format (``modules_to_not_convert``: HF FineGrainedFP8 / fbgemm_fp8;
+  ``ignored_layers``: vLLM fp8; ``exclude_modules`` / ``ignore``: ModelOpt): ``re:`` entries as
+  above, other entries are globs (``*`` matches anything, dots included) matched against the
+  module name, any ancestor of it (so ``model.layers.*.self_attn`` excludes its projections)
+  and any trailing part of it at a dot (so ``in_proj_a`` or ``linear_attn.in_proj_a``
+  excludes every layer's in_proj_a). This is stricter than HF's own prefix-regex test, which
+  lets ``model.layers.1`` also exclude layers 10-19; we keep matches on dot boundaries.
+- a method that is not FP8 (awq, gptq, bitsandbytes, NVFP4, ...): no linear is FP8.
+
+Without a quantization config the builders' defaults apply (everything FP8 except the GDN's
+small in_proj_a / in_proj_b / in_proj_ba, which FP8 checkpoints keep in BF16).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from .spec import ConfigError
+
+SCHEME_HINTS = ("per_tensor", "channel_token", "block128")
+NAME_PREFIXES = ("model.", "model.language_model.")
+EXCLUDE_KEYS = ("modules_to_not_convert", "ignored_layers", "exclude_modules", "ignore")
+FIELD = "quantization_config"
+CtGroups = tuple[tuple[bool, tuple[str, ...]], ...]  # (weights are FP8, targets) per group
+
+
+def module_names(name: str) -> tuple[str, ...]:
+    """The checkpoint spellings of a linear's module name."""
+    return tuple(p + name for p in NAME_PREFIXES)
+
+
+def _compile(entry: str, field_name: str, context: str) -> re.Pattern[str]:
+    try:
+        return re.compile(entry[3:])
+    except re.error as e:
+        raise ConfigError(field_name, entry, f"a valid regular expression after 're:' ({e})",
+                          context=context) from None
+
+
+def _str_list(qc: dict[str, Any], key: str, context: str) -> list[str]:
+    value = qc.get(key)
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ConfigError(f"{FIELD}.{key}", value, "a list of module names / patterns",
+                          context=context)
+    for v in value:
+        if v.startswith("re:"):
+            _compile(v, f"{FIELD}.{key}", context)
+    return value
+
+
+def _subpaths(name: str) -> list[str]:
+    """The name, its ancestors and its dotted suffixes: what a glob entry may name."""
+    parts = name.split(".")
+    heads = [".".join(parts[:i]) for i in range(1, len(parts) + 1)]
+    tails = [".".join(parts[i:]) for i in range(1, len(parts))]
+    return heads + tails
+
+
+@dataclass(frozen=True)
+class Matcher:
+    """Entries compiled once: exact names in a set (lists of hundreds stay fast)."""
+
+    exact: frozenset[str] = frozenset()
+    globs: tuple[re.Pattern[str], ...] = ()  # fullmatch against a name or a subpath
+    regexes: tuple[re.Pattern[str], ...] = ()  # "re:" entries: re.match against a name
+
+    @classmethod
+    def of(cls, entries: Iterable[str], *, globs: bool = True) -> Matcher:
+        """``globs=False``: plain entries are exact names (compressed-tensors)."""
+        entries = list(entries)
+        plain = [e for e in entries if not e.startswith("re:")]
+        wild = [e for e in plain if globs and any(c in e for c in "*?[")]
+        return cls(
+            frozenset(e for e in plain if e not in wild),
+            tuple(re.compile(fnmatch.translate(e)) for e in wild),
+            tuple(re.compile(e[3:]) for e in entries if e.startswith("re:")),
+        )
+
+    def matches(self, names: Iterable[str], *, subpaths: bool = True) -> bool:
+        for name in names:
+            if any(r.match(name) for r in self.regexes):
+                return True
+            subs = _subpaths(name) if subpaths else [name]
+            if any(s in self.exact for s in subs):
+                return True
+            if any(g.fullmatch(s) for g in self.globs for s in subs):
+                return True
+        return False
+
+
+def ct_priority(target: str, names: Iterable[str]) -> int | None:
+    """compressed-tensors target match: 0 exact name, 1 regex, 2 the class 'Linear', None no."""
+    if target.startswith("re:"):
+        pattern = re.compile(target[3:])
+        return 1 if any(pattern.match(n) for n in names) else None
+    if target in names:
+        return 0
+    return 2 if target == "Linear" else None
+
+
+@dataclass(frozen=True)
+class QuantPolicy:
+    """A parsed quantization config: ``is_fp8(name, default)`` decides each linear."""
+
+    method: str | None = None  # None: no quantization config, builder defaults apply
+    scheme_hint: str | None = None
+    notes: tuple[str, ...] = ()
+    fp8_all: bool = True  # False: the method is not FP8, so nothing is
+    exclude: Matcher = Matcher()  # non compressed-tensors formats: globs on subpaths
+    fp8_layers: Matcher | None = None  # ModelOpt MIXED_PRECISION: the layers it made FP8
+    ct_groups: CtGroups = ()
+    ct_ignore: Matcher = Matcher()  # compressed-tensors: exact names or re: only
+
+    def is_fp8(self, name: str, default: bool) -> bool:
+        if self.method is None:
+            return default
+        names = module_names(name)
+        if self.method == "compressed-tensors":
+            if self.ct_ignore.matches(names, subpaths=False):
+                return False
+            best: tuple[int, bool] | None = None
+            for fp8, targets in self.ct_groups:
+                prio = min((p for t in targets if (p := ct_priority(t, names)) is not None),
+                           default=None)
+                if prio is not None and (best is None or prio < best[0]):
+                    best = (prio, fp8)
+            return best is not None and best[1]
+        if not self.fp8_all or self.exclude.matches(names):
+            return False
+        return self.fp8_layers is None or self.fp8_layers.matches(names)
+
+
+def _fp8_block_hint(qc: dict[str, Any], context: str) -> tuple[str | None, list[str]]:
+    block = qc.get("weight_block_size")
+    if block is None:
+        return "per_tensor", []
+    if (not isinstance(block, list) or len(block) != 2
+            or not all(isinstance(b, int) and not isinstance(b, bool) and b > 0 for b in block)):
+        raise ConfigError(f"{FIELD}.weight_block_size", block, "a list of two positive integers",
+                          context=context)
+    if block == [128, 128]:
+        return "block128", []
+    return None, [f"weight_block_size {block} has no scheme here (only [128, 128])"]
+
+
+def _ct_groups(qc: dict[str, Any], context: str) -> tuple[CtGroups, str | None, list[str]]:
+    groups = qc.get("config_groups")
+    if not isinstance(groups, dict) or not groups:
+        raise ConfigError(f"{FIELD}.config_groups", groups, "an object of quantization groups",
+                          context=context)
+    parsed, hints, notes = [], set(), []
+    for gname, group in groups.items():
+        where = f"{FIELD}.config_groups.{gname}"
+        if not isinstance(group, dict):
+            raise ConfigError(where, group, "an object with targets and weights", context=context)
+        weights = group.get("weights") or {}
+        targets = _str_list(group, "targets", context)
+        fp8 = weights.get("type") == "float" and weights.get("num_bits") == 8
+        parsed.append((fp8, tuple(targets)))
+        if not fp8:
+            continue
+        strategy, acts = weights.get("strategy"), group.get("input_activations")
+        if acts is None:
+            notes.append(f"{gname}: FP8 weights without activation quantization (weight-only)")
+            hints.add(None)
+        elif strategy == "tensor":
+            hints.add("per_tensor")
+        elif strategy == "channel":
+            hints.add("channel_token")
+            if acts.get("strategy") != "token":
+                notes.append(f"{gname}: channel weights with {acts.get('strategy')!r} activations")
+        elif strategy == "block" and weights.get("block_structure") == [128, 128]:
+            hints.add("block128")
+        else:
+            hints.add(None)
+            notes.append(f"{gname}: weight strategy {strategy!r} has no scheme here")
+    if len(hints) > 1:
+        notes.append(f"FP8 groups disagree on the scheme ({sorted(map(str, hints))})")
+    hint = hints.pop() if len(hints) == 1 else None
+    return tuple(parsed), hint, notes
+
+
+_MODELOPT_HINTS = {"FP8": "per_tensor", "FP8_PER_CHANNEL_PER_TOKEN": "channel_token"}
+
+
+def parse_quant_config(qc: dict[str, Any] | None, *, context: str = "") -> QuantPolicy:
+    """Parse a quantization_config (or a ModelOpt hf_quant_config.json) into a QuantPolicy."""
+    if qc is None:
+        return QuantPolicy()
+    if not isinstance(qc, dict):
+        raise ConfigError(FIELD, qc, "an object", context=context)
+    if "quant_method" not in qc and isinstance(qc.get("quantization"), dict):
+        qc = {"quant_method": "modelopt", **qc["quantization"]}  # hf_quant_config.json
+    method = qc.get("quant_method")
+    if method is None and "quant_algo" in qc:
+        method = "modelopt"
+    if method is None and "config_groups" in qc:
+        method = "compressed-tensors"
+    if not isinstance(method, str):
+        raise ConfigError(f"{FIELD}.quant_method", method,
+                          "a string such as 'fp8', 'compressed-tensors' or 'modelopt'",
+                          context=context)
+    method = method.lower()
+    exclude = Matcher.of(e for key in EXCLUDE_KEYS for e in _str_list(qc, key, context))
+
+    if method == "compressed-tensors":
+        groups, hint, notes = _ct_groups(qc, context)
+        return QuantPolicy(method, hint, tuple(notes), ct_groups=groups,
+                           ct_ignore=Matcher.of(_str_list(qc, "ignore", context),
+                                                globs=False))
+    if method == "fp8":
+        hint, notes = _fp8_block_hint(qc, context)
+        return QuantPolicy(method, hint, tuple(notes), exclude=exclude)
+    if method == "fbgemm_fp8":
+        return QuantPolicy(method, "channel_token", (), exclude=exclude)
+    if method == "modelopt":
+        algo = str(qc.get("quant_algo", "")).upper()
+        if algo == "MIXED_PRECISION":
+            layers = qc.get("quantized_layers")
+            if not isinstance(layers, dict):
+                raise ConfigError(f"{FIELD}.quantized_layers", layers,
+                                  "an object of module name -> {quant_algo}", context=context)
+            fp8 = tuple(k for k, v in layers.items()
+                        if isinstance(v, dict) and str(v.get("quant_algo", "")).upper() == "FP8")
+            return QuantPolicy(method, "per_tensor" if fp8 else None, (), exclude=exclude,
+                               fp8_layers=Matcher.of(fp8))
+        if algo in _MODELOPT_HINTS:
+            return QuantPolicy(method, _MODELOPT_HINTS[algo], (), exclude=exclude)
+        if "FP8" in algo:
+            return QuantPolicy(method, None, (f"ModelOpt quant_algo {algo} has no scheme here",),
+                               exclude=exclude)
+        return QuantPolicy(method, None, (f"ModelOpt quant_algo {algo!r} is not FP8",),
+                           fp8_all=False)
+    if "fp8" in method:
+        return QuantPolicy(method, None, (f"quant_method {method!r}: FP8 assumed, scheme unknown",),
+                           exclude=exclude)
+    return QuantPolicy(method, None, (f"quant_method {method!r} is not FP8: no linear is FP8",),
+                       fp8_all=False)

@@ -1,0 +1,141 @@
+"""Config loading and dispatch: config.json (shipped name or path) -> TowerSpec."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import replace
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from . import llama, qwen
+from ._fields import Fields
+from .quant import parse_quant_config
+from .spec import ConfigError, TowerSpec
+
+BUILDERS = {**{t: qwen.build for t in qwen.MODEL_TYPES},
+            **{t: llama.build for t in llama.MODEL_TYPES}}
+SUPPORTED_MODEL_TYPES = tuple(BUILDERS)
+
+
+def _shipped() -> dict[str, Any]:
+    root = resources.files(__package__) / "configs"
+    return {p.name[:-5]: p for p in root.iterdir() if p.name.endswith(".json")}
+
+
+def list_models() -> list[str]:
+    """Names of the configs shipped with the package (e.g. "qwen3.5-27b", "tiny-hybrid")."""
+    return sorted(_shipped())
+
+
+def _parse_json(text: str, where: str) -> dict[str, Any]:
+    try:
+        config = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ConfigError("config.json", where, f"valid JSON ({e})") from None
+    if not isinstance(config, dict):
+        raise ConfigError("config.json", where, "a JSON object at the top level")
+    return config
+
+
+def _resolve(path_or_name: str | os.PathLike[str]) -> tuple[str, Path | None]:
+    """(model name, the config.json path; None for a shipped config)."""
+    key = str(path_or_name)
+    shipped = _shipped()
+    stem = key[:-5] if key.lower().endswith(".json") else key
+    if stem.lower() in shipped and not Path(key).exists():
+        return stem.lower(), None
+    path = Path(key)
+    if path.is_dir():
+        path = path / "config.json"
+    if not path.is_file():
+        raise ConfigError("model", key, f"a shipped name ({', '.join(sorted(shipped))}) or a "
+                          "path to a config.json or to a directory holding one")
+    return (path.parent.name if path.name == "config.json" else path.stem), path
+
+
+def load_config(path_or_name: str | os.PathLike[str]) -> dict[str, Any]:
+    """The config.json dict of a shipped model name or of a path (file, or directory with one)."""
+    name, path = _resolve(path_or_name)
+    if path is None:
+        return _parse_json(_shipped()[name].read_text(encoding="utf-8"), name)
+    return _parse_json(path.read_text(encoding="utf-8"), str(path))
+
+
+def text_config(config: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+    """The dict holding the decoder's fields, and whether it was nested under text_config."""
+    text = config.get("text_config")
+    if text is None:
+        return config, False
+    if not isinstance(text, dict):
+        raise ConfigError("text_config", text, "an object holding the text model's fields")
+    return text, True
+
+
+def tower_spec_from_config(
+    config: dict[str, Any], *, name: str | None = None, quant_config: dict[str, Any] | None = None
+) -> TowerSpec:
+    """Build the decode-step TowerSpec of a HF config.json dict.
+
+    ``quant_config`` (a quantization_config, or a ModelOpt hf_quant_config.json) overrides the
+    config's own ``quantization_config``; with neither, the default FP8 policy applies.
+    """
+    if not isinstance(config, dict):
+        raise ConfigError("config", type(config).__name__, "a dict parsed from config.json")
+    text, nested = text_config(config)
+    model_type = text.get("model_type") or config.get("model_type")
+    name = name or config.get("_name_or_path") or model_type or "model"
+    if model_type not in BUILDERS:
+        raise ConfigError("model_type", model_type,
+                          f"one of {', '.join(SUPPORTED_MODEL_TYPES)}", context=name)
+    built = BUILDERS[model_type](Fields(text, name), model_type)
+
+    notes = list(built["notes"])
+    own_qc = config.get("quantization_config") or text.get("quantization_config")
+    if quant_config is not None and own_qc is not None:
+        notes.append("the quantization_config passed in replaces config.json's own")
+    policy = parse_quant_config(quant_config if quant_config is not None else own_qc,
+                                context=name)
+    notes += policy.notes
+    if policy.method is None:
+        notes.append("no quantization config: FP8 follows the default policy")
+    notes.append("lm_head and embeddings are not included")
+    linears = tuple(replace(lin, fp8=policy.is_fp8(lin.name, lin.fp8))
+                    for lin in built["linears"])
+    return TowerSpec(
+        name=name,
+        model_type=model_type,
+        hidden_size=built["hidden_size"],
+        num_layers=built["num_layers"],
+        layer_types=built["layer_types"],
+        all_linears=linears,
+        module_prefix="model.language_model." if nested else "model.",
+        intermediate_size=built["intermediate_size"],
+        mlp_in_scope=built["mlp_in_scope"],
+        quant_method=policy.method,
+        scheme_hint=policy.scheme_hint,
+        notes=tuple(notes),
+    )
+
+
+def get_spec(
+    name_or_path: str | os.PathLike[str],
+    *,
+    name: str | None = None,
+    quant_config: dict[str, Any] | None = None,
+) -> TowerSpec:
+    """TowerSpec of a shipped model name or a config path.
+
+    A checkpoint directory's ``hf_quant_config.json`` (ModelOpt) is used when config.json has
+    no quantization_config and none is passed.
+    """
+    model, path = _resolve(name_or_path)
+    config = load_config(name_or_path)
+    if quant_config is None and path is not None:
+        hf_quant = path.parent / "hf_quant_config.json"
+        text, _ = text_config(config)
+        if hf_quant.is_file() and not (config.get("quantization_config")
+                                       or text.get("quantization_config")):
+            quant_config = _parse_json(hf_quant.read_text(encoding="utf-8"), str(hf_quant))
+    return tower_spec_from_config(config, name=name or model, quant_config=quant_config)
