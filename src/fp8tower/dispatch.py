@@ -1,25 +1,372 @@
-"""Problem -> (backend, kernel config).
+"""Problem -> (backend, kernel config): cache hit, else tune, else a safe default.
 
-An explicit backend name bypasses tuning (and raises with the reason if it cannot serve).
-``auto`` takes the first registered backend able to serve the problem; the tuned dispatch
-(cache hit, else tune, else a safe default) plugs in here.
+- An explicit backend name (or descriptor) bypasses tuning; one that cannot serve the
+  problem raises :class:`~fp8tower.backends.BackendError` with the reason.
+- ``auto``: the in-process memo (a dict lookup: the hot path of every ``fp8_linear`` call),
+  else this GPU's tuning cache file (loaded once), else tune now when allowed, else the safe
+  default: the first backend in registry order able to serve, with its ``default_config``.
+- Tuning is allowed on a CUDA device unless ``FP8TOWER_TUNE=0``; never on the CPU.
+  ``FP8TOWER_RETUNE=1`` ignores cached entries (each key is then tuned once per process).
+  ``FP8TOWER_CACHE_DIR`` moves the cache. The environment is read once, when the
+  dispatcher is created (the first call, or :func:`reset`).
+- Never under CUDA graph capture: a miss during capture takes the safe default (a cached
+  entry is still used), is counted (``stats()["capture_misses"]``) and warns once per
+  process with the ``fp8tower tune`` command that would have tuned it. It is not memoized,
+  so the first eager call afterwards tunes.
+- Tuning times each key at M = its bucket (tuning.tune_problem) and saves the entry with
+  its evidence. If every candidate fails, the safe default serves and nothing is saved.
+
+Limitation: one GPU model per process (the memo is keyed by the problem, whose capability
+does not tell an H100 from an H200).
 """
 
 from __future__ import annotations
 
+import logging
+import os
+import threading
+import warnings
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from pathlib import Path
 from typing import Any
 
-from . import backends
-from .backends import Backend
+import torch
+
+from . import backends, tuning
+from .backends import Backend, BackendError
 from .problem import GemmProblem
+from .tuning import Entry, Timer
+
+log = logging.getLogger(__name__)
+
+
+def _env_flag(name: str, default: bool) -> bool:
+    """An on/off environment variable: 1/true/yes/on or 0/false/no/off; unset: default."""
+    v = os.environ.get(name, "").strip().lower()
+    if v in ("1", "true", "yes", "on"):
+        return True
+    if v in ("0", "false", "no", "off"):
+        return False
+    return default
+
+
+def _capturing() -> bool:
+    return torch.cuda.is_available() and torch.cuda.is_current_stream_capturing()
+
+
+def tune_command(problem: GemmProblem) -> str:
+    """The ``fp8tower tune`` command line that tunes ``problem``'s key."""
+    cmd = f"fp8tower tune --shapes {problem.n}x{problem.k} --m {problem.bucket} " \
+          f"--scheme {problem.scheme.value}"
+    if problem.act_dtype != torch.bfloat16:
+        cmd += f" --act-dtype {str(problem.act_dtype).removeprefix('torch.')}"
+    if problem.out_dtype != torch.bfloat16:
+        cmd += f" --out-dtype {str(problem.out_dtype).removeprefix('torch.')}"
+    if problem.channel_weight_scale:
+        cmd += " --channel-scale"
+    return cmd
+
+
+class Dispatcher:
+    """Dispatch state: memo, loaded cache entries, policy, counters.
+
+    Every argument defaults to the process policy (registry, env vars, CUDA timer); tests
+    pass ``candidates`` (fake Backend descriptors, in fallback order), a fake ``timer``,
+    ``tune=True`` to tune CPU problems, ``cache_dir`` / ``persist`` and ``gpu_name`` (the
+    GPU whose cache file CUDA problems use, instead of asking CUDA).
+    """
+
+    def __init__(
+        self,
+        *,
+        candidates: Sequence[Backend] | None = None,
+        timer: Timer | None = None,
+        tune: bool | None = None,
+        retune: bool | None = None,
+        cache_dir: str | Path | None = None,
+        persist: bool = True,
+        gpu_name: str | None = None,
+    ) -> None:
+        self._candidates = None if candidates is None else list(candidates)
+        self._timer = timer
+        self._tune_policy = tune  # None: CUDA only, unless FP8TOWER_TUNE=0
+        self._tune_env = _env_flag("FP8TOWER_TUNE", True)
+        self.retune = _env_flag("FP8TOWER_RETUNE", False) if retune is None else retune
+        self.cache_dir = Path(cache_dir) if cache_dir is not None else tuning.default_cache_dir()
+        self.persist = persist
+        self._gpu_name = gpu_name
+        self._memo: dict[GemmProblem, tuple[Backend, Any]] = {}
+        self._explicit: dict[tuple[GemmProblem, str], tuple[Backend, Any]] = {}
+        self._caches: dict[str, tuple[tuning.DecisionCache | None, dict[str, Entry]]] = {}
+        self._fresh: set[str] = set()  # keys tuned by this dispatcher
+        self._bad: set[str] = set()  # keys whose cached choice was rejected (warned once)
+        self._warned_capture = False
+        self._lock = threading.RLock()
+        self.stats: Counter = Counter()  # hits, tuned, defaults, capture_misses, tune_failed
+
+    # ------------------------------------------------------------------ candidates
+
+    def pool(self) -> list[Backend]:
+        """All candidate backends, in fallback order."""
+        return backends.all_backends() if self._candidates is None else self._candidates
+
+    def _able(self, b: Backend, problem: GemmProblem) -> str | None:
+        return b.unavailable_reason() or b.check(problem)
+
+    def safe_default(self, problem: GemmProblem) -> tuple[Backend, Any]:
+        """The first able backend in fallback order, with its default config."""
+        reasons = []
+        for b in self.pool():
+            reason = self._able(b, problem)
+            if reason is None:
+                return b, b.default_config(problem)
+            reasons.append(f"{b.name}: {reason}")
+        raise BackendError(f"no backend can serve {problem.key()}: " + "; ".join(reasons))
+
+    def tunable(self, problem: GemmProblem) -> list[Backend]:
+        """The backends the tuner times for ``problem`` (able ones, the oracle excluded)."""
+        return [b for b in self.pool()
+                if b.name not in tuning.TUNING_EXCLUDED and self._able(b, problem) is None]
+
+    def _require(self, backend: str | Backend, problem: GemmProblem) -> Backend:
+        pool = self.pool()
+        names = ", ".join(b.name for b in pool)
+        if isinstance(backend, Backend):
+            b = backend
+        else:
+            b = next((b for b in pool if b.name == backend), None)
+            if b is None:
+                raise BackendError(f"unknown backend {backend!r}: registered backends are {names}")
+        reason = self._able(b, problem)
+        if reason is not None:
+            raise BackendError(
+                f"backend {b.name!r} cannot serve {problem.key()}: {reason} "
+                f"(registered backends: {names}; use backend='auto' to pick one)"
+            )
+        return b
+
+    # ------------------------------------------------------------------ resolve
+
+    def resolve(self, problem: GemmProblem, backend: str | Backend = "auto") -> tuple[Backend, Any]:
+        """The backend and kernel config that will serve ``problem``."""
+        if backend == "auto":
+            hit = self._memo.get(problem)
+            return hit if hit is not None else self._resolve_miss(problem)
+        name = backend.name if isinstance(backend, Backend) else backend
+        hit = self._explicit.get((problem, name))
+        if hit is None or (isinstance(backend, Backend) and hit[0] is not backend):
+            b = self._require(backend, problem)
+            hit = self._explicit[(problem, name)] = (b, b.default_config(problem))
+        return hit
+
+    def _resolve_miss(self, problem: GemmProblem) -> tuple[Backend, Any]:
+        with self._lock:
+            hit = self._memo.get(problem)
+            if hit is not None:
+                return hit
+            capturing = problem.on_cuda and _capturing()
+            key = problem.key()
+            entry = self.entries_for(problem).get(key)
+            if entry is not None and (not self.retune or key in self._fresh or capturing):
+                choice = self._choice(problem, entry)
+                if choice is not None:
+                    self.stats["hits"] += 1
+                    self._memo[problem] = choice
+                    return choice
+            if capturing:
+                self.stats["capture_misses"] += 1
+                if not self._warned_capture:
+                    self._warned_capture = True
+                    warnings.warn(
+                        f"fp8tower: {key} is not tuned and a CUDA graph is being captured, so "
+                        f"the safe default serves it (misses under capture are counted in "
+                        f"fp8tower.dispatch.stats()). Tune it first: {tune_command(problem)}",
+                        RuntimeWarning,
+                        stacklevel=4,
+                    )
+                return self.safe_default(problem)  # not memoized: tune on the next eager call
+            choice = None
+            if self._may_tune(problem):
+                choice = self._choice(problem, self.tune(problem))
+            if choice is None:
+                self.stats["defaults"] += 1
+                choice = self.safe_default(problem)
+            self._memo[problem] = choice
+            return choice
+
+    def _may_tune(self, problem: GemmProblem) -> bool:
+        if self._tune_policy is not None:
+            return self._tune_policy
+        return self._tune_env and problem.on_cuda
+
+    def _choice(self, problem: GemmProblem, entry: Entry) -> tuple[Backend, Any] | None:
+        """The entry's (backend, native config) if still valid here, else None (warned once)."""
+        if not entry.ranked():
+            return None  # a tuning where everything failed
+        b = next((b for b in self.pool() if b.name == entry.backend), None)
+        why = None
+        if b is None:
+            why = f"backend {entry.backend!r} is not registered"
+        else:
+            why = self._able(b, problem)
+            if why is None:
+                found, config = tuning.native_config(b, problem, entry.config)
+                if found:
+                    return b, config
+                why = f"{entry.backend} no longer offers config {entry.config}"
+        if entry.key not in self._bad:
+            self._bad.add(entry.key)
+            warnings.warn(f"fp8tower: cached choice for {entry.key} ignored: {why}",
+                          tuning.TuningCacheWarning, stacklevel=5)
+        return None
+
+    # ------------------------------------------------------------------ cache and tuning
+
+    def _label(self, problem: GemmProblem) -> str | None:
+        """The GPU name whose cache file serves ``problem`` (None: CPU)."""
+        if not problem.on_cuda:
+            return None
+        return self._gpu_name or torch.cuda.get_device_name(torch.cuda.current_device())
+
+    def _cache(self, problem: GemmProblem) -> tuple[tuning.DecisionCache | None, dict]:
+        label = self._label(problem) if self.persist else None
+        slot = self._caches.get(label or "")
+        if slot is None:
+            cache = None
+            if self.persist:
+                known = [b.name for b in self.pool()]
+                cache = tuning.DecisionCache.for_device(self.cache_dir, label, known)
+            slot = (cache, cache.load() if cache is not None else {})
+            self._caches[label or ""] = slot
+        return slot
+
+    def entries_for(self, problem: GemmProblem) -> dict[str, Entry]:
+        """The valid cached entries of the file that serves ``problem`` (loaded once)."""
+        return self._cache(problem)[1]
+
+    def tune(self, problem: GemmProblem, *, read_ceiling_gbps: float | None = None) -> Entry:
+        """Tune ``problem``'s key now (whatever the policy), record and save the entry."""
+        if problem.on_cuda and _capturing():
+            raise RuntimeError(f"cannot tune {problem.key()} during CUDA graph capture")
+        entry = tuning.tune_problem(problem, self.tunable(problem), timer=self._timer,
+                                    read_ceiling_gbps=read_ceiling_gbps)
+        if not entry.ranked():
+            self.stats["tune_failed"] += 1
+            failures = "; ".join(f"{c.label}: {c.error}" for c in entry.failures()) or \
+                "no tunable backend can serve it"
+            warnings.warn(f"fp8tower: tuning {entry.key} measured nothing ({failures}); "
+                          "the safe default serves it", RuntimeWarning, stacklevel=3)
+            return entry
+        self.stats["tuned"] += 1
+        w, margin = entry.winner, entry.margin()
+        log.info("tuned %s: %s %.2f us %.0f GB/s (runner-up %s)", entry.key, w.label, w.median_us,
+                 w.gbps, "none" if margin is None else f"{margin:+.1%} slower")
+        with self._lock:
+            cache, entries = self._cache(problem)
+            entries[entry.key] = entry
+            self._fresh.add(entry.key)
+            self._bad.discard(entry.key)
+            self._memo = {p: c for p, c in self._memo.items() if p.key() != entry.key}
+        if cache is not None:
+            self._save(cache, entry)
+        return entry
+
+    def _save(self, cache: tuning.DecisionCache, entry: Entry) -> None:
+        from filelock import Timeout
+
+        try:
+            cache.save({entry.key: entry})
+        except (OSError, Timeout) as e:
+            warnings.warn(f"fp8tower: could not save the tuning of {entry.key} to "
+                          f"{cache.path}: {e}", tuning.TuningCacheWarning, stacklevel=4)
+
+    def pretune(
+        self,
+        problems: Iterable[GemmProblem],
+        *,
+        progress: bool = True,
+        retune: bool | None = None,
+        read_ceiling_gbps: float | None = None,
+    ) -> list[Entry]:
+        """Tune each distinct key (skipping valid cached ones unless retuning); the entries.
+
+        Entries that measured nothing (every candidate failed) are returned but not cached.
+        """
+        retune = self.retune if retune is None else retune
+        todo: dict[str, GemmProblem] = {}
+        for p in problems:
+            todo.setdefault(p.key(), p)
+        out: list[Entry] = []
+
+        def step(p: GemmProblem) -> None:
+            entry = self.entries_for(p).get(p.key())
+            if entry is None or retune or self._choice(p, entry) is None:
+                entry = self.tune(p, read_ceiling_gbps=read_ceiling_gbps)
+            out.append(entry)
+
+        if not progress:
+            for p in todo.values():
+                step(p)
+            return out
+        from rich.console import Console
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+        )
+
+        columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                   TimeElapsedColumn())
+        with Progress(*columns, console=Console(stderr=True)) as bar:
+            task = bar.add_task("tuning", total=len(todo))
+            for key, p in todo.items():
+                bar.update(task, description=f"tuning {key}")
+                step(p)
+                bar.advance(task)
+        return out
+
+
+# ---------------------------------------------------------------------- process default
+
+_default: Dispatcher | None = None
+_default_lock = threading.Lock()
+
+
+def default_dispatcher() -> Dispatcher:
+    """The process's dispatcher (created on first use, reading the environment then)."""
+    global _default
+    if _default is None:
+        with _default_lock:
+            if _default is None:
+                _default = Dispatcher()
+    return _default
+
+
+def reset() -> None:
+    """Forget the memo, loaded caches and counters; re-read the environment on next use."""
+    global _default
+    with _default_lock:
+        _default = None
 
 
 def resolve(problem: GemmProblem, backend: str | Backend = "auto") -> tuple[Backend, Any]:
-    """The backend and kernel config that will serve ``problem``."""
-    if isinstance(backend, Backend):
-        backend = backend.name
-    if backend != "auto":
-        b = backends.require(backend, problem)
-        return b, b.default_config(problem)
-    b = backends.first_able(problem)
-    return b, b.default_config(problem)
+    """The backend and kernel config that will serve ``problem`` (see the module doc)."""
+    d = _default if _default is not None else default_dispatcher()
+    if backend == "auto":
+        hit = d._memo.get(problem)
+        if hit is not None:
+            return hit
+    return d.resolve(problem, backend)
+
+
+def pretune(problems: Iterable[GemmProblem], progress: bool = True, **kw) -> list[Entry]:
+    """Tune many problems with the process's dispatcher (see :meth:`Dispatcher.pretune`)."""
+    return default_dispatcher().pretune(problems, progress=progress, **kw)
+
+
+def stats() -> dict[str, int]:
+    """Counters of the process's dispatcher: hits, tuned, defaults, capture_misses, ..."""
+    return dict(default_dispatcher().stats)

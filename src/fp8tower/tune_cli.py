@@ -1,0 +1,319 @@
+"""`fp8tower tune` and `fp8tower dispatch`: pre-tune shapes, and explain the cached choices.
+
+Thin: parses, calls dispatch/tuning, prints (rich tables; ``--json`` for machines).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import torch
+import typer
+
+from . import tuning
+from .formats import Scheme
+from .problem import GemmProblem, m_bucket
+
+app = typer.Typer(help="Per-shape autotuned dispatch: tune GEMM shapes, explain the choices.",
+                  no_args_is_help=True)
+
+ALL_SCHEMES = "per_tensor,channel_token,block128"
+DEFAULT_M = "1,2,4,8,16,32,64"
+
+Model = Annotated[str | None, typer.Option(
+    "--model", help="Model name or config.json path (fp8tower.models).")]
+Shapes = Annotated[str | None, typer.Option(
+    "--shapes", help="GEMM shapes NxK, comma-separated, e.g. 10240x5120,1024x5120.")]
+Merged = Annotated[bool | None, typer.Option(
+    "--merged/--unmerged",
+    help="Model shapes with sibling projections merged, or not (default: both).")]
+Parts = Annotated[str, typer.Option("--parts", help="Model parts: gdn, attention, mlp, all.")]
+Explain = Annotated[bool, typer.Option("--explain", help="Show runners-up, margins, failures.")]
+Json = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
+
+
+# ---------------------------------------------------------------------- parsing
+
+
+def _csv(text: str) -> list[str]:
+    return [t.strip() for t in text.split(",") if t.strip()]
+
+
+def _parse_shapes(text: str) -> list[tuple[int, int]]:
+    out = []
+    for item in _csv(text):
+        n, sep, k = item.lower().partition("x")
+        if not (sep and n.isdigit() and k.isdigit() and int(n) > 0 and int(k) > 0):
+            raise typer.BadParameter(f"{item!r} is not NxK (e.g. 10240x5120)", param_hint="--shapes")
+        out.append((int(n), int(k)))
+    return out
+
+
+def _parse_ms(text: str) -> list[int]:
+    try:
+        ms = [int(t) for t in _csv(text)]
+    except ValueError:
+        raise typer.BadParameter(f"{text!r}: expected integers, e.g. 1,2,4", param_hint="--m") \
+            from None
+    if not ms or min(ms) < 1:
+        raise typer.BadParameter(f"{text!r}: expected positive integers", param_hint="--m")
+    return ms
+
+
+def _parse_schemes(text: str) -> list[Scheme]:
+    try:
+        return [Scheme.parse(s) for s in _csv(text)]
+    except ValueError as e:
+        raise typer.BadParameter(str(e), param_hint="--scheme") from None
+
+
+def _parse_dtype(text: str, hint: str) -> torch.dtype:
+    dt = getattr(torch, text.strip().removeprefix("torch."), None)
+    if not isinstance(dt, torch.dtype):
+        raise typer.BadParameter(f"{text!r} is not a torch dtype", param_hint=hint)
+    return dt
+
+
+def _model_spec(model: str):
+    from .models import ConfigError, get_spec
+
+    try:
+        return get_spec(model)
+    except ConfigError as e:
+        raise typer.BadParameter(str(e), param_hint="--model") from None
+
+
+def _model_shapes(spec, merged: bool | None, parts: str) -> list[tuple[int, int]]:
+    modes = [False, True] if merged is None else [merged]
+    parts_t = tuple(_csv(parts))
+    shapes: dict[tuple[int, int], None] = {}
+    for mode in modes:
+        try:
+            shapes.update(dict.fromkeys(spec.shapes(parts_t, merged=mode)))
+        except ValueError as e:  # unknown part, or MLP of an MoE model
+            raise typer.BadParameter(str(e), param_hint="--parts") from None
+    return list(shapes)
+
+
+def _shapes_from(model, shapes, merged, parts) -> tuple[list[tuple[int, int]], object]:
+    spec = _model_spec(model) if model else None
+    out: dict[tuple[int, int], None] = {}
+    if spec is not None:
+        out.update(dict.fromkeys(_model_shapes(spec, merged, parts)))
+    if shapes:
+        out.update(dict.fromkeys(_parse_shapes(shapes)))
+    return list(out), spec
+
+
+# ---------------------------------------------------------------------- output
+
+
+def _console():
+    from rich.console import Console
+
+    # Not a terminal (pipe, CliRunner): wide enough that cells are not cut.
+    return Console() if sys.stdout.isatty() else Console(width=200, soft_wrap=True)
+
+
+def _us(v: float | None) -> str:
+    return "-" if v is None else f"{v:.2f}"
+
+
+def _pct(v: float | None) -> str:
+    return "-" if v is None else f"{v * 100:+.1f}%"
+
+
+def _variant(row: dict) -> str:
+    s = row["scheme"] + (" (channel scale)" if row["channel_weight_scale"] else "")
+    if (row["act_dtype"], row["out_dtype"]) != ("bfloat16", "bfloat16"):
+        s += f" {row['act_dtype']}->{row['out_dtype']}"
+    return s
+
+
+def _cand(c: dict) -> str:
+    return f"{c['backend']}[{tuning.config_label(c['config'])}]"
+
+
+def _print_table(rows: list[dict], *, explain: bool, title: str) -> None:
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table(title=Text(title))
+    for col in ("shape NxK", "scheme", "M", "winner", "us", "GB/s"):
+        table.add_column(col, justify="right" if col in ("M", "us", "GB/s") else "left")
+    if explain:
+        table.add_column("% ceiling", justify="right")
+        table.add_column("runners-up (us)")
+        table.add_column("margin", justify="right")
+        table.add_column("vs other backend", justify="right")
+        table.add_column("measured")
+    else:
+        table.add_column("date")
+    for r in rows:
+        w = r["winner"]
+        cells = [f"{r['n']}x{r['k']}", _variant(r), str(r["m_bucket"])]
+        if w is None:
+            cells += ["all candidates failed", "-", "-"]
+        else:
+            cells += [_cand(w), _us(w["median_us"]), f"{w['gbps']:.0f}"]
+        if explain:
+            frac = None if w is None else w.get("ceiling_fraction")
+            ups = "; ".join(f"{_cand(c)} {_us(c['median_us'])}" for c in r["runners_up"])
+            pruned = sum(r["pruned"].values())
+            cells += [
+                "-" if frac is None else f"{frac * 100:.0f}%",
+                ups or "-",
+                _pct(r["margin"]),
+                _pct(r["margin_other_backend"]),
+                f"{r['measured']} ok, {len(r['failed'])} failed, {pruned} pruned",
+            ]
+        else:
+            cells.append(r["date"])
+        table.add_row(*(Text(c) for c in cells))  # Text: '[...]' is not markup
+    console = _console()
+    console.print(table)
+    if explain:
+        console.print("margin: how much slower the runner-up is than the winner; "
+                      "GB/s: decimal, bytes per GEMM (DESIGN.md) / median time.", markup=False)
+        for r in rows:
+            for f in r["failed"]:
+                console.print(f"failed {r['key']} {_cand(f)}: {f['error']}", markup=False)
+
+
+def _sort_key(row: dict):
+    return (row["n"], row["k"], _variant(row), row["m_bucket"])
+
+
+# ---------------------------------------------------------------------- commands
+
+
+@app.command()
+def tune(
+    model: Model = None,
+    shapes: Shapes = None,
+    m: Annotated[str, typer.Option(
+        "--m", help="Token counts M (each tunes its power-of-two bucket).")] = DEFAULT_M,
+    scheme: Annotated[str | None, typer.Option(
+        "--scheme", help="Schemes, comma-separated (default: the model's scheme hint, else "
+        f"{ALL_SCHEMES}).")] = None,
+    merged: Merged = None,
+    parts: Parts = "gdn,attention",
+    act_dtype: Annotated[str, typer.Option("--act-dtype")] = "bfloat16",
+    out_dtype: Annotated[str, typer.Option("--out-dtype")] = "bfloat16",
+    channel_scale: Annotated[bool, typer.Option(
+        "--channel-scale",
+        help="per_tensor weights with a per-channel scale vector (after an exact merge).")] = False,
+    retune: Annotated[bool, typer.Option("--retune", help="Tune again even if cached.")] = False,
+    ceiling: Annotated[bool, typer.Option(
+        "--ceiling/--no-ceiling",
+        help="Measure the GPU's read ceiling first (GB/s as a fraction of it).")] = True,
+    explain: Explain = False,
+    as_json: Json = False,
+) -> None:
+    """Pre-tune GEMM shapes (a model's FP8 tower or --shapes) on this GPU; cache the choices."""
+    if not model and not shapes:
+        raise typer.BadParameter("give --model and/or --shapes", param_hint="--model/--shapes")
+    ms = _parse_ms(m)
+    adt, odt = _parse_dtype(act_dtype, "--act-dtype"), _parse_dtype(out_dtype, "--out-dtype")
+    nks, spec = _shapes_from(model, shapes, merged, parts)
+    if scheme is None:
+        scheme = (spec.scheme_hint if spec is not None else None) or ALL_SCHEMES
+    schemes = _parse_schemes(scheme)
+    if not torch.cuda.is_available():
+        typer.echo("fp8tower tune: tuning needs a CUDA GPU, and none is visible here "
+                   "(torch.cuda.is_available() is False). Run it on the GPU that will serve.",
+                   err=True)
+        raise typer.Exit(2)
+
+    from . import dispatch
+
+    cap = torch.cuda.get_device_capability()
+    buckets = sorted({m_bucket(x) for x in ms})
+    problems = [
+        GemmProblem(m=b, n=n, k=k, scheme=s, act_dtype=adt, out_dtype=odt, capability=cap,
+                    channel_weight_scale=channel_scale and s is Scheme.PER_TENSOR)
+        for (n, k) in nks for s in schemes for b in buckets
+    ]
+    gbps = None
+    if ceiling:
+        try:
+            gbps = tuning.measure_read_ceiling()
+        except torch.cuda.OutOfMemoryError as e:
+            typer.echo(f"read ceiling not measured (out of memory: {e})", err=True)
+    d = dispatch.default_dispatcher()
+    entries = d.pretune(problems, progress=not as_json, retune=retune, read_ceiling_gbps=gbps)
+    rows = sorted((tuning.explain_row(e) for e in entries), key=_sort_key)
+    name = torch.cuda.get_device_name()
+    if as_json:
+        typer.echo(json.dumps({"gpu": name, "read_ceiling_gbps": gbps, "decisions": rows},
+                              indent=2))
+        return
+    title = f"{name}: {len(rows)} tuned keys" + (f", read ceiling {gbps:.0f} GB/s" if gbps else "")
+    _print_table(rows, explain=explain, title=title)
+
+
+@app.command("dispatch")
+def dispatch_cmd(
+    file: Annotated[Path | None, typer.Option(
+        "--file", help="A cache file (default: this GPU's, or every file in the cache dir "
+        "without a GPU).")] = None,
+    model: Model = None,
+    shapes: Shapes = None,
+    m: Annotated[str | None, typer.Option("--m", help="Only the buckets of these M.")] = None,
+    scheme: Annotated[str | None, typer.Option("--scheme", help="Only these schemes.")] = None,
+    merged: Merged = None,
+    parts: Parts = "gdn,attention",
+    explain: Explain = False,
+    as_json: Json = False,
+) -> None:
+    """Show the cached dispatch decisions (and with --explain, their evidence)."""
+    nks, _ = _shapes_from(model, shapes, merged, parts)
+    buckets = {m_bucket(x) for x in _parse_ms(m)} if m else None
+    schemes = {s.value for s in _parse_schemes(scheme)} if scheme else None
+    if file is not None:
+        files = [file]
+    elif torch.cuda.is_available():
+        files = [tuning.default_cache_dir() / tuning.cache_file_name(torch.cuda.get_device_name())]
+    else:
+        files = sorted(tuning.default_cache_dir().glob("*.json"))
+
+    current = None
+    if torch.cuda.is_available():
+        current = tuning.environment_meta(torch.cuda.get_device_name())
+    file_info, rows = [], []
+    for path in files:
+        f = tuning.read_cache_file(path)
+        for issue in f.issues:
+            typer.echo(f"warning: {issue}", err=True)
+        if f.meta is None and not f.entries:
+            continue
+        # Only this machine's GPU can be checked against its own environment.
+        checked = bool(current and f.meta and f.meta.get("gpu") == current["gpu"])
+        stale = tuning.meta_mismatch(f.meta, current) if checked else None
+        if stale:
+            typer.echo(f"warning: {path} is stale ({stale}); dispatch ignores it", err=True)
+        file_info.append({"path": str(path), "meta": f.meta, "checked": checked, "stale": stale})
+        for entry in f.entries.values():
+            p = entry.problem
+            if nks and (p.n, p.k) not in nks:
+                continue
+            if buckets is not None and p.m not in buckets:
+                continue
+            if schemes is not None and p.scheme.value not in schemes:
+                continue
+            row = tuning.explain_row(entry)
+            row["file"] = str(path)
+            rows.append(row)
+    rows.sort(key=_sort_key)
+    if as_json:
+        typer.echo(json.dumps({"files": file_info, "decisions": rows}, indent=2))
+        return
+    if not rows:
+        where = ", ".join(str(p) for p in files) or f"{tuning.default_cache_dir()} (no files)"
+        typer.echo(f"no tuned decisions found in {where}; `fp8tower tune` makes them")
+        return
+    gpus = sorted({str((fi["meta"] or {}).get("gpu")) for fi in file_info})
+    _print_table(rows, explain=explain, title=f"{', '.join(gpus)}: {len(rows)} cached decisions")

@@ -1,0 +1,284 @@
+"""Dispatch: explicit backends, auto (hit / tune / safe default), capture safety, the CLI."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import warnings
+
+import pytest
+import torch
+from test_tuning import FakeClock, FakeTimer, cpu_problem, entry_with, fake_backend
+from typer.testing import CliRunner
+
+from fp8tower import dispatch, tuning
+from fp8tower.backends import BackendError
+from fp8tower.dispatch import Dispatcher
+from fp8tower.problem import GemmProblem
+from fp8tower.tune_cli import app
+
+
+@pytest.fixture(autouse=True)
+def _isolated(monkeypatch, tmp_path):
+    """Each test: its own cache dir, no tuning env vars, a fresh process dispatcher."""
+    monkeypatch.setenv("FP8TOWER_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("FP8TOWER_TUNE", raising=False)
+    monkeypatch.delenv("FP8TOWER_RETUNE", raising=False)
+    dispatch.reset()
+    yield
+    dispatch.reset()
+
+
+def three(clock):
+    """Fakes in fallback order: 'slow' first (the safe default), 'fast' wins when tuned."""
+    return [
+        fake_backend("slow", clock, {"default": 20.0}),
+        fake_backend("fast", clock, {"default": 10.0, "f1": 6.0}),
+        fake_backend("never", clock, {"default": 1.0}, reason="cannot serve (fake)"),
+    ]
+
+
+def gpu_problem(m=4) -> GemmProblem:
+    return GemmProblem(m=m, n=64, k=32, scheme="per_tensor", capability=(9, 0))
+
+
+# ----------------------------------------------------------------------------- explicit
+
+
+def test_explicit_unknown_backend():
+    with pytest.raises(BackendError, match=r"unknown backend 'nope'.*reference"):
+        dispatch.resolve(cpu_problem(), "nope")
+
+
+def test_explicit_cublaslt_on_cpu_problem_names_the_reason():
+    with pytest.raises(BackendError, match=r"'cublaslt' cannot serve .*(CUDA|cuda)"):
+        dispatch.resolve(cpu_problem(), "cublaslt")
+
+
+def test_explicit_backend_bypasses_tuning():
+    clock = FakeClock()
+    timer = FakeTimer(clock)
+    d = Dispatcher(candidates=three(clock), timer=timer, tune=True, persist=False)
+    b, cfg = d.resolve(cpu_problem(), "slow")
+    assert b.name == "slow" and cfg is None and timer.calls == 0
+    with pytest.raises(BackendError, match="cannot serve.*fake"):
+        d.resolve(cpu_problem(), "never")
+    assert d.resolve(cpu_problem(), b) == (b, None)  # a descriptor works too
+
+
+def test_auto_on_cpu_is_the_reference_default_without_timing():
+    b, cfg = dispatch.resolve(cpu_problem(), "auto")
+    assert b.name == "reference" and cfg is None
+    assert dispatch.stats()["defaults"] == 1
+    assert not (tuning.default_cache_dir()).exists()  # nothing tuned, nothing written
+
+
+# ----------------------------------------------------------------------------- auto
+
+
+def test_auto_tunes_once_then_hits_memo_and_file(tmp_path):
+    clock = FakeClock()
+    timer = FakeTimer(clock)
+    d = Dispatcher(candidates=three(clock), timer=timer, tune=True)
+    b, cfg = d.resolve(cpu_problem(m=3))
+    assert (b.name, cfg) == ("fast", {"id": "f1", "block": 64})
+    assert timer.calls == 3  # slow, fast, fast/f1: 'never' cannot serve
+    assert d.resolve(cpu_problem(m=3)) == (b, cfg)
+    assert d.resolve(cpu_problem(m=4)) == (b, cfg)  # same bucket: no new tuning
+    assert timer.calls == 3 and d.stats["tuned"] == 1
+    path = tmp_path / "cache" / "cpu.json"
+    assert cpu_problem(m=4).key() in json.loads(path.read_text())["entries"]
+
+    # A new process (dispatcher) hits the file: no timing.
+    timer2 = FakeTimer(clock)
+    d2 = Dispatcher(candidates=three(clock), timer=timer2, tune=True)
+    b2, cfg2 = d2.resolve(cpu_problem(m=4))
+    assert (b2.name, cfg2) == ("fast", {"id": "f1", "block": 64}) and timer2.calls == 0
+    assert d2.stats["hits"] == 1
+
+
+def test_retune_env_forces_tuning_once_per_key(monkeypatch):
+    clock = FakeClock()
+    Dispatcher(candidates=three(clock), timer=FakeTimer(clock), tune=True).resolve(cpu_problem())
+    monkeypatch.setenv("FP8TOWER_RETUNE", "1")
+    timer = FakeTimer(clock)
+    d = Dispatcher(candidates=three(clock), timer=timer, tune=True)
+    d.resolve(cpu_problem(m=3))
+    d.resolve(cpu_problem(m=4))  # same key, already retuned by this dispatcher
+    assert timer.calls == 3
+
+
+def test_tune_disabled_by_env_takes_safe_default(monkeypatch):
+    monkeypatch.setenv("FP8TOWER_TUNE", "0")
+    clock = FakeClock()
+    timer = FakeTimer(clock)
+    d = Dispatcher(candidates=three(clock), timer=timer, gpu_name="Fake GPU")
+    b, cfg = d.resolve(gpu_problem())
+    assert (b.name, cfg) == ("slow", None) and timer.calls == 0 and d.stats["defaults"] == 1
+
+
+def test_safe_default_skips_unable_and_errors_when_none():
+    clock = FakeClock()
+    fakes = three(clock)
+    d = Dispatcher(candidates=[fakes[2], fakes[1]], tune=False, persist=False)
+    assert d.resolve(cpu_problem())[0].name == "fast"
+    d = Dispatcher(candidates=[fakes[2]], tune=False, persist=False)
+    with pytest.raises(BackendError, match="no backend can serve.*never: cannot serve"):
+        d.resolve(cpu_problem())
+
+
+def test_all_candidates_fail_gives_default_and_saves_nothing(tmp_path):
+    clock = FakeClock()
+    bad = [fake_backend("oom1", clock, {"default": 1.0}, fail=("default",)),
+           fake_backend("oom2", clock, {"default": 1.0}, fail=("default",))]
+    d = Dispatcher(candidates=bad, timer=FakeTimer(clock), tune=True)
+    with pytest.warns(RuntimeWarning, match="measured nothing.*OutOfMemoryError"):
+        b, _ = d.resolve(cpu_problem())
+    assert b.name == "oom1" and d.stats["tune_failed"] == 1
+    assert not (tmp_path / "cache" / "cpu.json").exists()
+
+
+def test_stale_config_in_cache_is_not_trusted(tmp_path):
+    clock = FakeClock()
+    Dispatcher(candidates=three(clock), timer=FakeTimer(clock), tune=True).resolve(cpu_problem())
+    # The 'fast' backend no longer offers f1: the cached choice must not be used.
+    changed = [fake_backend("slow", clock, {"default": 20.0}),
+               fake_backend("fast", clock, {"default": 10.0, "f2": 3.0})]
+    d = Dispatcher(candidates=changed, timer=FakeTimer(clock), tune=False)
+    with pytest.warns(tuning.TuningCacheWarning, match="no longer offers"):
+        b, cfg = d.resolve(cpu_problem())
+    assert (b.name, cfg) == ("slow", None)
+
+
+def test_memo_hit_is_a_dict_lookup():
+    calls = {"check": 0}
+    clock = FakeClock()
+    fake = fake_backend("only", clock, {"default": 1.0})
+
+    def check(problem):  # counts, and is always able (returns None)
+        calls["check"] += 1
+
+    only = dataclasses.replace(fake, check=check)
+    d = Dispatcher(candidates=[only], tune=False, persist=False)
+    for _ in range(100):
+        d.resolve(cpu_problem())
+    assert calls["check"] == 1
+
+
+# ----------------------------------------------------------------------------- capture
+
+
+def test_capture_miss_takes_default_counts_and_warns_once(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: True)
+    clock = FakeClock()
+    timer = FakeTimer(clock)
+    d = Dispatcher(candidates=three(clock), timer=timer, tune=True, gpu_name="Fake GPU")
+    with warnings.catch_warnings(record=True) as rec:
+        warnings.simplefilter("always")
+        assert d.resolve(gpu_problem())[0].name == "slow"
+        assert d.resolve(gpu_problem())[0].name == "slow"
+        assert d.resolve(gpu_problem(m=64))[0].name == "slow"
+    assert timer.calls == 0 and d.stats["capture_misses"] == 3
+    msgs = [str(w.message) for w in rec]
+    assert len(msgs) == 1
+    assert "fp8tower tune --shapes 64x32 --m 4 --scheme per_tensor" in msgs[0]
+    # After capture, a miss is resolved (here: tuning off) and memoized.
+    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: False)
+    d._tune_policy = False
+    assert d.resolve(gpu_problem())[0].name == "slow" and d.stats["defaults"] == 1
+
+
+def test_capture_uses_a_cached_entry(monkeypatch, tmp_path):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: True)
+    p = gpu_problem()
+    e = entry_with({"fast": 5.0, "slow": 9.0}, p)
+    cache = tuning.DecisionCache.for_device(tmp_path / "cache", "Fake GPU")
+    cache.save({e.key: e})
+    assert cache.path.name == "fake-gpu.json"
+    clock = FakeClock()
+    d = Dispatcher(candidates=three(clock), timer=FakeTimer(clock), gpu_name="Fake GPU")
+    assert d.resolve(p) == (d.pool()[1], None)
+    assert d.stats["capture_misses"] == 0 and d.stats["hits"] == 1
+
+
+# ----------------------------------------------------------------------------- CLI
+
+
+def write_cli_cache(path):
+    e = entry_with({"cublaslt": 8.0, "reference": 10.0},
+                   GemmProblem(m=4, n=1024, k=5120, scheme="per_tensor", capability=(9, 0)))
+    e.candidates.append(tuning.Measurement("cublaslt", {"tile": 128}, error="OutOfMemoryError: x"))
+    e.pruned = {"cublaslt": 2}
+    tuning.DecisionCache(path, tuning.environment_meta("NVIDIA H200")).save({e.key: e})
+    return e
+
+
+def test_cli_dispatch_explain_text(tmp_path):
+    path = tmp_path / "nvidia-h200.json"
+    write_cli_cache(path)
+    res = CliRunner().invoke(app, ["dispatch", "--file", str(path), "--explain"])
+    assert res.exit_code == 0, res.output
+    out = res.output
+    assert "1024x5120" in out and "cublaslt[default]" in out and "reference[default]" in out
+    assert "+25.0%" in out  # margin: 10 / 8 - 1
+    assert "2 ok, 1 failed, 2 pruned" in out
+    assert "failed m4_n1024_k5120" in out
+
+
+def test_cli_dispatch_json_and_filters(tmp_path):
+    path = tmp_path / "nvidia-h200.json"
+    e = write_cli_cache(path)
+    res = CliRunner().invoke(app, ["dispatch", "--file", str(path), "--json"])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.output)
+    (row,) = doc["decisions"]
+    assert row["key"] == e.key and row["winner"]["backend"] == "cublaslt"
+    assert row["margin"] == pytest.approx(0.25) and row["m_bucket"] == 4
+    assert doc["files"][0]["meta"]["gpu"] == "NVIDIA H200"
+    res = CliRunner().invoke(app, ["dispatch", "--file", str(path), "--json", "--m", "64"])
+    assert json.loads(res.output)["decisions"] == []
+    res = CliRunner().invoke(app, ["dispatch", "--file", str(path), "--json",
+                                   "--shapes", "1024x5120", "--scheme", "per_tensor"])
+    assert len(json.loads(res.output)["decisions"]) == 1
+
+
+def test_cli_dispatch_lists_cache_dir_without_gpu(tmp_path):
+    if torch.cuda.is_available():
+        pytest.skip("CPU behaviour")
+    write_cli_cache(tmp_path / "cache" / "nvidia-h200.json")
+    res = CliRunner().invoke(app, ["dispatch"])
+    assert res.exit_code == 0 and "NVIDIA H200" in res.output and "cublaslt" in res.output
+
+
+def test_cli_tune_needs_a_gpu():
+    if torch.cuda.is_available():
+        pytest.skip("CPU behaviour")
+    res = CliRunner().invoke(app, ["tune", "--shapes", "1024x5120", "--m", "1,2"])
+    assert res.exit_code == 2 and "needs a CUDA GPU" in res.output
+    res = CliRunner().invoke(app, ["tune", "--model", "qwen3.5-27b", "--scheme", "block128"])
+    assert res.exit_code == 2 and "needs a CUDA GPU" in res.output
+
+
+def test_cli_tune_rejects_bad_arguments():
+    for args in (["tune"], ["tune", "--shapes", "10x"], ["tune", "--shapes", "8x8", "--m", "0"],
+                 ["tune", "--shapes", "8x8", "--scheme", "int4"], ["tune", "--model", "nope"]):
+        res = CliRunner().invoke(app, args)
+        assert res.exit_code == 2, (args, res.output)
+
+
+# ----------------------------------------------------------------------------- GPU
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_real_tuning_on_gpu(tmp_path):
+    d = Dispatcher(cache_dir=tmp_path, tune=True)
+    cap = torch.cuda.get_device_capability()
+    p = GemmProblem(m=3, n=1024, k=5120, scheme="channel_token", capability=cap)
+    b, _ = d.resolve(p)
+    (entry,) = d.entries_for(p).values()
+    assert b.name == entry.backend and entry.ranked()
+    assert all(c.gbps > 0 for c in entry.ranked())
+    assert (tmp_path / tuning.cache_file_name(torch.cuda.get_device_name())).exists()

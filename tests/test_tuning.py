@@ -1,0 +1,396 @@
+"""Tuning: rotation, selection and pruning with a fake timer, evidence, the cache file."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import warnings
+
+import pytest
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+
+from fp8tower import tuning
+from fp8tower.backends import Backend
+from fp8tower.problem import GemmProblem
+from fp8tower.tuning import DecisionCache, Entry, EntryError, Measurement, Timing
+
+# ----------------------------------------------------------------------------- fakes
+
+
+class FakeClock:
+    """Fake backends advance it by their configured time; FakeTimer reads it."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.ran: list[tuple[str, str]] = []  # (backend, config id) per call
+
+
+class FakeTimer:
+    def __init__(self, clock: FakeClock) -> None:
+        self.clock = clock
+        self.calls = 0
+
+    def __call__(self, make_call, n_copies: int) -> Timing:
+        self.calls += 1
+        start = self.clock.now
+        make_call(n_copies - 1)()
+        t = self.clock.now - start
+        return Timing(median_us=t, min_us=t * 0.9, max_us=t * 1.1)
+
+
+def cfg_id(config) -> str:
+    return "default" if config is None else config["id"]
+
+
+def fake_backend(
+    name: str,
+    clock: FakeClock,
+    times: dict[str, float],
+    *,
+    fail: tuple[str, ...] = (),
+    raise_type: type[BaseException] = torch.cuda.OutOfMemoryError,
+    reason: str | None = None,
+) -> Backend:
+    """A backend whose config 'default' (None) and configs {'id': ...} take ``times`` us."""
+
+    def run(x, weight, packed, *, act_scale, bias, out_dtype, config):
+        cid = cfg_id(config)
+        clock.ran.append((name, cid))
+        if cid in fail:
+            raise raise_type(f"{name}/{cid} failed (fake)")
+        clock.now += times[cid]
+        return torch.zeros(x.shape[0], weight.n, dtype=out_dtype)
+
+    return Backend(
+        name=name,
+        kernel_family=name,
+        description="fake",
+        unavailable_reason=lambda: None,
+        check=lambda problem: reason,
+        prepare=lambda weight: {"prepared": True},
+        run=run,
+        configs=lambda problem: [{"id": c, "block": 64} for c in times if c != "default"],
+        default_config=lambda problem: None,
+    )
+
+
+def cpu_problem(m=3, n=48, k=32, scheme="channel_token") -> GemmProblem:
+    return GemmProblem(m=m, n=n, k=k, scheme=scheme)
+
+
+def entry_with(times: dict[str, float], problem: GemmProblem | None = None) -> Entry:
+    """A valid entry whose candidates are the given 'backend' -> time (default configs)."""
+    problem = problem or cpu_problem(m=4)
+    cands = [Measurement(b, None, t, t, 0.0, problem.bytes_moved() / t / 1e3)
+             for b, t in times.items()]
+    w = min(cands, key=lambda c: c.median_us)
+    return Entry(problem, w.backend, w.config, tuning.now_iso(), cands)
+
+
+# ----------------------------------------------------------------------------- timing
+
+
+def test_rotation_copies_exceed_three_l2():
+    l2 = 60 * 2**20
+    assert tuning.rotation_copies(50 * 2**20, l2) == 4  # 200 MiB > 180 MiB, 150 MiB is not
+    assert tuning.rotation_copies(5120 * 1024, l2) == 37
+    assert tuning.rotation_copies(400 * 2**20, l2) == 1  # one copy alone exceeds 3x L2
+    assert tuning.rotation_copies(256, l2) == tuning.MAX_COPIES
+    assert tuning.rotation_copies(1000, 0) == 1  # CPU: no L2 to defeat
+    with pytest.raises(ValueError):
+        tuning.rotation_copies(0, l2)
+
+
+@given(st.integers(1, 10**9), st.integers(1, 10**8))
+def test_rotation_copies_property(nbytes, l2):
+    n = tuning.rotation_copies(nbytes, l2)
+    assert 1 <= n <= tuning.MAX_COPIES
+    if n < tuning.MAX_COPIES:
+        assert n * nbytes > 3 * l2  # enough copies ...
+        assert n == 1 or (n - 1) * nbytes <= 3 * l2  # ... and not one more than needed
+
+
+def test_timing_spread():
+    assert Timing(10.0, 9.0, 12.0).spread == pytest.approx(0.3)
+
+
+def test_time_cuda_graph_needs_cuda():
+    if torch.cuda.is_available():
+        pytest.skip("CPU-only check")
+    with pytest.raises(RuntimeError, match="CUDA"):
+        tuning.time_cuda_graph(lambda i: (lambda: None), 1)
+
+
+def test_gpu_errors_are_gpu_errors_only():
+    errs = tuning.gpu_errors()
+    assert torch.cuda.OutOfMemoryError in errs
+    assert not any(issubclass(e, (TypeError, KeyError, AttributeError)) or e is RuntimeError
+                   for e in errs)
+    pytest.importorskip("triton")
+    from triton.compiler.errors import CompilationError
+    from triton.runtime.errors import OutOfResources
+
+    assert CompilationError in errs and OutOfResources in errs
+
+
+# ----------------------------------------------------------------------------- selection
+
+
+def test_tuning_selects_fastest_and_prunes():
+    clock = FakeClock()
+    a = fake_backend("a", clock, {"default": 10.0, "a1": 8.0, "a2": 12.0})
+    b = fake_backend("b", clock, {"default": 12.5, "b1": 9.0})  # within 1.3x: explored
+    c = fake_backend("c", clock, {"default": 20.0, "c1": 1.0})  # beyond 1.3x: c1 never timed
+    timer = FakeTimer(clock)
+    e = tuning.tune_problem(cpu_problem(m=3), [a, b, c], timer=timer)
+
+    assert (e.backend, e.config) == ("a", {"block": 64, "id": "a1"})
+    assert [m.label for m in e.ranked()] == [
+        "a[block=64,id=a1]", "b[block=64,id=b1]", "a[default]", "a[block=64,id=a2]",
+        "b[default]", "c[default]",
+    ]
+    assert [m.backend + "/" + cfg_id(m.config) for m in e.runners_up()] == ["b/b1", "a/default"]
+    assert e.margin() == pytest.approx(9.0 / 8.0 - 1)
+    assert e.margin_other_backend() == pytest.approx(9.0 / 8.0 - 1)
+    assert e.pruned == {"c": 1}
+    assert ("c", "c1") not in clock.ran
+    assert timer.calls == 6
+    # Tuned at the bucket: M=3 -> 4; GB/s from the problem's bytes (decimal).
+    assert e.problem.m == 4 and e.key == cpu_problem(m=4).key()
+    w = e.winner
+    assert w.gbps == pytest.approx(e.problem.bytes_moved() / 8.0 / 1e3)
+    assert w.spread == pytest.approx(0.2 * 8.0 / 8.0)
+
+
+def test_tuning_caps_configs_and_explores_defaults_first():
+    clock = FakeClock()
+    times = {"default": 5.0, **{f"x{i}": 6.0 + i for i in range(5)}}
+    x = fake_backend("x", clock, times)
+    e = tuning.tune_problem(cpu_problem(), [x], timer=FakeTimer(clock), max_configs=2)
+    assert clock.ran == [("x", "default"), ("x", "x0"), ("x", "x1")]
+    assert e.pruned == {"x": 3}
+    assert e.backend == "x" and e.config is None
+    assert e.margin() == pytest.approx(6.0 / 5.0 - 1)
+    assert e.margin_other_backend() is None
+
+
+def test_tuning_records_gpu_failures_and_explores_failed_defaults():
+    clock = FakeClock()
+    a = fake_backend("a", clock, {"default": 10.0})
+    d = fake_backend("d", clock, {"default": 0.0, "d1": 7.0, "d2": 0.0}, fail=("default", "d2"))
+    e = tuning.tune_problem(cpu_problem(), [a, d], timer=FakeTimer(clock))
+    assert e.backend == "d" and e.config == {"block": 64, "id": "d1"}
+    failed = {cfg_id(m.config): m.error for m in e.failures()}
+    assert set(failed) == {"default", "d2"}
+    assert failed["default"].startswith("OutOfMemoryError: d/default failed")
+
+
+def test_tuning_catches_triton_resource_errors():
+    pytest.importorskip("triton")
+    from triton.runtime.errors import OutOfResources
+
+    class Oor(OutOfResources):
+        def __init__(self, msg):
+            super().__init__(232448, 101376, "shared memory")
+
+    clock = FakeClock()
+    a = fake_backend("a", clock, {"default": 3.0}, fail=("default",), raise_type=Oor)
+    e = tuning.tune_problem(cpu_problem(), [a], timer=FakeTimer(clock))
+    assert not e.ranked() and "shared memory" in e.failures()[0].error
+
+
+def test_tuning_propagates_programming_errors():
+    clock = FakeClock()
+    bad = fake_backend("bad", clock, {"default": 1.0}, fail=("default",), raise_type=TypeError)
+    with pytest.raises(TypeError, match="bad/default"):
+        tuning.tune_problem(cpu_problem(), [bad], timer=FakeTimer(clock))
+
+
+def test_tuning_operands_follow_the_problem():
+    for scheme, shape in [("per_tensor", ()), ("channel_token", (48,)), ("block128", (1, 1)),
+                          ("weight_only", (48,))]:
+        p = GemmProblem(m=2, n=48, k=32, scheme=scheme, act_dtype=torch.float16)
+        x, act_scale, ws = tuning.tuning_operands(p, torch.device("cpu"), 3)
+        assert x.shape == (2, 32) and x.dtype == torch.float16 and act_scale is None
+        assert len(ws) == 3 and len({w.data.data_ptr() for w in ws}) == 3
+        assert all(tuple(w.scale.shape) == shape and bool((w.scale > 0).all()) for w in ws)
+        assert bool(torch.isfinite(ws[0].data.float()).all())
+    p = GemmProblem(m=2, n=48, k=32, scheme="per_tensor", channel_weight_scale=True)
+    assert tuple(tuning.tuning_operands(p, torch.device("cpu"), 1)[2][0].scale.shape) == (48,)
+
+
+# ----------------------------------------------------------------------------- entries
+
+
+def test_entry_json_round_trip():
+    clock = FakeClock()
+    a = fake_backend("a", clock, {"default": 10.0, "a1": 8.0})
+    d = fake_backend("d", clock, {"default": 1.0}, fail=("default",))
+    e = tuning.tune_problem(cpu_problem(), [a, d], timer=FakeTimer(clock), read_ceiling_gbps=4000.0)
+    raw = json.loads(json.dumps(e.to_json()))
+    back = Entry.from_json(e.key, raw)
+    assert back == e
+
+
+@pytest.mark.parametrize(
+    "mutate, match",
+    [
+        (lambda r: r.update(backend="b"), "not the fastest"),
+        (lambda r: r.update(config=5), "config must be"),
+        (lambda r: r["candidates"][0].update(median_us=-1.0), "positive time"),
+        (lambda r: r["candidates"][0].update(median_us="fast"), "median_us"),
+        (lambda r: r["problem"].update(n=64), "key"),
+        (lambda r: r["problem"].update(act_dtype="float99"), "dtype"),
+        (lambda r: r.pop("date"), "date"),
+        (lambda r: r.update(candidates=[]), "no candidate"),
+        (lambda r: r.update(pruned={"a": -1}), "pruned"),
+    ],
+)
+def test_entry_validation_rejects(mutate, match):
+    e = entry_with({"a": 5.0, "b": 7.0})
+    raw = json.loads(json.dumps(e.to_json()))
+    mutate(raw)
+    with pytest.raises(EntryError, match=match):
+        Entry.from_json(e.key, raw)
+
+
+# ----------------------------------------------------------------------------- cache
+
+
+def meta(**over) -> dict:
+    return {**tuning.environment_meta(None), **over}
+
+
+def test_cache_file_name_and_dir(monkeypatch, tmp_path):
+    assert tuning.cache_file_name("NVIDIA H200") == "nvidia-h200.json"
+    assert tuning.cache_file_name("NVIDIA GeForce RTX 4090 / (x)") == \
+        "nvidia-geforce-rtx-4090-x.json"
+    monkeypatch.setenv("FP8TOWER_CACHE_DIR", str(tmp_path / "c"))
+    assert tuning.default_cache_dir() == tmp_path / "c"
+    monkeypatch.delenv("FP8TOWER_CACHE_DIR")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert tuning.default_cache_dir() == tmp_path / "fp8tower"
+
+
+def test_cache_round_trip_and_merge(tmp_path):
+    path = tmp_path / "cpu.json"
+    e1 = entry_with({"a": 5.0, "b": 7.0}, cpu_problem(m=1))
+    e2 = entry_with({"a": 9.0, "b": 7.0}, cpu_problem(m=2))
+    DecisionCache(path, meta()).save({e1.key: e1})
+    DecisionCache(path, meta()).save({e2.key: e2})  # merged, not replaced
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        loaded = DecisionCache(path, meta(), ["a", "b"]).load()
+    assert loaded == {e1.key: e1, e2.key: e2}
+    assert not list(tmp_path.glob("*.tmp"))  # atomic write left no temp file
+
+
+def test_cache_version_mismatch_is_ignored_then_replaced(tmp_path):
+    path = tmp_path / "cpu.json"
+    e = entry_with({"a": 5.0})
+    DecisionCache(path, meta(torch="1.0.0")).save({e.key: e})
+    with pytest.warns(tuning.TuningCacheWarning, match=r"torch '1.0.0' != "):
+        assert DecisionCache(path, meta()).load() == {}
+    e2 = entry_with({"b": 3.0}, cpu_problem(m=8))
+    with pytest.warns(tuning.TuningCacheWarning, match="replacing"):
+        DecisionCache(path, meta()).save({e2.key: e2})
+    doc = json.loads(path.read_text())
+    assert doc["meta"]["torch"] == torch.__version__ and list(doc["entries"]) == [e2.key]
+
+
+@pytest.mark.parametrize("content", ["", '{"meta": {}, "entr', "[1, 2]", '{"meta": 3}', "\x00\xff"])
+def test_cache_corrupt_file_warns_and_is_ignored(tmp_path, content):
+    path = tmp_path / "cpu.json"
+    path.write_bytes(content.encode("latin-1"))
+    with pytest.warns(tuning.TuningCacheWarning, match="cpu.json"):
+        assert DecisionCache(path, meta()).load() == {}
+
+
+def test_cache_truncated_real_file(tmp_path):
+    path = tmp_path / "cpu.json"
+    e = entry_with({"a": 5.0, "b": 6.0})
+    DecisionCache(path, meta()).save({e.key: e})
+    text = path.read_text()
+    path.write_text(text[: len(text) // 2])
+    with pytest.warns(tuning.TuningCacheWarning, match=r"cpu\.json: corrupt or truncated"):
+        assert DecisionCache(path, meta()).load() == {}
+
+
+def test_cache_skips_bad_and_unknown_entries_keeps_the_rest(tmp_path):
+    path = tmp_path / "cpu.json"
+    good = entry_with({"a": 5.0}, cpu_problem(m=1))
+    alien = entry_with({"zzz": 5.0}, cpu_problem(m=2))
+    DecisionCache(path, meta()).save({good.key: good, alien.key: alien})
+    doc = json.loads(path.read_text())
+    doc["entries"]["m4_broken"] = {"backend": "a"}
+    path.write_text(json.dumps(doc))
+    with pytest.warns(tuning.TuningCacheWarning) as rec:
+        loaded = DecisionCache(path, meta(), ["a"]).load()
+    assert loaded == {good.key: good}
+    text = " | ".join(str(w.message) for w in rec)
+    assert "m4_broken skipped" in text and "'zzz', not registered" in text
+
+
+def _writer(path: str, meta_: dict, first_m: int, count: int) -> None:
+    cache = DecisionCache(path, meta_)
+    for i in range(count):
+        e = entry_with({"a": 1.0 + i}, GemmProblem(m=1, n=16 * (first_m + i), k=32,
+                                                   scheme="per_tensor"))
+        cache.save({e.key: e})
+
+
+def test_cache_two_processes_lose_nothing(tmp_path):
+    path = str(tmp_path / "cpu.json")
+    ctx = multiprocessing.get_context("fork")
+    count = 30
+    procs = [ctx.Process(target=_writer, args=(path, meta(), start, count))
+             for start in (1, 1001)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(120)
+        assert p.exitcode == 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        loaded = DecisionCache(path, meta()).load()
+    ns = sorted(e.problem.n // 16 for e in loaded.values())
+    assert ns == list(range(1, 1 + count)) + list(range(1001, 1001 + count))
+
+
+# ----------------------------------------------------------------------------- explain
+
+
+def test_explain_row():
+    e = entry_with({"a": 8.0, "b": 10.0, "c": 12.0, "d": 20.0})
+    e.read_ceiling_gbps = 4000.0
+    row = tuning.explain_row(e)
+    assert row["winner"]["backend"] == "a"
+    assert [c["backend"] for c in row["runners_up"]] == ["b", "c"]
+    assert row["margin"] == pytest.approx(0.25)
+    assert row["winner"]["ceiling_fraction"] == pytest.approx(row["winner"]["gbps"] / 4000.0)
+    json.dumps(row)
+
+
+# ----------------------------------------------------------------------------- GPU
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_time_cuda_graph_on_gpu():
+    a = torch.randn(4096, 4096, device="cuda")
+    copies = [a.clone() for _ in range(4)]
+    t = tuning.time_cuda_graph(lambda i: (lambda: copies[i].sum()), 4)
+    assert 0 < t.min_us <= t.median_us <= t.max_us and t.calls == 32 and t.copies == 4
+    # 64 MiB of fp32 read cold: at 0.3-10 TB/s (decimal).
+    gbps = a.numel() * 4 / t.median_us / 1e3
+    assert 300 < gbps < 10_000
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_read_ceiling_on_gpu():
+    per = tuning.read_ceiling(nbytes=1_000_000_000)
+    assert set(per) == {"sum_fp32", "amax_bf16", "rowsum_fp32"}
+    assert all(300 < v < 10_000 for v in per.values()), per
