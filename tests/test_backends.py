@@ -55,12 +55,14 @@ def test_reference_matches_float64(scheme, m):
 TRITON_CONFIGS = [
     {"block_n": 32, "block_k": 128, "split_k": 1, "num_warps": 4, "num_stages": 2},
     {"block_n": 64, "block_k": 128, "split_k": 3, "num_warps": 4, "num_stages": 2},
+    {"block_n": 32, "block_k": 256, "split_k": 2, "num_warps": 4, "num_stages": 2,
+     "prequant": True},
 ]
 
 
 @pytest.mark.parametrize("scheme", list(Scheme))
 @pytest.mark.parametrize("m", MS)
-@pytest.mark.parametrize("cfg", TRITON_CONFIGS, ids=["splitk1", "splitk3"])
+@pytest.mark.parametrize("cfg", TRITON_CONFIGS, ids=["splitk1", "splitk3", "prequant"])
 def test_triton_contract(interpret, scheme, m, cfg):
     n, k = 200, 328  # neither a multiple of 128: masked tiles and partial blocks
     w, x = _weight(n, k, scheme, seed=m), _x(m, k, scheme, seed=m)

@@ -16,6 +16,7 @@ from .act_quant import quantize as quantize_act
 
 # cuBLASLt FP8 needs K and N multiples of 16 (torch checks the same).
 _ALIGN = 16
+_BLOCKWISE_M_ALIGN = 16
 
 
 def _unavailable() -> str | None:
@@ -84,12 +85,18 @@ def _run(
     scale_b = packed["scale_b"]
     if scheme is Scheme.BLOCK128:
         F = _blockwise_api()
-        # 1x128 activation scales must be outer-dim-major (M-major) for cuBLASLt.
-        sa = sa.t().contiguous().t()
+        m = xq.shape[0]
+        mp = -(-m // _BLOCKWISE_M_ALIGN) * _BLOCKWISE_M_ALIGN
+        if mp != m:  # pad tokens: cuBLASLt refused M=3 (CUBLAS_STATUS_NOT_SUPPORTED, H200)
+            xq = torch.cat([xq, xq.new_zeros(mp - m, xq.shape[1])])
+            sa = torch.cat([sa, sa.new_ones(mp - m, sa.shape[1])])
+        # 1x128 activation scales must be outer-dim-major (M-major): strides (1, M).
+        sa_mm = torch.empty_strided(sa.shape, (1, mp), dtype=torch.float32, device=sa.device)
+        sa_mm.copy_(sa)
         y = F.scaled_mm(
-            xq, packed["wt"], sa, F.ScalingType.BlockWise1x128,
+            xq, packed["wt"], sa_mm, F.ScalingType.BlockWise1x128,
             scale_b, F.ScalingType.BlockWise128x128, output_dtype=out_dtype,
-        )
+        )[:m]
     elif scale_b.dim() == 2 or sa.dim() > 0:
         # Row-wise: scale_a (M, 1), scale_b (1, N).
         sa = sa.reshape(-1, 1).expand(xq.shape[0], 1).contiguous()

@@ -1,8 +1,10 @@
 """Triton backend: our FP8 decode GEMMs (kernels/fp8_gemm.py) for every scheme.
 
-Activation quantization is fused into the GEMM for per_tensor (static scale) and block128
-(1x128 groups are local to a K tile); channel_token needs each token's amax over all of K
-first, so it takes one light per-token pre-pass launch (kernels/act_quant.py).
+Activation quantization: per_tensor (static scale) is fused into the GEMM, or done by one
+light pre-pass launch (config "prequant": the tuner keeps the faster); block128 can fuse it
+too (1x128 groups are local to a K step) but the pre-pass measured faster (H200,
+2026-11-29: 10240x5120 M=1 fused 148 us); channel_token needs each token's amax over all
+of K first, so it always takes the per-token pre-pass (kernels/act_quant.py).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import torch
 from ..formats import FP8_DTYPE, FP8_MAX, MIN_SCALE, Fp8Weight, Scheme
 from ..problem import GemmProblem
 from . import Backend
+from .act_quant import quantize as quantize_act
 
 _SCHEME_ID = {
     Scheme.PER_TENSOR: 0, Scheme.CHANNEL_TOKEN: 1, Scheme.BLOCK128: 2, Scheme.WEIGHT_ONLY: 3,
@@ -61,7 +64,7 @@ def default_config(p: GemmProblem) -> dict:
     while tiles * split * 2 <= 2 * _H200_SMS and split * 2 <= max(1, k_iters // 2):
         split *= 2
     return {"block_n": block_n, "block_k": block_k, "split_k": split,
-            "num_warps": 4, "num_stages": 4}
+            "num_warps": 4, "num_stages": 4, "prequant": p.scheme is Scheme.BLOCK128}
 
 
 def configs(p: GemmProblem) -> list[dict]:
@@ -69,6 +72,7 @@ def configs(p: GemmProblem) -> list[dict]:
     out = []
     base = default_config(p)
     block_ns = (32, 64, 128)
+    prequants = (False, True) if p.scheme in (Scheme.PER_TENSOR, Scheme.BLOCK128) else (False,)
     for block_n in block_ns:
         for block_k in (128, 256, 512):
             tiles = -(-p.n // block_n) * -(-p.m // block_m_for(p.m))
@@ -83,8 +87,10 @@ def configs(p: GemmProblem) -> list[dict]:
                     continue
                 for warps in (4, 8):
                     for stages in (3, 4, 6):
-                        out.append({"block_n": block_n, "block_k": block_k, "split_k": split,
-                                    "num_warps": warps, "num_stages": stages})
+                        for pre in prequants:
+                            out.append({"block_n": block_n, "block_k": block_k,
+                                        "split_k": split, "num_warps": warps,
+                                        "num_stages": stages, "prequant": pre})
     if base not in out:
         out.insert(0, base)
     return out
@@ -122,6 +128,7 @@ def _run(x, weight, packed, *, act_scale=None, bias=None, out_dtype=torch.bfloat
     if scheme is Scheme.BLOCK128 and (128 % block_n or block_k % 128):
         raise ValueError(f"block128 needs BLOCK_N dividing 128 and BLOCK_K a multiple of 128: {cfg}")
     x_fp8, xs, xs_stride = False, packed["ws"], 0  # xs: any valid pointer when unused
+    prequant = cfg.get("prequant", False)
     if scheme is Scheme.PER_TENSOR:
         if x.dtype == FP8_DTYPE:
             x_fp8, xs = True, act_scale.float().reshape(1)
@@ -130,11 +137,13 @@ def _run(x, weight, packed, *, act_scale=None, bias=None, out_dtype=torch.bfloat
             if static is None:  # dynamic per-tensor: one global amax first
                 static = (x.abs().amax().float() / FP8_MAX).clamp_min(MIN_SCALE)
             xs = static.float().reshape(1)
-    elif scheme is Scheme.CHANNEL_TOKEN:
-        from ..kernels.act_quant import quantize
-
-        x, xs = quantize(x, scheme)
-        x_fp8, xs_stride = True, 1
+            if prequant:
+                x, _ = quantize_act(x, scheme, xs)
+                x_fp8 = True
+    elif scheme is Scheme.CHANNEL_TOKEN or (scheme is Scheme.BLOCK128 and prequant):
+        x, xs = quantize_act(x, scheme)
+        x_fp8 = True
+        xs_stride = xs.stride(0) if xs.dim() == 2 else 1
     block_m = block_m_for(m)
     grid_m = -(-m // block_m)
     if out is None:

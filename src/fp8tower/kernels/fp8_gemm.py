@@ -38,13 +38,24 @@ def _load_x_tile(x_ptr, stride_xm, offs_m, offs_k, M, K):
 
 
 @triton.jit
+def _load_w_tile(w_ptr, stride_wn, offs_n, offs_k, N, K, EVEN_N: tl.constexpr, EVEN_K: tl.constexpr):
+    ptrs = w_ptr + offs_n[:, None] * stride_wn + offs_k[None, :]
+    if EVEN_N and EVEN_K:
+        return tl.load(ptrs)
+    if EVEN_K:
+        return tl.load(ptrs, mask=(offs_n < N)[:, None], other=0.0)
+    return tl.load(ptrs, mask=(offs_n[:, None] < N) & (offs_k[None, :] < K), other=0.0)
+
+
+@triton.jit
 def _fp8_gemm_decode_kernel(
     w_ptr, x_ptr, y_ptr, ws_ptr, xs_ptr, bias_ptr, part_ptr, cnt_ptr,
     M, N, K, k_per_split,
     stride_wn, stride_xm, stride_ym, stride_wsn, stride_xsm,
     SCHEME: tl.constexpr, X_FP8: tl.constexpr, HAS_BIAS: tl.constexpr,
     BLOCK_N: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr,
-    SPLIT_K: tl.constexpr, FMAX: tl.constexpr, SMIN: tl.constexpr, DOT_F32: tl.constexpr,
+    SPLIT_K: tl.constexpr, FMAX: tl.constexpr, SMIN: tl.constexpr, INTERPRET: tl.constexpr,
+    EVEN_N: tl.constexpr, EVEN_K: tl.constexpr,
 ):
     pid_n = tl.program_id(0)
     pid_k = tl.program_id(1)
@@ -58,50 +69,47 @@ def _fp8_gemm_decode_kernel(
     acc = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
     if SCHEME == 0:
         if not X_FP8:
-            a_scale = tl.load(xs_ptr)
+            # One reciprocal per program; x * (1/s) differs from x / s by <= 1 fp32 ulp.
+            inv_scale = 1.0 / tl.load(xs_ptr)
 
     for k0 in range(k_start, k_end, BLOCK_K):
         if SCHEME == 2:
             # One 128-wide step per weight block column: scales are per (n-block, k-block).
             for kk in tl.static_range(0, BLOCK_K, 128):
                 offs_k = k0 + kk + tl.arange(0, 128)
-                w = tl.load(
-                    w_ptr + offs_n[:, None] * stride_wn + offs_k[None, :],
-                    mask=n_mask[:, None] & (offs_k[None, :] < k_end), other=0.0,
-                )
-                x = _load_x_tile(x_ptr, stride_xm, offs_m, offs_k, M, k_end).to(tl.float32)
-                xs = tl.maximum(tl.math.div_rn(tl.max(tl.abs(x), axis=1), FMAX), SMIN)
-                xq = tl.clamp(tl.math.div_rn(x, xs[:, None]), -FMAX, FMAX).to(w.dtype)
+                w = _load_w_tile(w_ptr, stride_wn, offs_n, offs_k, N, k_end, EVEN_N, EVEN_K)
+                if X_FP8:  # 1x128 groups quantized by the pre-pass
+                    xq = _load_x_tile(x_ptr, stride_xm, offs_m, offs_k, M, k_end)
+                    xs = tl.load(xs_ptr + offs_m * stride_xsm + (k0 + kk) // 128,
+                                 mask=offs_m < M, other=0.0)
+                else:  # the group amax is local to this 128-wide step: quantize here
+                    x = _load_x_tile(x_ptr, stride_xm, offs_m, offs_k, M, k_end).to(tl.float32)
+                    xs = tl.maximum(tl.math.div_rn(tl.max(tl.abs(x), axis=1), FMAX), SMIN)
+                    xq = tl.clamp(tl.math.div_rn(x, xs[:, None]), -FMAX, FMAX).to(w.dtype)
                 part = tl.dot(w, tl.trans(xq))
                 wsc = tl.load(ws_ptr + (pid_n * BLOCK_N // 128) * stride_wsn + (k0 + kk) // 128)
                 acc += part * (wsc * xs[None, :])
         else:
             offs_k = k0 + tl.arange(0, BLOCK_K)
-            w = tl.load(
-                w_ptr + offs_n[:, None] * stride_wn + offs_k[None, :],
-                mask=n_mask[:, None] & (offs_k[None, :] < k_end), other=0.0,
-            )
+            w = _load_w_tile(w_ptr, stride_wn, offs_n, offs_k, N, k_end, EVEN_N, EVEN_K)
             x = _load_x_tile(x_ptr, stride_xm, offs_m, offs_k, M, k_end)
             if SCHEME == 3:
-                if (x.dtype == tl.float32) or DOT_F32:
+                if (x.dtype == tl.float32) or INTERPRET:
                     acc = tl.dot(w.to(tl.float32), tl.trans(x.to(tl.float32)), acc,
                                  input_precision="ieee")
                 else:
-                    acc = tl.dot(w.to(tl.float32).to(x.dtype), tl.trans(x), acc)
+                    acc = tl.dot(w.to(x.dtype), tl.trans(x), acc)
             elif X_FP8:
                 acc = tl.dot(w, tl.trans(x), acc)
             else:
-                xq = tl.clamp(tl.math.div_rn(x.to(tl.float32), a_scale), -FMAX, FMAX)
+                xq = tl.clamp(x.to(tl.float32) * inv_scale, -FMAX, FMAX)
                 acc = tl.dot(w, tl.trans(xq.to(w.dtype)), acc)
 
     # Epilogue scales (block128 applied them per K step above).
     if SCHEME != 2:
         acc = acc * tl.load(ws_ptr + offs_n, mask=n_mask, other=0.0)[:, None]
         if SCHEME == 0:
-            if X_FP8:
-                acc = acc * tl.load(xs_ptr)
-            else:
-                acc = acc * a_scale
+            acc = acc * tl.load(xs_ptr)
         if SCHEME == 1:
             acc = acc * tl.load(xs_ptr + offs_m * stride_xsm, mask=offs_m < M, other=0.0)[None, :]
 
@@ -149,6 +157,7 @@ def launch(
         w.stride(0), x.stride(0), y.stride(0), ws_row_stride, xs_row_stride,
         SCHEME=scheme_id, X_FP8=x_fp8, HAS_BIAS=bias is not None,
         BLOCK_N=block_n, BLOCK_M=block_m, BLOCK_K=block_k, SPLIT_K=split_k,
-        FMAX=448.0, SMIN=1e-12, DOT_F32=_INTERPRET, num_warps=num_warps, num_stages=num_stages,
+        FMAX=448.0, SMIN=1e-12, INTERPRET=_INTERPRET,
+        EVEN_N=n % block_n == 0, EVEN_K=k % block_k == 0, num_warps=num_warps, num_stages=num_stages,
     )
     return grid
