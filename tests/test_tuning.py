@@ -164,16 +164,22 @@ def test_tuning_selects_fastest_and_prunes():
     assert w.spread == pytest.approx(0.2 * 8.0 / 8.0)
 
 
-def test_tuning_caps_configs_and_explores_defaults_first():
+def test_tuning_caps_configs_evenly_and_times_defaults_first():
     clock = FakeClock()
     times = {"default": 5.0, **{f"x{i}": 6.0 + i for i in range(5)}}
     x = fake_backend("x", clock, times)
     e = tuning.tune_problem(cpu_problem(), [x], timer=FakeTimer(clock), max_configs=2)
-    assert clock.ran == [("x", "default"), ("x", "x0"), ("x", "x1")]
+    assert clock.ran == [("x", "default"), ("x", "x0"), ("x", "x2")]
     assert e.pruned == {"x": 3}
     assert e.backend == "x" and e.config is None
     assert e.margin() == pytest.approx(6.0 / 5.0 - 1)
     assert e.margin_other_backend() is None
+
+
+def test_spaced():
+    assert tuning.spaced(list(range(5)), 8) == [0, 1, 2, 3, 4]
+    assert tuning.spaced(list(range(312)), 4) == [0, 78, 156, 234]
+    assert tuning.spaced(list(range(10)), 0) == []
 
 
 def test_tuning_records_gpu_failures_and_explores_failed_defaults():

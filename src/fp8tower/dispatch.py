@@ -245,12 +245,18 @@ class Dispatcher:
         """The valid cached entries of the file that serves ``problem`` (loaded once)."""
         return self._cache(problem)[1]
 
-    def tune(self, problem: GemmProblem, *, read_ceiling_gbps: float | None = None) -> Entry:
+    def tune(
+        self,
+        problem: GemmProblem,
+        *,
+        read_ceiling_gbps: float | None = None,
+        max_configs: int = tuning.MAX_CONFIGS,
+    ) -> Entry:
         """Tune ``problem``'s key now (whatever the policy), record and save the entry."""
         if problem.on_cuda and _capturing():
             raise RuntimeError(f"cannot tune {problem.key()} during CUDA graph capture")
         entry = tuning.tune_problem(problem, self.tunable(problem), timer=self._timer,
-                                    read_ceiling_gbps=read_ceiling_gbps)
+                                    read_ceiling_gbps=read_ceiling_gbps, max_configs=max_configs)
         if not entry.ranked():
             self.stats["tune_failed"] += 1
             failures = "; ".join(f"{c.label}: {c.error}" for c in entry.failures()) or \
@@ -288,6 +294,7 @@ class Dispatcher:
         progress: bool = True,
         retune: bool | None = None,
         read_ceiling_gbps: float | None = None,
+        max_configs: int = tuning.MAX_CONFIGS,
     ) -> list[Entry]:
         """Tune each distinct key (skipping valid cached ones unless retuning); the entries.
 
@@ -302,7 +309,8 @@ class Dispatcher:
         def step(p: GemmProblem) -> None:
             entry = self.entries_for(p).get(p.key())
             if entry is None or retune or self._choice(p, entry) is None:
-                entry = self.tune(p, read_ceiling_gbps=read_ceiling_gbps)
+                entry = self.tune(p, read_ceiling_gbps=read_ceiling_gbps,
+                                  max_configs=max_configs)
             out.append(entry)
 
         if not progress:

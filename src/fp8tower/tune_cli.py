@@ -207,6 +207,10 @@ def tune(
         "--channel-scale",
         help="per_tensor weights with a per-channel scale vector (after an exact merge).")] = False,
     retune: Annotated[bool, typer.Option("--retune", help="Tune again even if cached.")] = False,
+    max_configs: Annotated[int, typer.Option(
+        "--max-configs", min=0,
+        help="Non-default configs timed per backend (evenly spaced over its list).")]
+    = tuning.MAX_CONFIGS,
     ceiling: Annotated[bool, typer.Option(
         "--ceiling/--no-ceiling",
         help="Measure the GPU's read ceiling first (GB/s as a fraction of it).")] = True,
@@ -244,7 +248,8 @@ def tune(
         except torch.cuda.OutOfMemoryError as e:
             typer.echo(f"read ceiling not measured (out of memory: {e})", err=True)
     d = dispatch.default_dispatcher()
-    entries = d.pretune(problems, progress=not as_json, retune=retune, read_ceiling_gbps=gbps)
+    entries = d.pretune(problems, progress=not as_json, retune=retune, read_ceiling_gbps=gbps,
+                        max_configs=max_configs)
     rows = sorted((tuning.explain_row(e) for e in entries), key=_sort_key)
     name = torch.cuda.get_device_name()
     if as_json:

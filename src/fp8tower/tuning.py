@@ -212,8 +212,9 @@ def measure_read_ceiling(
 TUNING_EXCLUDED = frozenset({"reference"})
 # Explore the configs of backends whose default is within this factor of the best default.
 PRUNE_RATIO = 1.3
-# At most this many non-default configs per backend (backends list the likeliest first).
-MAX_CONFIGS = 8
+# At most this many non-default configs per backend, evenly spaced over its list (a config
+# grid's order says nothing about likelihood; the triton backend lists ~80-350 per problem).
+MAX_CONFIGS = 16
 
 
 class TuningCacheWarning(UserWarning):
@@ -491,6 +492,13 @@ def now_iso() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
+def spaced(items: list, cap: int) -> list:
+    """At most ``cap`` items evenly spaced over ``items``, in order, the first included."""
+    if len(items) <= cap:
+        return list(items)
+    return [items[i * len(items) // cap] for i in range(cap)]
+
+
 def tune_problem(
     problem: GemmProblem,
     candidates: Sequence,
@@ -505,8 +513,9 @@ def tune_problem(
 
     ``candidates``: Backend descriptors able to serve the problem, in registry order.
     Rule: (1) time every backend's ``default_config``; (2) for each backend whose default is
-    within ``prune_ratio`` of the best default (or failed), time up to ``max_configs`` of its
-    other ``configs(problem)``, in its order; the rest are counted in ``pruned``.
+    within ``prune_ratio`` of the best default (or failed), time its other ``configs(problem)``,
+    at most ``max_configs`` of them, evenly spaced over its list (the first included); the rest
+    are counted in ``pruned``.
     The winner is the fastest measured candidate (ties: the first measured). A candidate that
     raises a GPU error (:func:`gpu_errors`) is recorded as failed; other errors propagate.
     The returned entry has no measured candidate if all failed (or there were none).
@@ -549,7 +558,7 @@ def tune_problem(
     for b, first in zip(candidates, list(measured)):
         others = [c for c in b.configs(problem) if normalize_config(c) != defaults[b.name]]
         explore = not first.ok or first.median_us <= prune_ratio * best
-        chosen = others[:max_configs] if explore else []
+        chosen = spaced(others, max_configs) if explore else []
         if len(others) > len(chosen):
             pruned[b.name] = len(others) - len(chosen)
         for cfg in chosen:
