@@ -1,0 +1,380 @@
+"""Attribute kernels to ops, and check each op ran its backend's kernels.
+
+With a manifest, the kernels of each step map to the op sequence by position (op i owns
+`kernels` consecutive launches). With a map file, each kernel takes the first matching rule
+(see mapfile). Per op the two-length difference gives launches and ms per step; bytes per
+step come from the manifest/map, GB/s is decimal (1e9 B/s).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .arm import Arm
+from .diff import (
+    INTEGRAL_TOL,
+    DiffResult,
+    KernelDelta,
+    delta,
+    diff_traces,
+    is_integral,
+    name_totals,
+)
+from .errors import TraceError
+from .events import Trace
+from .manifest import OpRecord
+from .mapfile import Rule
+from .steps import Steps, StepTimes, segment_steps, step_times, trace_span_us
+
+UNATTRIBUTED = "(unattributed)"
+
+
+def kernel_family(name: str) -> str:
+    """A short, stable name for a kernel: no 'void ', template arguments or parameters."""
+    s = name.removeprefix("void ")
+    cut = min((i for i in (s.find("<"), s.find("(")) if i > 0), default=len(s))
+    return s[:cut][:80]
+
+
+@dataclass
+class OpRow:
+    """One op label's per-step cost in one arm."""
+
+    label: str
+    group: str
+    n: int | None
+    k: int | None
+    backends: list[str]
+    calls_per_step: float
+    launches_per_step: float
+    ms_per_step: float
+    bytes_per_step: float | None
+    kernels: dict[str, float]  # kernel name -> launches per step
+    share: float = 0.0
+
+    @property
+    def gbps(self) -> float | None:
+        if self.bytes_per_step is None or self.ms_per_step <= 0:
+            return None
+        return self.bytes_per_step / self.ms_per_step / 1e6
+
+    @property
+    def families(self) -> list[str]:
+        return sorted({kernel_family(n) for n, lps in self.kernels.items() if lps > INTEGRAL_TOL})
+
+    @property
+    def integral(self) -> bool:
+        return is_integral(self.launches_per_step)
+
+
+@dataclass(frozen=True)
+class Mismatch:
+    """An op whose kernels do not match its backend's kernel regex."""
+
+    label: str
+    backend: str
+    kernel_regex: str
+    kernel: str
+    launches: int  # in the long trace
+
+    def message(self) -> str:
+        return (
+            f"op {self.label}: backend {self.backend} expects kernels matching "
+            f"/{self.kernel_regex}/, but {self.launches} launch(es) of {self.kernel[:100]!r} "
+            "ran in its place"
+        )
+
+
+@dataclass
+class Attribution:
+    arm: str
+    device: str
+    steps: tuple[int, int]
+    source: str  # "manifest" | "map"
+    ops: list[OpRow]
+    unattributed: list[KernelDelta]
+    diff: DiffResult
+    step_times: StepTimes
+    span_diff_ms: float  # two-length difference of the whole-trace kernel span
+    event_ms_per_step: float | None
+    ceiling_gbps: float | None
+    ceiling_source: str | None  # "given" | "measured"
+    mismatches: list[Mismatch] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    meta: dict = field(default_factory=dict)
+
+    @property
+    def ms_per_step(self) -> float:
+        return self.diff.ms_per_step
+
+    @property
+    def launches_per_step(self) -> float:
+        return self.diff.launches_per_step
+
+    @property
+    def unattributed_ms(self) -> float:
+        """Everything no op took, including once-per-run noise not listed in unattributed."""
+        return self.ms_per_step - sum(op.ms_per_step for op in self.ops)
+
+    @property
+    def unattributed_launches(self) -> float:
+        return self.launches_per_step - sum(op.launches_per_step for op in self.ops)
+
+    @property
+    def integral(self) -> bool:
+        return self.diff.integral and all(op.integral for op in self.ops)
+
+    def ceiling_pct(self, op: OpRow) -> float | None:
+        if self.ceiling_gbps is None or op.gbps is None:
+            return None
+        return 100.0 * op.gbps / self.ceiling_gbps
+
+
+# -- kernel -> unit assignment ---------------------------------------------------------------
+
+
+def _positions(trace: Trace, seg: Steps, per_step: int, steps: int) -> np.ndarray:
+    """Position of each kernel within its step (-1 outside steps)."""
+    n = len(trace.kernels)
+    if seg.count == 0:
+        if n != steps * per_step:
+            raise TraceError(
+                f"no step boundaries in the trace and {n} kernels != {steps} steps x {per_step} "
+                "kernels per step (manifest): wrap each step in capture.step_range() so the "
+                "kernels can be mapped to ops by position",
+                trace.path,
+            )
+        return np.arange(n) % per_step
+    pos = np.full(n, -1, np.int64)
+    rows = np.flatnonzero(seg.step_of >= 0)
+    rows = rows[np.argsort(seg.step_of[rows], kind="stable")]  # by step, then start time
+    counts = np.bincount(seg.step_of[rows], minlength=seg.count)
+    bad = np.flatnonzero(counts != per_step)
+    if len(bad):
+        s = int(bad[0])
+        raise TraceError(
+            f"step {s} has {counts[s]} kernels but the manifest's op sequence launches "
+            f"{per_step} per step ({len(bad)} of {seg.count} steps differ): the ops cannot be "
+            "mapped by position (did the backend launch a different number of kernels than the "
+            "eager profile counted?)",
+            trace.path,
+        )
+    pos[rows] = np.arange(len(rows)) % per_step
+    return pos
+
+
+def _manifest_units(trace: Trace, seg: Steps, ops: list[OpRecord], steps: int) -> np.ndarray:
+    """Op index of each kernel (-1 outside steps)."""
+    op_of_pos = np.repeat(np.arange(len(ops)), [op.kernels for op in ops])
+    pos = _positions(trace, seg, len(op_of_pos), steps)
+    return np.where(pos >= 0, op_of_pos[np.clip(pos, 0, None)], -1)
+
+
+def _map_units(trace: Trace, seg: Steps, rules: list[Rule]) -> np.ndarray:
+    """Rule index of each kernel (-1: no rule matched)."""
+    k = trace.kernels
+    n = len(k)
+    if n == 0:
+        return np.zeros(0, np.int64)
+    sig_cols = np.column_stack([k.name_id.astype(np.int64), k.grid, k.block])
+    sigs, inverse = np.unique(sig_cols, axis=0, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    cands = [
+        [i for i, r in enumerate(rules) if r.matches_kernel(k.names[int(s[0])], s[1:4], s[4:7])]
+        for s in sigs
+    ]
+    if not any(r.has_ordinal for r in rules):
+        first = np.array([c[0] if c else -1 for c in cands], np.int64)
+        return first[inverse]
+    if seg.count == 0:
+        raise TraceError(
+            "map rules with an 'ordinal' need step boundaries (fp8tower.step "
+            "ranges, or --step-range NAME for the trace's own step ranges)",
+            trace.path,
+        )
+    out = np.full(n, -1, np.int64)
+    counter = [0] * len(rules)
+    current = None
+    rows = np.argsort(seg.step_of, kind="stable")  # by step, then start time
+    for row in rows:
+        step = int(seg.step_of[row])
+        c = cands[int(inverse[row])]
+        if step < 0:  # outside steps: only rules without an ordinal apply
+            out[row] = next((i for i in c if not rules[i].has_ordinal), -1)
+            continue
+        if step != current:
+            current, counter = step, [0] * len(rules)
+        chosen = -1
+        for i in c:
+            occ = counter[i]
+            counter[i] = occ + 1
+            if chosen < 0 and rules[i].takes_occurrence(occ):
+                chosen = i
+        out[row] = chosen
+    return out
+
+
+def _unit_totals(
+    trace: Trace, unit: np.ndarray, n_units: int
+) -> dict[tuple[int, str], tuple[int, float]]:
+    """(unit, kernel name) -> (launches, us) over kernels with unit >= 0."""
+    k = trace.kernels
+    rows = unit >= 0
+    n_names = max(len(k.names), 1)
+    key = unit[rows] * n_names + k.name_id[rows]
+    size = n_units * n_names
+    counts = np.bincount(key, minlength=size)
+    sums = np.bincount(key, weights=k.dur_us[rows], minlength=size)
+    return {
+        (int(i) // n_names, k.names[int(i) % n_names]): (int(counts[i]), float(sums[i]))
+        for i in np.flatnonzero(counts)
+    }
+
+
+def _verify(trace: Trace, unit: np.ndarray, ops: list[OpRecord]) -> list[Mismatch]:
+    """Kernels that do not match their op's kernel regex, summed over the op's calls."""
+    k = trace.kernels
+    rows = unit >= 0
+    n_names = max(len(k.names), 1)
+    key = unit[rows] * n_names + k.name_id[rows]
+    uniq, counts = np.unique(key, return_counts=True)
+    bad: dict[tuple[str, str, str, str], int] = {}
+    for u, c in zip(uniq, counts):
+        op, name = ops[int(u) // n_names], k.names[int(u) % n_names]
+        if not re.search(op.kernel_regex, name):
+            where = (op.label, op.backend, op.kernel_regex, name)
+            bad[where] = bad.get(where, 0) + int(c)
+    return [Mismatch(*where, launches) for where, launches in bad.items()]
+
+
+# -- the attribution --------------------------------------------------------------------------
+
+
+def attribute(arm: Arm, ceiling_gbps: float | None = None) -> Attribution:
+    """Per-op launches, ms, bytes and GB/s per step of ``arm`` (pure: no printing)."""
+    steps = arm.steps
+    d = steps[1] - steps[0]
+    segs = [
+        segment_steps(t, s, arm.step_pattern)
+        for t, s in ((arm.short, steps[0]), (arm.long, steps[1]))
+    ]
+    use_map = arm.rules is not None
+    if use_map:
+        units = [_map_units(t, seg, arm.rules) for t, seg in zip((arm.short, arm.long), segs)]
+        n_units = len(arm.rules)
+    elif arm.manifest is not None:
+        ops = arm.manifest.ops
+        if not ops:
+            raise TraceError("the manifest lists no ops", arm.manifest.directory)
+        units = [
+            _manifest_units(t, seg, ops, s) for t, seg, s in zip((arm.short, arm.long), segs, steps)
+        ]
+        n_units = len(ops)
+    else:
+        raise TraceError(f"arm {arm.name}: no manifest and no map file to attribute with")
+
+    totals = [_unit_totals(t, u, n_units) for t, u in zip((arm.short, arm.long), units)]
+    names_of: dict[int, set[str]] = {}
+    for unit, nm in list(totals[0]) + list(totals[1]):
+        names_of.setdefault(unit, set()).add(nm)
+    # unit -> label row
+    rows: dict[str, OpRow] = {}
+    bytes_known: dict[str, bool] = {}
+    for unit in range(n_units):
+        if use_map:
+            r = arm.rules[unit]
+            label, group, n, kk, backend = r.label, r.group, r.n, r.k, None
+        else:
+            op = arm.manifest.ops[unit]
+            label, group, n, kk, backend = op.label, op.group_key, op.n, op.k, op.backend
+        row = rows.get(label)
+        if row is None:
+            row = rows[label] = OpRow(label, group, n, kk, [], 0.0, 0.0, 0.0, 0.0, {})
+            bytes_known[label] = True
+        if backend and backend not in row.backends:
+            row.backends.append(backend)
+        if row.n != n:  # instances of one label with different shapes
+            row.n = None
+        if row.k != kk:
+            row.k = None
+        unit_launches = 0.0
+        for nm in sorted(names_of.get(unit, ())):
+            kd = delta(
+                nm, totals[0].get((unit, nm), (0, 0.0)), totals[1].get((unit, nm), (0, 0.0)), steps
+            )
+            row.kernels[nm] = row.kernels.get(nm, 0.0) + kd.launches_per_step
+            row.launches_per_step += kd.launches_per_step
+            row.ms_per_step += kd.ms_per_step
+            unit_launches += kd.launches_per_step
+        if use_map:
+            row.calls_per_step += unit_launches
+            if arm.rules[unit].bytes is None:
+                bytes_known[label] = False
+            else:
+                row.bytes_per_step += arm.rules[unit].bytes * unit_launches
+        else:
+            row.calls_per_step += 1
+            row.bytes_per_step += arm.manifest.ops[unit].bytes
+    for label, row in rows.items():
+        if not bytes_known[label]:
+            row.bytes_per_step = None
+
+    diff = diff_traces(arm.short, arm.long, steps)
+    un = [_unattributed(t, u) for t, u in zip((arm.short, arm.long), units)]
+    unattributed = [
+        delta(nm, un[0].get(nm, (0, 0.0)), un[1].get(nm, (0, 0.0)), steps)
+        for nm in sorted(set(un[0]) | set(un[1]))
+    ]
+    # once-per-run kernels cancel to ~0 launches and ~0 ms: drop that noise
+    floor = 1e-3 * max(diff.ms_per_step, 0.0)
+    unattributed = [
+        kd
+        for kd in unattributed
+        if abs(kd.launches_per_step) > INTEGRAL_TOL or abs(kd.ms_per_step) > floor
+    ]
+    unattributed.sort(key=lambda kd: -kd.ms_per_step)
+
+    total_ms = diff.ms_per_step
+    op_rows = sorted(rows.values(), key=lambda r: -r.ms_per_step)
+    for row in op_rows:
+        row.share = row.ms_per_step / total_ms if total_ms > 0 else 0.0
+
+    mismatches: list[Mismatch] = []
+    if not use_map:
+        mismatches = _verify(arm.long, units[1], arm.manifest.ops)
+    notes = list(dict.fromkeys(arm.short.notes + arm.long.notes))
+    event = None
+    if arm.manifest is not None and arm.manifest.event_ms is not None:
+        event = (arm.manifest.event_ms[1] - arm.manifest.event_ms[0]) / d
+    source = None
+    if ceiling_gbps is not None:
+        source = "given"
+    elif arm.manifest is not None and arm.manifest.read_ceiling_gbps:
+        ceiling_gbps, source = arm.manifest.read_ceiling_gbps, "measured"
+    meta = {}
+    if arm.manifest is not None:
+        meta = {"model": arm.manifest.model, "m": arm.manifest.m, **arm.manifest.meta}
+    return Attribution(
+        arm=arm.name,
+        device=arm.device,
+        steps=steps,
+        source="map" if use_map else "manifest",
+        ops=op_rows,
+        unattributed=unattributed,
+        diff=diff,
+        step_times=step_times(arm.long, segs[1]),
+        span_diff_ms=(trace_span_us(arm.long) - trace_span_us(arm.short)) / d / 1e3,
+        event_ms_per_step=event,
+        ceiling_gbps=ceiling_gbps,
+        ceiling_source=source,
+        mismatches=mismatches,
+        notes=notes,
+        meta=meta,
+    )
+
+
+def _unattributed(trace: Trace, unit: np.ndarray) -> dict[str, tuple[int, float]]:
+    return name_totals(trace.kernels, np.flatnonzero(unit < 0))

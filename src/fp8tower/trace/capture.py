@@ -1,0 +1,230 @@
+"""Capture the two-length trace pair of a workload, and count the kernels each op launches.
+
+The GPU/tower side (building the tower, replaying its CUDA graph) lives in fp8tower.tower;
+this module only needs callables:
+
+- ``run_steps(n)`` replays n decode steps, wrapping each one in ``with step_range():`` so
+  the analysis sees per-step boundaries; it may return the CUDA-event time of the n steps
+  in ms (recorded in the manifest for comparison with the kernel times);
+- ``eager_ops``: (op label, callable) pairs, one per op call of a step in launch order, run
+  once eagerly under the profiler, each in its own record_function range, to count the
+  kernels each op launches (so the positional mapping stays exact when a backend launches
+  several kernels for one op).
+
+On a CPU-only machine the same pipeline runs on the profiler's CPU op events: the
+'kernels' are the top-level aten ops, and the manifest says device "cpu".
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import platform
+import re
+import tempfile
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from .chrome import load_chrome
+from .errors import TraceError
+from .events import STEP_RANGE
+from .manifest import Manifest, OpRecord
+from .steps import segment_steps
+
+OP_RANGE_PREFIX = "fp8tower.op:"
+
+
+def step_range():
+    """Context manager marking one decode step for the profiler (record_function range)."""
+    import torch
+
+    return torch.profiler.record_function(STEP_RANGE)
+
+
+def _activities(device: str):
+    from torch.profiler import ProfilerActivity
+
+    if device == "cuda":
+        return [ProfilerActivity.CPU, ProfilerActivity.CUDA]
+    return [ProfilerActivity.CPU]
+
+
+def _sync(device: str) -> None:
+    if device == "cuda":
+        import torch
+
+        torch.cuda.synchronize()
+
+
+def default_device() -> str:
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+@dataclass(frozen=True)
+class OpKernels:
+    """What one op call launched in the eager profile."""
+
+    label: str
+    kernels: int
+    names: tuple[str, ...]
+
+
+def count_kernels_per_op(
+    ops: Iterable[tuple[str, Callable[[], object]]], device: str | None = None, warmup: bool = True
+) -> list[OpKernels]:
+    """Run each op once under the profiler, each in a record_function range, and count the
+    kernels (CPU: top-level aten ops) launched inside each range, in order."""
+    import torch
+
+    device = device or default_device()
+    ops = list(ops)
+    if not ops:
+        return []
+    if warmup:  # lazy init, autotuning and caches happen outside the profile
+        for _, fn in ops:
+            fn()
+        _sync(device)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "eager.json"
+        with torch.profiler.profile(activities=_activities(device)) as prof:
+            for label, fn in ops:
+                with torch.profiler.record_function(OP_RANGE_PREFIX + label):
+                    fn()
+            _sync(device)
+        prof.export_chrome_trace(str(path))
+        trace = load_chrome(path, device=device, allow_empty=True)
+    seg = segment_steps(trace, len(ops), "^" + re.escape(OP_RANGE_PREFIX), prefer_gpu=False)
+    k = trace.kernels
+    out = []
+    for i, (label, _) in enumerate(ops):
+        rows = seg.rows(i)
+        out.append(OpKernels(label, len(rows), tuple(k.name(int(r)) for r in rows)))
+    return out
+
+
+@dataclass
+class CaptureResult:
+    directory: Path
+    manifest: Manifest
+    traces: tuple[Path, Path]
+    op_kernels: list[OpKernels] | None = None
+
+
+def capture_pair(
+    run_steps: Callable[[int], float | None],
+    manifest_ops: list[OpRecord],
+    steps: tuple[int, int] = (8, 136),
+    out_dir: str | Path = "capture",
+    meta: dict | None = None,
+    *,
+    eager_ops: Iterable[tuple[str, Callable[[], object]]] | None = None,
+    device: str | None = None,
+    warmup_steps: int = 2,
+) -> CaptureResult:
+    """Profile ``run_steps`` at both lengths; write trace_<n>.json.gz twice and manifest.json.
+
+    ``meta`` must name the ``arm``; ``model``, ``m`` and ``read_ceiling_gbps`` (a measured
+    read bandwidth) go to their manifest fields, everything else to the manifest's meta.
+    With ``eager_ops`` the kernels per op are counted (count_kernels_per_op) and written
+    into the manifest's ops; their labels must follow ``manifest_ops`` one to one.
+    """
+    import torch
+
+    meta = dict(meta or {})
+    if not meta.get("arm"):
+        raise TraceError("capture meta must name the arm (meta={'arm': ...})")
+    short, long = (int(s) for s in steps)
+    if not 0 < short < long:
+        raise TraceError(f"steps must be 0 < SHORT < LONG, got {short} {long}")
+    device = device or meta.pop("device", None) or default_device()
+    if device not in ("cuda", "cpu"):
+        raise TraceError(f"device must be 'cuda' or 'cpu', got {device!r}")
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+
+    ops = list(manifest_ops)
+    counted = None
+    if eager_ops is not None:
+        counted = count_kernels_per_op(eager_ops, device)
+        if [c.label for c in counted] != [op.label for op in ops]:
+            raise TraceError("eager_ops labels must follow manifest_ops one to one, in order")
+        zero = [c.label for c in counted if c.kernels == 0]
+        if zero:
+            raise TraceError(f"op(s) launched no kernel in the eager profile: {zero[:5]}")
+        ops = [dataclasses.replace(op, kernels=c.kernels) for op, c in zip(ops, counted)]
+
+    if warmup_steps:
+        run_steps(warmup_steps)
+        _sync(device)
+    paths, event_ms = [], []
+    for n in (short, long):
+        path = out / f"trace_{n}.json.gz"
+        with torch.profiler.profile(activities=_activities(device)) as prof:
+            ret = run_steps(n)
+            _sync(device)
+        prof.export_chrome_trace(str(path))
+        paths.append(path)
+        event_ms.append(None if ret is None else float(ret))
+
+    info = {
+        "torch": torch.__version__,
+        "host": platform.node(),
+        "captured": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+    }
+    if device == "cuda":
+        info["gpu"] = torch.cuda.get_device_name()
+    ceiling = meta.pop("read_ceiling_gbps", None)
+    manifest = Manifest(
+        arm=str(meta.pop("arm")),
+        steps=(short, long),
+        device=device,
+        ops=ops,
+        traces=(paths[0].name, paths[1].name),
+        model=meta.pop("model", None),
+        m=meta.pop("m", None),
+        step_range=STEP_RANGE,
+        event_ms=(event_ms[0], event_ms[1]) if None not in event_ms else None,
+        read_ceiling_gbps=None if ceiling is None else float(ceiling),
+        meta={**info, **meta},
+        directory=out,
+    )
+    manifest.write(out)
+    return CaptureResult(out, manifest, (paths[0], paths[1]), counted)
+
+
+def fake_workload(
+    sizes: Iterable[tuple[int, int]] = ((64, 96), (32, 64), (96, 32)), m: int = 1, seed: int = 0
+):
+    """A tiny CPU stand-in for a tower (tests, demos): one torch.matmul per (n, k) shape.
+
+    Returns (run_steps, ops, eager_ops) ready for `capture_pair`.
+    """
+    import torch
+
+    g = torch.Generator().manual_seed(seed)
+    weights = [torch.randn(k, n, generator=g) for n, k in sizes]
+    x = [torch.randn(m, k, generator=g) for _, k in sizes]
+    labels = [f"linear{i}.{n}x{k}" for i, (n, k) in enumerate(sizes)]
+    calls = [(lbl, (lambda a=a, w=w: torch.matmul(a, w))) for lbl, a, w in zip(labels, x, weights)]
+
+    def run_steps(n: int) -> None:
+        for _ in range(n):
+            with step_range():
+                for _, fn in calls:
+                    fn()
+
+    ops = [
+        OpRecord(
+            lbl,
+            n,
+            k,
+            n * k * 4 + m * k * 4 + m * n * 4,
+            "torch-cpu",
+            r"^aten::(matmul|mm|linear|addmm)$",
+        )
+        for lbl, (n, k) in zip(labels, sizes)
+    ]
+    return run_steps, ops, calls

@@ -1,0 +1,345 @@
+"""`fp8tower trace ...`: diff, attribute, compare, report, capture.
+
+Exit codes: 0 ok; 1 verification failed (an op's kernels do not match its backend);
+2 bad input (unreadable/foreign trace, bad option value, fractional launch counts).
+"""
+
+from __future__ import annotations
+
+import enum
+import functools
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from .errors import TraceError
+
+app = typer.Typer(
+    name="trace",
+    help="Prove from GPU traces what ran and where the time of a decode step went: two-length "
+    "diff of traces, attribution of kernels to ops, paired comparison of two arms, report.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_show_locals=False,
+)
+
+ARM_HELP = (
+    "An arm: a capture directory (manifest.json + its two traces), or SHORT,LONG trace "
+    "paths (torch .json/.json.gz or nsys .sqlite) with --steps and a map file."
+)
+STEPS_HELP = "Decode steps of the short and the long trace, e.g. --steps 8 136."
+MAP_HELP = "Map file (.json/.toml) mapping kernels of foreign traces to ops; see docs/trace.md."
+STEP_RANGE_HELP = (
+    "Regex of the range name (record_function/NVTX) marking one step; default fp8tower.step."
+)
+CEILING_HELP = (
+    "Read ceiling in GB/s (decimal) for the '% ceiling' column; default: the "
+    "capture's measured one, if any."
+)
+GIB_HELP = "Show bandwidth in GiB/s (2^30 B/s), labelled, instead of GB/s (1e9 B/s)."
+FRACTIONAL_HELP = "Print per-step numbers even when launch counts per step are not integers."
+
+
+class Device(str, enum.Enum):
+    auto = "auto"
+    cuda = "cuda"
+    cpu = "cpu"
+
+
+class ArmKind(str, enum.Enum):
+    unmerged = "unmerged"
+    merged = "merged"
+
+
+def _console() -> Console:
+    return Console(width=max(Console().width, 160) if not sys.stdout.isatty() else None)
+
+
+def _fail(message: str, code: int = 2) -> typer.Exit:
+    Console(stderr=True).print(f"[bold red]error:[/] {message}", highlight=False)
+    return typer.Exit(code)
+
+
+def _handles_errors(fn):
+    """TraceError / unwritable outputs -> one clear line on stderr and exit code 2."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except TraceError as e:
+            raise _fail(str(e)) from None
+        except OSError as e:
+            raise _fail(f"{e.filename or ''}: {e.strerror or e}") from None
+
+    return wrapper
+
+
+def _check_integral(ok: bool, message: str, allow: bool) -> None:
+    if ok:
+        return
+    if not allow:
+        raise _fail(message + " (use --allow-fractional to print them anyway)")
+    Console(stderr=True).print(f"[bold yellow]warning:[/] {message}", highlight=False)
+
+
+@app.command()
+@_handles_errors
+def diff(
+    short: Annotated[
+        Path, typer.Argument(help="Trace of the short run (.json, .json.gz, .sqlite).")
+    ],
+    long: Annotated[Path, typer.Argument(help="Trace of the long run.")],
+    steps: Annotated[tuple[int, int], typer.Option("--steps", help=STEPS_HELP)] = (8, 136),
+    json_out: Annotated[
+        Path | None, typer.Option("--json", help="Write the diff as JSON here.")
+    ] = None,
+    csv_out: Annotated[
+        Path | None, typer.Option("--csv", help="Write the diff as CSV here.")
+    ] = None,
+    allow_fractional: Annotated[
+        bool, typer.Option("--allow-fractional", help=FRACTIONAL_HELP)
+    ] = False,
+    device: Annotated[
+        Device,
+        typer.Option(
+            help="cuda: GPU kernels; cpu: top-level CPU ops of a CPU-only run; auto: kernels if any."
+        ),
+    ] = Device.auto,
+    top: Annotated[
+        int | None, typer.Option(help="Print only the N most expensive kernels.")
+    ] = None,
+) -> None:
+    """Per kernel name: launches and ms per step, (long - short) / (steps_long - steps_short)."""
+    from . import report
+    from .diff import diff_traces
+    from .ingest import load_trace
+
+    result = diff_traces(load_trace(short, device.value), load_trace(long, device.value), steps)
+    _check_integral(result.integral, result.fractional_message(), allow_fractional)
+    report.print_diff(result, _console(), top)
+    if json_out:
+        report.write_json(json_out, result.to_json())
+    if csv_out:
+        report.diff_csv(csv_out, result)
+
+
+def _attribution(spec: str, map_path, steps, step_range, ceiling, device, allow_fractional):
+    from .arm import load_arm
+    from .attribute import attribute
+
+    arm = load_arm(
+        spec, map_path=map_path, steps=steps, step_pattern=step_range, device=device.value
+    )
+    att = attribute(arm, ceiling)
+    _check_integral(
+        att.integral,
+        att.diff.fractional_message()
+        if not att.diff.integral
+        else f"arm {att.arm}: launch counts per op and step are not integers",
+        allow_fractional,
+    )
+    return att
+
+
+@app.command()
+@_handles_errors
+def attribute(
+    arm: Annotated[str, typer.Argument(help=ARM_HELP)],
+    map_path: Annotated[Path | None, typer.Option("--map", help=MAP_HELP)] = None,
+    steps: Annotated[
+        tuple[int, int] | None,
+        typer.Option("--steps", help=STEPS_HELP + " Required for SHORT,LONG arms."),
+    ] = None,
+    step_range: Annotated[str | None, typer.Option("--step-range", help=STEP_RANGE_HELP)] = None,
+    ceiling_gbps: Annotated[float | None, typer.Option("--ceiling-gbps", help=CEILING_HELP)] = None,
+    gib: Annotated[bool, typer.Option("--gib", help=GIB_HELP)] = False,
+    json_out: Annotated[
+        Path | None, typer.Option("--json", help="Write the attribution as JSON.")
+    ] = None,
+    csv_out: Annotated[
+        Path | None, typer.Option("--csv", help="Write the per-op table as CSV.")
+    ] = None,
+    allow_fractional: Annotated[
+        bool, typer.Option("--allow-fractional", help=FRACTIONAL_HELP)
+    ] = False,
+    device: Annotated[
+        Device, typer.Option(help="Kind of events to analyse (see diff).")
+    ] = Device.auto,
+) -> None:
+    """Per op: launches, ms/step, share of step, bytes/step, GB/s, % of the read ceiling.
+
+    With a capture manifest, also checks that each op's kernels match its backend's kernel
+    regex: a mismatch is an error (exit code 1)."""
+    from . import report
+
+    att = _attribution(arm, map_path, steps, step_range, ceiling_gbps, device, allow_fractional)
+    report.print_attribution(att, _console(), gib)
+    if json_out:
+        report.write_json(json_out, report.attribution_json(att, gib))
+    if csv_out:
+        report.write_attribution_csv(csv_out, att)
+    if att.mismatches:
+        raise typer.Exit(1)
+
+
+@app.command()
+@_handles_errors
+def compare(
+    arm_a: Annotated[str, typer.Argument(help="First arm. " + ARM_HELP)],
+    arm_b: Annotated[str, typer.Argument(help="Second arm (same forms).")],
+    map_a: Annotated[
+        Path | None, typer.Option("--map-a", help=MAP_HELP + " For the first arm.")
+    ] = None,
+    map_b: Annotated[
+        Path | None, typer.Option("--map-b", help="Map file for the second arm.")
+    ] = None,
+    steps: Annotated[tuple[int, int] | None, typer.Option("--steps", help=STEPS_HELP)] = None,
+    step_range: Annotated[str | None, typer.Option("--step-range", help=STEP_RANGE_HELP)] = None,
+    ceiling_gbps: Annotated[float | None, typer.Option("--ceiling-gbps", help=CEILING_HELP)] = None,
+    gib: Annotated[bool, typer.Option("--gib", help=GIB_HELP)] = False,
+    json_out: Annotated[
+        Path | None, typer.Option("--json", help="Write the comparison as JSON.")
+    ] = None,
+    csv_out: Annotated[
+        Path | None, typer.Option("--csv", help="Write the levers table as CSV.")
+    ] = None,
+    html_out: Annotated[
+        Path | None, typer.Option("--html", help="Also write the HTML report.")
+    ] = None,
+    allow_fractional: Annotated[
+        bool, typer.Option("--allow-fractional", help=FRACTIONAL_HELP)
+    ] = False,
+    device: Annotated[
+        Device, typer.Option(help="Kind of events to analyse (see diff).")
+    ] = Device.auto,
+) -> None:
+    """Both arms op group by op group, ranked by the delta (first - second): the levers."""
+    from . import report
+    from .compare import compare as compare_arms
+
+    a = _attribution(arm_a, map_a, steps, step_range, ceiling_gbps, device, allow_fractional)
+    b = _attribution(arm_b, map_b, steps, step_range, ceiling_gbps, device, allow_fractional)
+    if a.arm == b.arm:
+        b.arm = b.arm + " (2)"
+    cmp = compare_arms(a, b)
+    report.print_comparison(cmp, _console(), gib)
+    if json_out:
+        report.write_json(json_out, report.comparison_json(cmp, gib))
+    if csv_out:
+        report.write_comparison_csv(csv_out, cmp)
+    if html_out:
+        report.write_html(html_out, [a, b], cmp, gib)
+    if a.mismatches or b.mismatches:
+        raise typer.Exit(1)
+
+
+@app.command()
+@_handles_errors
+def report(
+    arm_a: Annotated[str, typer.Argument(help=ARM_HELP)],
+    arm_b: Annotated[
+        str | None, typer.Argument(help="Optional second arm to compare with.")
+    ] = None,
+    map_a: Annotated[
+        Path | None, typer.Option("--map-a", help=MAP_HELP + " For the first arm.")
+    ] = None,
+    map_b: Annotated[
+        Path | None, typer.Option("--map-b", help="Map file for the second arm.")
+    ] = None,
+    steps: Annotated[tuple[int, int] | None, typer.Option("--steps", help=STEPS_HELP)] = None,
+    step_range: Annotated[str | None, typer.Option("--step-range", help=STEP_RANGE_HELP)] = None,
+    ceiling_gbps: Annotated[float | None, typer.Option("--ceiling-gbps", help=CEILING_HELP)] = None,
+    gib: Annotated[bool, typer.Option("--gib", help=GIB_HELP)] = False,
+    html_out: Annotated[
+        Path, typer.Option("--html", help="Self-contained HTML page to write.")
+    ] = Path("trace_report.html"),
+    json_out: Annotated[Path | None, typer.Option("--json", help="Also write JSON.")] = None,
+    csv_out: Annotated[Path | None, typer.Option("--csv", help="Also write CSV.")] = None,
+    allow_fractional: Annotated[
+        bool, typer.Option("--allow-fractional", help=FRACTIONAL_HELP)
+    ] = False,
+    device: Annotated[
+        Device, typer.Option(help="Kind of events to analyse (see diff).")
+    ] = Device.auto,
+) -> None:
+    """Full report of one arm, or two arms compared: terminal tables and one HTML page.
+
+    The page has the levers table, per-op tables, plots (ms/step per op of both arms, GB/s per
+    op against the read ceiling) and per-step kernel-busy time, span and CUDA-event time.
+    JSON and CSV on request."""
+    from . import report as rep
+    from .compare import compare as compare_arms
+
+    a = _attribution(arm_a, map_a, steps, step_range, ceiling_gbps, device, allow_fractional)
+    atts, cmp = [a], None
+    console = _console()
+    if arm_b is not None:
+        b = _attribution(arm_b, map_b, steps, step_range, ceiling_gbps, device, allow_fractional)
+        if a.arm == b.arm:
+            b.arm = b.arm + " (2)"
+        atts, cmp = [a, b], compare_arms(a, b)
+        rep.print_comparison(cmp, console, gib)
+    for att in atts:
+        rep.print_attribution(att, console, gib)
+    rep.write_html(html_out, atts, cmp, gib)
+    console.print(f"wrote {html_out}")
+    if json_out:
+        doc = rep.comparison_json(cmp, gib) if cmp else rep.attribution_json(a, gib)
+        rep.write_json(json_out, doc)
+    if csv_out:
+        if cmp:
+            rep.write_comparison_csv(csv_out, cmp)
+        else:
+            rep.write_attribution_csv(csv_out, a)
+    if any(att.mismatches for att in atts):
+        raise typer.Exit(1)
+
+
+def _parse_steps(text: str) -> tuple[int, int]:
+    try:
+        short, long = (int(s) for s in text.split(","))
+    except ValueError:
+        raise _fail(f"--steps {text!r}: expected SHORT,LONG step counts, e.g. 8,136") from None
+    if not 0 < short < long:
+        raise _fail(f"--steps {text!r}: expected 0 < SHORT < LONG")
+    return short, long
+
+
+@app.command()
+@_handles_errors
+def capture(
+    model: Annotated[str, typer.Option("--model", help="Model spec name (see fp8tower models).")],
+    arm: Annotated[
+        ArmKind,
+        typer.Option(
+            "--arm",
+            help="unmerged: one GEMM per projection; merged: sibling projections as one GEMM.",
+        ),
+    ],
+    out: Annotated[
+        Path, typer.Option("--out", help="Capture directory to write (traces + manifest).")
+    ],
+    backend: Annotated[
+        str, typer.Option("--backend", help="GEMM backend, or auto (tuned).")
+    ] = "auto",
+    m: Annotated[int, typer.Option("--m", min=1, help="Tokens per decode step (GEMM M).")] = 1,
+    steps: Annotated[
+        str, typer.Option("--steps", help="Short and long step counts, SHORT,LONG.")
+    ] = "8,136",
+) -> None:
+    """Capture a two-length trace pair of the FP8 tower on the GPU (needs fp8tower.tower)."""
+    short_long = _parse_steps(steps)
+    try:
+        from fp8tower.tower import capture_arm
+    except ImportError as e:
+        raise _fail(
+            f"capture is not available yet: fp8tower.tower.capture_arm cannot be imported ({e})"
+        ) from None
+    result = capture_arm(
+        model=model, arm=arm.value, backend=backend, m=m, steps=short_long, out_dir=out
+    )
+    _console().print(f"wrote {getattr(result, 'directory', out)}")

@@ -1,0 +1,145 @@
+"""Two-length difference of traces: per kernel name, launches and ms per decode step.
+
+Per step = (long - short) / (steps_long - steps_short): whatever happens once per run
+(warm-up, input copies, profiler start) cancels. Launch counts per step must be integers:
+a fractional count means a graph-level trace (kernels inside CUDA graphs not recorded one by
+one) or two runs that did not do the same work per step, and the numbers cannot be trusted.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .errors import TraceError
+from .events import KernelTable, Trace
+
+#: |launches per step - nearest integer| above this is "fractional"
+INTEGRAL_TOL = 1e-3
+
+
+def is_integral(launches_per_step: float, tol: float = INTEGRAL_TOL) -> bool:
+    return launches_per_step > -tol and abs(launches_per_step - round(launches_per_step)) <= tol
+
+
+def check_steps(steps: tuple[int, int]) -> tuple[int, int]:
+    short, long = (int(s) for s in steps)
+    if short < 0 or long <= short:
+        raise TraceError(f"steps must be two counts SHORT < LONG (e.g. 8 136), got {short} {long}")
+    return short, long
+
+
+def name_totals(
+    kernels: KernelTable, rows: np.ndarray | None = None
+) -> dict[str, tuple[int, float]]:
+    """kernel name -> (launches, summed duration in us), over ``rows`` (default: all)."""
+    ids = kernels.name_id if rows is None else kernels.name_id[rows]
+    dur = kernels.dur_us if rows is None else kernels.dur_us[rows]
+    n = len(kernels.names)
+    counts = np.bincount(ids, minlength=n)
+    sums = np.bincount(ids, weights=dur, minlength=n)
+    return {kernels.names[i]: (int(counts[i]), float(sums[i])) for i in np.flatnonzero(counts)}
+
+
+@dataclass(frozen=True)
+class KernelDelta:
+    """One kernel name's per-step cost."""
+
+    name: str
+    launches_short: int
+    launches_long: int
+    us_short: float
+    us_long: float
+    launches_per_step: float
+    ms_per_step: float
+
+    @property
+    def integral(self) -> bool:
+        return is_integral(self.launches_per_step)
+
+
+def delta(
+    name: str, short: tuple[int, float], long: tuple[int, float], steps: tuple[int, int]
+) -> KernelDelta:
+    d = steps[1] - steps[0]
+    return KernelDelta(
+        name,
+        short[0],
+        long[0],
+        short[1],
+        long[1],
+        (long[0] - short[0]) / d,
+        (long[1] - short[1]) / d / 1e3,
+    )
+
+
+@dataclass
+class DiffResult:
+    steps: tuple[int, int]
+    kernels: list[KernelDelta]  # most ms per step first
+    device: str
+    paths: tuple[str, str]
+
+    @property
+    def launches_per_step(self) -> float:
+        return sum(k.launches_per_step for k in self.kernels)
+
+    @property
+    def ms_per_step(self) -> float:
+        return sum(k.ms_per_step for k in self.kernels)
+
+    @property
+    def fractional(self) -> list[KernelDelta]:
+        return [k for k in self.kernels if not k.integral]
+
+    @property
+    def integral(self) -> bool:
+        return not self.fractional
+
+    def to_json(self) -> dict:
+        """The documented JSON contract of `fp8tower trace diff --json`."""
+        return {
+            "steps": {"short": self.steps[0], "long": self.steps[1]},
+            "device": self.device,
+            "kernels": [
+                {
+                    "name": k.name,
+                    "launches_per_step": k.launches_per_step,
+                    "ms_per_step": k.ms_per_step,
+                    "integral": k.integral,
+                }
+                for k in self.kernels
+            ],
+            "total": {"launches_per_step": self.launches_per_step, "ms_per_step": self.ms_per_step},
+            "integral": self.integral,
+        }
+
+    def fractional_message(self, limit: int = 5) -> str:
+        bad = self.fractional
+        shown = ", ".join(f"{k.name[:60]} {k.launches_per_step:.3f}/step" for k in bad[:limit])
+        more = f" and {len(bad) - limit} more" if len(bad) > limit else ""
+        return (
+            f"launch counts per step are not integers for {len(bad)} kernel name(s) "
+            f"({shown}{more}). Either the trace is graph-level (kernels inside CUDA graphs "
+            "not recorded one by one; capture node-level: torch.profiler records replayed "
+            "kernels, nsys needs --cuda-graph-trace=node) or the two runs did not do the "
+            "same work per step. Per-step numbers from these traces cannot be trusted."
+        )
+
+
+def diff_traces(short: Trace, long: Trace, steps: tuple[int, int]) -> DiffResult:
+    """Per kernel name, (long - short) / (steps_long - steps_short) launches and ms."""
+    steps = check_steps(steps)
+    if short.device != long.device:
+        raise TraceError(
+            f"cannot diff a {short.device} trace ({short.path}) against a "
+            f"{long.device} trace ({long.path})"
+        )
+    a, b = name_totals(short.kernels), name_totals(long.kernels)
+    rows = [
+        delta(name, a.get(name, (0, 0.0)), b.get(name, (0, 0.0)), steps)
+        for name in sorted(set(a) | set(b))
+    ]
+    rows.sort(key=lambda k: (-k.ms_per_step, k.name))
+    return DiffResult(steps, rows, long.device, (short.path, long.path))

@@ -1,0 +1,608 @@
+"""Printing and files: rich tables, JSON, CSV and a self-contained HTML page.
+
+Everything here reads the pure results (DiffResult, Attribution, Comparison) and only
+formats them. Bandwidth is GB/s (1e9 B/s) unless ``gib=True`` asks for GiB/s (2**30 B/s),
+which is then labelled as such. matplotlib and jinja2 are imported inside `write_html` only.
+"""
+
+from __future__ import annotations
+
+import base64
+import csv
+import datetime
+import html
+import io
+import json
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from .attribute import UNATTRIBUTED, Attribution, OpRow
+from .compare import Comparison
+from .diff import DiffResult
+
+GIB = float(1 << 30)
+CPU_BANNER = "CPU run: the 'kernels' are top-level aten ops timed on the CPU; no GPU was traced"
+
+
+def _bw(gbps: float | None, gib: bool) -> float | None:
+    return None if gbps is None else (gbps * 1e9 / GIB if gib else gbps)
+
+
+def _unit(gib: bool) -> str:
+    return "GiB/s" if gib else "GB/s"
+
+
+def _f(x: float | None, digits: int = 3) -> str:
+    return "–" if x is None else f"{x:,.{digits}f}"
+
+
+def _short(name: str, width: int = 70) -> str:
+    return name if len(name) <= width else name[: width - 1] + "…"
+
+
+# -- terminal --------------------------------------------------------------------------------
+
+
+def print_diff(diff: DiffResult, console: Console, top: int | None = None) -> None:
+    title = f"Two-length diff, {diff.steps[0]} → {diff.steps[1]} steps, per decode step"
+    if diff.device == "cpu":
+        title += " (CPU run)"
+    t = Table(title=title, title_justify="left")
+    t.add_column("kernel")
+    t.add_column("launches/step", justify="right")
+    t.add_column("ms/step", justify="right")
+    t.add_column("share", justify="right")
+    t.add_column("integral", justify="center")
+    total = diff.ms_per_step
+    rows = diff.kernels if top is None else diff.kernels[:top]
+    for k in rows:
+        share = f"{100 * k.ms_per_step / total:.1f}%" if total > 0 else "–"
+        t.add_row(
+            _short(k.name),
+            f"{k.launches_per_step:.3f}",
+            f"{k.ms_per_step:.4f}",
+            share,
+            "yes" if k.integral else "[bold red]NO[/]",
+        )
+    if top is not None and len(diff.kernels) > top:
+        t.add_row(f"… {len(diff.kernels) - top} more", "", "", "", "")
+    t.add_section()
+    t.add_row(
+        "[bold]total",
+        f"{diff.launches_per_step:.3f}",
+        f"{total:.4f}",
+        "100%",
+        "yes" if diff.integral else "[bold red]NO[/]",
+    )
+    console.print(t)
+    if diff.device == "cpu":
+        console.print(f"[yellow]{CPU_BANNER}")
+
+
+def _op_table(att: Attribution, gib: bool) -> Table:
+    t = Table(
+        title=f"Per op, arm {att.arm} ({att.source}; {att.steps[0]} → {att.steps[1]} "
+        "steps)" + (" — CPU run" if att.device == "cpu" else ""),
+        title_justify="left",
+    )
+    for col, just in (
+        ("op", "left"),
+        ("N", "right"),
+        ("K", "right"),
+        ("backend", "left"),
+        ("kernel families", "left"),
+        ("launches/step", "right"),
+        ("ms/step", "right"),
+        ("share", "right"),
+        ("MB/step", "right"),
+        (_unit(gib), "right"),
+        ("% ceiling", "right"),
+    ):
+        t.add_column(col, justify=just)
+    for op in att.ops:
+        pct = att.ceiling_pct(op)
+        t.add_row(
+            op.label,
+            _f(op.n, 0),
+            _f(op.k, 0),
+            ", ".join(op.backends) or "–",
+            _short(", ".join(op.families), 50),
+            f"{op.launches_per_step:.3f}",
+            f"{op.ms_per_step:.4f}",
+            f"{100 * op.share:.1f}%",
+            _f(None if op.bytes_per_step is None else op.bytes_per_step / 1e6, 2),
+            _f(_bw(op.gbps, gib), 1),
+            _f(pct, 1),
+        )
+    if att.unattributed:
+        t.add_section()
+        for kd in att.unattributed[:10]:
+            t.add_row(
+                f"[dim]{UNATTRIBUTED}",
+                "",
+                "",
+                "",
+                _short(kd.name, 50),
+                f"{kd.launches_per_step:.3f}",
+                f"{kd.ms_per_step:.4f}",
+                f"{100 * kd.ms_per_step / att.ms_per_step:.1f}%" if att.ms_per_step > 0 else "–",
+                "",
+                "",
+                "",
+            )
+        if len(att.unattributed) > 10:
+            t.add_row(f"[dim]… {len(att.unattributed) - 10} more unattributed kernels", *[""] * 10)
+    t.add_section()
+    t.add_row(
+        "[bold]total (all kernels)",
+        "",
+        "",
+        "",
+        "",
+        f"{att.launches_per_step:.3f}",
+        f"{att.ms_per_step:.4f}",
+        "100%",
+        "",
+        "",
+        "",
+    )
+    return t
+
+
+def step_summary(att: Attribution) -> list[tuple[str, str]]:
+    """(what, value) lines on the time of one step."""
+    st = att.step_times
+    lines = [("kernel-busy time (two-length diff)", f"{att.ms_per_step:.4f} ms/step")]
+    if st.span_ms is not None:
+        lines.append(
+            (
+                (
+                    f"span, first kernel start to last kernel end (mean of {st.steps_seen} "
+                    f"steps, boundaries from {st.method})"
+                ),
+                f"{st.span_ms:.4f} ms/step",
+            )
+        )
+        lines.append(("kernel-busy time (mean of the same steps)", f"{st.busy_ms:.4f} ms/step"))
+    else:
+        lines.append(("span per step", "no step boundaries in the trace"))
+    lines.append(("whole-trace kernel span, two-length diff", f"{att.span_diff_ms:.4f} ms/step"))
+    lines.append(
+        (
+            "CUDA-event step time (capture)",
+            "–" if att.event_ms_per_step is None else f"{att.event_ms_per_step:.4f} ms/step",
+        )
+    )
+    if att.ceiling_gbps is not None:
+        lines.append((f"read ceiling ({att.ceiling_source})", f"{att.ceiling_gbps:,.1f} GB/s"))
+    return lines
+
+
+def print_attribution(att: Attribution, console: Console, gib: bool = False) -> None:
+    if att.device == "cpu":
+        console.print(f"[yellow]{CPU_BANNER}")
+    console.print(_op_table(att, gib))
+    t = Table(title="Per step", title_justify="left", show_header=False)
+    t.add_column("what")
+    t.add_column("value", justify="right")
+    for what, value in step_summary(att):
+        t.add_row(what, value)
+    console.print(t)
+    for note in att.notes:
+        console.print(f"[yellow]note:[/] {note}")
+    print_mismatches(att, console)
+
+
+def print_mismatches(att: Attribution, console: Console) -> None:
+    for m in att.mismatches:
+        console.print(f"[bold red]error:[/] {m.message()}")
+    if att.mismatches:
+        console.print("[bold red]The dispatch decision and what ran disagree.")
+
+
+def _ops_and_kernels(side) -> str:
+    ops = ", ".join(side.labels) or "–"
+    fams = ", ".join(_short(f, 48) for f in side.families)
+    return f"{ops}\n[dim]{fams}[/]" if fams else ops
+
+
+def print_comparison(cmp: Comparison, console: Console, gib: bool = False) -> None:
+    a, b = cmp.a.arm, cmp.b.arm
+    title = f"Levers: {a} vs {b}, per decode step, delta = {a} − {b}, largest first" + (
+        " (CPU run)" if cmp.a.device == "cpu" else ""
+    )
+    t = Table(title=title, title_justify="left", show_lines=True)
+    t.add_column("group", overflow="fold")
+    for col in (
+        f"{a} ms",
+        f"{b} ms",
+        "delta ms",
+        f"{a} {_unit(gib)}",
+        f"{b} {_unit(gib)}",
+        "launches",
+    ):
+        t.add_column(col, justify="right", no_wrap=True)
+    t.add_column(f"{a}: ops, kernels", overflow="fold", ratio=1)
+    t.add_column(f"{b}: ops, kernels", overflow="fold", ratio=1)
+    for r in cmp.rows:
+        color = "red" if r.delta_ms > 0 else "green"
+        t.add_row(
+            r.group,
+            _f(r.a.ms_per_step, 4),
+            _f(r.b.ms_per_step, 4),
+            f"[{color}]{r.delta_ms:+.4f}",
+            _f(_bw(r.a.gbps, gib), 1),
+            _f(_bw(r.b.gbps, gib), 1),
+            f"{r.a.launches_per_step:.2f} / {r.b.launches_per_step:.2f}",
+            _ops_and_kernels(r.a),
+            _ops_and_kernels(r.b),
+        )
+    t.add_row(
+        "[bold]total (all kernels)",
+        _f(cmp.a.ms_per_step, 4),
+        _f(cmp.b.ms_per_step, 4),
+        f"[bold]{cmp.delta_ms:+.4f}",
+        "",
+        "",
+        f"{cmp.a.launches_per_step:.2f} / {cmp.b.launches_per_step:.2f}",
+        "",
+        "",
+    )
+    console.print(t)
+    for att in (cmp.a, cmp.b):
+        print_mismatches(att, console)
+
+
+# -- JSON / CSV --------------------------------------------------------------------------------
+
+
+def op_json(att: Attribution, op: OpRow, gib: bool = False) -> dict:
+    d = {
+        "label": op.label,
+        "group": op.group,
+        "n": op.n,
+        "k": op.k,
+        "backends": op.backends,
+        "calls_per_step": op.calls_per_step,
+        "launches_per_step": op.launches_per_step,
+        "ms_per_step": op.ms_per_step,
+        "share": op.share,
+        "bytes_per_step": op.bytes_per_step,
+        "gbps": op.gbps,
+        "ceiling_pct": att.ceiling_pct(op),
+        "kernel_families": op.families,
+        "kernels": op.kernels,
+        "integral": op.integral,
+    }
+    if gib:
+        d["gibps"] = _bw(op.gbps, True)
+    return d
+
+
+def attribution_json(att: Attribution, gib: bool = False) -> dict:
+    st = att.step_times
+    return {
+        "arm": att.arm,
+        "device": att.device,
+        "cpu_run": att.device == "cpu",
+        "steps": {"short": att.steps[0], "long": att.steps[1]},
+        "source": att.source,
+        "units": {
+            "time": "ms per decode step",
+            "bandwidth": "GB/s = 1e9 B/s" + ("; gibps = 2**30 B/s" if gib else ""),
+        },
+        "ops": [op_json(att, op, gib) for op in att.ops],
+        "unattributed": [
+            {"name": k.name, "launches_per_step": k.launches_per_step, "ms_per_step": k.ms_per_step}
+            for k in att.unattributed
+        ],
+        "total": {
+            "launches_per_step": att.launches_per_step,
+            "ms_per_step": att.ms_per_step,
+            "attributed_ms_per_step": sum(op.ms_per_step for op in att.ops),
+        },
+        "step": {
+            "busy_ms": st.busy_ms,
+            "span_ms": st.span_ms,
+            "steps_seen": st.steps_seen,
+            "boundaries": st.method,
+            "span_diff_ms": att.span_diff_ms,
+            "event_ms": att.event_ms_per_step,
+        },
+        "ceiling": {"gbps": att.ceiling_gbps, "source": att.ceiling_source},
+        "verify": {
+            "ok": not att.mismatches,
+            "mismatches": [m.__dict__ | {"message": m.message()} for m in att.mismatches],
+        },
+        "integral": att.integral,
+        "notes": att.notes,
+        "meta": att.meta,
+    }
+
+
+def comparison_json(cmp: Comparison, gib: bool = False) -> dict:
+    def side(s) -> dict:
+        d = {
+            "ops": s.labels,
+            "ms_per_step": s.ms_per_step,
+            "gbps": s.gbps,
+            "launches_per_step": s.launches_per_step,
+            "bytes_per_step": s.bytes_per_step,
+            "kernel_families": s.families,
+        }
+        if gib:
+            d["gibps"] = _bw(s.gbps, True)
+        return d
+
+    return {
+        "arms": [cmp.a.arm, cmp.b.arm],
+        "device": cmp.a.device,
+        "cpu_run": cmp.a.device == "cpu",
+        "delta": f"{cmp.a.arm} - {cmp.b.arm}, ms per step",
+        "levers": [
+            {"group": r.group, "a": side(r.a), "b": side(r.b), "delta_ms": r.delta_ms}
+            for r in cmp.rows
+        ],
+        "total": {
+            "a_ms_per_step": cmp.a.ms_per_step,
+            "b_ms_per_step": cmp.b.ms_per_step,
+            "delta_ms": cmp.delta_ms,
+        },
+        "attributions": [attribution_json(cmp.a, gib), attribution_json(cmp.b, gib)],
+    }
+
+
+def write_json(path: str | Path, doc: dict) -> Path:
+    path = Path(path)
+    path.write_text(json.dumps(doc, indent=1) + "\n")
+    return path
+
+
+def write_attribution_csv(path: str | Path, att: Attribution) -> Path:
+    path = Path(path)
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(
+            [
+                "arm",
+                "device",
+                "label",
+                "group",
+                "n",
+                "k",
+                "backends",
+                "kernel_families",
+                "launches_per_step",
+                "ms_per_step",
+                "share",
+                "bytes_per_step",
+                "gbps",
+                "ceiling_pct",
+            ]
+        )
+        for op in att.ops:
+            w.writerow(
+                [
+                    att.arm,
+                    att.device,
+                    op.label,
+                    op.group,
+                    op.n,
+                    op.k,
+                    ";".join(op.backends),
+                    ";".join(op.families),
+                    op.launches_per_step,
+                    op.ms_per_step,
+                    op.share,
+                    op.bytes_per_step,
+                    op.gbps,
+                    att.ceiling_pct(op),
+                ]
+            )
+        for kd in att.unattributed:
+            w.writerow(
+                [
+                    att.arm,
+                    att.device,
+                    UNATTRIBUTED,
+                    UNATTRIBUTED,
+                    "",
+                    "",
+                    "",
+                    kd.name,
+                    kd.launches_per_step,
+                    kd.ms_per_step,
+                    "",
+                    "",
+                    "",
+                    "",
+                ]
+            )
+    return path
+
+
+def write_comparison_csv(path: str | Path, cmp: Comparison) -> Path:
+    path = Path(path)
+    a, b = cmp.a.arm, cmp.b.arm
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(
+            [
+                "device",
+                "group",
+                f"{a}_ops",
+                f"{a}_ms_per_step",
+                f"{a}_gbps",
+                f"{a}_launches_per_step",
+                f"{a}_kernel_families",
+                f"{b}_ops",
+                f"{b}_ms_per_step",
+                f"{b}_gbps",
+                f"{b}_launches_per_step",
+                f"{b}_kernel_families",
+                "delta_ms",
+            ]
+        )
+        for r in cmp.rows:
+            w.writerow(
+                [
+                    cmp.a.device,
+                    r.group,
+                    ";".join(r.a.labels),
+                    r.a.ms_per_step,
+                    r.a.gbps,
+                    r.a.launches_per_step,
+                    ";".join(r.a.families),
+                    ";".join(r.b.labels),
+                    r.b.ms_per_step,
+                    r.b.gbps,
+                    r.b.launches_per_step,
+                    ";".join(r.b.families),
+                    r.delta_ms,
+                ]
+            )
+        w.writerow(
+            [
+                cmp.a.device,
+                "total",
+                "",
+                cmp.a.ms_per_step,
+                "",
+                cmp.a.launches_per_step,
+                "",
+                "",
+                cmp.b.ms_per_step,
+                "",
+                cmp.b.launches_per_step,
+                "",
+                cmp.delta_ms,
+            ]
+        )
+    return path
+
+
+def diff_csv(path: str | Path, diff: DiffResult) -> Path:
+    path = Path(path)
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["device", "kernel", "launches_per_step", "ms_per_step", "integral"])
+        for k in diff.kernels:
+            w.writerow([diff.device, k.name, k.launches_per_step, k.ms_per_step, k.integral])
+    return path
+
+
+# -- HTML ---------------------------------------------------------------------------------------
+
+
+def _png(fig) -> str:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
+    return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode()
+
+
+def _plots(atts: list[Attribution], cmp: Comparison | None, gib: bool) -> list[dict]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    plots = []
+    colors = ["#3b6ea8", "#d9822b"]
+    # 1: ms per step per op group, both arms
+    if cmp is not None:
+        largest = max(
+            (max(abs(r.a.ms_per_step), abs(r.b.ms_per_step)) for r in cmp.rows), default=0.0
+        )
+        shown = [
+            r
+            for r in cmp.rows
+            if r.group != UNATTRIBUTED
+            or max(abs(r.a.ms_per_step), abs(r.b.ms_per_step)) > 0.005 * largest
+        ]
+        groups = [r.group for r in shown]
+        series = [[r.a.ms_per_step for r in shown], [r.b.ms_per_step for r in shown]]
+    else:
+        groups = [op.label for op in atts[0].ops]
+        series = [[op.ms_per_step for op in atts[0].ops]]
+    y = np.arange(len(groups))
+    h = 0.8 / len(series)
+    fig, ax = plt.subplots(figsize=(9, 0.45 * len(groups) + 1.6))
+    for i, (att, vals) in enumerate(zip(atts, series)):
+        ax.barh(y + i * h, vals, h, label=att.arm, color=colors[i % 2])
+    ax.set_yticks(y + h * (len(series) - 1) / 2, groups)
+    ax.invert_yaxis()
+    ax.set_xlabel("ms per decode step" + (" (CPU time)" if atts[0].device == "cpu" else ""))
+    ax.legend()
+    ax.grid(axis="x", alpha=0.3)
+    ax.set_title("Time per step by op" + (" group (ranked by delta)" if cmp else ""))
+    plots.append({"title": "ms per step by op", "src": _png(fig)})
+    plt.close(fig)
+    # 2: bandwidth per op against the read ceiling
+    rows = [
+        (att.arm, op.label, _bw(op.gbps, gib))
+        for att in atts
+        for op in att.ops
+        if op.gbps is not None
+    ]
+    if rows:
+        fig, ax = plt.subplots(figsize=(9, 0.4 * len(rows) + 1.6))
+        labels = [f"{arm}: {label}" for arm, label, _ in rows]
+        ax.barh(
+            np.arange(len(rows)),
+            [v for _, _, v in rows],
+            color=[colors[[a.arm for a in atts].index(arm) % 2] for arm, _, _ in rows],
+        )
+        ax.set_yticks(np.arange(len(rows)), labels)
+        ax.invert_yaxis()
+        ceiling = next((a.ceiling_gbps for a in atts if a.ceiling_gbps), None)
+        if ceiling:
+            src = next(a.ceiling_source for a in atts if a.ceiling_gbps)
+            ax.axvline(
+                _bw(ceiling, gib),
+                color="#b22222",
+                ls="--",
+                label=f"read ceiling {_bw(ceiling, gib):,.0f} {_unit(gib)} ({src})",
+            )
+            ax.legend()
+        ax.set_xlabel(_unit(gib) + (" (1 GiB = 2^30 B)" if gib else " (1 GB = 1e9 B)"))
+        ax.grid(axis="x", alpha=0.3)
+        ax.set_title("Bandwidth per op against the read ceiling")
+        plots.append({"title": "bandwidth per op", "src": _png(fig)})
+        plt.close(fig)
+    return plots
+
+
+def write_html(
+    path: str | Path, atts: list[Attribution], cmp: Comparison | None = None, gib: bool = False
+) -> Path:
+    """One self-contained page (plots embedded as base64 PNG): levers, per-op tables, per-step
+    times, verification errors and notes."""
+    import jinja2
+
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("fp8tower.trace", "templates"),
+        autoescape=jinja2.select_autoescape(["html", "j2"]),
+        undefined=jinja2.StrictUndefined,
+    )
+    env.filters["f"] = _f
+    env.filters["bw"] = lambda x: _f(_bw(x, gib), 1)
+    env.filters["pct"] = lambda x: "–" if x is None else f"{100 * x:.1f}%"
+    page = env.get_template("report.html.j2").render(
+        atts=atts,
+        cmp=cmp,
+        unit=_unit(gib),
+        gib=gib,
+        cpu=atts[0].device == "cpu",
+        cpu_banner=CPU_BANNER,
+        plots=_plots(atts, cmp, gib),
+        step_summary=step_summary,
+        unattributed=UNATTRIBUTED,
+        escape=html.escape,
+        generated=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+    )
+    path = Path(path)
+    path.write_text(page)
+    return path

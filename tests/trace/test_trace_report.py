@@ -1,0 +1,144 @@
+"""Report outputs: terminal tables, JSON, CSV, and the HTML page rendered by headless Chromium."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import re
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+from rich.console import Console
+from trace_helpers import DATA
+
+from fp8tower.trace import attribute, compare, diff_traces, load_arm, load_trace, report
+
+
+@pytest.fixture(scope="module")
+def arms():
+    a = attribute(load_arm(DATA / "arm_unmerged"))
+    b = attribute(load_arm(DATA / "arm_merged"))
+    return a, b, compare(a, b)
+
+
+def _text(fn, *args, **kw) -> str:
+    buf = io.StringIO()
+    fn(*args, Console(file=buf, width=250, color_system=None), **kw)
+    return buf.getvalue()
+
+
+def test_terminal_tables(arms):
+    a, _, cmp = arms
+    out = _text(report.print_comparison, cmp)
+    assert "Levers: unmerged vs merged" in out and "+0.11" in out
+    assert out.index("gdn.in_proj") < out.index("gdn.out_proj") < out.index("total")
+    out = _text(report.print_attribution, a)
+    assert "gdn.in_proj_qkv" in out and "GB/s" in out and "read ceiling (measured)" in out
+    assert "span, first kernel start to last kernel end" in out and "CUDA-event" in out
+    assert "GiB/s" in _text(report.print_attribution, a, gib=True)
+    d = diff_traces(load_trace(DATA / "old_2.json.gz"), load_trace(DATA / "old_6.json.gz"), (2, 6))
+    out = _text(report.print_diff, d)
+    assert "8.000" in out and "yes" in out
+
+
+def test_gib_is_labelled_and_converted(arms):
+    a, _, _ = arms
+    doc = report.attribution_json(a, gib=True)
+    op = doc["ops"][0]
+    assert op["gibps"] == pytest.approx(op["gbps"] * 1e9 / 2**30)
+    assert "2**30" in doc["units"]["bandwidth"]
+    assert "gibps" not in report.attribution_json(a)["ops"][0]
+
+
+def test_attribution_json(arms, tmp_path):
+    a, _, _ = arms
+    path = report.write_json(tmp_path / "a.json", report.attribution_json(a))
+    doc = json.loads(path.read_text())
+    assert doc["arm"] == "unmerged" and doc["cpu_run"] is False and doc["verify"]["ok"]
+    assert doc["ceiling"] == {"gbps": 4000.0, "source": "measured"}
+    assert doc["step"]["boundaries"] == "host ranges" and doc["step"]["event_ms"] > 0
+    assert doc["total"]["ms_per_step"] == pytest.approx(a.ms_per_step)
+    op = next(o for o in doc["ops"] if o["label"] == "gdn.in_proj_qkv")
+    assert op["launches_per_step"] == 4 and op["calls_per_step"] == 2
+    assert op["kernel_families"] and op["ceiling_pct"] == pytest.approx(op["gbps"] / 40)
+
+
+def test_csv(arms, tmp_path):
+    a, _, cmp = arms
+    rows = list(
+        csv.DictReader(report.write_attribution_csv(tmp_path / "a.csv", a).read_text().splitlines())
+    )
+    assert [r["label"] for r in rows] == [op.label for op in a.ops]
+    rows = list(
+        csv.DictReader(
+            report.write_comparison_csv(tmp_path / "c.csv", cmp).read_text().splitlines()
+        )
+    )
+    assert rows[0]["group"] == "gdn.in_proj" and float(rows[0]["delta_ms"]) > 0.1
+    assert rows[-1]["group"] == "total"
+
+
+def test_html_is_self_contained(arms, tmp_path):
+    a, b, cmp = arms
+    page = report.write_html(tmp_path / "r.html", [a, b], cmp).read_text()
+    assert page.count("data:image/png;base64,") == 2
+    assert not re.search(r'(src|href)="(https?:)?//', page)  # nothing fetched from outside
+    assert "Levers: unmerged vs merged" in page and "CPU run" not in page
+    single = report.write_html(tmp_path / "one.html", [a]).read_text()
+    assert "Levers" not in single and "gdn.in_proj_qkv" in single
+
+
+def test_html_shows_verification_errors(tmp_path, arms):
+    a, _, _ = arms
+    from fp8tower.trace.attribute import Mismatch
+
+    a.mismatches = [Mismatch("gdn.in_proj_z", "triton", "^_fp8", "nvjet_x", 12)]
+    try:
+        page = report.write_html(tmp_path / "bad.html", [a]).read_text()
+    finally:
+        a.mismatches = []
+    assert "Verification failed" in page and "nvjet_x" in page
+
+
+def _chromium() -> str | None:
+    for name in ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable"):
+        if path := shutil.which(name):
+            return path
+    return None
+
+
+@pytest.mark.skipif(
+    _chromium() is None, reason="headless Chromium not installed (apt-get install -y chromium)"
+)
+def test_html_renders_in_headless_chromium(arms, tmp_path):
+    from PIL import Image
+
+    a, b, cmp = arms
+    page = report.write_html(tmp_path / "r.html", [a, b], cmp)
+    shot = tmp_path / "r.png"
+    subprocess.run(
+        [
+            _chromium(),
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--hide-scrollbars",
+            f"--user-data-dir={tmp_path / 'profile'}",
+            "--window-size=1300,1800",
+            f"--screenshot={shot}",
+            page.resolve().as_uri(),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
+    img = np.asarray(Image.open(shot).convert("RGB")).astype(int)
+    assert img.shape[0] >= 1000 and img.shape[1] >= 1000
+    not_white = (img < 240).any(axis=2).mean()
+    assert not_white > 0.03, "screenshot is (nearly) blank"
+    # the two arms' bar colours of the embedded plots are on screen
+    for rgb in ((0x3B, 0x6E, 0xA8), (0xD9, 0x82, 0x2B)):
+        assert (np.abs(img - rgb).sum(axis=2) < 30).sum() > 500
