@@ -58,7 +58,7 @@ def fp8_linear(
     if x2.shape[0] == 0:
         return torch.empty(*lead, weight.n, dtype=out_dtype, device=x.device)
     x2 = x2.contiguous()
-    problem = GemmProblem.for_call(x2, weight, out_dtype)
+    problem = GemmProblem.for_call(x2, weight, out_dtype, act_scale)
     be, config = dispatch.resolve(problem, backend)
     y = be.run(
         x2, weight, be.packed_for(weight),

@@ -38,6 +38,8 @@ class GemmProblem:
     capability: tuple[int, int] | None = None
     # The weight scale is a per-channel vector (per_tensor weights after an exact merge).
     channel_weight_scale: bool = False
+    # per_tensor with a static activation scale (ModelOpt input_scale); False: dynamic.
+    static_act_scale: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "scheme", Scheme.parse(self.scheme))
@@ -72,15 +74,19 @@ class GemmProblem:
     def key(self) -> str:
         """Cache key: M bucket, N, K, scheme, dtypes, device capability."""
         cap = "cpu" if self.capability is None else f"sm{self.capability[0]}{self.capability[1]}"
-        vec = "-chs" if self.channel_weight_scale else ""
+        vec = ("-chs" if self.channel_weight_scale else "") + (
+            "-static" if self.static_act_scale else ""
+        )
         return (
             f"m{self.bucket}_n{self.n}_k{self.k}_{self.scheme.value}{vec}_"
             f"{dtype_name(self.act_dtype)}_{dtype_name(self.out_dtype)}_{cap}"
         )
 
     @classmethod
-    def for_call(cls, x: torch.Tensor, weight, out_dtype: torch.dtype) -> GemmProblem:
-        """The problem a call of fp8_linear(x (M, K), weight) poses."""
+    def for_call(
+        cls, x: torch.Tensor, weight, out_dtype: torch.dtype, act_scale=None
+    ) -> GemmProblem:
+        """The problem a call of fp8_linear(x (M, K), weight, act_scale=...) poses."""
         cap = torch.cuda.get_device_capability(x.device) if x.is_cuda else None
         m = x.shape[0]
         return cls(
@@ -92,6 +98,8 @@ class GemmProblem:
             out_dtype=out_dtype,
             capability=cap,
             channel_weight_scale=weight.scheme is Scheme.PER_TENSOR and weight.scale.numel() > 1,
+            static_act_scale=weight.scheme is Scheme.PER_TENSOR
+            and (act_scale is not None or weight.act_scale is not None),
         )
 
 

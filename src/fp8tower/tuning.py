@@ -451,8 +451,9 @@ def tuning_operands(
     """Random activations (M, K) and ``n_copies`` distinct copies of a random FP8 weight.
 
     The weight is random FP8 data (randn cast: finite, within +-5) with random positive
-    scales of the scheme's shapes; no static activation scale (dynamic), as the problem key
-    does not say. Copies share values but not memory (the L2 is physically addressed).
+    scales of the scheme's shapes; a static per-tensor activation scale when the problem
+    says so (``static_act_scale``), else dynamic. Copies share values but not memory (the L2
+    is physically addressed).
     """
     gen = torch.Generator(device=device).manual_seed(seed)
     m, n, k = problem.m, problem.n, problem.k
@@ -468,8 +469,13 @@ def tuning_operands(
     else:
         scale_shape = expected_weight_scale_shapes(problem.scheme, n, k)[0]
     scale = torch.rand(scale_shape, device=device, generator=gen) * 1e-2 + 1e-3
-    weights = [Fp8Weight(data, scale, problem.scheme)]
-    weights += [Fp8Weight(data.clone(), scale.clone(), problem.scheme) for _ in range(n_copies - 1)]
+    static = None
+    if problem.static_act_scale and act_scale is None:
+        static = torch.tensor(0.02, device=device)  # a ModelOpt-style static input scale
+    weights = [Fp8Weight(data, scale, problem.scheme, static)]
+    weights += [
+        Fp8Weight(data.clone(), scale.clone(), problem.scheme, static) for _ in range(n_copies - 1)
+    ]
     return x, act_scale, weights
 
 

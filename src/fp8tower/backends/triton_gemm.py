@@ -52,47 +52,63 @@ def block_m_for(m: int) -> int:
     return min(max(16, 1 << (m - 1).bit_length()), 64)
 
 
-def default_config(p: GemmProblem) -> dict:
-    """A sensible config without tuning: enough programs (split-K) to fill the SMs."""
-    block_n = 64 if p.bucket <= 16 else 128
-    if p.scheme is Scheme.BLOCK128:
-        block_n = min(block_n, 128)
-    block_k = 256
+# Shared memory per SM on sm_90 is 228 KB (232,448 B usable per block, seen in
+# OutOfResources messages on the H200); leave room for the epilogue/reduction scratch.
+_SMEM_BUDGET = 200_000
+_TARGET_PROGRAMS = 2 * _H200_SMS  # two resident programs per SM for the default tiles
+
+
+def smem_bytes(cfg: dict, block_m: int, x_itemsize: int = 2) -> int:
+    """Pipelined shared memory of one program: W tile (FP8) + x tile, per stage."""
+    per_stage = cfg["block_n"] * cfg["block_k"] + block_m * cfg["block_k"] * x_itemsize
+    return cfg["num_stages"] * per_stage
+
+
+def _split_for(p: GemmProblem, block_n: int, block_k: int) -> int:
     tiles = -(-p.n // block_n) * -(-p.m // block_m_for(p.m))
     k_iters = -(-p.k // block_k)
-    split = 1
-    while tiles * split * 2 <= 2 * _H200_SMS and split * 2 <= max(1, k_iters // 2):
-        split *= 2
-    return {"block_n": block_n, "block_k": block_k, "split_k": split,
-            "num_warps": 4, "num_stages": 4, "prequant": p.scheme is Scheme.BLOCK128}
+    return int(max(1, min(round(_TARGET_PROGRAMS / tiles), k_iters // 2, 16)))
+
+
+def default_config(p: GemmProblem) -> dict:
+    """A sensible config without tuning. From the H200 sweep (2026-11-29,
+    benchmarks/sweep_triton.py): BLOCK_N 64 x BLOCK_K 256 with split-K sized to ~2 programs
+    per SM won at M = 1..32 on every tower shape; 3 stages where 4 would not fit."""
+    cfg = {"block_n": 64, "block_k": 256, "split_k": _split_for(p, 64, 256),
+           "num_warps": 4, "num_stages": 4, "prequant": p.scheme is Scheme.BLOCK128}
+    while cfg["num_stages"] > 2 and smem_bytes(cfg, block_m_for(p.m)) > _SMEM_BUDGET:
+        cfg["num_stages"] -= 1
+    return cfg
 
 
 def configs(p: GemmProblem) -> list[dict]:
-    """The search space the tuner walks (pruned around the occupancy target)."""
-    out = []
-    base = default_config(p)
-    block_ns = (32, 64, 128)
+    """The search space the tuner walks, likeliest first (the default, then tiles near it).
+
+    Pruned: configs whose pipelined tiles exceed shared memory, and split-K values that
+    leave fewer than 2 K steps per split or give under half / over 8x the SM count."""
+    block_m = block_m_for(p.m)
     prequants = (False, True) if p.scheme in (Scheme.PER_TENSOR, Scheme.BLOCK128) else (False,)
-    for block_n in block_ns:
-        for block_k in (128, 256, 512):
-            tiles = -(-p.n // block_n) * -(-p.m // block_m_for(p.m))
-            k_iters = -(-p.k // block_k)
-            for split in (1, 2, 4, 8, 16):
-                if split > 1 and split > k_iters // 2:
-                    continue
-                progs = tiles * split
-                if progs < _H200_SMS // 2 and split < 16 and split * 2 <= k_iters // 2:
-                    continue  # too few programs: a larger split dominates
-                if progs > 8 * _H200_SMS and split > 1:
-                    continue
-                for warps in (4, 8):
-                    for stages in (3, 4, 6):
-                        for pre in prequants:
-                            out.append({"block_n": block_n, "block_k": block_k,
-                                        "split_k": split, "num_warps": warps,
-                                        "num_stages": stages, "prequant": pre})
-    if base not in out:
-        out.insert(0, base)
+    base = default_config(p)
+    out = [base]
+    for block_n, block_k in ((64, 256), (32, 256), (64, 512), (128, 256), (64, 128), (32, 512)):
+        tiles = -(-p.n // block_n) * -(-p.m // block_m)
+        k_iters = -(-p.k // block_k)
+        for split in (1, 2, 3, 4, 5, 6, 8, 10, 12, 16):
+            if split > 1 and k_iters // split < 2:
+                continue
+            if not (_H200_SMS // 2 <= tiles * split <= 8 * _H200_SMS) and split > 1:
+                continue
+            for stages in (4, 3):
+                for pre in prequants:
+                    cfg = {"block_n": block_n, "block_k": block_k, "split_k": split,
+                           "num_warps": 8 if block_n == 128 else 4, "num_stages": stages,
+                           "prequant": pre}
+                    if smem_bytes(cfg, block_m) <= _SMEM_BUDGET and cfg not in out:
+                        out.append(cfg)
+    # Near the default first: same tile, then split-K closest to the default's.
+    out[1:] = sorted(out[1:], key=lambda c: (
+        (c["block_n"], c["block_k"]) != (base["block_n"], base["block_k"]),
+        abs(c["split_k"] - base["split_k"]), c["num_stages"] != base["num_stages"]))
     return out
 
 

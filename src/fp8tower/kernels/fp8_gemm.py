@@ -25,10 +25,9 @@ import os
 import triton
 import triton.language as tl
 
-# The CPU interpreter's bf16 tl.dot is wrong (2026-11-29, triton 3.9: a 16x16x16 bf16 dot was
-# off by 2.7e10), so under TRITON_INTERPRET=1 weight_only dots run in fp32 (exact for these
+# INTERPRET: the CPU interpreter's bf16 tl.dot is wrong (2026-11-29, triton 3.9: a 16x16x16
+# bf16 dot was off by 2.7e10), so under TRITON_INTERPRET=1 weight_only dots run in fp32 (exact for these
 # operands); on the GPU they run in bf16/fp16 on the tensor cores.
-_INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 
 
 @triton.jit
@@ -157,7 +156,7 @@ def launch(
         w.stride(0), x.stride(0), y.stride(0), ws_row_stride, xs_row_stride,
         SCHEME=scheme_id, X_FP8=x_fp8, HAS_BIAS=bias is not None,
         BLOCK_N=block_n, BLOCK_M=block_m, BLOCK_K=block_k, SPLIT_K=split_k,
-        FMAX=448.0, SMIN=1e-12, INTERPRET=_INTERPRET,
+        FMAX=448.0, SMIN=1e-12, INTERPRET=os.environ.get("TRITON_INTERPRET") == "1",
         EVEN_N=n % block_n == 0, EVEN_K=k % block_k == 0, num_warps=num_warps, num_stages=num_stages,
     )
     return grid
