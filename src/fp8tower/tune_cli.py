@@ -206,6 +206,10 @@ def tune(
     channel_scale: Annotated[bool, typer.Option(
         "--channel-scale",
         help="per_tensor weights with a per-channel scale vector (after an exact merge).")] = False,
+    static_act_scale: Annotated[bool, typer.Option(
+        "--static-act-scale/--dynamic-act-scale",
+        help="per_tensor with a static activation scale (ModelOpt input_scale), or dynamic.")]
+    = True,
     retune: Annotated[bool, typer.Option("--retune", help="Tune again even if cached.")] = False,
     max_configs: Annotated[int, typer.Option(
         "--max-configs", min=0,
@@ -238,7 +242,8 @@ def tune(
     buckets = sorted({m_bucket(x) for x in ms})
     problems = [
         GemmProblem(m=b, n=n, k=k, scheme=s, act_dtype=adt, out_dtype=odt, capability=cap,
-                    channel_weight_scale=channel_scale and s is Scheme.PER_TENSOR)
+                    channel_weight_scale=channel_scale and s is Scheme.PER_TENSOR,
+                    static_act_scale=static_act_scale and s is Scheme.PER_TENSOR)
         for (n, k) in nks for s in schemes for b in buckets
     ]
     gbps = None

@@ -66,10 +66,9 @@ def _fp8_gemm_decode_kernel(
     k_end = tl.minimum(k_start + k_per_split, K)
 
     acc = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
-    if SCHEME == 0:
-        if not X_FP8:
-            # One reciprocal per program; x * (1/s) differs from x / s by <= 1 fp32 ulp.
-            inv_scale = 1.0 / tl.load(xs_ptr)
+    if SCHEME == 0 and not X_FP8:
+        # One reciprocal per program; x * (1/s) differs from x / s by <= 1 fp32 ulp.
+        inv_scale = 1.0 / tl.load(xs_ptr)
 
     for k0 in range(k_start, k_end, BLOCK_K):
         if SCHEME == 2:

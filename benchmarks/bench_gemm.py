@@ -1,0 +1,184 @@
+"""GEMM sweep on a GPU: every Qwen3.5-27B tower shape x M x backend x scheme.
+
+Timed as DESIGN.md says (tuning.time_cuda_graph: one CUDA graph over rotated weight
+copies > 3x L2, median of replays), with the read ceiling measured in the same run.
+bf16 activations in; activation quantization is included in every backend's time (cuBLASLt
+pays its separate quant launch, Triton fuses it or runs its pre-pass). Prints a table and
+writes JSON under benchmarks/results/.
+
+    python benchmarks/bench_gemm.py                       # everything
+    python benchmarks/bench_gemm.py --m 1,32 --schemes per_tensor --shapes 1024x5120
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+import torch
+from rich.console import Console
+from rich.table import Table
+
+from fp8tower import __version__, backends, dispatch
+from fp8tower.backends.reference import fp8_linear_ref
+from fp8tower.formats import FP8_DTYPE, Fp8Weight, Scheme, quantize_weight, sqnr_db
+from fp8tower.problem import GemmProblem
+from fp8tower.tuning import l2_cache_bytes, read_ceiling, rotation_copies, time_cuda_graph
+
+TOWER_SHAPES = {
+    "10240x5120": "GDN in_proj_qkv", "6144x5120": "GDN in_proj_z",
+    "16384x5120": "GDN in_proj_qkvz (merged)", "5120x6144": "GDN out_proj / attn o_proj",
+    "12288x5120": "attn q_proj (+gate)", "1024x5120": "attn k_proj / v_proj",
+    "14336x5120": "attn qkv (merged)", "34816x5120": "MLP gate_up (merged)",
+    "5120x17408": "MLP down_proj",
+}
+STATIC_ACT_SCALE = 0.02
+
+
+def random_weights(n, k, scheme, copies, seed=0):
+    """``copies`` distinct FP8 weights (random data and scales of the scheme's shapes)."""
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    nb, kb = -(-n // 128), -(-k // 128)
+    shape = {Scheme.PER_TENSOR: (), Scheme.BLOCK128: (nb, kb)}.get(scheme, (n,))
+    out = []
+    for _ in range(copies):
+        data = (torch.randn(n, k, device="cuda", generator=g, dtype=torch.bfloat16) * 64)
+        data = data.clamp(-448, 448).to(FP8_DTYPE)
+        scale = torch.rand(shape, device="cuda", generator=g) * 1e-3 + 1e-4
+        act = torch.tensor(STATIC_ACT_SCALE, device="cuda") if scheme is Scheme.PER_TENSOR else None
+        out.append(Fp8Weight(data, scale, scheme, act))
+    return out
+
+
+def accuracy(schemes, shapes=((1024, 5120), (5120, 6144)), m=16):
+    """SQNR (dB) of each backend vs float64 on the same quantized operands, and of the
+    whole scheme (quantization included) vs the unquantized bf16 product."""
+    rows = []
+    for scheme in schemes:
+        for n, k in shapes:
+            g = torch.Generator(device="cuda").manual_seed(n + k)
+            w = torch.randn(n, k, device="cuda", generator=g) * 0.02
+            x = torch.randn(m, k, device="cuda", generator=g).bfloat16()
+            act = float(x.float().abs().amax()) / 448 if scheme is Scheme.PER_TENSOR else None
+            wq = quantize_weight(w, scheme, act_scale=act)
+            exact = (x.double() @ w.bfloat16().double().t())
+            ref = fp8_linear_ref(x, wq, out_dtype=torch.float64, compute_dtype=torch.float64)
+            p = GemmProblem.for_call(x, wq, torch.bfloat16)
+            for be in backends.available():
+                if be.check(p) is not None:
+                    continue
+                y = be.run(x, wq, be.packed_for(wq), out_dtype=torch.bfloat16)
+                rows.append({"scheme": scheme.value, "n": n, "k": k, "m": m, "backend": be.name,
+                             "sqnr_vs_quantized_ref_db": round(sqnr_db(ref, y), 2),
+                             "sqnr_vs_bf16_product_db": round(sqnr_db(exact, y), 2)})
+    return rows
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--shapes", default=",".join(TOWER_SHAPES))
+    ap.add_argument("--m", default="1,2,4,8,16,32,64")
+    ap.add_argument("--schemes", default="per_tensor,channel_token,block128,weight_only")
+    ap.add_argument("--backends", default="cublaslt,triton")
+    ap.add_argument("--replays", type=int, default=20)
+    ap.add_argument("--json", default=None, help="output path (default benchmarks/results/...)")
+    args = ap.parse_args(argv)
+    if not torch.cuda.is_available():
+        sys.exit("bench_gemm needs a CUDA GPU")
+    schemes = [Scheme.parse(s) for s in args.schemes.split(",")]
+    ms = [int(v) for v in args.m.split(",")]
+    shapes = [tuple(int(v) for v in s.split("x")) for s in args.shapes.split(",")]
+    names = args.backends.split(",")
+    for b in names:
+        if b != "auto":
+            backends.get(b)  # unknown names fail here, before any timing
+    console = Console()
+    t0 = time.time()
+    ceilings = read_ceiling()
+    ceiling = max(ceilings.values())
+    console.print(f"read ceiling {ceiling:.0f} GB/s {ceilings}")
+    cap = torch.cuda.get_device_capability()
+    l2 = l2_cache_bytes()
+    rows = []
+    for scheme in schemes:
+        for n, k in shapes:
+            copies = rotation_copies(n * k, l2)
+            ws = random_weights(n, k, scheme, copies)
+            for m in ms:
+                x = torch.randn(m, k, device="cuda").bfloat16()
+                p = GemmProblem(m, n, k, scheme, capability=cap,
+                                static_act_scale=scheme is Scheme.PER_TENSOR)
+                for name in names:
+                    row = {"scheme": scheme.value, "n": n, "k": k, "m": m, "backend": name,
+                           "role": TOWER_SHAPES.get(f"{n}x{k}", ""), "bytes": p.bytes_moved()}
+                    if name == "auto":  # the tuned dispatch (cache hit, else tunes now)
+                        be, cfg = dispatch.resolve(p, "auto")
+                        row["chosen"] = be.name
+                    else:
+                        be = backends.get(name)
+                        reason = be.check(p)
+                        if reason is not None:
+                            rows.append({**row, "skipped": reason})
+                            continue
+                        cfg = be.default_config(p)
+
+                    def make(i, be=be, cfg=cfg, ws=ws, x=x):
+                        w = ws[i]
+                        packed = be.packed_for(w)
+                        return lambda: be.run(x, w, packed, out_dtype=torch.bfloat16, config=cfg)
+
+                    t = time_cuda_graph(make, copies, replays=args.replays)
+                    gbs = p.bytes_moved() / t.median_us / 1e3
+                    rows.append({**row, "config": cfg, "us": round(t.median_us, 3),
+                                 "us_min": round(t.min_us, 3), "spread": round(t.spread, 4),
+                                 "gbs": round(gbs, 1), "pct_ceiling": round(100 * gbs / ceiling, 1)})
+            del ws
+            torch.cuda.empty_cache()
+        console.print(f"{scheme.value} done at {time.time() - t0:.0f} s")
+    acc = accuracy(schemes)
+    # Ratios within this run: every backend vs cuBLASLt on the same (scheme, shape, M).
+    base = {(r["scheme"], r["n"], r["k"], r["m"]): r["us"] for r in rows
+            if r["backend"] == "cublaslt" and "us" in r}
+    for r in rows:
+        b = base.get((r["scheme"], r["n"], r["k"], r["m"]))
+        if "us" in r and b:
+            r["speedup_vs_cublaslt"] = round(b / r["us"], 3)
+    table = Table(title=f"FP8 GEMMs, {torch.cuda.get_device_name()}, read ceiling "
+                  f"{ceiling:.0f} GB/s (decimal), cold L2, CUDA graph, bf16 in")
+    for col in ("scheme", "N x K", "M", "backend", "us", "GB/s", "% ceil", "vs cuBLASLt"):
+        table.add_column(col, justify="right")
+    for r in rows:
+        if "us" not in r:
+            continue
+        label = r["backend"] + (f" ({r['chosen']})" if "chosen" in r else "")
+        table.add_row(r["scheme"], f"{r['n']}x{r['k']}", str(r["m"]), label,
+                      f"{r['us']:.2f}", f"{r['gbs']:.0f}", f"{r['pct_ceiling']:.1f}",
+                      f"{r.get('speedup_vs_cublaslt', float('nan')):.2f}x")
+    console.print(table)
+    import triton
+
+    result = {
+        "benchmark": "bench_gemm", "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "command": " ".join(["python", "benchmarks/bench_gemm.py", *(argv or sys.argv[1:])]),
+        "gpu": torch.cuda.get_device_name(), "capability": list(cap),
+        "torch": torch.__version__, "cuda": torch.version.cuda, "triton": triton.__version__,
+        "fp8tower": __version__, "python": platform.python_version(),
+        "read_ceiling_gbs": round(ceiling, 1), "read_ceiling_methods": ceilings,
+        "units": {"us": "microseconds, median of replays", "gbs": "1e9 bytes/s",
+                  "bytes": "N*K FP8 + scales + M*K bf16 in + M*N bf16 out"},
+        "static_act_scale": STATIC_ACT_SCALE, "rows": rows, "accuracy": acc,
+    }
+    gpu = torch.cuda.get_device_name().replace(" ", "-")
+    path = Path(args.json or f"benchmarks/results/gemm_{gpu}_{result['date'][:10]}.json")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(result, indent=1))
+    console.print(f"wrote {path} ({time.time() - t0:.0f} s)")
+
+
+if __name__ == "__main__":
+    main()
