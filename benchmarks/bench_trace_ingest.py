@@ -34,17 +34,18 @@ from fp8tower.trace.synth import tower_kernels, write_torch_trace
 RESULTS = Path(__file__).parent / "results" / "trace_ingest_cpu.json"
 
 _CHILD = """
-import json, resource, sys, time, tracemalloc
-def rss_kb():
-    for line in open("/proc/self/status"):
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1])
+import json, sys, time, tracemalloc
+def status_kb(key):  # VmHWM is this process's own peak; ru_maxrss would include the parent's
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(key + ":"):
+                return int(line.split()[1])
 from fp8tower.trace import load_trace
-base = rss_kb()
+base = status_kb("VmRSS")
 t = time.perf_counter()
 trace = load_trace(sys.argv[1])
 dt = time.perf_counter() - t
-peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+peak = status_kb("VmHWM")
 n = len(trace.kernels)
 del trace
 tracemalloc.start()

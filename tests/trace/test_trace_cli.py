@@ -222,3 +222,14 @@ def test_capture_calls_the_tower(monkeypatch, tmp_path):
             "out_dir": tmp_path,
         }
     ]
+
+
+def test_kernel_names_with_brackets_print_verbatim(tmp_path):
+    from fp8tower.trace.synth import KernelSpec
+
+    specs = [KernelSpec("k[bold]x[/bold]<[1]>", 5.0), KernelSpec("Memcpy [pinned]", 1.0)]
+    s = write_torch_trace(tmp_path / "s.json", 1, specs, seed=1)
+    lng = write_torch_trace(tmp_path / "l.json", 3, specs, seed=2)
+    r = run("diff", s, lng, "--steps", 1, 3)
+    assert r.exit_code == 0, r.output
+    assert "k[bold]x[/bold]<[1]>" in r.output and "Memcpy [pinned]" in r.output

@@ -150,3 +150,15 @@ def test_host_ranges_without_launch_calls(tmp_path):
     t = load_trace(tmp_path / "nolaunch.json.gz")
     with pytest.raises(TraceError, match="no launch calls"):
         segment_steps(t, 2)
+
+
+def test_graph_node_ids_reveal_dropped_kernels(tmp_path):
+    from fp8tower.trace.steps import graph_replay_problems
+
+    t = load_trace(DATA / "arm_merged" / "trace_6.json.gz")
+    assert graph_replay_problems(t) == []
+    keep = np.ones(len(t.kernels), bool)
+    keep[np.flatnonzero(t.kernels.graph_node_id == 1002)[2]] = False  # one node of replay 3
+    t.kernels = t.kernels.take(keep)
+    problems = graph_replay_problems(t)
+    assert len(problems) == 1 and "ran 3 kernels for 4 graph nodes" in problems[0]

@@ -236,3 +236,18 @@ def test_committed_data_untouched_by_tests(tmp_path):
     a, b = load_trace(dst), load_trace(DATA / "vllm_6.json.gz")
     np.testing.assert_array_equal(a.kernels.dur_us, b.kernels.dur_us)
     assert GEMM not in a.kernels.names and NORM in a.kernels.names
+
+
+def test_malformed_numbers_are_a_trace_error(tmp_path):
+    path = write_torch_trace(tmp_path / "t.json", 2, STEP)
+    text = path.read_text()
+    i = text.index('"dur": ', text.index('"cat": "kernel"'))
+    path.write_text(text[: i + 7] + "NaNx" + text[i + 7 + 5 :])
+    _raises(path, "malformed")
+
+
+def test_odd_grid_values_do_not_crash(tmp_path):
+    path = write_torch_trace(tmp_path / "t.json", 2, STEP)
+    path.write_text(path.read_text().replace('"grid": [132, 1, 4]', '"grid": []'))
+    t = load_trace(path)
+    assert len(t.kernels) == 8

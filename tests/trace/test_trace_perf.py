@@ -1,5 +1,5 @@
 """Ingest speed: the 8+136-step pair of a 208-GEMM tower (~85k kernel events, ~75 MB of JSON)
-must ingest and diff within 1.5 s on the 2-core CPU box (measured ~0.37 s there, 2026-11-29,
+must ingest and diff within 1.5 s on the 2-core CPU box (measured 0.35 s there, 2026-11-29,
 benchmarks/results/trace_ingest_cpu.json; json.load of the pair alone takes ~1.0 s)."""
 
 from __future__ import annotations

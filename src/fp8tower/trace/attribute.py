@@ -27,7 +27,14 @@ from .errors import TraceError
 from .events import Trace
 from .manifest import OpRecord
 from .mapfile import Rule
-from .steps import Steps, StepTimes, segment_steps, step_times, trace_span_us
+from .steps import (
+    Steps,
+    StepTimes,
+    graph_replay_problems,
+    segment_steps,
+    step_times,
+    trace_span_us,
+)
 
 UNATTRIBUTED = "(unattributed)"
 
@@ -253,74 +260,103 @@ def _verify(trace: Trace, unit: np.ndarray, ops: list[OpRecord]) -> list[Mismatc
 # -- the attribution --------------------------------------------------------------------------
 
 
-def attribute(arm: Arm, ceiling_gbps: float | None = None) -> Attribution:
-    """Per-op launches, ms, bytes and GB/s per step of ``arm`` (pure: no printing)."""
-    steps = arm.steps
-    d = steps[1] - steps[0]
-    segs = [
-        segment_steps(t, s, arm.step_pattern)
-        for t, s in ((arm.short, steps[0]), (arm.long, steps[1]))
-    ]
-    use_map = arm.rules is not None
-    if use_map:
-        units = [_map_units(t, seg, arm.rules) for t, seg in zip((arm.short, arm.long), segs)]
-        n_units = len(arm.rules)
-    elif arm.manifest is not None:
-        ops = arm.manifest.ops
-        if not ops:
-            raise TraceError("the manifest lists no ops", arm.manifest.directory)
-        units = [
-            _manifest_units(t, seg, ops, s) for t, seg, s in zip((arm.short, arm.long), segs, steps)
-        ]
-        n_units = len(ops)
-    else:
-        raise TraceError(f"arm {arm.name}: no manifest and no map file to attribute with")
+def _segments(arm: Arm, required: bool, notes: list[str]) -> list[Steps]:
+    """Step segmentation of both traces; when the attribution does not need it (a map without
+    ordinals), a failure only costs the per-step spans."""
+    out = []
+    for trace, expected in ((arm.short, arm.steps[0]), (arm.long, arm.steps[1])):
+        try:
+            out.append(segment_steps(trace, expected, arm.step_pattern))
+        except TraceError as e:
+            if required:
+                raise
+            notes.append(f"no per-step spans: {e}")
+            out.append(Steps("none", np.full(len(trace.kernels), -1, np.int64), 0))
+    return out
 
+
+def _op_rows(arm: Arm, units: list[np.ndarray], n_units: int) -> dict[str, OpRow]:
+    """Aggregate the (unit, kernel name) totals of both traces into one row per op label.
+    A unit is a manifest op call (manifest) or a rule (map)."""
     totals = [_unit_totals(t, u, n_units) for t, u in zip((arm.short, arm.long), units)]
     names_of: dict[int, set[str]] = {}
     for unit, nm in list(totals[0]) + list(totals[1]):
         names_of.setdefault(unit, set()).add(nm)
-    # unit -> label row
     rows: dict[str, OpRow] = {}
     bytes_known: dict[str, bool] = {}
     for unit in range(n_units):
-        if use_map:
+        if arm.rules is not None:
             r = arm.rules[unit]
-            label, group, n, kk, backend = r.label, r.group, r.n, r.k, None
+            label, group, n, kk, backend, nbytes = r.label, r.group, r.n, r.k, None, r.bytes
         else:
             op = arm.manifest.ops[unit]
-            label, group, n, kk, backend = op.label, op.group_key, op.n, op.k, op.backend
+            label, group, n, kk, backend, nbytes = (
+                op.label,
+                op.group_key,
+                op.n,
+                op.k,
+                op.backend,
+                op.bytes,
+            )
         row = rows.get(label)
         if row is None:
             row = rows[label] = OpRow(label, group, n, kk, [], 0.0, 0.0, 0.0, 0.0, {})
             bytes_known[label] = True
         if backend and backend not in row.backends:
             row.backends.append(backend)
-        if row.n != n:  # instances of one label with different shapes
+        if row.n != n:  # calls of one label with different shapes
             row.n = None
         if row.k != kk:
             row.k = None
-        unit_launches = 0.0
+        launches = 0.0
         for nm in sorted(names_of.get(unit, ())):
             kd = delta(
-                nm, totals[0].get((unit, nm), (0, 0.0)), totals[1].get((unit, nm), (0, 0.0)), steps
+                nm,
+                totals[0].get((unit, nm), (0, 0.0)),
+                totals[1].get((unit, nm), (0, 0.0)),
+                arm.steps,
             )
             row.kernels[nm] = row.kernels.get(nm, 0.0) + kd.launches_per_step
             row.launches_per_step += kd.launches_per_step
             row.ms_per_step += kd.ms_per_step
-            unit_launches += kd.launches_per_step
-        if use_map:
-            row.calls_per_step += unit_launches
-            if arm.rules[unit].bytes is None:
+            launches += kd.launches_per_step
+        if arm.rules is not None:  # a rule's bytes are per launch
+            row.calls_per_step += launches
+            if nbytes is None:
                 bytes_known[label] = False
             else:
-                row.bytes_per_step += arm.rules[unit].bytes * unit_launches
-        else:
+                row.bytes_per_step += nbytes * launches
+        else:  # a manifest op's bytes are per call, one call per step
             row.calls_per_step += 1
-            row.bytes_per_step += arm.manifest.ops[unit].bytes
+            row.bytes_per_step += nbytes
     for label, row in rows.items():
         if not bytes_known[label]:
             row.bytes_per_step = None
+    return rows
+
+
+def attribute(arm: Arm, ceiling_gbps: float | None = None) -> Attribution:
+    """Per-op launches, ms, bytes and GB/s per step of ``arm`` (pure: no printing)."""
+    steps = arm.steps
+    d = steps[1] - steps[0]
+    notes: list[str] = []
+    if arm.rules is not None:
+        segs = _segments(arm, any(r.has_ordinal for r in arm.rules), notes)
+        units = [_map_units(t, seg, arm.rules) for t, seg in zip((arm.short, arm.long), segs)]
+        n_units = len(arm.rules)
+    elif arm.manifest is not None:
+        ops = arm.manifest.ops
+        if not ops:
+            raise TraceError("the manifest lists no ops", arm.manifest.directory)
+        segs = _segments(arm, True, notes)
+        units = [
+            _manifest_units(t, seg, ops, s) for t, seg, s in zip((arm.short, arm.long), segs, steps)
+        ]
+        n_units = len(ops)
+    else:
+        raise TraceError(f"arm {arm.name}: no manifest and no map file to attribute with")
+    use_map = arm.rules is not None
+    rows = _op_rows(arm, units, n_units)
 
     diff = diff_traces(arm.short, arm.long, steps)
     un = [_unattributed(t, u) for t, u in zip((arm.short, arm.long), units)]
@@ -345,7 +381,11 @@ def attribute(arm: Arm, ceiling_gbps: float | None = None) -> Attribution:
     mismatches: list[Mismatch] = []
     if not use_map:
         mismatches = _verify(arm.long, units[1], arm.manifest.ops)
-    notes = list(dict.fromkeys(arm.short.notes + arm.long.notes))
+    for trace in (arm.short, arm.long):
+        notes += [
+            f"{trace.path}: {p} (kernels were dropped?)" for p in graph_replay_problems(trace)
+        ]
+    notes = list(dict.fromkeys(arm.short.notes + arm.long.notes + notes))
     event = None
     if arm.manifest is not None and arm.manifest.event_ms is not None:
         event = (arm.manifest.event_ms[1] - arm.manifest.event_ms[0]) / d

@@ -14,6 +14,7 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from .errors import TraceError
 
@@ -59,7 +60,7 @@ def _console() -> Console:
 
 
 def _fail(message: str, code: int = 2) -> typer.Exit:
-    Console(stderr=True).print(f"[bold red]error:[/] {message}", highlight=False)
+    Console(stderr=True).print(f"[bold red]error:[/] {escape(message)}", highlight=False)
     return typer.Exit(code)
 
 
@@ -83,7 +84,7 @@ def _check_integral(ok: bool, message: str, allow: bool) -> None:
         return
     if not allow:
         raise _fail(message + " (use --allow-fractional to print them anyway)")
-    Console(stderr=True).print(f"[bold yellow]warning:[/] {message}", highlight=False)
+    Console(stderr=True).print(f"[bold yellow]warning:[/] {escape(message)}", highlight=False)
 
 
 @app.command()
@@ -117,8 +118,13 @@ def diff(
     from . import report
     from .diff import diff_traces
     from .ingest import load_trace
+    from .steps import graph_replay_problems
 
-    result = diff_traces(load_trace(short, device.value), load_trace(long, device.value), steps)
+    traces = [load_trace(short, device.value), load_trace(long, device.value)]
+    for trace in traces:
+        for problem in graph_replay_problems(trace):
+            Console(stderr=True).print(f"[bold yellow]warning:[/] {escape(trace.path)}: {problem}")
+    result = diff_traces(*traces, steps)
     _check_integral(result.integral, result.fractional_message(), allow_fractional)
     report.print_diff(result, _console(), top)
     if json_out:
@@ -286,7 +292,7 @@ def report(
     for att in atts:
         rep.print_attribution(att, console, gib)
     rep.write_html(html_out, atts, cmp, gib)
-    console.print(f"wrote {html_out}")
+    console.print(f"wrote {escape(str(html_out))}")
     if json_out:
         doc = rep.comparison_json(cmp, gib) if cmp else rep.attribution_json(a, gib)
         rep.write_json(json_out, doc)
@@ -342,4 +348,4 @@ def capture(
     result = capture_arm(
         model=model, arm=arm.value, backend=backend, m=m, steps=short_long, out_dir=out
     )
-    _console().print(f"wrote {getattr(result, 'directory', out)}")
+    _console().print(f"wrote {escape(str(getattr(result, 'directory', out)))}")

@@ -16,6 +16,7 @@ import json
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from .attribute import UNATTRIBUTED, Attribution, OpRow
@@ -39,7 +40,8 @@ def _f(x: float | None, digits: int = 3) -> str:
 
 
 def _short(name: str, width: int = 70) -> str:
-    return name if len(name) <= width else name[: width - 1] + "…"
+    """Shortened and escaped for rich (kernel names may contain '[...]')."""
+    return escape(name if len(name) <= width else name[: width - 1] + "…")
 
 
 # -- terminal --------------------------------------------------------------------------------
@@ -83,7 +85,7 @@ def print_diff(diff: DiffResult, console: Console, top: int | None = None) -> No
 
 def _op_table(att: Attribution, gib: bool) -> Table:
     t = Table(
-        title=f"Per op, arm {att.arm} ({att.source}; {att.steps[0]} → {att.steps[1]} "
+        title=f"Per op, arm {escape(att.arm)} ({att.source}; {att.steps[0]} → {att.steps[1]} "
         "steps)" + (" — CPU run" if att.device == "cpu" else ""),
         title_justify="left",
     )
@@ -104,7 +106,7 @@ def _op_table(att: Attribution, gib: bool) -> Table:
     for op in att.ops:
         pct = att.ceiling_pct(op)
         t.add_row(
-            op.label,
+            escape(op.label),
             _f(op.n, 0),
             _f(op.k, 0),
             ", ".join(op.backends) or "–",
@@ -191,19 +193,19 @@ def print_attribution(att: Attribution, console: Console, gib: bool = False) -> 
         t.add_row(what, value)
     console.print(t)
     for note in att.notes:
-        console.print(f"[yellow]note:[/] {note}")
+        console.print(f"[yellow]note:[/] {escape(note)}")
     print_mismatches(att, console)
 
 
 def print_mismatches(att: Attribution, console: Console) -> None:
     for m in att.mismatches:
-        console.print(f"[bold red]error:[/] {m.message()}")
+        console.print(f"[bold red]error:[/] {escape(m.message())}")
     if att.mismatches:
         console.print("[bold red]The dispatch decision and what ran disagree.")
 
 
 def _ops_and_kernels(side) -> str:
-    ops = ", ".join(side.labels) or "–"
+    ops = escape(", ".join(side.labels)) or "–"
     fams = ", ".join(_short(f, 48) for f in side.families)
     return f"{ops}\n[dim]{fams}[/]" if fams else ops
 
@@ -229,7 +231,7 @@ def print_comparison(cmp: Comparison, console: Console, gib: bool = False) -> No
     for r in cmp.rows:
         color = "red" if r.delta_ms > 0 else "green"
         t.add_row(
-            r.group,
+            escape(r.group),
             _f(r.a.ms_per_step, 4),
             _f(r.b.ms_per_step, 4),
             f"[{color}]{r.delta_ms:+.4f}",

@@ -146,3 +146,32 @@ def trace_span_us(trace: Trace) -> float:
     if not len(k):
         return 0.0
     return float((k.start_us + k.dur_us).max() - k.start_us.min())
+
+
+def graph_replay_problems(trace: Trace, limit: int = 3) -> list[str]:
+    """With "graph node id" args (newer torch, nsys graphNodeId): every replay of a graph
+    (kernels sharing one launch correlation id) must run the same set of nodes, each once.
+    A replay missing nodes means the trace dropped kernels (e.g. a full CUPTI buffer)."""
+    k = trace.kernels
+    rows = np.flatnonzero((k.graph_node_id >= 0) & (k.correlation >= 0))
+    if not len(rows):
+        return []
+    replays: dict[tuple[int, int], list[int]] = {}
+    for g, c, node in zip(
+        k.graph_id[rows].tolist(), k.correlation[rows].tolist(), k.graph_node_id[rows].tolist()
+    ):
+        replays.setdefault((g, c), []).append(node)
+    nodes_of: dict[int, set[int]] = {}
+    for (g, _), nodes in replays.items():
+        nodes_of.setdefault(g, set()).update(nodes)
+    problems = []
+    for (g, c), nodes in replays.items():
+        full = nodes_of[g]
+        if len(nodes) != len(full) or len(set(nodes)) != len(nodes):
+            problems.append(
+                f"replay of graph {g} (correlation {c}) ran {len(nodes)} kernels "
+                f"for {len(full)} graph nodes"
+            )
+    if len(problems) > limit:
+        problems = problems[:limit] + [f"... {len(problems) - limit} more incomplete replays"]
+    return problems
