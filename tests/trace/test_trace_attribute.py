@@ -298,7 +298,10 @@ def test_kernel_family(name, family):
 
 def test_map_without_ordinals_survives_a_step_count_mismatch():
     """Ranges that do not match the declared steps cost only the per-step spans."""
-    att = attribute(load_arm(VLLM, map_path=DATA / "vllm_map.json", steps=(1, 5),
-                             step_pattern="^execute_model$"))
+    att = attribute(
+        load_arm(
+            VLLM, map_path=DATA / "vllm_map.json", steps=(1, 5), step_pattern="^execute_model$"
+        )
+    )
     assert att.step_times.span_ms is None
     assert any("no per-step spans" in n and "declared as 1 steps" in n for n in att.notes)

@@ -154,6 +154,8 @@ def test_verification_failure_exit_1(tmp_path):
 
 
 def test_compare_and_report(tmp_path):
+    pytest.importorskip("matplotlib")
+    pytest.importorskip("jinja2")
     r = run(
         "compare",
         UNMERGED,
@@ -179,6 +181,8 @@ def test_compare_and_report(tmp_path):
 
 
 def test_report_to_unwritable_path(tmp_path):
+    pytest.importorskip("matplotlib")
+    pytest.importorskip("jinja2")
     r = run("report", UNMERGED, "--html", tmp_path / "no" / "such" / "dir" / "r.html")
     assert r.exit_code == 2 and "No such file or directory" in r.output
 

@@ -251,3 +251,29 @@ def test_odd_grid_values_do_not_crash(tmp_path):
     path.write_text(path.read_text().replace('"grid": [132, 1, 4]', '"grid": []'))
     t = load_trace(path)
     assert len(t.kernels) == 8
+
+
+def test_torch_211_compact_kernel_events(tmp_path):
+    """The shape of torch 2.11 kernel events seen on the H200 (no spaces, args in any order)."""
+    events = [
+        (
+            '{"ph":"X","cat":"cuda_runtime","name":"cudaGraphLaunch","pid":11,"tid":11,'
+            '"ts":100.000,"dur":9.5,"args":{"cbid":311,"correlation":77}}'
+        ),
+        (
+            '{"ph":"X","cat":"kernel","name":"nvjet_a","pid":0,"tid":7,"ts":120.5,"dur":10.25,'
+            '"args":{"correlation":77,"stream":7,"grid":[132,1,1],"block":[384,1,1],"device":0}}'
+        ),
+        (
+            '{"ph":"X","cat":"kernel","name":"nvjet_b","pid":0,"tid":7,"ts":131.0,"dur":4.0,'
+            '"args":{"correlation":77,"stream":7,"grid":[8,2,1],"block":[128,1,1],"device":0}}'
+        ),
+    ]
+    path = tmp_path / "t211.json"
+    path.write_text('{"traceEvents":[' + ",".join(events) + '],"traceName":"x"}')
+    t = load_trace(path)
+    assert t.kernels.names == ["nvjet_a", "nvjet_b"]
+    assert t.kernels.correlation.tolist() == [77, 77] and t.kernels.stream.tolist() == [7, 7]
+    assert t.kernels.grid.tolist() == [[132, 1, 1], [8, 2, 1]]
+    assert t.kernels.dur_us.tolist() == [10.25, 4.0]
+    assert t.launches.is_graph.tolist() == [True] and t.launches.correlation.tolist() == [77]

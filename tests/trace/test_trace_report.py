@@ -81,7 +81,13 @@ def test_csv(arms, tmp_path):
     assert rows[-1]["group"] == "total"
 
 
+def _needs_html_deps():
+    pytest.importorskip("matplotlib")
+    pytest.importorskip("jinja2")
+
+
 def test_html_is_self_contained(arms, tmp_path):
+    _needs_html_deps()
     a, b, cmp = arms
     page = report.write_html(tmp_path / "r.html", [a, b], cmp).read_text()
     assert page.count("data:image/png;base64,") == 2
@@ -92,6 +98,7 @@ def test_html_is_self_contained(arms, tmp_path):
 
 
 def test_html_shows_verification_errors(tmp_path, arms):
+    _needs_html_deps()
     a, _, _ = arms
     from fp8tower.trace.attribute import Mismatch
 
@@ -114,7 +121,8 @@ def _chromium() -> str | None:
     _chromium() is None, reason="headless Chromium not installed (apt-get install -y chromium)"
 )
 def test_html_renders_in_headless_chromium(arms, tmp_path):
-    from PIL import Image
+    _needs_html_deps()
+    Image = pytest.importorskip("PIL.Image")
 
     a, b, cmp = arms
     page = report.write_html(tmp_path / "r.html", [a, b], cmp)

@@ -22,6 +22,7 @@ from rich.table import Table
 from .attribute import UNATTRIBUTED, Attribution, OpRow
 from .compare import Comparison
 from .diff import DiffResult
+from .errors import TraceError
 
 GIB = float(1 << 30)
 CPU_BANNER = "CPU run: the 'kernels' are top-level aten ops timed on the CPU; no GPU was traced"
@@ -582,7 +583,14 @@ def write_html(
 ) -> Path:
     """One self-contained page (plots embedded as base64 PNG): levers, per-op tables, per-step
     times, verification errors and notes."""
-    import jinja2
+    try:
+        import jinja2
+        import matplotlib  # noqa: F401
+    except ImportError as e:
+        raise TraceError(
+            f"the HTML report needs matplotlib and jinja2 ({e}); install them with "
+            "pip install 'fp8tower[report]'"
+        ) from None
 
     env = jinja2.Environment(
         loader=jinja2.PackageLoader("fp8tower.trace", "templates"),
