@@ -1,0 +1,42 @@
+# Quick start: `make demo`, then `make test`. Both create .venv on first use.
+VENV ?= .venv
+PY := $(VENV)/bin/python
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.fp8tower-installed
+HAS_GPU := $(shell command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1 && echo 1)
+DEMO_DIR ?= out/demo
+# The full 27B tower with a GPU; a tiny hybrid model on a CPU-only machine.
+DEMO_MODEL ?= $(if $(HAS_GPU),qwen3.5-27b,tiny-hybrid)
+
+.PHONY: test demo install clean
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml
+	python3 -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+ifeq ($(HAS_GPU),1)
+	$(PY) -m pip install -q torch
+else
+	# A CPU build of torch (2.13.0 lies on disk on our machines); never the multi-GB CUDA one.
+	$(PY) -m pip install -q torch==2.13.0 || \
+	  $(PY) -m pip install -q torch --index-url https://download.pytorch.org/whl/cpu
+endif
+	$(PY) -m pip install -q -e '.[triton,report,dev]'
+	touch $(STAMP)
+
+test: $(STAMP)
+	$(PY) -m pytest -q
+
+demo: $(STAMP)
+	$(BIN)/fp8tower info
+	$(BIN)/fp8tower bench tower --model $(DEMO_MODEL) --m 1 --arms unmerged,merged \
+	  --json $(DEMO_DIR)/tower.json
+	$(BIN)/fp8tower trace capture --model $(DEMO_MODEL) --arm unmerged --m 1 --out $(DEMO_DIR)/unmerged
+	$(BIN)/fp8tower trace capture --model $(DEMO_MODEL) --arm merged --m 1 --out $(DEMO_DIR)/merged
+	$(BIN)/fp8tower trace report $(DEMO_DIR)/unmerged $(DEMO_DIR)/merged \
+	  --html $(DEMO_DIR)/report.html --json $(DEMO_DIR)/report.json
+	@echo "HTML report: $(DEMO_DIR)/report.html"
+
+clean:
+	rm -rf $(VENV) out
