@@ -398,5 +398,5 @@ def test_time_cuda_graph_on_gpu():
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 def test_read_ceiling_on_gpu():
     per = tuning.read_ceiling(nbytes=1_000_000_000)
-    assert set(per) == {"sum_fp32", "amax_bf16", "rowsum_fp32"}
+    assert {"sum_fp32", "amax_bf16", "rowsum_fp32"} <= set(per)
     assert all(300 < v < 10_000 for v in per.values()), per
