@@ -94,3 +94,16 @@ def test_sqnr_nan_is_minus_inf():
     b[3] = float("nan")
     assert sqnr_db(a, b) == float("-inf")
     assert sqnr_db(a, a) == float("inf")
+
+
+def test_import_is_light():
+    """`import fp8tower` imports no optional package and touches no CUDA."""
+    import subprocess
+    import sys
+
+    code = ("import sys, fp8tower; from fp8tower import Fp8Linear, fp8_linear; "
+            "import fp8tower.cli; "
+            "bad = [m for m in ('triton', 'matplotlib', 'jinja2') if m in sys.modules]; "
+            "import torch; assert not torch.cuda.is_initialized(); print(bad)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]", out.stdout + out.stderr

@@ -5,3 +5,21 @@ matplotlib, jinja2): those load lazily where they are used.
 """
 
 __version__ = "0.1.0"
+
+_EXPORTS = {
+    "Fp8Linear": "linear",
+    "fp8_linear": "linear",
+    "Fp8Weight": "formats",
+    "Scheme": "formats",
+    "quantize_weight": "formats",
+    "GemmProblem": "problem",
+}
+__all__ = ["__version__", *_EXPORTS]
+
+
+def __getattr__(name):
+    if name in _EXPORTS:
+        import importlib
+
+        return getattr(importlib.import_module(f".{_EXPORTS[name]}", __name__), name)
+    raise AttributeError(f"module 'fp8tower' has no attribute {name!r}")

@@ -7,8 +7,14 @@ from torch import nn
 
 from . import dispatch
 from .backends import Backend
-from .formats import ACT_DTYPES, FP8_DTYPE, Fp8Weight, Scheme, expected_weight_scale_shapes
-from .formats import quantize_weight
+from .formats import (
+    ACT_DTYPES,
+    FP8_DTYPE,
+    Fp8Weight,
+    Scheme,
+    expected_weight_scale_shapes,
+    quantize_weight,
+)
 from .problem import GemmProblem
 
 

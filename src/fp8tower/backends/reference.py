@@ -17,7 +17,6 @@ from ..formats import (
     dequantize_activation,
     quantize_activation,
 )
-from ..problem import GemmProblem
 from . import Backend
 
 
