@@ -99,3 +99,7 @@ _mount_subapps()
 
 def main() -> None:
     app()
+
+
+if __name__ == "__main__":
+    main()
