@@ -400,3 +400,18 @@ def test_read_ceiling_on_gpu():
     per = tuning.read_ceiling(nbytes=1_000_000_000)
     assert {"sum_fp32", "amax_bf16", "rowsum_fp32"} <= set(per)
     assert all(300 < v < 10_000 for v in per.values()), per
+
+
+def test_problem_json_round_trip_keeps_every_key_field():
+    """Every GemmProblem field survives the cache (a lost field re-keys the entry and the
+    tuned choice is silently skipped: seen on the H200, 2026-11-29, static_act_scale)."""
+    import dataclasses
+
+    from fp8tower.problem import GemmProblem
+    from fp8tower.tuning import problem_from_json, problem_to_json
+
+    p = GemmProblem(8, 1024, 5120, "per_tensor", capability=(9, 0),
+                    channel_weight_scale=True, static_act_scale=True)
+    q = problem_from_json(problem_to_json(p))
+    assert q == p and q.key() == p.key()
+    assert set(problem_to_json(p)) == {f.name for f in dataclasses.fields(GemmProblem)}

@@ -417,6 +417,7 @@ def problem_to_json(p: GemmProblem) -> dict:
         "out_dtype": dtype_name(p.out_dtype),
         "capability": None if p.capability is None else list(p.capability),
         "channel_weight_scale": p.channel_weight_scale,
+        "static_act_scale": p.static_act_scale,
     }
 
 
@@ -445,6 +446,7 @@ def problem_from_json(raw: Any) -> GemmProblem:
             out_dtype=_dtype(raw.get("out_dtype")),
             capability=None if cap is None else (cap[0], cap[1]),
             channel_weight_scale=raw.get("channel_weight_scale") is True,
+            static_act_scale=raw.get("static_act_scale") is True,
         )
     except ValueError as e:  # Scheme.parse / GemmProblem validation (EntryError is one too)
         raise EntryError(f"bad problem: {e}") from None
