@@ -1,0 +1,233 @@
+"""`fp8tower bench ...`: benchmarks of the FP8 tower. Thin: parses, calls fp8tower.tower,
+prints a rich table and writes the JSON record (DESIGN.md, "Measurement method")."""
+
+from __future__ import annotations
+
+import datetime
+import importlib.metadata
+import json
+import platform
+import re
+import sys
+from dataclasses import asdict
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from . import __version__
+
+app = typer.Typer(help="Benchmarks: the FP8 tower's decode step, arm by arm, side by side.",
+                  no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
+
+
+
+@app.callback()
+def _group() -> None:
+    """Benchmarks of the FP8 tower (a group even with one command: `bench tower`)."""
+
+
+SCHEMA = "fp8tower.bench.tower/1"
+GPU_MODEL, CPU_MODEL = "qwen3.5-27b", "tiny-hybrid"
+GPU_BACKENDS, CPU_BACKENDS = "cublaslt,auto", "reference"
+
+
+def _console() -> Console:
+    return Console(width=max(Console().width, 160) if not sys.stdout.isatty() else None)
+
+
+def _fail(message: str, code: int = 2) -> typer.Exit:
+    Console(stderr=True).print(f"[bold red]error:[/] {escape(message)}", highlight=False)
+    return typer.Exit(code)
+
+
+def _csv(text: str) -> list[str]:
+    return [t.strip() for t in text.split(",") if t.strip()]
+
+
+def _choices(text: str, valid: list[str], what: str, option: str) -> list[str]:
+    values = _csv(text)
+    if not values:
+        raise _fail(f"{option} {text!r}: expected a comma list of {', '.join(valid)}")
+    for v in values:
+        if v not in valid:
+            raise _fail(f"unknown {what} {v!r} in {option}: expected one of {', '.join(valid)}")
+    return list(dict.fromkeys(values))
+
+
+def _parse_ms(text: str) -> list[int]:
+    try:
+        ms = [int(t) for t in _csv(text)]
+    except ValueError:
+        raise _fail(f"--m {text!r}: expected positive integers, e.g. 1,8,32") from None
+    if not ms or min(ms) < 1:
+        raise _fail(f"--m {text!r}: expected positive integers, e.g. 1,8,32")
+    return list(dict.fromkeys(ms))
+
+
+def _versions() -> dict:
+    import torch
+
+    # The installed version, without importing triton: an import before TRITON_INTERPRET=1
+    # is set leaves the process unable to interpret kernels (triton 3.9).
+    try:
+        triton = importlib.metadata.version("triton")
+    except importlib.metadata.PackageNotFoundError:
+        triton = "not installed"
+    return {"fp8tower": __version__, "python": platform.python_version(),
+            "torch": torch.__version__, "triton": triton, "cuda": torch.version.cuda or "none"}
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9.]+", "-", text.lower()).strip("-") or "unknown"
+
+
+def _fmt(v: float | None, spec: str, none: str = "-") -> str:
+    return none if v is None else format(v, spec)
+
+
+def _table(rows, model: str, ceiling: float | None, cpu: bool) -> Table:
+    where = "CPU wall clock, eager steps (not a GPU number)" if cpu else "CUDA graphs, median"
+    table = Table(title=f"FP8 tower decode step: {model} ({where})")
+    for col in ("scheme", "M", "arm", "backend", "GEMMs", "ms/step", "GB/s",
+                "% ceiling", "speedup", "chosen / note"):
+        table.add_column(col, justify="right" if col in ("M", "GEMMs", "ms/step", "GB/s",
+                                                            "% ceiling", "speedup") else "left")
+    ordered = sorted(rows, key=lambda r: (r.scheme, r.m))  # stable: arms, backends as run
+    for r in ordered:
+        if not r.ok:
+            table.add_row(r.scheme, str(r.m), r.arm, r.backend, _fmt(r.gemms, "d"), "-", "-", "-",
+                          "-", f"[yellow]skipped[/]: {escape(r.reason or '')}")
+            continue
+        pct = "n/a (CPU)" if cpu else _fmt(r.ceiling_pct, ".1f")
+        chosen = ", ".join(f"{b} {n}" for b, n in r.chosen.items())
+        table.add_row(r.scheme, str(r.m), r.arm, r.backend, str(r.gemms), f"{r.ms_per_step:.3f}",
+                      f"{r.gbps:.1f}", pct, f"{r.speedup:.3f}x", escape(chosen))
+    bases: dict[str, list[str]] = {}
+    for key in dict.fromkeys((r.scheme, r.m, r.baseline) for r in ordered if r.baseline):
+        bases.setdefault(key[2], []).append(f"{key[0]} M={key[1]}")
+    ceiling_text = "n/a (CPU)" if ceiling is None else f"{ceiling:.0f} GB/s (measured in this run)"
+    table.caption = (
+        "GB/s: decimal (1e9 B/s) of the GEMMs' bytes per step: FP8 weights + scales + "
+        f"activations + outputs. Read ceiling: {ceiling_text}. Speedup: baseline ms / ms; "
+        "baselines: " + "; ".join(f"{b} for {', '.join(keys)}" for b, keys in bases.items())
+    )
+    return table
+
+
+def _command(model, ms, arms, backends, schemes, merge_mode, include_mlp, replays, steps, seed):
+    cmd = (f"fp8tower bench tower --model {model} --m {','.join(map(str, ms))} "
+           f"--arms {','.join(arms)} --backends {','.join(backends)} "
+           f"--scheme {','.join(schemes)} --merge-mode {merge_mode} --replays {replays} "
+           f"--steps {steps} --seed {seed}")
+    return cmd + (" --include-mlp" if include_mlp else "")
+
+
+@app.command()
+def tower(
+    model: Annotated[str | None, typer.Option(
+        "--model", help=f"Model name or config.json path; default {GPU_MODEL} on a GPU, "
+        f"{CPU_MODEL} on a CPU-only machine.")] = None,
+    m: Annotated[str, typer.Option("--m", help="Tokens per decode step (GEMM M), comma list.")
+                 ] = "1,8,32",
+    arms: Annotated[str, typer.Option("--arms", help="Comma list of unmerged, merged.")
+                    ] = "unmerged,merged",
+    backend_list: Annotated[str | None, typer.Option(
+        "--backends", help=f"Comma list of GEMM backends or auto; default {GPU_BACKENDS} on a "
+        f"GPU, {CPU_BACKENDS} on the CPU.")] = None,
+    scheme: Annotated[str, typer.Option(
+        "--scheme", help="Comma list of per_tensor, channel_token, block128, weight_only.")
+                      ] = "per_tensor",
+    merge_mode: Annotated[str, typer.Option(
+        "--merge-mode", help="Merged arm's scales: exact or requant_max.")] = "exact",
+    include_mlp: Annotated[bool, typer.Option(
+        "--include-mlp", help="Add the MLP linears (default: GDN + attention).")] = False,
+    replays: Annotated[int, typer.Option("--replays", min=1, help="Timed replays (median).")
+                       ] = 20,
+    steps: Annotated[int, typer.Option("--steps", min=1, help="Decode steps per timed replay.")
+                     ] = 8,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the random weights.")] = 0,
+    json_out: Annotated[Path | None, typer.Option(
+        "--json", help="JSON path; default benchmarks/results/tower_<model>_<gpu-or-cpu>_"
+        "<date>.json.")] = None,
+) -> None:
+    """Time the tower's decode step for every (scheme, arm, backend, M), side by side."""
+    import torch
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    from . import backends
+    from .formats import Scheme
+    from .merge import MergeMode
+    from .models import ALL_PARTS, DEFAULT_PARTS, get_spec
+    from .tower import ARMS, bench_tower
+
+    cuda = torch.cuda.is_available()
+    console = _console()
+    model = model or (GPU_MODEL if cuda else CPU_MODEL)
+    ms = _parse_ms(m)
+    arm_list = _choices(arms, list(ARMS), "arm", "--arms")
+    backend_names = _choices(backend_list or (GPU_BACKENDS if cuda else CPU_BACKENDS),
+                             backends.names() + ["auto"], "backend", "--backends")
+    scheme_list = _choices(scheme, [s.value for s in Scheme], "scheme", "--scheme")
+    try:
+        mode = MergeMode.parse(merge_mode)
+        spec = get_spec(model)
+    except ValueError as e:
+        raise _fail(str(e)) from None
+    parts = ALL_PARTS if include_mlp else DEFAULT_PARTS
+    if not cuda and backend_list is None:
+        console.print(f"no CUDA GPU: backend {CPU_BACKENDS} (the CPU oracle); pass --backends "
+                      "to choose others")
+
+    ceiling = None
+    if cuda:
+        from .tuning import measure_read_ceiling
+
+        with console.status("measuring the read ceiling"):
+            ceiling = measure_read_ceiling()
+    total = len(scheme_list) * len(arm_list) * len(backend_names) * len(ms)
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn())
+    with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
+        task = bar.add_task("tower", total=total)
+
+        def advance(desc: str) -> None:
+            bar.update(task, description=desc)
+            bar.advance(task)
+
+        rows = bench_tower(spec, schemes=scheme_list, arms=arm_list, backend_names=backend_names,
+                           ms=ms, parts=parts, merge_mode=mode, replays=replays, steps=steps,
+                           seed=seed, read_ceiling_gbps=ceiling, advance=advance)
+    console.print(_table(rows, spec.name, ceiling, not cuda))
+
+    gpu = torch.cuda.get_device_name() if cuda else None
+    now = datetime.datetime.now(datetime.timezone.utc)
+    if json_out is None:
+        json_out = Path("benchmarks/results") / (
+            f"tower_{_slug(spec.name)}_{_slug(gpu) if gpu else 'cpu'}_{now.date()}.json")
+    record = {
+        "schema": SCHEMA,
+        "model": spec.name,
+        "device": "cuda" if cuda else "cpu",
+        "gpu": gpu,
+        "versions": _versions(),
+        "date": now.isoformat(timespec="seconds"),
+        "command": _command(spec.name, ms, arm_list, backend_names, scheme_list, mode.value,
+                            include_mlp, replays, steps, seed),
+        "argv": sys.argv,
+        "read_ceiling_gbps": ceiling,
+        "parts": list(parts),
+        "units": {"ms_per_step": "ms", "gbps": "GB/s decimal (1e9 B/s)",
+                  "bytes_per_step": "bytes: FP8 weights + scales + activations + outputs",
+                  "speedup": "baseline ms / ms"},
+        "timing": "cpu-eager wall clock" if not cuda else "CUDA events around graph replays",
+        "rows": [asdict(r) for r in rows],
+    }
+    try:
+        json_out.parent.mkdir(parents=True, exist_ok=True)
+        json_out.write_text(json.dumps(record, indent=1) + "\n")
+    except OSError as e:
+        raise _fail(f"cannot write {json_out}: {e.strerror or e}") from None
+    console.print(f"wrote {json_out}")

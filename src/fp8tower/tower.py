@@ -1,0 +1,725 @@
+"""A decode step's FP8 tower built from a TowerSpec, run eagerly or as a CUDA graph.
+
+:func:`build_tower` makes random FP8 weights of the spec's exact shapes (seeded, generated on
+the device: bf16 randn scaled and cast, never a float32 copy of the tower) with random
+positive scales of the scheme's shapes. ``arm="unmerged"``: one Fp8Linear per FP8 linear;
+``arm="merged"``: one MergedFp8Linear per merge group (built by merging the very weights the
+unmerged arm uses, so both arms compute the same step).
+
+Data flow. Only the FP8 linears are the subject; everything between them is a cheap,
+documented stand-in. The step is a chain of *stages*: the GEMMs that read one activation
+(the spec's ``input``: ``hidden_norm``, ``gdn_core_out``, ``attn_core_out``,
+``post_attn_norm``, ``mlp_act``), in execution order. A stage's input is made from the
+previous stage's outputs (the step input ``x`` for the first stage):
+
+- pass-through: the previous stage has one output of exactly the width K (out_proj /
+  o_proj / down_proj -> the next layer's hidden state, the hidden state -> MLP gate/up):
+  the tensor itself, no kernel. Norms and residual adds are left out.
+- mix (the token mixer / SwiGLU stand-in), one elementwise kernel: ``a + b`` where ``a`` is
+  the first K columns of the first previous output at least K wide and ``b`` the last K
+  columns of the last one. GDN: ``in_proj_qkv[:, :K] + in_proj_z`` (z); gated attention:
+  query + gate (the two halves of q_proj); MLP: gate + up. It appears in :meth:`Tower.ops`
+  as a ``standin`` op (a trace maps kernels to ops by position and must see it).
+
+Magnitudes stay O(1) through any number of layers without norms: every GEMM's random
+weights are scaled so its output has unit RMS given its input's RMS (``gain``: 1 for a
+pass-through, sqrt(2) for a mix of independent halves); per_tensor's static activation
+scale is 8 sigma of that input / 448 (the same for all GEMMs of a stage, so they merge
+exactly). Non-FP8 linears (GDN in_proj_b / in_proj_a, BF16 in FP8 checkpoints) are not run.
+
+Timing (:func:`time_tower`): CUDA events around graph replays of several steps, median; on
+the CPU a wall-clock time of eager steps, labelled as such (not a GPU number).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+
+import torch
+
+from . import backends, dispatch
+from .backends import Backend
+from .formats import BLOCK, FP8_DTYPE, FP8_MAX, Fp8Weight, Scheme
+from .linear import Fp8Linear
+from .merge import MergedFp8Linear, MergeError, MergeMode
+from .models import DEFAULT_PARTS, GemmSpec, TowerSpec, get_spec
+from .problem import GemmProblem
+
+ARMS = ("unmerged", "merged")
+# FP8 data are drawn as randn * DATA_STD (max ~6.5 sigma = 208 < 448 even over 7e9 values).
+DATA_STD = 32.0
+# Random scale factors: exp(U(-SPREAD, SPREAD)).
+SPREAD = 0.5
+# per_tensor static activation scale: this many RMS of the input / 448.
+ACT_SIGMAS = 8.0
+# Kernels of a stand-in op: CUDA elementwise kernels; on the CPU, top-level aten ops.
+STANDIN_REGEX = r"elementwise|^aten::"
+STANDIN_BACKEND = "torch"
+
+
+# ----------------------------------------------------------------------------- weights
+
+
+def _generator(device: torch.device, seed: int, slot: int) -> torch.Generator:
+    """A generator of its own for each slot (-1: the step input, i >= 0: the i-th linear)."""
+    return torch.Generator(device=device).manual_seed(seed * 1_000_003 + 1 + slot)
+
+
+def _scale_factors(shape: tuple[int, ...], gen, device) -> torch.Tensor:
+    """Random positive factors exp(U(-SPREAD, SPREAD)); vectors normalized to mean square 1."""
+    u = torch.rand(shape, generator=gen, device=device, dtype=torch.float32)
+    f = torch.exp((2 * u - 1) * SPREAD)
+    return f if f.dim() == 0 else f / f.square().mean().sqrt()
+
+
+def random_fp8_weight(
+    n: int,
+    k: int,
+    scheme: Scheme | str,
+    *,
+    std: float,
+    act_scale: float | None = None,
+    seed: int = 0,
+    slot: int = 0,
+    device: torch.device | str = "cpu",
+) -> Fp8Weight:
+    """A random (N, K) FP8 weight whose dequantized values have RMS ``std`` (vectors and
+    blocks: on average), with random positive scales of the scheme's shapes. Made on the
+    device from bf16 randn: no float32 copy of the weight."""
+    scheme = Scheme.parse(scheme)
+    device = torch.device(device)
+    gen = _generator(device, seed, slot)
+    data = torch.randn(n, k, generator=gen, device=device, dtype=torch.bfloat16)
+    shape = {
+        Scheme.PER_TENSOR: (),
+        Scheme.CHANNEL_TOKEN: (n,),
+        Scheme.WEIGHT_ONLY: (n,),
+        Scheme.BLOCK128: (-(-n // BLOCK), -(-k // BLOCK)),
+    }[scheme]
+    f = _scale_factors(shape, gen, device)
+    if scheme is Scheme.PER_TENSOR:
+        data.mul_(DATA_STD / f)  # one scalar: keep the dequantized RMS exactly std
+    else:
+        data.mul_(DATA_STD)
+    fp8 = data.clamp_(-FP8_MAX, FP8_MAX).to(FP8_DTYPE)
+    del data
+    act = None
+    if act_scale is not None:
+        act = torch.tensor(float(act_scale), dtype=torch.float32, device=device)
+    return Fp8Weight(fp8, f * (std / DATA_STD), scheme, act)
+
+
+# ----------------------------------------------------------------------------- step program
+
+
+@dataclass(frozen=True)
+class _Mix:
+    """How a stage's input (width k) is made from the previous stage's outputs."""
+
+    k: int
+    a: tuple[int, int]  # (output index, first column)
+    b: tuple[int, int] | None  # None: pass-through of output a
+    gain: float  # RMS of the result for unit-RMS, independent outputs
+
+    @property
+    def passthrough(self) -> bool:
+        return self.b is None
+
+    def __call__(self, outs: Sequence[torch.Tensor]) -> torch.Tensor:
+        (ia, ca) = self.a
+        if self.b is None:
+            return outs[ia]
+        (ib, cb) = self.b
+        return torch.add(outs[ia][..., ca:ca + self.k], outs[ib][..., cb:cb + self.k])
+
+
+def plan_mix(widths: Sequence[int], k: int, where: str = "stage") -> _Mix:
+    """The stand-in that makes a width-k input from outputs of these widths (module doc)."""
+    if len(widths) == 1 and widths[0] == k:
+        return _Mix(k, (0, 0), None, 1.0)
+    wide = [i for i, w in enumerate(widths) if w >= k]
+    if not wide:
+        raise ValueError(f"{where}: needs an input of width {k}, but the previous GEMMs' outputs "
+                         f"are only {list(widths)} wide; the stand-in data flow cannot feed it")
+    ia, ib = wide[0], wide[-1]
+    cb = widths[ib] - k
+    overlap = max(0, k - cb) / k if ia == ib else 0.0  # a = [0, k), b = [cb, cb + k)
+    return _Mix(k, (ia, 0), (ib, cb), math.sqrt(2.0 + 2.0 * overlap))
+
+
+def _short(name: str) -> str:
+    """'layers.3.gdn_in' -> 'gdn_in'; 'layers.3.self_attn.q_proj' -> 'q_proj'."""
+    return name.rsplit(".", 1)[-1]
+
+
+@dataclass
+class _Gemm:
+    spec: GemmSpec
+    module: Fp8Linear | MergedFp8Linear
+
+    @property
+    def label(self) -> str:
+        return f"{self.spec.kind}." + "+".join(m.proj for m in self.spec.members)
+
+    @property
+    def group(self) -> str:
+        first = self.spec.members[0]
+        if first.merge_group is None:
+            return self.label
+        return f"{self.spec.kind}.{_short(first.merge_group)}"
+
+    def __call__(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        y = self.module(x)
+        return y if isinstance(y, tuple) else (y,)
+
+
+@dataclass
+class _Stage:
+    input: str
+    layer: int
+    mix: _Mix
+    gemms: list[_Gemm]
+
+
+@dataclass(frozen=True)
+class TowerOp:
+    """One op call of a decode step: a GEMM, or a stand-in between GEMMs (``kind``)."""
+
+    label: str  # row key, repeated across layers: "gdn.in_proj_qkv", "standin.gdn_core_out"
+    group: str  # key on which two arms are compared: "gdn.gdn_in" for merged and unmerged
+    name: str  # full name: "layers.0.linear_attn.in_proj_qkv", "layers.0.gdn_in"
+    layer: int
+    kind: str  # "gemm" | "standin"
+    n: int
+    k: int
+    bytes: int  # N*K FP8 + scales (0 for a stand-in)
+    bytes_moved: int  # what one call moves: weights + scales + activations in + output
+    backend: str  # chosen by dispatch ("torch" for a stand-in)
+    kernel_family: str  # regex of the kernels it launches
+    members: tuple[str, ...] = ()
+
+
+# ----------------------------------------------------------------------------- the tower
+
+
+@dataclass(repr=False)
+class Tower:
+    """The FP8 linears of one decode step; see the module doc for the data flow."""
+
+    spec: TowerSpec
+    scheme: Scheme
+    arm: str
+    backend: str
+    m: int
+    device: torch.device
+    dtype: torch.dtype
+    parts: tuple[str, ...]
+    merge_mode: MergeMode
+    seed: int
+    stages: list[_Stage]
+    final: _Mix
+    static_x: torch.Tensor
+    static_y: torch.Tensor | None = None
+    _graph: object = None
+    _graph_steps: int = 0
+    _warm: bool = False
+
+    def __repr__(self) -> str:
+        return (f"Tower({self.spec.name}, arm={self.arm}, scheme={self.scheme.value}, "
+                f"backend={self.backend}, m={self.m}, device={self.device}, "
+                f"gemms={self.gemm_count()}, fp8_bytes={self.fp8_bytes():,})")
+
+    # ------------------------------------------------------------------ running
+
+    def step(self, x: torch.Tensor) -> torch.Tensor:
+        """One decode step: (M, hidden) -> (M, hidden)."""
+        outs: Sequence[torch.Tensor] = (x,)
+        for stage in self.stages:
+            inp = stage.mix(outs)
+            outs = tuple(y for g in stage.gemms for y in g(inp))
+        return self.final(outs)
+
+    def op_calls(self, x: torch.Tensor | None = None) -> list[tuple[str, Callable[[], object]]]:
+        """(label, callable) per op of :meth:`ops`, in order, bound to the inputs of one
+        eager step from ``x`` (default: the static input); calling them repeats that op."""
+        x = self.static_x if x is None else x
+        calls: list[tuple[str, Callable[[], object]]] = []
+        outs: Sequence[torch.Tensor] = (x,)
+        for stage in self.stages:
+            if not stage.mix.passthrough:
+                calls.append((f"standin.{_short(stage.input)}", partial(stage.mix, outs)))
+            inp = stage.mix(outs)
+            new: list[torch.Tensor] = []
+            for g in stage.gemms:
+                calls.append((g.label, partial(g, inp)))
+                new.extend(g(inp))
+            outs = tuple(new)
+        if not self.final.passthrough:
+            calls.append(("standin.hidden", partial(self.final, outs)))
+        return calls
+
+    def _gemms(self) -> list[_Gemm]:
+        return [g for stage in self.stages for g in stage.gemms]
+
+    def modules(self) -> list[Fp8Linear | MergedFp8Linear]:
+        return [g.module for g in self._gemms()]
+
+    def problem(self, g: _Gemm) -> GemmProblem:
+        """The dispatch key one call of ``g`` poses at this tower's M (as fp8_linear builds it)."""
+        weight = g.module.fp8_weight()
+        x = torch.empty(self.m, weight.k, dtype=self.dtype, device=self.device)
+        return GemmProblem.for_call(x, weight, self.dtype)
+
+    def _resolve(self, g: _Gemm) -> Backend:
+        return dispatch.resolve(self.problem(g), self.backend)[0]
+
+    def unservable(self) -> str | None:
+        """Why the requested backend cannot serve some GEMM of the step; None if it can."""
+        if self.backend == "auto":
+            return None
+        b = backends.get(self.backend)
+        for g in self._gemms():
+            p = self.problem(g)
+            reason = b.unavailable_reason() or b.check(p)
+            if reason is not None:
+                return f"backend {b.name} cannot serve {g.spec.name} ({p.key()}): {reason}"
+        return None
+
+    def reconfigure(self, *, backend: str | None = None, m: int | None = None) -> None:
+        """Change the backend and/or M; drops the captured graph (warm up again)."""
+        if backend is not None:
+            self.backend = backend
+            for mod in self.modules():
+                mod.backend = backend
+        if m is not None and m != self.m:
+            self.m = m
+            self.static_x = _step_input(self.spec, m, self.device, self.dtype, self.seed)
+        self._graph, self.static_y, self._warm = None, None, False
+
+    def warmup(self, steps: int = 2) -> None:
+        """Eager steps: dispatch resolves (and on a GPU tunes, when allowed) every GEMM, Triton
+        compiles, split-K scratch is allocated; then every GEMM's dispatch is checked resolved."""
+        self.step(self.static_x)  # first on the current stream: tuning happens here
+        if self.device.type == "cuda":  # the rest on a side stream, as torch advises
+            side = torch.cuda.Stream(self.device)
+            side.wait_stream(torch.cuda.current_stream(self.device))
+            with torch.cuda.stream(side):
+                for _ in range(steps - 1):
+                    self.step(self.static_x)
+            torch.cuda.current_stream(self.device).wait_stream(side)
+            torch.cuda.synchronize(self.device)
+        else:
+            for _ in range(steps - 1):
+                self.step(self.static_x)
+        for g in self._gemms():
+            self._resolve(g)
+        self._warm = True
+
+    def capture(self, steps: int = 1):
+        """A CUDA graph of ``steps`` chained decode steps from ``static_x`` to ``static_y``."""
+        if self.device.type != "cuda":
+            raise RuntimeError(f"CUDA graphs need a CUDA device; this tower is on {self.device} "
+                               "(run Tower.step eagerly)")
+        if steps < 1:
+            raise ValueError(f"steps must be >= 1, got {steps}")
+        if not self._warm:
+            self.warmup()
+        self._graph = None
+        misses = dispatch.stats().get("capture_misses", 0)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            h = self.static_x
+            for _ in range(steps):
+                h = self.step(h)
+        if dispatch.stats().get("capture_misses", 0) != misses:
+            raise RuntimeError("a GEMM's dispatch was not resolved before capture (the graph "
+                               "holds safe defaults): warm up with the same backend and M")
+        self._graph, self._graph_steps, self.static_y = graph, steps, h
+        return graph
+
+    def replay(self, n: int = 1) -> None:
+        """Replay the captured graph ``n`` times (``n * graph_steps`` decode steps)."""
+        if self._graph is None:
+            raise RuntimeError("no captured graph: call Tower.capture() first")
+        for _ in range(n):
+            self._graph.replay()
+
+    @property
+    def warm(self) -> bool:
+        return self._warm
+
+    @property
+    def graph_steps(self) -> int:
+        return self._graph_steps
+
+    # ------------------------------------------------------------------ the manifest
+
+    def ops(self) -> list[TowerOp]:
+        """The per-step op sequence: GEMMs with the backend dispatch chose (resolving it, so
+        on a GPU call this after :meth:`warmup`), and the stand-ins between them."""
+        out: list[TowerOp] = []
+        for stage in self.stages:
+            if not stage.mix.passthrough:
+                out.append(self._standin_op(stage.input, stage.layer, stage.mix))
+            for g in stage.gemms:
+                b = self._resolve(g)
+                w = g.module.fp8_weight()
+                out.append(TowerOp(
+                    label=g.label, group=g.group, name=g.spec.name, layer=g.spec.layer,
+                    kind="gemm", n=w.n, k=w.k, bytes=w.nbytes(),
+                    bytes_moved=self.problem(g).bytes_moved(), backend=b.name,
+                    kernel_family=b.kernel_family,
+                    members=tuple(m.name for m in g.spec.members),
+                ))
+        if not self.final.passthrough:
+            out.append(self._standin_op("hidden", self.spec.num_layers - 1, self.final))
+        return out
+
+    def _standin_op(self, name: str, layer: int, mix: _Mix) -> TowerOp:
+        item = torch.empty((), dtype=self.dtype).element_size()
+        return TowerOp(
+            label=f"standin.{_short(name)}", group=f"standin.{_short(name)}", name=name,
+            layer=layer, kind="standin", n=mix.k, k=mix.k, bytes=0,
+            bytes_moved=3 * self.m * mix.k * item, backend=STANDIN_BACKEND,
+            kernel_family=STANDIN_REGEX,
+        )
+
+    def gemm_count(self) -> int:
+        return len(self._gemms())
+
+    def fp8_bytes(self) -> int:
+        """FP8 weight bytes per step (N*K summed; scales excluded): spec.fp8_bytes(parts)."""
+        return sum(g.module.fp8_weight().data.numel() for g in self._gemms())
+
+    def weight_bytes(self) -> int:
+        """FP8 weights + scales per step."""
+        return sum(g.module.fp8_weight().nbytes() for g in self._gemms())
+
+    def bytes_per_step(self) -> int:
+        """Bytes the GEMMs of one step move at this M (weights, scales, activations, outputs)."""
+        return sum(self.problem(g).bytes_moved() for g in self._gemms())
+
+
+def _step_input(spec: TowerSpec, m: int, device, dtype, seed: int) -> torch.Tensor:
+    gen = _generator(device, seed, -1)
+    return torch.randn(m, spec.hidden_size, generator=gen, device=device,
+                       dtype=torch.float32).to(dtype)
+
+
+def _stages(gemms: list[GemmSpec]) -> list[list[GemmSpec]]:
+    """Consecutive GEMMs reading the same input."""
+    out: list[list[GemmSpec]] = []
+    for g in gemms:
+        if out and out[-1][0].input == g.input:
+            out[-1].append(g)
+        else:
+            out.append([g])
+    return out
+
+
+def build_tower(
+    spec: TowerSpec | str,
+    *,
+    scheme: Scheme | str = Scheme.PER_TENSOR,
+    arm: str = "unmerged",
+    backend: str = "auto",
+    m: int = 1,
+    device: torch.device | str | None = None,
+    seed: int = 0,
+    dtype: torch.dtype = torch.bfloat16,
+    parts: Sequence[str] | str = DEFAULT_PARTS,
+    merge_mode: MergeMode | str = MergeMode.EXACT,
+) -> Tower:
+    """A tower of random FP8 weights of ``spec``'s shapes (a TowerSpec or a model name)."""
+    spec = get_spec(spec) if isinstance(spec, str) else spec
+    scheme = Scheme.parse(scheme)
+    merge_mode = MergeMode.parse(merge_mode)
+    if arm not in ARMS:
+        raise ValueError(f"unknown arm {arm!r}: expected one of {', '.join(ARMS)}")
+    if backend != "auto":
+        backends.get(backend)  # unknown names fail here, listing the registered ones
+    if m < 1:
+        raise ValueError(f"m must be >= 1, got {m}")
+    device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    parts = (parts,) if isinstance(parts, str) else tuple(parts)
+    linears = spec.linears(parts, fp8_only=True)
+    if not linears:
+        raise ValueError(f"{spec.name}: no FP8 linears in parts {parts}")
+    index = {lin.name: i for i, lin in enumerate(linears)}
+    gemms = spec.gemms(parts, merged=arm == "merged", fp8_only=True)
+
+    stages: list[_Stage] = []
+    widths = [spec.hidden_size]
+    for group in _stages(gemms):
+        first = group[0]
+        mix = plan_mix(widths, first.k, first.input)
+        std = 1.0 / (math.sqrt(first.k) * mix.gain)  # unit-RMS outputs
+        act = ACT_SIGMAS * mix.gain / FP8_MAX if scheme is Scheme.PER_TENSOR else None
+        built = []
+        for g in group:
+            weights = [random_fp8_weight(lin.n, lin.k, scheme, std=std, act_scale=act,
+                                         seed=seed, slot=index[lin.name], device=device)
+                       for lin in g.members]
+            if g.merged:
+                module = MergedFp8Linear.from_weights(weights, [lin.name for lin in g.members],
+                                                      merge_mode, backend=backend)
+            else:
+                module = Fp8Linear.from_weight(weights[0], backend=backend)
+            built.append(_Gemm(g, module))
+        stages.append(_Stage(first.input, first.layer, mix, built))
+        widths = [lin.n for g in group for lin in g.members]
+    final = plan_mix(widths, spec.hidden_size, "the step output")
+    return Tower(spec, scheme, arm, backend, m, device, dtype, parts, merge_mode, seed, stages,
+                 final, _step_input(spec, m, device, dtype, seed))
+
+
+# ----------------------------------------------------------------------------- timing
+
+
+@dataclass(frozen=True)
+class TowerTiming:
+    """ms per decode step: the median over ``replays`` timed runs of ``steps`` steps."""
+
+    ms_per_step: float
+    min_ms: float
+    max_ms: float
+    replays: int
+    steps: int
+    method: str  # "cuda-graph" or "cpu-eager"
+
+    @property
+    def note(self) -> str:
+        if self.method == "cuda-graph":
+            return (f"CUDA events around {self.replays} replays of a graph of {self.steps} steps;"
+                    " median")
+        return (f"CPU wall clock of eager steps ({self.replays} x {self.steps}; median): a CPU "
+                "number, not a GPU claim")
+
+
+def time_tower(tower: Tower, *, replays: int = 20, steps: int = 8, warmup: int = 3) -> TowerTiming:
+    """ms/step of ``tower``: CUDA graph replays timed with events (CUDA), or eager wall clock
+    (CPU). Warms the tower up first when needed. No weight rotation: a real tower's step
+    reads far more than the L2 (7.2 GB for qwen3.5-27b vs 60 MB on the H200), so each step
+    starts cold; a toy tower (tiny-hybrid, 0.7 MB) is timed L2-warm."""
+    if replays < 1 or steps < 1 or warmup < 0:
+        raise ValueError(f"bad arguments: {replays=}, {steps=}, {warmup=}")
+    if not tower.warm:
+        tower.warmup()
+    per_step: list[float] = []
+    if tower.device.type == "cuda":
+        if tower._graph is None or tower.graph_steps != steps:
+            tower.capture(steps)
+        tower.replay(warmup)
+        stream = torch.cuda.current_stream(tower.device)
+        events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+                  for _ in range(replays)]
+        for start, end in events:
+            start.record(stream)
+            tower.replay(1)
+            end.record(stream)
+        torch.cuda.synchronize(tower.device)
+        per_step = [s.elapsed_time(e) / steps for s, e in events]
+        method = "cuda-graph"
+    else:
+        for _ in range(warmup):
+            tower.step(tower.static_x)
+        for _ in range(replays):
+            t0 = time.perf_counter()
+            for _ in range(steps):
+                tower.step(tower.static_x)
+            per_step.append((time.perf_counter() - t0) * 1e3 / steps)
+        method = "cpu-eager"
+    return TowerTiming(statistics.median(per_step), min(per_step), max(per_step), replays, steps,
+                       method)
+
+
+# ----------------------------------------------------------------------------- trace capture
+
+
+def capture_arm(
+    model: str | TowerSpec,
+    arm: str,
+    backend: str = "auto",
+    m: int = 1,
+    steps: tuple[int, int] = (8, 136),
+    out_dir: str | Path = "capture",
+    scheme: Scheme | str = Scheme.PER_TENSOR,
+    device: torch.device | str | None = None,
+    *,
+    parts: Sequence[str] | str = DEFAULT_PARTS,
+    merge_mode: MergeMode | str = MergeMode.EXACT,
+    seed: int = 0,
+):
+    """Build and warm up a tower, then capture its two-length trace pair with
+    fp8tower.trace.capture.capture_pair: one-step CUDA graph replayed n times (eager steps on
+    the CPU), each step in a step range; the manifest's ops are :meth:`Tower.ops`, their
+    kernel counts from one eager step's op calls. Returns capture_pair's CaptureResult."""
+    from .trace.capture import capture_pair, step_range
+    from .trace.manifest import OpRecord
+
+    tower = build_tower(model, scheme=scheme, arm=arm, backend=backend, m=m, device=device,
+                        seed=seed, parts=parts, merge_mode=merge_mode)
+    reason = tower.unservable()
+    if reason is not None:
+        raise backends.BackendError(reason)
+    tower.warmup()
+    ops = [OpRecord(op.label, op.n, op.k, op.bytes_moved, op.backend, op.kernel_family, 1,
+                    op.group) for op in tower.ops()]
+    ceiling = None
+    if tower.device.type == "cuda":
+        from .tuning import measure_read_ceiling
+
+        ceiling = measure_read_ceiling(tower.device)
+        tower.capture(1)
+
+        def run_steps(n: int) -> float:
+            start = torch.cuda.Event(enable_timing=True)
+            end = torch.cuda.Event(enable_timing=True)
+            start.record()
+            for _ in range(n):
+                with step_range():
+                    tower.replay(1)
+            end.record()
+            end.synchronize()
+            return start.elapsed_time(end)
+    else:
+        def run_steps(n: int) -> None:
+            for _ in range(n):
+                with step_range():
+                    tower.step(tower.static_x)
+
+    meta = {
+        "arm": arm, "model": tower.spec.name, "m": m, "scheme": tower.scheme.value,
+        "backend": backend, "merge_mode": tower.merge_mode.value, "parts": list(tower.parts),
+        "gemms_per_step": tower.gemm_count(), "fp8_bytes_per_step": tower.fp8_bytes(),
+        "read_ceiling_gbps": ceiling,
+    }
+    return capture_pair(run_steps, ops, steps, out_dir, meta, eager_ops=tower.op_calls(),
+                        device=tower.device.type)
+
+
+# ----------------------------------------------------------------------------- benchmark
+
+
+@dataclass
+class BenchRow:
+    """One (scheme, arm, backend, M) measurement of :func:`bench_tower` (or why it was not)."""
+
+    scheme: str
+    arm: str
+    backend: str
+    m: int
+    status: str = "ok"  # "ok" | "skipped"
+    reason: str | None = None  # why skipped
+    ms_per_step: float | None = None
+    min_ms: float | None = None
+    max_ms: float | None = None
+    gbps: float | None = None  # decimal: bytes_per_step / time
+    ceiling_pct: float | None = None
+    speedup: float | None = None  # baseline ms / ms (> 1: faster than the baseline)
+    baseline: str | None = None  # "arm/backend" of the baseline, and why when not cublaslt
+    gemms: int | None = None
+    bytes_per_step: int | None = None  # GEMM weights + scales + activations + outputs
+    fp8_bytes: int | None = None  # N*K summed
+    chosen: dict[str, int] = field(default_factory=dict)  # backend -> GEMMs it serves
+    timing: str | None = None  # TowerTiming.method
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+
+BASELINE = ("unmerged", "cublaslt")
+
+
+def bench_tower(
+    spec: TowerSpec | str,
+    *,
+    schemes: Sequence[Scheme | str] = (Scheme.PER_TENSOR,),
+    arms: Sequence[str] = ARMS,
+    backend_names: Sequence[str] = ("cublaslt", "auto"),
+    ms: Sequence[int] = (1, 8, 32),
+    parts: Sequence[str] | str = DEFAULT_PARTS,
+    merge_mode: MergeMode | str = MergeMode.EXACT,
+    device: torch.device | str | None = None,
+    seed: int = 0,
+    replays: int = 20,
+    steps: int = 8,
+    read_ceiling_gbps: float | None = None,
+    advance: Callable[[str], None] | None = None,
+) -> list[BenchRow]:
+    """Measure every (scheme, arm, backend, M); one tower per (scheme, arm), reconfigured per
+    backend and M. Rows a backend cannot serve (or an arm cannot merge) are skipped with the
+    reason. ``advance(description)`` is called once per combination (a progress bar)."""
+    spec = get_spec(spec) if isinstance(spec, str) else spec
+    rows: list[BenchRow] = []
+    for scheme in (Scheme.parse(s) for s in schemes):
+        for arm in arms:
+            combos = [(b, m) for b in backend_names for m in ms]
+            try:
+                tower = build_tower(spec, scheme=scheme, arm=arm, backend=backend_names[0],
+                                    m=ms[0], device=device, seed=seed, parts=parts,
+                                    merge_mode=merge_mode)
+            except MergeError as e:  # e.g. block128 shards with N not a multiple of 128
+                for b, m in combos:
+                    rows.append(BenchRow(scheme.value, arm, b, m, "skipped", str(e)))
+                    if advance:
+                        advance(f"{scheme.value} {arm} {b} M={m}")
+                continue
+            for b, m in combos:
+                if advance:
+                    advance(f"{scheme.value} {arm} {b} M={m}")
+                rows.append(_bench_one(tower, b, m, replays, steps, read_ceiling_gbps))
+            del tower
+            if torch.cuda.is_available():
+                torch.cuda.empty_cache()
+    add_speedups(rows)
+    return rows
+
+
+def _bench_one(tower: Tower, backend: str, m: int, replays: int, steps: int,
+               ceiling: float | None) -> BenchRow:
+    tower.reconfigure(backend=backend, m=m)
+    row = BenchRow(tower.scheme.value, tower.arm, backend, m, gemms=tower.gemm_count(),
+                   fp8_bytes=tower.fp8_bytes(), bytes_per_step=tower.bytes_per_step())
+    reason = tower.unservable()
+    if reason is not None:
+        row.status, row.reason = "skipped", reason
+        return row
+    tower.warmup()
+    t = time_tower(tower, replays=replays, steps=steps)
+    row.ms_per_step, row.min_ms, row.max_ms, row.timing = t.ms_per_step, t.min_ms, t.max_ms, \
+        t.method
+    row.gbps = row.bytes_per_step / (t.ms_per_step * 1e-3) / 1e9
+    if ceiling:
+        row.ceiling_pct = 100.0 * row.gbps / ceiling
+    for op in tower.ops():
+        if op.kind == "gemm":
+            row.chosen[op.backend] = row.chosen.get(op.backend, 0) + 1
+    return row
+
+
+def add_speedups(rows: list[BenchRow]) -> None:
+    """Each ok row's speedup over the unmerged cublaslt row of its scheme and M; where that
+    row was not run or was skipped, over the first ok row of that scheme and M (said so)."""
+    for key in dict.fromkeys((r.scheme, r.m) for r in rows):
+        same = [r for r in rows if (r.scheme, r.m) == key]
+        ok = [r for r in same if r.ok]
+        if not ok:
+            continue
+        base = next((r for r in ok if (r.arm, r.backend) == BASELINE), None)
+        if base is not None:
+            note = f"{base.arm}/{base.backend}"
+        else:
+            base = ok[0]
+            planned = next((r for r in same if (r.arm, r.backend) == BASELINE), None)
+            why = "not run" if planned is None else "cannot serve it"
+            note = (f"{base.arm}/{base.backend} (the first arm: {'/'.join(BASELINE)} {why})")
+        for r in ok:
+            r.speedup, r.baseline = base.ms_per_step / r.ms_per_step, note

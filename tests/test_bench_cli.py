@@ -1,0 +1,98 @@
+"""`fp8tower bench tower` on the CPU (tiny-hybrid): table, JSON record, skips, errors."""
+
+import datetime
+import json
+
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from fp8tower.bench_cli import app
+from fp8tower.cli import app as main_app
+
+runner = CliRunner()
+FAST = ("--model", "tiny-hybrid", "--replays", "2", "--steps", "1")
+
+
+def run(*args, main=False):
+    result = runner.invoke(main_app if main else app, [str(a) for a in args])
+    assert "Traceback" not in result.output, result.output
+    return result
+
+
+def test_table_and_json(tmp_path):
+    out = tmp_path / "t.json"
+    r = run("tower", *FAST, "--m", "1,3", "--backends", "reference", "--json", out)
+    assert r.exit_code == 0, r.output
+    for text in ("FP8 tower decode step", "tiny-hybrid", "unmerged", "merged", "n/a (CPU)",
+                 "ms/step", "GB/s", "speedup", "CPU wall clock", f"wrote {out}"):
+        assert text in r.output
+    rec = json.loads(out.read_text())
+    assert rec["schema"] == "fp8tower.bench.tower/1"
+    assert rec["model"] == "tiny-hybrid" and rec["device"] == "cpu" and rec["gpu"] is None
+    assert {"torch", "triton", "cuda", "fp8tower"} <= set(rec["versions"])
+    assert rec["versions"]["torch"] == torch.__version__
+    assert rec["date"].startswith(str(datetime.datetime.now(datetime.timezone.utc).year))
+    assert rec["command"].startswith("fp8tower bench tower --model tiny-hybrid --m 1,3")
+    assert rec["read_ceiling_gbps"] is None
+    rows = rec["rows"]
+    assert [(r["arm"], r["m"]) for r in rows] == [("unmerged", 1), ("unmerged", 3),
+                                                  ("merged", 1), ("merged", 3)]
+    for row in rows:
+        assert row["status"] == "ok" and row["ms_per_step"] > 0 and row["gbps"] > 0
+        assert row["bytes_per_step"] > row["fp8_bytes"] == 737280
+        assert row["ceiling_pct"] is None and row["timing"] == "cpu-eager"
+        assert row["baseline"].startswith("unmerged/reference (the first arm: unmerged/cublaslt")
+        assert row["gemms"] == (13 if row["arm"] == "unmerged" else 8)
+    assert rows[0]["speedup"] == 1.0
+
+
+def test_skips_say_why(tmp_path):
+    out = tmp_path / "t.json"
+    r = run("tower", *FAST, "--m", "1", "--scheme", "block128,weight_only",
+            "--backends", "reference,cublaslt", "--json", out)
+    assert r.exit_code == 0, r.output
+    assert "skipped" in r.output
+    rows = json.loads(out.read_text())["rows"]
+    by = {(r["scheme"], r["arm"], r["backend"]): r for r in rows}
+    assert "not a multiple of 128" in by[("block128", "merged", "reference")]["reason"]
+    assert "cublaslt cannot serve" in by[("weight_only", "unmerged", "cublaslt")]["reason"]
+    assert by[("weight_only", "merged", "reference")]["status"] == "ok"
+    assert "cannot serve it" in by[("weight_only", "merged", "reference")]["baseline"]
+
+
+def test_include_mlp_and_main_cli_mount(tmp_path):
+    out = tmp_path / "t.json"
+    r = run("bench", "tower", *FAST, "--m", "1", "--arms", "merged", "--backends", "reference",
+            "--include-mlp", "--json", out, main=True)
+    assert r.exit_code == 0, r.output
+    rec = json.loads(out.read_text())
+    assert rec["parts"] == ["gdn", "attention", "mlp"]
+    assert rec["rows"][0]["gemms"] == 8 + 4 * 2  # + merged gate_up and down in 4 layers
+    assert "--include-mlp" in rec["command"]
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="CPU defaults")
+def test_cpu_defaults_and_default_json_path(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    r = run("tower", "--m", "1", "--replays", "2", "--steps", "1")
+    assert r.exit_code == 0, r.output
+    assert "backend reference" in r.output
+    date = datetime.datetime.now(datetime.timezone.utc).date()
+    path = tmp_path / "benchmarks" / "results" / f"tower_tiny-hybrid_cpu_{date}.json"
+    rec = json.loads(path.read_text())
+    assert {r["backend"] for r in rec["rows"]} == {"reference"}
+
+
+@pytest.mark.parametrize("args,message", [
+    (("--arms", "unmerged,fused"), "unknown arm 'fused' in --arms: expected one of unmerged"),
+    (("--backends", "cublas"), "unknown backend 'cublas' in --backends: expected one of"),
+    (("--scheme", "fp4"), "unknown scheme 'fp4' in --scheme: expected one of per_tensor"),
+    (("--model", "nope"), "model: got 'nope'; expected a shipped name"),
+    (("--m", "0"), "--m '0': expected positive integers"),
+    (("--merge-mode", "max"), "unknown merge mode 'max': expected one of exact, requant_max"),
+])
+def test_bad_inputs(args, message):
+    r = run("tower", "--model", "tiny-hybrid", *args)
+    assert r.exit_code == 2
+    assert message in " ".join(r.output.split())
