@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 import importlib.util
 import platform
 
@@ -47,9 +48,8 @@ def _versions() -> dict:
         "triton": "not installed",
     }
     if importlib.util.find_spec("triton") is not None:
-        import triton
-
-        info["triton"] = triton.__version__
+        # metadata, not `import triton`: importing it here breaks a later TRITON_INTERPRET=1
+        info["triton"] = importlib.metadata.version("triton")
     if torch.cuda.is_available():
         p = torch.cuda.get_device_properties(0)
         info["gpu"] = f"{p.name} (sm_{p.major}{p.minor}, {p.multi_processor_count} SMs, "

@@ -101,7 +101,9 @@ class Fp8Linear(nn.Module):
         shape = weight_scale_shape if weight_scale_shape is not None else shapes[0]
         if tuple(shape) not in shapes:
             raise ValueError(f"weight_scale_shape {shape} not one of {shapes} for {self.scheme}")
-        self.register_buffer("weight", torch.zeros(out_features, in_features, device=device).to(FP8_DTYPE))
+        self.register_buffer(
+            "weight", torch.zeros(out_features, in_features, dtype=FP8_DTYPE, device=device)
+        )
         self.register_buffer("weight_scale", torch.ones(shape, device=device))
         self.register_buffer("input_scale", torch.ones((), device=device) if static_input_scale else None)
         self.register_buffer("bias", torch.zeros(out_features, device=device) if bias else None)
