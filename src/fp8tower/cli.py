@@ -81,17 +81,13 @@ def info() -> None:
 
 
 def _mount_subapps() -> None:
-    # TODO(session): mount explicitly once every sub-app exists.
-    for module, name in (("tune_cli", None), ("trace.cli", "trace"), ("bench_cli", "bench")):
-        try:
-            mod = importlib.import_module(f"fp8tower.{module}")
-        except ModuleNotFoundError:
-            continue
-        if name is None:
-            for cmd in mod.app.registered_commands:
-                app.registered_commands.append(cmd)
-        else:
-            app.add_typer(mod.app, name=name)
+    from . import bench_cli, tune_cli
+    from .trace import cli as trace_cli
+
+    for cmd in tune_cli.app.registered_commands:  # `tune` and `dispatch` at the top level
+        app.registered_commands.append(cmd)
+    app.add_typer(trace_cli.app, name="trace")
+    app.add_typer(bench_cli.app, name="bench")
 
 
 _mount_subapps()

@@ -25,6 +25,7 @@ backend handles the partial blocks or refuses the problem with a reason.
 from __future__ import annotations
 
 import enum
+import re
 from dataclasses import dataclass, field
 
 import torch
@@ -37,7 +38,26 @@ MIN_SCALE = 1e-12
 ACT_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
 
 
-class Scheme(str, enum.Enum):
+class ChoiceEnum(str, enum.Enum):
+    """A str Enum parsed from user input ("Per-Tensor" -> per_tensor); a bad value gets an
+    error naming it ("scheme", "merge mode": from the class name) and the choices."""
+
+    @classmethod
+    def parse(cls, value):
+        if isinstance(value, cls):
+            return value
+        try:
+            return cls(str(value).strip().lower().replace("-", "_"))
+        except ValueError:
+            choices = ", ".join(s.value for s in cls)
+            what = re.sub(r"(?<!^)(?=[A-Z])", " ", cls.__name__).lower()
+            raise ValueError(f"unknown {what} {value!r}: expected one of {choices}") from None
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class Scheme(ChoiceEnum):
     """How an FP8 linear layer is scaled."""
 
     PER_TENSOR = "per_tensor"
@@ -45,22 +65,9 @@ class Scheme(str, enum.Enum):
     BLOCK128 = "block128"
     WEIGHT_ONLY = "weight_only"
 
-    @classmethod
-    def parse(cls, value: str | Scheme) -> Scheme:
-        if isinstance(value, Scheme):
-            return value
-        try:
-            return cls(str(value).strip().lower().replace("-", "_"))
-        except ValueError:
-            choices = ", ".join(s.value for s in cls)
-            raise ValueError(f"unknown scheme {value!r}: expected one of {choices}") from None
-
     @property
     def quantizes_activations(self) -> bool:
         return self is not Scheme.WEIGHT_ONLY
-
-    def __str__(self) -> str:
-        return self.value
 
 
 def _check_finite(t: torch.Tensor, what: str) -> None:

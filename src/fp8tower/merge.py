@@ -40,33 +40,19 @@ and the values pushed into the subnormals. ``exact`` loses nothing.
 
 from __future__ import annotations
 
-import enum
 import warnings
 from collections.abc import Sequence
 
 import torch
 from torch import nn
 
-from .formats import BLOCK, FP8_DTYPE, FP8_MAX, Fp8Weight, Scheme
+from .formats import BLOCK, FP8_DTYPE, FP8_MAX, ChoiceEnum, Fp8Weight, Scheme
 from .linear import Fp8Linear
 
 
-class MergeMode(str, enum.Enum):
+class MergeMode(ChoiceEnum):
     EXACT = "exact"
     REQUANT_MAX = "requant_max"
-
-    @classmethod
-    def parse(cls, value: str | MergeMode) -> MergeMode:
-        if isinstance(value, MergeMode):
-            return value
-        try:
-            return cls(str(value).strip().lower().replace("-", "_"))
-        except ValueError:
-            choices = ", ".join(m.value for m in cls)
-            raise ValueError(f"unknown merge mode {value!r}: expected one of {choices}") from None
-
-    def __str__(self) -> str:
-        return self.value
 
 
 class MergeError(ValueError):

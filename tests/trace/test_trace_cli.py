@@ -187,10 +187,10 @@ def test_report_to_unwritable_path(tmp_path):
     assert r.exit_code == 2 and "No such file or directory" in r.output
 
 
-def test_capture_not_available_yet(monkeypatch):
-    monkeypatch.setitem(sys.modules, "fp8tower.tower", types.ModuleType("fp8tower.tower"))
-    r = run("capture", "--model", "qwen3.5-27b", "--arm", "merged", "--out", "o")
-    assert r.exit_code == 2 and "not available yet" in r.output
+def test_capture_bad_scheme_is_a_clear_error():
+    r = run("capture", "--model", "tiny-hybrid", "--arm", "merged", "--out", "o",
+            "--scheme", "int4")
+    assert r.exit_code == 2 and "unknown scheme 'int4'" in r.output
 
 
 def test_capture_calls_the_tower(monkeypatch, tmp_path):
@@ -214,6 +214,8 @@ def test_capture_calls_the_tower(monkeypatch, tmp_path):
         "8,136",
         "--out",
         tmp_path,
+        "--scheme",
+        "block128",
     )
     assert r.exit_code == 0, r.output
     assert calls == [
@@ -224,6 +226,7 @@ def test_capture_calls_the_tower(monkeypatch, tmp_path):
             "m": 4,
             "steps": (8, 136),
             "out_dir": tmp_path,
+            "scheme": "block128",
         }
     ]
 

@@ -10,6 +10,7 @@ layer is recorded as full_attention.
 from __future__ import annotations
 
 from ._fields import Fields
+from .blocks import attention_linears, mlp_linears
 from .spec import LinearSpec
 
 MODEL_TYPES = ("llama", "qwen2", "qwen3", "mistral")
@@ -30,22 +31,10 @@ def build(f: Fields, model_type: str) -> dict:
 
     linears: list[LinearSpec] = []
 
-    def add(i, kind, module, proj, n, k, group, inp):
-        linears.append(LinearSpec(f"layers.{i}.{module}.{proj}", n, k, i, kind, proj,
-                                  f"layers.{i}.{group}" if group else None, f"layers.{i}.{inp}",
-                                  True))
-
     for i in range(num_layers):
-        add(i, "attention", "self_attn", "q_proj", heads * head_dim, hidden, "qkv", "hidden_norm")
-        add(i, "attention", "self_attn", "k_proj", kv_heads * head_dim, hidden, "qkv",
-            "hidden_norm")
-        add(i, "attention", "self_attn", "v_proj", kv_heads * head_dim, hidden, "qkv",
-            "hidden_norm")
-        add(i, "attention", "self_attn", "o_proj", hidden, heads * head_dim, None,
-            "attn_core_out")
-        add(i, "mlp", "mlp", "gate_proj", inter, hidden, "gate_up", "post_attn_norm")
-        add(i, "mlp", "mlp", "up_proj", inter, hidden, "gate_up", "post_attn_norm")
-        add(i, "mlp", "mlp", "down_proj", hidden, inter, None, "mlp_act")
+        linears += attention_linears(i, heads * head_dim, kv_heads * head_dim, hidden,
+                                     heads * head_dim)
+        linears += mlp_linears(i, inter, hidden)
 
     return {"hidden_size": hidden, "num_layers": num_layers,
             "layer_types": ("full_attention",) * num_layers, "linears": linears,

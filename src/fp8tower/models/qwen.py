@@ -22,6 +22,7 @@ BF16 beside FP8 qkv / z / out_proj). A quantization config, when given, decides 
 from __future__ import annotations
 
 from ._fields import Fields
+from .blocks import attention_linears, linear, mlp_linears
 from .spec import LinearSpec
 
 LINEAR, FULL = "linear_attention", "full_attention"
@@ -83,10 +84,8 @@ def build(f: Fields, model_type: str) -> dict:
 
     linears: list[LinearSpec] = []
 
-    def add(i, kind, module, proj, n, k, group, inp, fp8=True):
-        linears.append(LinearSpec(f"layers.{i}.{module}.{proj}", n, k, i, kind, proj,
-                                  f"layers.{i}.{group}" if group else None, f"layers.{i}.{inp}",
-                                  fp8))
+    def add(*args, **kw):
+        linears.append(linear(*args, **kw))
 
     for i, t in enumerate(types):
         if t == LINEAR and next_style:
@@ -105,18 +104,10 @@ def build(f: Fields, model_type: str) -> dict:
                 fp8=False)
             add(i, "gdn", "linear_attn", "out_proj", hidden, value_dim, None, "gdn_core_out")
         else:
-            q_n = heads * head_dim * (2 if gate else 1)
-            add(i, "attention", "self_attn", "q_proj", q_n, hidden, "qkv", "hidden_norm")
-            add(i, "attention", "self_attn", "k_proj", kv_heads * head_dim, hidden, "qkv",
-                "hidden_norm")
-            add(i, "attention", "self_attn", "v_proj", kv_heads * head_dim, hidden, "qkv",
-                "hidden_norm")
-            add(i, "attention", "self_attn", "o_proj", hidden, heads * head_dim, None,
-                "attn_core_out")
+            q_n = heads * head_dim * (2 if gate else 1)  # query (+ output gate)
+            linears += attention_linears(i, q_n, kv_heads * head_dim, hidden, heads * head_dim)
         if dense_mlp:
-            add(i, "mlp", "mlp", "gate_proj", inter, hidden, "gate_up", "post_attn_norm")
-            add(i, "mlp", "mlp", "up_proj", inter, hidden, "gate_up", "post_attn_norm")
-            add(i, "mlp", "mlp", "down_proj", hidden, inter, None, "mlp_act")
+            linears += mlp_linears(i, inter, hidden)
 
     notes = []
     if LINEAR in types:

@@ -336,16 +336,21 @@ def capture(
     steps: Annotated[
         str, typer.Option("--steps", help="Short and long step counts, SHORT,LONG.")
     ] = "8,136",
+    scheme: Annotated[
+        str, typer.Option("--scheme", help="per_tensor, channel_token, block128, weight_only.")
+    ] = "per_tensor",
 ) -> None:
-    """Capture a two-length trace pair of the FP8 tower on the GPU (needs fp8tower.tower)."""
+    """Capture a two-length trace pair of a model's FP8 tower (the GPU, or the CPU's ops)."""
+    from fp8tower.formats import Scheme
+    from fp8tower.tower import capture_arm
+
     short_long = _parse_steps(steps)
     try:
-        from fp8tower.tower import capture_arm
-    except ImportError as e:
-        raise _fail(
-            f"capture is not available yet: fp8tower.tower.capture_arm cannot be imported ({e})"
-        ) from None
+        scheme_v = Scheme.parse(scheme)
+    except ValueError as e:
+        raise _fail(f"--scheme: {e}") from None
     result = capture_arm(
-        model=model, arm=arm.value, backend=backend, m=m, steps=short_long, out_dir=out
+        model=model, arm=arm.value, backend=backend, m=m, steps=short_long, out_dir=out,
+        scheme=scheme_v,
     )
     _console().print(f"wrote {escape(str(getattr(result, 'directory', out)))}")
