@@ -87,6 +87,14 @@ def _check_integral(ok: bool, message: str, allow: bool) -> None:
     Console(stderr=True).print(f"[bold yellow]warning:[/] {escape(message)}", highlight=False)
 
 
+# Options shared by the analysis commands.
+StepRangeOpt = Annotated[str | None, typer.Option("--step-range", help=STEP_RANGE_HELP)]
+CeilingOpt = Annotated[float | None, typer.Option("--ceiling-gbps", help=CEILING_HELP)]
+GibOpt = Annotated[bool, typer.Option("--gib", help=GIB_HELP)]
+FractionalOpt = Annotated[bool, typer.Option("--allow-fractional", help=FRACTIONAL_HELP)]
+DeviceOpt = Annotated[Device, typer.Option(help="Kind of events to analyse (see diff).")]
+
+
 @app.command()
 @_handles_errors
 def diff(
@@ -101,9 +109,7 @@ def diff(
     csv_out: Annotated[
         Path | None, typer.Option("--csv", help="Write the diff as CSV here.")
     ] = None,
-    allow_fractional: Annotated[
-        bool, typer.Option("--allow-fractional", help=FRACTIONAL_HELP)
-    ] = False,
+    allow_fractional: FractionalOpt = False,
     device: Annotated[
         Device,
         typer.Option(
@@ -160,21 +166,17 @@ def attribute(
         tuple[int, int] | None,
         typer.Option("--steps", help=STEPS_HELP + " Required for SHORT,LONG arms."),
     ] = None,
-    step_range: Annotated[str | None, typer.Option("--step-range", help=STEP_RANGE_HELP)] = None,
-    ceiling_gbps: Annotated[float | None, typer.Option("--ceiling-gbps", help=CEILING_HELP)] = None,
-    gib: Annotated[bool, typer.Option("--gib", help=GIB_HELP)] = False,
+    step_range: StepRangeOpt = None,
+    ceiling_gbps: CeilingOpt = None,
+    gib: GibOpt = False,
     json_out: Annotated[
         Path | None, typer.Option("--json", help="Write the attribution as JSON.")
     ] = None,
     csv_out: Annotated[
         Path | None, typer.Option("--csv", help="Write the per-op table as CSV.")
     ] = None,
-    allow_fractional: Annotated[
-        bool, typer.Option("--allow-fractional", help=FRACTIONAL_HELP)
-    ] = False,
-    device: Annotated[
-        Device, typer.Option(help="Kind of events to analyse (see diff).")
-    ] = Device.auto,
+    allow_fractional: FractionalOpt = False,
+    device: DeviceOpt = Device.auto,
 ) -> None:
     """Per op: launches, ms/step, share of step, bytes/step, GB/s, % of the read ceiling.
 
@@ -204,9 +206,9 @@ def compare(
         Path | None, typer.Option("--map-b", help="Map file for the second arm.")
     ] = None,
     steps: Annotated[tuple[int, int] | None, typer.Option("--steps", help=STEPS_HELP)] = None,
-    step_range: Annotated[str | None, typer.Option("--step-range", help=STEP_RANGE_HELP)] = None,
-    ceiling_gbps: Annotated[float | None, typer.Option("--ceiling-gbps", help=CEILING_HELP)] = None,
-    gib: Annotated[bool, typer.Option("--gib", help=GIB_HELP)] = False,
+    step_range: StepRangeOpt = None,
+    ceiling_gbps: CeilingOpt = None,
+    gib: GibOpt = False,
     json_out: Annotated[
         Path | None, typer.Option("--json", help="Write the comparison as JSON.")
     ] = None,
@@ -216,12 +218,8 @@ def compare(
     html_out: Annotated[
         Path | None, typer.Option("--html", help="Also write the HTML report.")
     ] = None,
-    allow_fractional: Annotated[
-        bool, typer.Option("--allow-fractional", help=FRACTIONAL_HELP)
-    ] = False,
-    device: Annotated[
-        Device, typer.Option(help="Kind of events to analyse (see diff).")
-    ] = Device.auto,
+    allow_fractional: FractionalOpt = False,
+    device: DeviceOpt = Device.auto,
 ) -> None:
     """Both arms op group by op group, ranked by the delta (first - second): the levers."""
     from . import report
@@ -257,20 +255,16 @@ def report(
         Path | None, typer.Option("--map-b", help="Map file for the second arm.")
     ] = None,
     steps: Annotated[tuple[int, int] | None, typer.Option("--steps", help=STEPS_HELP)] = None,
-    step_range: Annotated[str | None, typer.Option("--step-range", help=STEP_RANGE_HELP)] = None,
-    ceiling_gbps: Annotated[float | None, typer.Option("--ceiling-gbps", help=CEILING_HELP)] = None,
-    gib: Annotated[bool, typer.Option("--gib", help=GIB_HELP)] = False,
+    step_range: StepRangeOpt = None,
+    ceiling_gbps: CeilingOpt = None,
+    gib: GibOpt = False,
     html_out: Annotated[
         Path, typer.Option("--html", help="Self-contained HTML page to write.")
     ] = Path("trace_report.html"),
     json_out: Annotated[Path | None, typer.Option("--json", help="Also write JSON.")] = None,
     csv_out: Annotated[Path | None, typer.Option("--csv", help="Also write CSV.")] = None,
-    allow_fractional: Annotated[
-        bool, typer.Option("--allow-fractional", help=FRACTIONAL_HELP)
-    ] = False,
-    device: Annotated[
-        Device, typer.Option(help="Kind of events to analyse (see diff).")
-    ] = Device.auto,
+    allow_fractional: FractionalOpt = False,
+    device: DeviceOpt = Device.auto,
 ) -> None:
     """Full report of one arm, or two arms compared: terminal tables and one HTML page.
 
