@@ -40,7 +40,7 @@ def _console() -> Console:
 
 
 def _fail(message: str, code: int = 2) -> typer.Exit:
-    Console(stderr=True).print(f"[bold red]error:[/] {escape(message)}", highlight=False)
+    Console(stderr=True, soft_wrap=True).print(f"[bold red]error:[/] {escape(message)}", highlight=False)
     return typer.Exit(code)
 
 

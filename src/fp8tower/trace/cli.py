@@ -60,7 +60,7 @@ def _console() -> Console:
 
 
 def _fail(message: str, code: int = 2) -> typer.Exit:
-    Console(stderr=True).print(f"[bold red]error:[/] {escape(message)}", highlight=False)
+    Console(stderr=True, soft_wrap=True).print(f"[bold red]error:[/] {escape(message)}", highlight=False)
     return typer.Exit(code)
 
 
@@ -84,7 +84,7 @@ def _check_integral(ok: bool, message: str, allow: bool) -> None:
         return
     if not allow:
         raise _fail(message + " (use --allow-fractional to print them anyway)")
-    Console(stderr=True).print(f"[bold yellow]warning:[/] {escape(message)}", highlight=False)
+    Console(stderr=True, soft_wrap=True).print(f"[bold yellow]warning:[/] {escape(message)}", highlight=False)
 
 
 # Options shared by the analysis commands.
@@ -129,7 +129,7 @@ def diff(
     traces = [load_trace(short, device.value), load_trace(long, device.value)]
     for trace in traces:
         for problem in graph_replay_problems(trace):
-            Console(stderr=True).print(f"[bold yellow]warning:[/] {escape(trace.path)}: {problem}")
+            Console(stderr=True, soft_wrap=True).print(f"[bold yellow]warning:[/] {escape(trace.path)}: {problem}")
     result = diff_traces(*traces, steps)
     _check_integral(result.integral, result.fractional_message(), allow_fractional)
     report.print_diff(result, _console(), top)
