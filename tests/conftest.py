@@ -24,4 +24,6 @@ def interpret(monkeypatch):
     yield
 
 
+# CLI output must not depend on the terminal that runs the tests (rich wraps at COLUMNS).
+os.environ["COLUMNS"] = "200"
 os.environ.setdefault("FP8TOWER_CACHE_DIR", os.path.join(os.path.dirname(__file__), ".cache"))
