@@ -1,3 +1,4 @@
+import importlib.util
 import os
 
 import pytest
@@ -5,6 +6,24 @@ import torch
 
 
 HAS_CUDA = torch.cuda.is_available()
+
+# Triton decides at decoration time whether a @jit function is interpreted, for its own
+# helpers too (tl.zeros is one): if anything imports triton before TRITON_INTERPRET=1 is set
+# (torch.compile does), later interpreted kernels fail with "Cannot call @triton.jit'd outside
+# of the scope of a kernel". On a CPU-only machine import it under the interpreter first.
+if not HAS_CUDA and importlib.util.find_spec("triton") is not None:
+    _saved = os.environ.get("TRITON_INTERPRET")
+    os.environ["TRITON_INTERPRET"] = "1"
+    import triton.language  # noqa: F401
+
+    import fp8tower.kernels.act_quant  # noqa: F401
+    import fp8tower.kernels.fp8_gemm  # noqa: F401
+    import fp8tower.kernels.read_ceiling  # noqa: F401
+
+    if _saved is None:
+        del os.environ["TRITON_INTERPRET"]
+    else:
+        os.environ["TRITON_INTERPRET"] = _saved
 
 
 def pytest_collection_modifyitems(config, items):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from . import dispatch
+from . import dispatch, ops
 from .backends import Backend
 from .formats import (
     ACT_DTYPES,
@@ -64,13 +64,34 @@ def fp8_linear(
     if x2.shape[0] == 0:
         return torch.empty(*lead, weight.n, dtype=out_dtype, device=x.device)
     x2 = x2.contiguous()
-    problem = GemmProblem.for_call(x2, weight, out_dtype, act_scale)
+    if torch.compiler.is_compiling():  # one opaque op in the graph (see ops.py)
+        y = ops.fp8_linear_op(
+            x2, weight.data, weight.scale, weight.act_scale, act_scale, bias,
+            weight.scheme.value, backend.name if isinstance(backend, Backend) else backend,
+            out_dtype,
+        )
+    else:
+        y = run_2d(x2, weight, bias=bias, act_scale=act_scale, backend=backend,
+                   out_dtype=out_dtype)
+    return y.reshape(*lead, weight.n)
+
+
+def run_2d(
+    x: torch.Tensor,
+    weight: Fp8Weight,
+    *,
+    bias: torch.Tensor | None,
+    act_scale: torch.Tensor | None,
+    backend: str | Backend,
+    out_dtype: torch.dtype,
+) -> torch.Tensor:
+    """Resolve the backend for a validated, contiguous 2-D x and run it."""
+    problem = GemmProblem.for_call(x, weight, out_dtype, act_scale)
     be, config = dispatch.resolve(problem, backend)
-    y = be.run(
-        x2, weight, be.packed_for(weight),
+    return be.run(
+        x, weight, be.packed_for(weight),
         act_scale=act_scale, bias=bias, out_dtype=out_dtype, config=config,
     )
-    return y.reshape(*lead, weight.n)
 
 
 class Fp8Linear(nn.Module):
@@ -151,18 +172,25 @@ class Fp8Linear(nn.Module):
         """The buffers as an Fp8Weight; rebuilt (and backends re-prepared) when they move."""
         key = (self.weight.data_ptr(), self.weight_scale.data_ptr(), self.weight.device)
         if self._cached is None or self._cached_key != key:
-            self._cached = Fp8Weight(self.weight, self.weight_scale, self.scheme, self.input_scale)
+            w = Fp8Weight(self.weight, self.weight_scale, self.scheme, self.input_scale)
+            self._cached = ops.attach(w)  # compiled calls find (and reuse) it on the buffer
             self._cached_key = key
         return self._cached
 
     def _load_from_state_dict(self, *args, **kwargs):
         self._cached = None  # loaded values may differ: re-prepare
-        return super()._load_from_state_dict(*args, **kwargs)
+        out = super()._load_from_state_dict(*args, **kwargs)
+        ops.forget(self.weight)  # the compiled path too
+        return out
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return fp8_linear(
-            x, self.fp8_weight(), bias=self.bias, backend=self.backend, out_dtype=self.out_dtype
-        )
+        if torch.compiler.is_compiling():
+            # No fp8_weight() here: data_ptr() cannot be traced. The op finds the
+            # Fp8Weight on the buffer (ops.weight_for).
+            weight = Fp8Weight(self.weight, self.weight_scale, self.scheme, self.input_scale)
+        else:
+            weight = self.fp8_weight()
+        return fp8_linear(x, weight, bias=self.bias, backend=self.backend, out_dtype=self.out_dtype)
 
     def extra_repr(self) -> str:
         return (

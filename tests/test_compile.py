@@ -1,0 +1,120 @@
+"""torch.compile: fp8_linear is one opaque custom op (ops.py), no graph breaks, same result."""
+
+import pytest
+import torch
+from fp8helpers import exact_activations, random_weight
+
+from fp8tower import ops
+from fp8tower.formats import Scheme, quantize_weight
+from fp8tower.linear import Fp8Linear, fp8_linear
+from fp8tower.merge import merge_linears
+
+K, N = 256, 192
+OP = torch.ops.fp8tower.fp8_linear.default
+
+
+def _linear(scheme, backend="reference", bias=True, seed=1):
+    lin = torch.nn.Linear(K, N, bias=bias)
+    with torch.no_grad():
+        lin.weight.copy_(random_weight(N, K, seed))
+    act = 0.05 if scheme == "per_tensor" else None
+    return Fp8Linear.from_linear(lin, scheme, act_scale=act, backend=backend)
+
+
+def _graphs(fn):
+    """Compile ``fn`` with fullgraph (a graph break raises) and keep the FX graphs."""
+    graphs = []
+
+    def backend(gm, example_inputs):
+        graphs.append(gm)
+        return gm.forward
+
+    return torch.compile(fn, backend=backend, fullgraph=True), graphs
+
+
+def _op_nodes(graphs):
+    return [n for g in graphs for n in g.graph.nodes if n.target is OP]
+
+
+@pytest.mark.parametrize("scheme", [s.value for s in Scheme])
+def test_compiled_module_matches_eager(scheme):
+    torch._dynamo.reset()
+    mod = _linear(scheme)
+    x = torch.randn(3, 5, K)
+    compiled, graphs = _graphs(mod)
+    y = compiled(x)
+    assert torch.equal(y, mod(x))
+    assert y.shape == (3, 5, N) and y.dtype == x.dtype
+    assert len(_op_nodes(graphs)) == 1
+
+
+def test_compiled_functional_and_dynamic_m():
+    torch._dynamo.reset()
+    w = quantize_weight(random_weight(N, K), Scheme.CHANNEL_TOKEN)
+    compiled, graphs = _graphs(lambda x: fp8_linear(x, w, backend="reference") * 2)
+    for m in (1, 3, 16, 33):
+        x = torch.randn(m, K, dtype=torch.bfloat16)
+        y = compiled(x)
+        assert torch.equal(y, fp8_linear(x, w, backend="reference") * 2), m
+    assert len(_op_nodes(graphs)) >= 1
+
+
+def test_compiled_triton_interpreter_is_bitwise_eager(interpret):
+    torch._dynamo.reset()
+    mod = _linear("per_tensor", backend="triton")
+    x = exact_activations(16, K, Scheme.PER_TENSOR).to(torch.bfloat16)
+    compiled, graphs = _graphs(mod)
+    y = compiled(x)
+    assert torch.equal(y, mod(x))
+    assert len(_op_nodes(graphs)) == 1
+
+
+def test_compiled_reuses_the_eager_prepared_weight():
+    torch._dynamo.reset()
+    mod = _linear("per_tensor", backend="reference")
+    x = torch.randn(4, K)
+    mod(x)
+    eager_weight = mod.fp8_weight()
+    compiled, _ = _graphs(mod)
+    compiled(x)
+    compiled(x)
+    assert getattr(mod.weight, ops._ATTR) is eager_weight
+
+
+def test_load_state_dict_reprepares_the_compiled_path():
+    torch._dynamo.reset()
+    a, b = _linear("channel_token", seed=1), _linear("channel_token", seed=2)
+    x = torch.randn(2, K)
+    compiled, _ = _graphs(a)
+    compiled(x)
+    a.load_state_dict(b.state_dict())
+    assert torch.equal(compiled(x), b(x))
+
+
+def test_compiled_merged_views():
+    torch._dynamo.reset()
+    lins = [_linear("per_tensor", bias=False, seed=s) for s in (1, 2, 3)]
+    merged = merge_linears(lins)
+    x = torch.randn(2, K)
+    compiled, graphs = _graphs(merged)
+    for got, want in zip(compiled(x), merged(x)):
+        assert torch.equal(got, want)
+    assert len(_op_nodes(graphs)) == 1
+
+
+def test_opcheck():
+    """torch's own checks of the registration. Its test_schema compares inputs before and
+    after with ops that float8 lacks ("mul_cpu_reduced_float" not implemented), so the
+    no-mutation half of it is checked here by hand, on the bytes."""
+    w = quantize_weight(random_weight(N, K), Scheme.PER_TENSOR, act_scale=0.05)
+    bias = torch.randn(N)
+    for m in (1, 5):
+        args = (torch.randn(m, K), w.data, w.scale, w.act_scale, None, bias, "per_tensor",
+                "reference", torch.float32)
+        torch.library.opcheck(OP, args, test_utils=("test_faketensor", "test_aot_dispatch_dynamic"))
+        before = [a.view(torch.uint8).clone() if a.dtype == w.data.dtype else a.clone()
+                  for a in args if isinstance(a, torch.Tensor)]
+        OP(*args)
+        after = [a.view(torch.uint8) if a.dtype == w.data.dtype else a
+                 for a in args if isinstance(a, torch.Tensor)]
+        assert all(torch.equal(b, a) for b, a in zip(before, after))
