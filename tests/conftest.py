@@ -4,7 +4,6 @@ import os
 import pytest
 import torch
 
-
 HAS_CUDA = torch.cuda.is_available()
 
 # Triton decides at decoration time whether a @jit function is interpreted, for its own
@@ -16,8 +15,8 @@ if not HAS_CUDA and importlib.util.find_spec("triton") is not None:
     os.environ["TRITON_INTERPRET"] = "1"
     import triton.language  # noqa: F401
 
-    import fp8tower.kernels.act_quant  # noqa: F401
-    import fp8tower.kernels.fp8_gemm  # noqa: F401
+    import fp8tower.kernels.act_quant
+    import fp8tower.kernels.fp8_gemm
     import fp8tower.kernels.read_ceiling  # noqa: F401
 
     if _saved is None:

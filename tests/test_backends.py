@@ -7,8 +7,8 @@ checked through the CPU build of torch._scaled_mm, which takes the same argument
 
 import pytest
 import torch
-
 from fp8helpers import exact_activations, random_weight
+
 from fp8tower import backends
 from fp8tower.backends import BackendError
 from fp8tower.backends.reference import fp8_linear_ref

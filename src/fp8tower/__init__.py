@@ -14,7 +14,15 @@ _EXPORTS = {
     "quantize_weight": "formats",
     "GemmProblem": "problem",
 }
-__all__ = ["__version__", *_EXPORTS]
+__all__ = [
+    "Fp8Linear",
+    "Fp8Weight",
+    "GemmProblem",
+    "Scheme",
+    "__version__",
+    "fp8_linear",
+    "quantize_weight",
+]
 
 
 def __getattr__(name):
