@@ -135,3 +135,15 @@ def test_registry_refusals():
     assert backends.first_able(p_cpu).name == "reference"
     for b in backends.all_backends():
         b.kernel_regex()  # every kernel_family compiles
+
+
+@pytest.mark.parametrize(
+    ("scheme", "m", "prequant"),
+    [(Scheme.PER_TENSOR, 16, False), (Scheme.PER_TENSOR, 32, True), (Scheme.PER_TENSOR, 64, True),
+     (Scheme.BLOCK128, 1, True), (Scheme.CHANNEL_TOKEN, 64, False)],
+)
+def test_triton_default_prequant(scheme, m, prequant):
+    """The untuned default follows the H200 evidence (see triton_gemm._prequant_default)."""
+    from fp8tower.backends.triton_gemm import default_config
+
+    assert default_config(GemmProblem(m, 12288, 5120, scheme))["prequant"] is prequant

@@ -70,12 +70,23 @@ def _split_for(p: GemmProblem, block_n: int, block_k: int) -> int:
     return int(max(1, min(round(_TARGET_PROGRAMS / tiles), k_iters // 2, 16)))
 
 
+def _prequant_default(p: GemmProblem) -> bool:
+    """Quantize x in a pre-pass launch rather than in the GEMM. block128: always (see the
+    module doc). per_tensor at M >= 32: in the H200 tuning evidence (2026-11-29,
+    benchmarks/results/tuning_cache_all_H200_2026-11-29.json, same tile both ways) the
+    pre-pass was 1.14-1.33x faster at M = 32 on the four >= 25 MB shapes where both were
+    timed (12288x5120: 22.2 vs 29.5 us; 1024x5120 lost, 11.8 vs 10.5 us), while at M <= 16
+    fused was as fast or faster on 7-8 of 10 shapes. M = 64 follows M = 32 untimed: the
+    fused default lost to cuBLASLt by > 2x there, so the tuner pruned Triton."""
+    return p.scheme is Scheme.BLOCK128 or (p.scheme is Scheme.PER_TENSOR and p.m >= 32)
+
+
 def default_config(p: GemmProblem) -> dict:
     """A sensible config without tuning. From the H200 sweep (2026-11-29,
     benchmarks/sweep_triton.py): BLOCK_N 64 x BLOCK_K 256 with split-K sized to ~2 programs
     per SM won at M = 1..32 on every tower shape; 3 stages where 4 would not fit."""
     cfg = {"block_n": 64, "block_k": 256, "split_k": _split_for(p, 64, 256),
-           "num_warps": 4, "num_stages": 4, "prequant": p.scheme is Scheme.BLOCK128}
+           "num_warps": 4, "num_stages": 4, "prequant": _prequant_default(p)}
     while cfg["num_stages"] > 2 and smem_bytes(cfg, block_m_for(p.m)) > _SMEM_BUDGET:
         cfg["num_stages"] -= 1
     return cfg
