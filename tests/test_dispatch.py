@@ -282,3 +282,60 @@ def test_real_tuning_on_gpu(tmp_path):
     assert b.name == entry.backend and entry.ranked()
     assert all(c.gbps > 0 for c in entry.ranked())
     assert (tmp_path / tuning.cache_file_name(torch.cuda.get_device_name())).exists()
+
+
+# ----------------------------------------------------------------------------- seeded tuning
+
+
+def many(clock):
+    """'fast' has 6 configs: f1 best, then f2, f3 ... (f3 slower than slow's default)."""
+    times = {"default": 10.0, "f1": 5.0, "f2": 6.0, "f3": 25.0, "f4": 7.0, "f5": 8.0}
+    return [fake_backend("slow", clock, {"default": 20.0}), fake_backend("fast", clock, times)]
+
+
+def test_sibling_buckets_are_seeded_from_the_explored_one():
+    clock = FakeClock()
+    timer = FakeTimer(clock)
+    d = Dispatcher(candidates=many(clock), timer=timer, tune=True, persist=False)
+    m1 = d.tune(cpu_problem(m=1))
+    assert m1.seeded_from is None and timer.calls == 7  # 2 defaults + 5 configs
+    clock.ran.clear()
+    m8 = d.tune(cpu_problem(m=8))
+    assert m8.seeded_from == m1.key
+    # The defaults, then m1's 3 best (f1 5 us, f2 6 us, f4 7 us); f3 and f5 are not timed.
+    assert clock.ran == [("slow", "default"), ("fast", "default"), ("fast", "f1"),
+                         ("fast", "f2"), ("fast", "f4")]
+    assert (m8.backend, m8.config["id"]) == ("fast", "f1")
+    assert m8.pruned == {"fast": 2}
+    # A seeded entry does not seed (M=16 is seeded from M=1, not M=8); M=32 is explored.
+    assert d.tune(cpu_problem(m=16)).seeded_from == m1.key
+    assert d.tune(cpu_problem(m=32)).seeded_from is None
+
+
+def test_full_and_retune_explore_every_bucket():
+    clock = FakeClock()
+    d = Dispatcher(candidates=many(clock), timer=FakeTimer(clock), tune=True)
+    d.tune(cpu_problem(m=1))
+    assert d.tune(cpu_problem(m=2), full=True).seeded_from is None
+    # A new dispatcher retuning does not trust the cached M=1 entry as a seed...
+    d2 = Dispatcher(candidates=many(clock), timer=FakeTimer(clock), tune=True, retune=True)
+    assert d2.tune(cpu_problem(m=4)).seeded_from is None
+    # ... but without retuning, a cached explored sibling seeds.
+    d3 = Dispatcher(candidates=many(clock), timer=FakeTimer(clock), tune=True)
+    assert d3.tune(cpu_problem(m=4)).seeded_from == cpu_problem(m=1).key()
+
+
+def test_seeded_from_round_trips_and_old_entries_load():
+    clock = FakeClock()
+    d = Dispatcher(candidates=many(clock), timer=FakeTimer(clock), tune=True, persist=False)
+    d.tune(cpu_problem(m=1))
+    e = d.tune(cpu_problem(m=2))
+    raw = e.to_json()
+    back = tuning.Entry.from_json(e.key, json.loads(json.dumps(raw)))
+    assert back.seeded_from == cpu_problem(m=1).key()
+    del raw["seeded_from"]  # a file written before the field existed
+    assert tuning.Entry.from_json(e.key, raw).seeded_from is None
+    raw["seeded_from"] = 3
+    with pytest.raises(tuning.EntryError, match="seeded_from"):
+        tuning.Entry.from_json(e.key, raw)
+    assert tuning.explain_row(e)["seeded_from"] == cpu_problem(m=1).key()

@@ -22,6 +22,7 @@ does not tell an H100 from an H200).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import threading
@@ -245,18 +246,41 @@ class Dispatcher:
         """The valid cached entries of the file that serves ``problem`` (loaded once)."""
         return self._cache(problem)[1]
 
+    def seed_for(self, problem: GemmProblem, *, cached: bool = True) -> Entry | None:
+        """A fully explored entry of a sibling bucket (same seed group, tuning.SEED_TOP):
+        one tuned by this dispatcher, or (``cached``) one from the cache file."""
+        entries = self.entries_for(problem)
+        group = tuning.seed_group(problem.bucket)
+        for b in (1, 2, 4, 8, 16, 32, 64):
+            if b == problem.bucket or tuning.seed_group(b) != group:
+                continue
+            key = dataclasses.replace(problem, m=b).key()
+            e = entries.get(key)
+            if e is not None and e.seeded_from is None and e.ranked() and \
+                    (cached or key in self._fresh):
+                return e
+        return None
+
     def tune(
         self,
         problem: GemmProblem,
         *,
         read_ceiling_gbps: float | None = None,
         max_configs: int = tuning.MAX_CONFIGS,
+        full: bool = False,
+        retune: bool | None = None,
     ) -> Entry:
-        """Tune ``problem``'s key now (whatever the policy), record and save the entry."""
+        """Tune ``problem``'s key now (whatever the policy), record and save the entry.
+
+        Unless ``full``, a bucket whose sibling is already explored is seeded from it
+        (see tuning.SEED_TOP); cached siblings count unless retuning."""
         if problem.on_cuda and _capturing():
             raise RuntimeError(f"cannot tune {problem.key()} during CUDA graph capture")
+        retune = self.retune if retune is None else retune
+        seed = None if full else self.seed_for(problem, cached=not retune)
         entry = tuning.tune_problem(problem, self.tunable(problem), timer=self._timer,
-                                    read_ceiling_gbps=read_ceiling_gbps, max_configs=max_configs)
+                                    read_ceiling_gbps=read_ceiling_gbps, max_configs=max_configs,
+                                    seed=seed)
         if not entry.ranked():
             self.stats["tune_failed"] += 1
             failures = "; ".join(f"{c.label}: {c.error}" for c in entry.failures()) or \
@@ -295,10 +319,13 @@ class Dispatcher:
         retune: bool | None = None,
         read_ceiling_gbps: float | None = None,
         max_configs: int = tuning.MAX_CONFIGS,
+        full: bool = False,
     ) -> list[Entry]:
         """Tune each distinct key (skipping valid cached ones unless retuning); the entries.
 
         Entries that measured nothing (every candidate failed) are returned but not cached.
+        Keys are tuned in bucket order within each shape, so M = 1 is explored and M = 2..16
+        are seeded from it (unless ``full``).
         """
         retune = self.retune if retune is None else retune
         todo: dict[str, GemmProblem] = {}
@@ -310,7 +337,7 @@ class Dispatcher:
             entry = self.entries_for(p).get(p.key())
             if entry is None or retune or self._choice(p, entry) is None:
                 entry = self.tune(p, read_ceiling_gbps=read_ceiling_gbps,
-                                  max_configs=max_configs)
+                                  max_configs=max_configs, full=full, retune=retune)
             out.append(entry)
 
         if not progress:

@@ -168,7 +168,9 @@ def _print_table(rows: list[dict], *, explain: bool, title: str) -> None:
                 ups or "-",
                 _pct(r["margin"]),
                 _pct(r["margin_other_backend"]),
-                f"{r['measured']} ok, {len(r['failed'])} failed, {pruned} pruned",
+                f"{r['measured']} ok, {len(r['failed'])} failed, {pruned} pruned"
+                + (f", seeded from M={r['seeded_from'].split('_')[0][1:]}"
+                   if r.get("seeded_from") else ""),
             ]
         else:
             cells.append(r["date"])
@@ -215,6 +217,10 @@ def tune(
         "--max-configs", min=0,
         help="Non-default configs timed per backend (evenly spaced over its list).")]
     = tuning.MAX_CONFIGS,
+    full: Annotated[bool, typer.Option(
+        "--full",
+        help="Explore every M bucket. Default: buckets sharing a tile group (M = 1..16) "
+        "with an explored one time only the defaults and its 3 best configs.")] = False,
     ceiling: Annotated[bool, typer.Option(
         "--ceiling/--no-ceiling",
         help="Measure the GPU's read ceiling first (GB/s as a fraction of it).")] = True,
@@ -254,7 +260,7 @@ def tune(
             typer.echo(f"read ceiling not measured (out of memory: {e})", err=True)
     d = dispatch.default_dispatcher()
     entries = d.pretune(problems, progress=not as_json, retune=retune, read_ceiling_gbps=gbps,
-                        max_configs=max_configs)
+                        max_configs=max_configs, full=full)
     rows = sorted((tuning.explain_row(e) for e in entries), key=_sort_key)
     name = torch.cuda.get_device_name()
     if as_json:

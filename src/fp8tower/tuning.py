@@ -223,6 +223,16 @@ PRUNE_RATIO = 1.3
 # At most this many non-default configs per backend, evenly spaced over its list (a config
 # grid's order says nothing about likelihood; the triton backend lists ~80-350 per problem).
 MAX_CONFIGS = 16
+# Seeded tuning: M buckets that share a seed group (Triton's BLOCK_M: 16 for M <= 16) took the
+# same winner on the H200 in 19 of 21 (shape, scheme) groups at M = 1..16, and the other two
+# were ties within 0.1 us (tuning_cache_all_H200_2026-11-29.json). So once one bucket of a
+# group is fully tuned, its siblings time only the backends' defaults and its SEED_TOP best.
+SEED_TOP = 3
+
+
+def seed_group(bucket: int) -> int:
+    """Buckets with equal seed groups share their tuning (see SEED_TOP)."""
+    return min(max(bucket, 16), 64)
 
 
 class TuningCacheWarning(UserWarning):
@@ -293,6 +303,7 @@ class Entry:
     candidates: list[Measurement]
     pruned: dict[str, int] = field(default_factory=dict)  # backend -> configs not timed
     read_ceiling_gbps: float | None = None
+    seeded_from: str | None = None  # the sibling key whose best configs were the shortlist
 
     @property
     def key(self) -> str:
@@ -333,6 +344,7 @@ class Entry:
             "read_ceiling_gbps": self.read_ceiling_gbps,
             "candidates": [dataclasses.asdict(c) for c in self.candidates],
             "pruned": dict(self.pruned),
+            "seeded_from": self.seeded_from,
         }
 
     @classmethod
@@ -367,7 +379,11 @@ class Entry:
         if not all(isinstance(k, str) and _is_int(v) and v >= 0 for k, v in pruned.items()):
             raise EntryError("pruned must map backend names to counts")
         ceiling = _opt_num(raw, "read_ceiling_gbps")
-        entry = cls(problem, backend, config, _get(raw, "date", str), cands, pruned, ceiling)
+        seeded_from = raw.get("seeded_from")  # absent in files written before it existed
+        if seeded_from is not None and not isinstance(seeded_from, str):
+            raise EntryError(f"seeded_from must be a key or null, got {seeded_from!r:.60}")
+        entry = cls(problem, backend, config, _get(raw, "date", str), cands, pruned, ceiling,
+                    seeded_from)
         if not entry.ranked():
             raise EntryError("no candidate was measured")
         w = entry.winner
@@ -524,6 +540,7 @@ def tune_problem(
     prune_ratio: float = PRUNE_RATIO,
     max_configs: int = MAX_CONFIGS,
     read_ceiling_gbps: float | None = None,
+    seed: Entry | None = None,
 ) -> Entry:
     """Time backend x config for ``problem`` at M = its bucket; return the evidence.
 
@@ -532,6 +549,8 @@ def tune_problem(
     within ``prune_ratio`` of the best default (or failed), time its other ``configs(problem)``,
     at most ``max_configs`` of them, evenly spaced over its list (the first included); the rest
     are counted in ``pruned``.
+    With ``seed`` (a tuned sibling, see SEED_TOP), step (2) times instead the seed's SEED_TOP
+    best candidates that are not a default, and the entry records ``seeded_from``.
     The winner is the fastest measured candidate (ties: the first measured). A candidate that
     raises a GPU error (:func:`gpu_errors`) is recorded as failed; other errors propagate.
     The returned entry has no measured candidate if all failed (or there were none).
@@ -571,15 +590,20 @@ def tune_problem(
     ok = [m.median_us for m in measured if m.ok]
     best = min(ok) if ok else math.inf
     pruned: dict[str, int] = {}
+    shortlist = [(c.backend, c.config) for c in seed.ranked()[:SEED_TOP]] if seed else []
     for b, first in zip(candidates, list(measured)):
         others = [c for c in b.configs(problem) if normalize_config(c) != defaults[b.name]]
-        explore = not first.ok or first.median_us <= prune_ratio * best
-        chosen = spaced(others, max_configs) if explore else []
+        if seed is not None:
+            chosen = [c for c in others if (b.name, normalize_config(c)) in shortlist]
+        else:
+            explore = not first.ok or first.median_us <= prune_ratio * best
+            chosen = spaced(others, max_configs) if explore else []
         if len(others) > len(chosen):
             pruned[b.name] = len(others) - len(chosen)
         for cfg in chosen:
             measured.append(measure(b, cfg))
-    entry = Entry(problem, "", None, now_iso(), measured, pruned, read_ceiling_gbps)
+    entry = Entry(problem, "", None, now_iso(), measured, pruned, read_ceiling_gbps,
+                  seed.key if seed is not None else None)
     if entry.ranked():
         entry.backend, entry.config = entry.winner.backend, entry.winner.config
     return entry
@@ -807,6 +831,7 @@ def explain_row(entry: Entry, *, runners_up: int = 2) -> dict:
         "failed": [{"backend": c.backend, "config": c.config, "error": c.error}
                    for c in entry.failures()],
         "pruned": dict(entry.pruned),
+        "seeded_from": entry.seeded_from,
         "bytes_moved": p.bytes_moved(),
         "read_ceiling_gbps": entry.read_ceiling_gbps,
         "date": entry.date,
