@@ -69,9 +69,10 @@ def test_compiled_triton_interpreter_is_bitwise_eager(interpret):
     assert len(_op_nodes(graphs)) == 1
 
 
-def test_compiled_reuses_the_eager_prepared_weight():
+@pytest.mark.parametrize("scheme", [s.value for s in Scheme])
+def test_compiled_reuses_the_eager_prepared_weight(scheme):
     torch._dynamo.reset()
-    mod = _linear("per_tensor", backend="reference")
+    mod = _linear(scheme, backend="reference")
     x = torch.randn(4, K)
     mod(x)
     eager_weight = mod.fp8_weight()
