@@ -123,6 +123,13 @@ def configs(p: GemmProblem) -> list[dict]:
     return out
 
 
+def x_is_fp8(scheme: Scheme, act_is_fp8: bool, prequant: bool) -> bool:
+    """Whether the GEMM kernel reads FP8 x (given, or from the pre-pass) or quantizes it."""
+    if scheme is Scheme.PER_TENSOR:
+        return act_is_fp8 or prequant
+    return scheme is Scheme.CHANNEL_TOKEN or (scheme is Scheme.BLOCK128 and prequant)
+
+
 def _prepare(weight: Fp8Weight) -> dict:
     if weight.scheme is Scheme.BLOCK128:
         ws = weight.scale.float().contiguous()
@@ -154,22 +161,20 @@ def _run(x, weight, packed, *, act_scale=None, bias=None, out_dtype=torch.bfloat
     block_n, block_k = cfg["block_n"], cfg["block_k"]
     if scheme is Scheme.BLOCK128 and (128 % block_n or block_k % 128):
         raise ValueError(f"block128 needs BLOCK_N dividing 128 and BLOCK_K a multiple of 128: {cfg}")
-    x_fp8, xs, xs_stride = False, packed["ws"], 0  # xs: any valid pointer when unused
-    prequant = cfg.get("prequant", False)
+    xs, xs_stride = packed["ws"], 0  # xs: any valid pointer when unused
+    x_fp8 = x_is_fp8(scheme, x.dtype == FP8_DTYPE, cfg.get("prequant", False))
     if scheme is Scheme.PER_TENSOR:
         if x.dtype == FP8_DTYPE:
-            x_fp8, xs = True, act_scale.float().reshape(1)
+            xs = act_scale.float().reshape(1)
         else:
             static = act_scale if act_scale is not None else weight.act_scale
             if static is None:  # dynamic per-tensor: one global amax first
                 static = (x.abs().amax().float() / FP8_MAX).clamp_min(MIN_SCALE)
             xs = static.float().reshape(1)
-            if prequant:
+            if x_fp8:  # the pre-pass
                 x, _ = quantize_act(x, scheme, xs)
-                x_fp8 = True
-    elif scheme is Scheme.CHANNEL_TOKEN or (scheme is Scheme.BLOCK128 and prequant):
+    elif x_fp8:  # channel_token, or block128 with the pre-pass
         x, xs = quantize_act(x, scheme)
-        x_fp8 = True
         xs_stride = xs.stride(0) if xs.dim() == 2 else 1
     block_m = block_m_for(m)
     grid_m = -(-m // block_m)

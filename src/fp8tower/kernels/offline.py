@@ -1,0 +1,212 @@
+"""Compile the Triton GEMM for a GPU target on any machine: no GPU and no driver needed.
+
+The CPU interpreter checks numerics, not code generation. Compiling for sm_90 gives what an
+H100/H200 would build: shared memory, registers, spills, how many programs fit on an SM
+(hence the waves of a grid) and the PTX (are W tiles copied 16 bytes at a time by
+cp.async, is the dot an FP8 wgmma). tests/test_offline_sm90.py checks the default configs
+this way in CI; benchmarks/static_sm90.py puts these facts next to measured H200 times.
+
+It relies on triton internals (a stub driver through ``driver.set_active``,
+``MockTensor``, ``JITFunction.warmup``), checked with triton 3.9. Run it in a process that
+did not import triton under ``TRITON_INTERPRET=1``: interpreted @jit functions (triton's
+own helpers too) cannot be compiled.
+
+    python -m fp8tower.kernels.offline --shape 10240x5120 --m 1,32   # JSON per scheme
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import json
+import math
+import os
+import re
+import subprocess
+import tempfile
+import time
+from collections import Counter
+
+import torch
+
+from ..formats import Scheme
+from ..problem import GemmProblem
+
+# sm_90 per-SM limits (CUDA C Programming Guide, compute capability 9.0).
+SM90 = {"smem_per_sm": 233_472, "smem_per_block": 232_448, "smem_reserved_per_block": 1024,
+        "regs_per_sm": 65_536, "reg_alloc_per_warp": 256, "max_warps": 64, "max_blocks": 32}
+H200_SMS = 132
+
+
+@dataclasses.dataclass
+class KernelFacts:
+    """What one compiled GEMM variant needs on the target (sm_90 limits for occupancy)."""
+
+    scheme: str
+    m: int
+    n: int
+    k: int
+    config: dict
+    x_fp8: bool
+    compile_s: float
+    shared_bytes: int  # dynamic + static shared memory of one program
+    registers: int | None  # per thread (None: cuobjdump not found)
+    spill_bytes: int | None  # local memory per thread (register spills)
+    programs_per_sm: int | None
+    grid_programs: int
+    ptx_ops: dict  # counts of the instructions that matter for a streaming GEMM
+
+    @property
+    def waves(self) -> float | None:
+        """Grid programs / resident slots on an H200 (132 SMs)."""
+        if not self.programs_per_sm:
+            return None
+        return self.grid_programs / (H200_SMS * self.programs_per_sm)
+
+
+class _OfflineDriver:
+    """Just enough of a triton driver to compile for ``target`` (nothing is launched)."""
+
+    def __init__(self, target):
+        self.target = target
+
+    def get_current_device(self):
+        return ("fp8tower-offline", self.target.arch)  # its own JIT cache, never device 0's
+
+    def get_current_stream(self, device=None):
+        return 0
+
+    def get_current_target(self):
+        return self.target
+
+    def get_active_torch_device(self):
+        return torch.device("cpu")
+
+
+@contextlib.contextmanager
+def offline_target(capability: tuple[int, int] = (9, 0)):
+    """Make triton compile for ``capability`` while inside, whatever GPU (if any) is here."""
+    from triton.backends.compiler import GPUTarget
+    from triton.runtime.driver import driver
+
+    previous = driver._active
+    driver.set_active(_OfflineDriver(GPUTarget("cuda", capability[0] * 10 + capability[1], 32)))
+    try:
+        yield
+    finally:
+        driver._active = previous
+
+
+def _resource_usage(cubin: bytes) -> tuple[int | None, int | None, int]:
+    """(registers, local bytes, static shared bytes) from cuobjdump, if triton ships it."""
+    import triton
+
+    tool = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin",
+                        "cuobjdump")
+    if not os.path.exists(tool):
+        return None, None, 0
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+        f.write(cubin)
+        f.flush()
+        out = subprocess.run([tool, "--dump-resource-usage", f.name], capture_output=True,
+                             text=True, check=True).stdout
+
+    def field(name):
+        m = re.search(rf"\b{name}:(\d+)", out)
+        return int(m.group(1)) if m else None
+
+    return field("REG"), field("LOCAL"), field("SHARED") or 0
+
+
+def programs_per_sm(shared: int, registers: int | None, warps: int) -> int:
+    """Resident programs per SM under the sm_90 limits (shared memory, registers, warps)."""
+    lim = SM90
+    by_smem = lim["smem_per_sm"] // (shared + lim["smem_reserved_per_block"])
+    by_warps = lim["max_warps"] // warps
+    by_regs = by_warps
+    if registers:
+        per_warp = math.ceil(registers * 32 / lim["reg_alloc_per_warp"]) * lim["reg_alloc_per_warp"]
+        by_regs = lim["regs_per_sm"] // (per_warp * warps)
+    return max(0, min(by_smem, by_regs, by_warps, lim["max_blocks"]))
+
+
+_PTX_OPS = re.compile(r"^\s*(?:@!?%p\d+\s+)?([a-z][\w.:]*)", re.MULTILINE)
+
+
+def _ptx_summary(ptx: str) -> dict:
+    ops = Counter(_PTX_OPS.findall(ptx))
+    keep = ("cp.async", "ld.global", "st.global", "wgmma.mma_async", "mma.sync", "cvt.rn",
+            "bar.sync", "atom")
+    return {op: n for op, n in sorted(ops.items()) if op.startswith(keep)}
+
+
+def compile_gemm(problem: GemmProblem, config: dict, capability: tuple[int, int] = (9, 0)
+                 ) -> KernelFacts:
+    """Compile the GEMM variant that ``triton`` would launch for ``problem`` with ``config``."""
+    from triton.runtime.jit import MockTensor
+
+    from ..backends.triton_gemm import _SCHEME_ID, block_m_for, x_is_fp8
+    from . import fp8_gemm
+
+    kernel = fp8_gemm._fp8_gemm_decode_kernel
+    if type(kernel).__name__ != "JITFunction":
+        raise RuntimeError(
+            f"the GEMM kernel was imported as {type(kernel).__name__} (TRITON_INTERPRET=1?): "
+            "compile offline in a process without the interpreter"
+        )
+    p, cfg = problem, config
+    x_fp8 = x_is_fp8(p.scheme, p.act_dtype == torch.float8_e4m3fn, cfg.get("prequant", False))
+    bm, bn, bk, split = block_m_for(p.m), cfg["block_n"], cfg["block_k"], cfg["split_k"]
+    x_dtype = torch.float8_e4m3fn if x_fp8 else p.act_dtype
+    k_per_split = math.ceil(math.ceil(p.k / bk) / split) * bk  # as fp8_gemm.launch
+    # Scale strides as triton_gemm._run passes them (0 and 1 specialize differently).
+    k_blocks = -(-p.k // 128)
+    ws_stride = k_blocks if p.scheme is Scheme.BLOCK128 else 0
+    xs_stride = {Scheme.BLOCK128: k_blocks, Scheme.CHANNEL_TOKEN: 1}.get(p.scheme, 0)
+    t = time.perf_counter()
+    with offline_target(capability):
+        compiled = kernel.warmup(
+            MockTensor(torch.float8_e4m3fn, [p.n, p.k]), MockTensor(x_dtype, [p.m, p.k]),
+            MockTensor(p.out_dtype, [p.m, p.n]), MockTensor(torch.float32, [p.n]),
+            MockTensor(torch.float32, [p.m]), MockTensor(p.out_dtype, [p.n]),
+            MockTensor(torch.float32, [split, p.n]), MockTensor(torch.int32, [p.n]),
+            p.m, p.n, p.k, k_per_split, p.k, p.k, p.n, ws_stride, xs_stride,
+            SCHEME=_SCHEME_ID[p.scheme], X_FP8=x_fp8, HAS_BIAS=False, BLOCK_N=bn, BLOCK_M=bm,
+            BLOCK_K=bk, SPLIT_K=split, FMAX=448.0, SMIN=1e-12, INTERPRET=False,
+            EVEN_N=p.n % bn == 0, EVEN_K=p.k % bk == 0, num_warps=cfg["num_warps"],
+            num_stages=cfg["num_stages"], grid=(1,),
+        )
+    seconds = time.perf_counter() - t
+    regs, local, static = _resource_usage(compiled.asm["cubin"])
+    shared = compiled.metadata.shared + static
+    return KernelFacts(
+        scheme=p.scheme.value, m=p.m, n=p.n, k=p.k, config=dict(cfg), x_fp8=x_fp8,
+        compile_s=seconds, shared_bytes=shared, registers=regs, spill_bytes=local,
+        programs_per_sm=programs_per_sm(shared, regs, cfg["num_warps"]),
+        grid_programs=-(-p.n // bn) * split * -(-p.m // bm),
+        ptx_ops=_ptx_summary(compiled.asm["ptx"]),
+    )
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--shape", action="append", required=True, help="NxK (repeatable)")
+    ap.add_argument("--m", default="1,32", help="token counts, comma-separated")
+    ap.add_argument("--scheme", default=",".join(s.value for s in Scheme))
+    args = ap.parse_args(argv)
+    from ..backends.triton_gemm import default_config
+
+    out = []
+    for shape in args.shape:
+        n, k = (int(v) for v in shape.lower().split("x"))
+        for scheme in args.scheme.split(","):
+            for m in (int(v) for v in args.m.split(",")):
+                p = GemmProblem(m, n, k, scheme, capability=(9, 0))
+                facts = compile_gemm(p, default_config(p))
+                out.append({**dataclasses.asdict(facts), "waves": facts.waves})
+    print(json.dumps(out, indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,58 @@
+"""The Triton GEMM's default configs compile for sm_90 (H100/H200) on this machine, without a
+GPU (fp8tower.kernels.offline), with the code generation a streaming decode GEMM needs."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+pytest.importorskip("triton")
+
+SHAPES = ("10240x5120", "1024x5120", "5120x17408")
+
+
+@pytest.fixture(scope="module")
+def facts():
+    # A fresh process: this one imported triton under TRITON_INTERPRET=1 (conftest), and
+    # interpreted @jit functions cannot be compiled.
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env.setdefault("TRITON_DEFAULT_FP_FUSION", "1")  # triton 3.9 warns when unset
+    cmd = [sys.executable, "-m", "fp8tower.kernels.offline", "--m", "1,32"]
+    for s in SHAPES:
+        cmd += ["--shape", s]
+    out = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600,
+                         check=False)
+    assert out.returncode == 0, out.stderr[-3000:]
+    rows = json.loads(out.stdout)
+    assert len(rows) == len(SHAPES) * 4 * 2
+    return rows
+
+
+def _ids(rows):
+    return [f"{r['scheme']} M={r['m']} {r['n']}x{r['k']}" for r in rows]
+
+
+def test_defaults_fit_and_do_not_spill(facts):
+    for r, name in zip(facts, _ids(facts)):
+        assert r["spill_bytes"] in (0, None), name
+        assert r["shared_bytes"] <= 232_448, name  # sm_90's per-block maximum
+        assert r["programs_per_sm"] >= 1, name
+
+
+def test_weights_stream_by_16_byte_async_copies(facts):
+    """W tiles go global -> shared by cp.async 16 B (K % 16 == 0 here), no byte loads."""
+    for r, name in zip(facts, _ids(facts)):
+        ops = r["ptx_ops"]
+        assert ops.get("cp.async.cg.shared.global", 0) > 0, (name, ops)
+        assert "ld.global.b8" not in ops, (name, ops)
+
+
+def test_dots_are_hopper_wgmma(facts):
+    """FP8 x FP8 wgmma for the W8A8 schemes; bf16 wgmma on upcast weights for weight_only."""
+    for r, name in zip(facts, _ids(facts)):
+        mma = [op for op in r["ptx_ops"] if op.startswith("wgmma.mma_async")]
+        want = "bf16.bf16" if r["scheme"] == "weight_only" else "e4m3.e4m3"
+        assert mma and all(op.endswith(want) for op in mma), (name, mma)
+        assert f"n{max(16, 1 << (r['m'] - 1).bit_length())}k" in mma[0], (name, mma)
