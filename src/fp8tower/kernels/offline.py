@@ -49,7 +49,7 @@ class KernelFacts:
     k: int
     config: dict
     x_fp8: bool
-    compile_s: float
+    compile_s: float  # ~0 when triton's on-disk cache already held the variant
     shared_bytes: int  # dynamic + static shared memory of one program
     registers: int | None  # per thread (None: cuobjdump not found)
     spill_bytes: int | None  # local memory per thread (register spills)
