@@ -147,3 +147,23 @@ def test_triton_default_prequant(scheme, m, prequant):
     from fp8tower.backends.triton_gemm import default_config
 
     assert default_config(GemmProblem(m, 12288, 5120, scheme))["prequant"] is prequant
+
+
+def test_triton_wave_fits():
+    """The configs the tuner times first: the default tile with a grid that fills its waves
+    better (see triton_gemm.wave_fits for the H200 evidence)."""
+    from fp8tower.backends.triton_gemm import configs, default_config, wave_fill, wave_fits, waves
+
+    p = GemmProblem(1, 10240, 5120, Scheme.PER_TENSOR)
+    base = default_config(p)
+    assert (base["split_k"], base["num_stages"]) == (2, 4)
+    assert waves(base, p) == pytest.approx(320 / 264)  # 160 tiles x 2 splits; 2 per SM
+    fits = wave_fits(p)
+    # One wave: 3 stages (3 per SM), 320 of 396 slots; then 3 splits: 480 of 528.
+    assert [(c["split_k"], c["num_stages"]) for c in fits] == [(2, 3), (3, 4)]
+    assert waves(fits[0], p) == pytest.approx(320 / 396)
+    assert wave_fill(fits[1], p) == pytest.approx(480 / 528)
+    assert all(c in configs(p) for c in fits)
+    # Nothing to gain: 256 programs already fill 0.97 of one wave; weight_only is not modelled.
+    assert wave_fits(GemmProblem(1, 16384, 5120, Scheme.PER_TENSOR)) == []
+    assert wave_fits(GemmProblem(1, 10240, 5120, Scheme.WEIGHT_ONLY)) == []

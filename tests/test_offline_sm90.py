@@ -10,7 +10,7 @@ import pytest
 
 pytest.importorskip("triton")
 
-SHAPES = ("10240x5120", "1024x5120", "5120x17408")
+SHAPES = ("10240x5120", "1024x5120", "5120x17408", "6144x5120")
 
 
 @pytest.fixture(scope="module")
@@ -19,14 +19,15 @@ def facts():
     # interpreted @jit functions cannot be compiled.
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     env.setdefault("TRITON_DEFAULT_FP_FUSION", "1")  # triton 3.9 warns when unset
-    cmd = [sys.executable, "-m", "fp8tower.kernels.offline", "--m", "1,32"]
+    cmd = [sys.executable, "-m", "fp8tower.kernels.offline", "--m", "1,32,64", "--priority"]
     for s in SHAPES:
         cmd += ["--shape", s]
     out = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600,
                          check=False)
     assert out.returncode == 0, out.stderr[-3000:]
     rows = json.loads(out.stdout)
-    assert len(rows) == len(SHAPES) * 4 * 2
+    assert sum(r["role"] == "default" for r in rows) == len(SHAPES) * 4 * 3
+    assert sum(r["role"] == "priority" for r in rows) > 0  # 10240x5120, 6144x5120 have some
     return rows
 
 
@@ -56,3 +57,15 @@ def test_dots_are_hopper_wgmma(facts):
         want = "bf16.bf16" if r["scheme"] == "weight_only" else "e4m3.e4m3"
         assert mma and all(op.endswith(want) for op in mma), (name, mma)
         assert f"n{max(16, 1 << (r['m'] - 1).bit_length())}k" in mma[0], (name, mma)
+
+
+def test_programs_per_sm_estimate_matches_the_build(facts):
+    """triton_gemm.programs_per_sm (which the tuner's wave-fitting configs rely on) agrees
+    with the compiled shared memory and registers for the default tile and its variants."""
+    checked = 0
+    for r, name in zip(facts, _ids(facts)):
+        if r["scheme"] == "weight_only" and r["m"] >= 32:
+            continue  # compiles smaller; wave_fits skips weight_only
+        assert r["estimated_programs_per_sm"] == r["programs_per_sm"], (name, r["config"])
+        checked += 1
+    assert checked >= 40

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import multiprocessing
 import warnings
@@ -174,6 +175,17 @@ def test_tuning_caps_configs_evenly_and_times_defaults_first():
     assert e.backend == "x" and e.config is None
     assert e.margin() == pytest.approx(6.0 / 5.0 - 1)
     assert e.margin_other_backend() is None
+
+
+def test_priority_configs_are_timed_before_the_spaced_sample():
+    clock = FakeClock()
+    times = {"default": 5.0, **{f"x{i}": 6.0 + i for i in range(5)}}
+    x = dataclasses.replace(fake_backend("x", clock, times),
+                            priority_configs=lambda p: [{"id": "x3", "block": 64}])
+    e = tuning.tune_problem(cpu_problem(), [x], timer=FakeTimer(clock), max_configs=2)
+    # x3 first, then 2 evenly spaced over the other four (x0, x1, x2, x4): x0 and x2.
+    assert clock.ran == [("x", "default"), ("x", "x3"), ("x", "x0"), ("x", "x2")]
+    assert e.pruned == {"x": 2}
 
 
 def test_spaced():

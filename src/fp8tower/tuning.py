@@ -546,9 +546,9 @@ def tune_problem(
 
     ``candidates``: Backend descriptors able to serve the problem, in registry order.
     Rule: (1) time every backend's ``default_config``; (2) for each backend whose default is
-    within ``prune_ratio`` of the best default (or failed), time its other ``configs(problem)``,
-    at most ``max_configs`` of them, evenly spaced over its list (the first included); the rest
-    are counted in ``pruned``.
+    within ``prune_ratio`` of the best default (or failed), time its ``priority_configs``, then
+    at most ``max_configs`` of its other ``configs(problem)``, evenly spaced over its list (the
+    first included); the rest are counted in ``pruned``.
     With ``seed`` (a tuned sibling, see SEED_TOP), step (2) times instead the seed's SEED_TOP
     best candidates that are not a default, and the entry records ``seeded_from``.
     The winner is the fastest measured candidate (ties: the first measured). A candidate that
@@ -595,9 +595,12 @@ def tune_problem(
         others = [c for c in b.configs(problem) if normalize_config(c) != defaults[b.name]]
         if seed is not None:
             chosen = [c for c in others if (b.name, normalize_config(c)) in shortlist]
+        elif not first.ok or first.median_us <= prune_ratio * best:
+            keys = [normalize_config(c) for c in b.priority_configs(problem)]
+            head = [c for c in others if normalize_config(c) in keys]
+            chosen = head + spaced([c for c in others if c not in head], max_configs)
         else:
-            explore = not first.ok or first.median_us <= prune_ratio * best
-            chosen = spaced(others, max_configs) if explore else []
+            chosen = []
         if len(others) > len(chosen):
             pruned[b.name] = len(others) - len(chosen)
         for cfg in chosen:

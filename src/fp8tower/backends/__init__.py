@@ -37,6 +37,8 @@ class Backend:
     - ``run(x, weight, packed, *, act_scale, bias, out_dtype, config, out=None)``: y (M, N),
       written into ``out`` when given.
     - ``configs(problem)``: kernel configs the tuner may try (empty: not tunable).
+    - ``priority_configs(problem)``: configs (from ``configs``) the tuner times before its
+      evenly spaced sample of the rest.
     """
 
     name: str
@@ -48,6 +50,7 @@ class Backend:
     run: Callable[..., torch.Tensor]
     configs: Callable[[GemmProblem], list] = field(default=lambda problem: [])
     default_config: Callable[[GemmProblem], Any] = field(default=lambda problem: None)
+    priority_configs: Callable[[GemmProblem], list] = field(default=lambda problem: [])
 
     def is_available(self) -> bool:
         return self.unavailable_reason() is None

@@ -10,6 +10,7 @@ of K first, so it always takes the per-token pre-pass (kernels/act_quant.py).
 from __future__ import annotations
 
 import importlib.util
+import math
 import os
 
 import torch
@@ -90,6 +91,57 @@ def default_config(p: GemmProblem) -> dict:
     while cfg["num_stages"] > 2 and smem_bytes(cfg, block_m_for(p.m)) > _SMEM_BUDGET:
         cfg["num_stages"] -= 1
     return cfg
+
+
+_SMEM_PER_SM = 233_472  # sm_90; each resident program also reserves 1 KB
+
+
+def programs_per_sm(cfg: dict, p: GemmProblem) -> int:
+    """Programs of ``cfg`` resident per SM, from pipelined shared memory: the binding limit
+    for the BLOCK_N 64 x BLOCK_K 256 tiles, whose compiled sizes this matches within 3%
+    (sm_90 builds by kernels/offline.py; tests/test_offline_sm90.py), weight_only at M >= 32
+    excepted. Other tiles compile up to 32% smaller than this estimate (fewer buffers), so
+    it is only used for those."""
+    x_item = 1 if x_is_fp8(p.scheme, p.act_dtype == FP8_DTYPE, cfg.get("prequant", False)) else 2
+    return max(1, _SMEM_PER_SM // (smem_bytes(cfg, block_m_for(p.m), x_item) + 1024))
+
+
+def waves(cfg: dict, p: GemmProblem) -> float:
+    """Grid programs / resident slots on an H200 (132 SMs x programs_per_sm)."""
+    programs = -(-p.n // cfg["block_n"]) * cfg["split_k"] * -(-p.m // block_m_for(p.m))
+    return programs / (_H200_SMS * programs_per_sm(cfg, p))
+
+
+def wave_fill(cfg: dict, p: GemmProblem) -> float:
+    """How full the grid's last wave is: 1.0 when it is whole (one partial wave: its fill)."""
+    w = waves(cfg, p)
+    return w / math.ceil(w)
+
+
+def wave_fits(p: GemmProblem) -> list[dict]:
+    """Variants of the default tile (other split-K, 3 stages) whose grid fills its waves
+    better than the default's by >= 0.1: the fullest one-wave grid, then the fullest
+    multi-wave one. The tuner times these first.
+
+    Why (H200, 2026-11-29, benchmarks/results/static_sm90_vs_tuning_H200_2026-11-29.json):
+    the default tile reached 75-82% of the ceiling where its grid was 0.73-0.97 waves on the
+    >= 50 MB shapes, but 43-61% at 1.03-1.21 waves; at equal bytes, 1.03 against 0.91 waves
+    cost 16 points (17408x5120 vs 5120x17408), and on 10240x5120 channel_token 3 stages
+    (0.81 waves) beat the default's 4 (1.21 waves), 49% against 44%."""
+    if p.scheme is Scheme.WEIGHT_ONLY:
+        return []  # its W staging compiles smaller than programs_per_sm assumes (M = 32)
+    base = default_config(p)
+    floor = wave_fill(base, p) + 0.1
+    same_tile = ("block_n", "block_k", "num_warps", "prequant")
+    best: dict[bool, tuple] = {}  # one wave or not -> (key, cfg)
+    for cfg in configs(p)[1:]:
+        if any(cfg[f] != base[f] for f in same_tile) or wave_fill(cfg, p) < floor:
+            continue
+        key = (wave_fill(cfg, p), -abs(cfg["split_k"] - base["split_k"]), cfg["num_stages"])
+        family = waves(cfg, p) <= 1.0
+        if family not in best or key > best[family][0]:
+            best[family] = (key, cfg)
+    return [best[f][1] for f in (True, False) if f in best]
 
 
 def configs(p: GemmProblem) -> list[dict]:
@@ -214,4 +266,5 @@ BACKEND = Backend(
     run=_run,
     configs=configs,
     default_config=default_config,
+    priority_configs=wave_fits,
 )

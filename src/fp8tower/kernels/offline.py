@@ -194,8 +194,10 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--shape", action="append", required=True, help="NxK (repeatable)")
     ap.add_argument("--m", default="1,32", help="token counts, comma-separated")
     ap.add_argument("--scheme", default=",".join(s.value for s in Scheme))
+    ap.add_argument("--priority", action="store_true",
+                    help="also the configs the tuner times first (triton_gemm.wave_fits)")
     args = ap.parse_args(argv)
-    from ..backends.triton_gemm import default_config
+    from ..backends import triton_gemm
 
     out = []
     for shape in args.shape:
@@ -203,8 +205,13 @@ def main(argv: list[str] | None = None) -> None:
         for scheme in args.scheme.split(","):
             for m in (int(v) for v in args.m.split(",")):
                 p = GemmProblem(m, n, k, scheme, capability=(9, 0))
-                facts = compile_gemm(p, default_config(p))
-                out.append({**dataclasses.asdict(facts), "waves": facts.waves})
+                cfgs = [("default", triton_gemm.default_config(p))]
+                if args.priority:
+                    cfgs += [("priority", c) for c in triton_gemm.wave_fits(p)]
+                for role, cfg in cfgs:
+                    facts = compile_gemm(p, cfg)
+                    out.append({**dataclasses.asdict(facts), "role": role, "waves": facts.waves,
+                                "estimated_programs_per_sm": triton_gemm.programs_per_sm(cfg, p)})
     print(json.dumps(out, indent=1))
 
 
