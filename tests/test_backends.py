@@ -167,3 +167,14 @@ def test_triton_wave_fits():
     # Nothing to gain: 256 programs already fill 0.97 of one wave; weight_only is not modelled.
     assert wave_fits(GemmProblem(1, 16384, 5120, Scheme.PER_TENSOR)) == []
     assert wave_fits(GemmProblem(1, 10240, 5120, Scheme.WEIGHT_ONLY)) == []
+
+
+@pytest.mark.parametrize("scheme", [Scheme.PER_TENSOR, Scheme.CHANNEL_TOKEN, Scheme.BLOCK128])
+def test_triton_default_fits_two_programs_per_sm(scheme):
+    """The default's split-K assumes 2 programs per SM; at M = 64 that takes 3 stages."""
+    from fp8tower.backends.triton_gemm import default_config, programs_per_sm
+
+    for m, stages in ((1, 4), (32, 4), (64, 3)):
+        p = GemmProblem(m, 10240, 5120, scheme)
+        cfg = default_config(p)
+        assert (cfg["num_stages"], programs_per_sm(cfg, p)) == (stages, 2), m

@@ -85,10 +85,15 @@ def _prequant_default(p: GemmProblem) -> bool:
 def default_config(p: GemmProblem) -> dict:
     """A sensible config without tuning. From the H200 sweep (2026-11-29,
     benchmarks/sweep_triton.py): BLOCK_N 64 x BLOCK_K 256 with split-K sized to ~2 programs
-    per SM won at M = 1..32 on every tower shape; 3 stages where 4 would not fit."""
+    per SM won at M = 1..32 on every tower shape. Fewer stages where 4 would not fit, or
+    (W8A8) would leave room for only one program per SM: at M = 64 four stages need 129 KB
+    (sm_90 build, kernels/offline.py), and this default is sized for two."""
     cfg = {"block_n": 64, "block_k": 256, "split_k": _split_for(p, 64, 256),
            "num_warps": 4, "num_stages": 4, "prequant": _prequant_default(p)}
-    while cfg["num_stages"] > 2 and smem_bytes(cfg, block_m_for(p.m)) > _SMEM_BUDGET:
+    while cfg["num_stages"] > 2 and (
+        smem_bytes(cfg, block_m_for(p.m)) > _SMEM_BUDGET
+        or (p.scheme is not Scheme.WEIGHT_ONLY and programs_per_sm(cfg, p) < 2)
+    ):
         cfg["num_stages"] -= 1
     return cfg
 
