@@ -79,7 +79,7 @@ def test_compiled_reuses_the_eager_prepared_weight(scheme):
     compiled, _ = _graphs(mod)
     compiled(x)
     compiled(x)
-    assert getattr(mod.weight, ops._ATTR) is eager_weight
+    assert ops.weight_for(mod.weight, mod.weight_scale, mod.input_scale, scheme) is eager_weight
 
 
 def test_load_state_dict_reprepares_the_compiled_path():
@@ -119,3 +119,35 @@ def test_opcheck():
         after = [a.view(torch.uint8) if a.dtype == w.data.dtype else a
                  for a in args if isinstance(a, torch.Tensor)]
         assert all(torch.equal(b, a) for b, a in zip(before, after))
+
+
+def test_nothing_is_stored_on_the_tensors():
+    """Checkpoints saved with keep_vars=True still load with weights_only=True."""
+    import io
+
+    mod = _linear("per_tensor")
+    mod(torch.randn(2, K))
+    torch.compile(mod, backend="aot_eager", fullgraph=True)(torch.randn(2, K))
+    buf = io.BytesIO()
+    torch.save(mod.state_dict(keep_vars=True), buf)
+    buf.seek(0)
+    loaded = torch.load(buf, weights_only=True)
+    assert torch.equal(loaded["weight"].view(torch.uint8), mod.weight.view(torch.uint8))
+
+
+def test_registry_follows_moves_and_frees():
+    import gc
+
+    mod = _linear("channel_token", bias=False)  # a bias would follow the cast to bf16
+    x = torch.randn(3, K, dtype=torch.bfloat16)
+    before = mod(x)
+    first = mod.fp8_weight()
+    mod.to(torch.bfloat16)  # _apply: a dtype cast; the registry follows the new buffers
+    w = mod.fp8_weight()
+    assert w is not first and ops.weight_for(mod.weight, mod.weight_scale, None,
+                                             "channel_token") is w
+    assert torch.equal(mod(x), before)
+    n = len(ops._LIVE)
+    del mod, w, first
+    gc.collect()
+    assert len(ops._LIVE) < n  # weakly held: gone with the module

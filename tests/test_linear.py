@@ -62,3 +62,17 @@ def test_fp8_input_and_empty_batch():
     y = fp8_linear(xq, w, act_scale=0.5)
     assert y.dtype == torch.bfloat16 and y.shape == (3, 32)
     assert fp8_linear(torch.randn(0, 64), w).shape == (0, 32)
+
+
+@pytest.mark.parametrize("cast", ["bf16", "half"])
+def test_module_dtype_casts_keep_fp8_weights_and_fp32_scales(cast):
+    lin = torch.nn.Linear(256, 64, bias=True)
+    mod = Fp8Linear.from_linear(lin, "per_tensor", act_scale=0.05, backend="reference")
+    w8, scale = mod.weight.clone(), mod.weight_scale.clone()
+    {"bf16": lambda: mod.to(torch.bfloat16), "half": mod.half}[cast]()
+    assert mod.weight.dtype == torch.float8_e4m3fn and mod.weight_scale.dtype == torch.float32
+    assert torch.equal(mod.weight.view(torch.uint8), w8.view(torch.uint8))
+    assert torch.equal(mod.weight_scale, scale) and mod.input_scale.dtype == torch.float32
+    assert mod.bias.dtype != torch.float32  # the bias follows the cast
+    y = mod(torch.randn(2, 256, dtype=mod.bias.dtype))
+    assert torch.isfinite(y).all()

@@ -71,6 +71,7 @@ def fp8_linear(
             out_dtype,
         )
     else:
+        ops.register(weight)  # so compiled calls on its tensors reuse its prepared forms
         y = run_2d(x2, weight, bias=bias, act_scale=act_scale, backend=backend,
                    out_dtype=out_dtype)
     return y.reshape(*lead, weight.n)
@@ -96,7 +97,10 @@ def run_2d(
 
 class Fp8Linear(nn.Module):
     """A linear layer with FP8 weights. Buffers (state_dict keys): ``weight`` (N, K) FP8,
-    ``weight_scale``, ``input_scale`` (per_tensor with a static scale), ``bias``."""
+    ``weight_scale``, ``input_scale`` (per_tensor with a static scale), ``bias``.
+
+    Casting the module (``.to(torch.bfloat16)``, ``.half()``) moves but never converts the
+    FP8 weight and its float32 scales (the bias follows); ``out_dtype`` sets the output's."""
 
     def __init__(
         self,
@@ -129,6 +133,7 @@ class Fp8Linear(nn.Module):
         self.register_buffer("input_scale", torch.ones((), device=device) if static_input_scale else None)
         self.register_buffer("bias", torch.zeros(out_features, device=device) if bias else None)
         self._cached: Fp8Weight | None = None
+        self.fp8_weight()  # registered now: a compiled forward finds it (ops.py)
 
     @classmethod
     def from_weight(cls, weight: Fp8Weight, bias: torch.Tensor | None = None, **kw) -> Fp8Linear:
@@ -170,23 +175,44 @@ class Fp8Linear(nn.Module):
 
     def fp8_weight(self) -> Fp8Weight:
         """The buffers as an Fp8Weight; rebuilt (and backends re-prepared) when they move."""
-        key = (self.weight.data_ptr(), self.weight_scale.data_ptr(), self.weight.device)
+        key = (self.weight.data_ptr(), self.weight_scale.data_ptr(), self.weight.device,
+               None if self.input_scale is None else self.input_scale.data_ptr())
         if self._cached is None or self._cached_key != key:
+            ops.forget(self._cached)
             w = Fp8Weight(self.weight, self.weight_scale, self.scheme, self.input_scale)
-            self._cached = ops.attach(w)  # compiled calls find (and reuse) it on the buffer
+            self._cached = ops.register(w)
             self._cached_key = key
         return self._cached
 
+    def _refresh(self) -> None:
+        """Forget the prepared forms (values changed in place) and register afresh."""
+        ops.forget(self._cached)
+        self._cached = None
+        self.fp8_weight()
+
     def _load_from_state_dict(self, *args, **kwargs):
-        self._cached = None  # loaded values may differ: re-prepare
         out = super()._load_from_state_dict(*args, **kwargs)
-        ops.forget(self.weight)  # the compiled path too
+        self._refresh()  # loaded values may differ: re-prepare
+        return out
+
+    _KEEP_DTYPE = ("weight", "weight_scale", "input_scale")
+
+    def _apply(self, fn, recurse=True):
+        # A dtype cast of the model (.to(torch.bfloat16), .half()) must not turn the FP8
+        # weight into bf16 nor round its float32 scales: keep their dtypes, follow the device.
+        kept = {n: self._buffers[n] for n in self._KEEP_DTYPE if self._buffers.get(n) is not None}
+        out = super()._apply(fn, recurse)
+        for name, orig in kept.items():
+            new = self._buffers[name]
+            if new.dtype != orig.dtype:
+                self._buffers[name] = orig.to(new.device)
+        self._refresh()  # .to() / .cuda() replaced the buffers
         return out
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if torch.compiler.is_compiling():
-            # No fp8_weight() here: data_ptr() cannot be traced. The op finds the
-            # Fp8Weight on the buffer (ops.weight_for).
+            # No fp8_weight() here: data_ptr() cannot be traced. This Fp8Weight only carries
+            # the buffers to the op, which finds the registered one (ops.weight_for).
             weight = Fp8Weight(self.weight, self.weight_scale, self.scheme, self.input_scale)
         else:
             weight = self.fp8_weight()

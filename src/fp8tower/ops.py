@@ -6,46 +6,72 @@ when compiling: the graph holds one node per linear, its fake (meta) implementat
 the output's shape and dtype, and the real one resolves the backend and runs it at run
 time. Eager calls skip the op (no dispatcher overhead) and run the same code directly.
 
-The op takes the weight's tensors, not an :class:`~fp8tower.formats.Fp8Weight`; the
+The op takes the weight's tensors, not an :class:`~fp8tower.formats.Fp8Weight`. The
 Fp8Weight (which caches each backend's prepared weight, e.g. Triton's split-K counters) is
-kept on the weight tensor itself, so every call on the same buffers reuses one prepared form,
-eager or compiled. (A cycle tensor -> Fp8Weight -> tensor: the garbage collector frees it.)
+found in a registry keyed by its tensors' addresses and held weakly: its owner (an
+Fp8Linear, or the caller of fp8_linear) keeps it alive, and while it lives its tensors do,
+so an address cannot be reused by another tensor. Nothing is stored on the tensors (a
+tensor attribute would end up in checkpoints saved with ``keep_vars=True`` and break
+``torch.load(weights_only=True)``). A call whose Fp8Weight is not registered builds a
+temporary one (prepared again on every call: correct, slower).
 """
 
 from __future__ import annotations
+
+import threading
+import weakref
 
 import torch
 from torch import Tensor
 
 from .formats import Fp8Weight, Scheme
 
-_ATTR = "_fp8tower_weight"
+_LIVE: dict[tuple, weakref.ref] = {}
+_LOCK = threading.Lock()
+
+
+def _key(data: Tensor, scale: Tensor, act_scale: Tensor | None, scheme: Scheme) -> tuple:
+    return (data.device, data.data_ptr(), tuple(data.shape), scale.data_ptr(),
+            tuple(scale.shape), None if act_scale is None else act_scale.data_ptr(), scheme)
+
+
+def register(weight: Fp8Weight) -> Fp8Weight:
+    """Let compiled calls on ``weight``'s tensors find it (and its prepared forms)."""
+    if weight.data.data_ptr() == 0:  # meta or empty tensors: no address to key on
+        return weight
+    key = _key(weight.data, weight.scale, weight.act_scale, weight.scheme)
+
+    def drop(ref, key=key):
+        with _LOCK:
+            if _LIVE.get(key) is ref:
+                del _LIVE[key]
+
+    with _LOCK:
+        ref = _LIVE.get(key)
+        if ref is None or ref() is not weight:
+            _LIVE[key] = weakref.ref(weight, drop)
+    return weight
+
+
+def forget(weight: Fp8Weight | None) -> None:
+    """Unregister ``weight`` (its values changed in place: its prepared forms are stale)."""
+    if weight is None:
+        return
+    key = _key(weight.data, weight.scale, weight.act_scale, weight.scheme)
+    with _LOCK:
+        ref = _LIVE.get(key)
+        if ref is not None and ref() is weight:
+            del _LIVE[key]
 
 
 def weight_for(
     data: Tensor, scale: Tensor, act_scale: Tensor | None, scheme: Scheme | str
 ) -> Fp8Weight:
-    """The Fp8Weight over exactly these tensors, built once and kept on ``data``."""
+    """The registered Fp8Weight over these tensors, else a temporary one."""
     scheme = Scheme.parse(scheme)
-    w = getattr(data, _ATTR, None)
-    if w is None or w.scale is not scale or w.act_scale is not act_scale or w.scheme is not scheme:
-        w = Fp8Weight(data, scale, scheme, act_scale)
-        setattr(data, _ATTR, w)
-    return w
-
-
-def attach(weight: Fp8Weight) -> Fp8Weight:
-    """Make ``weight`` the one :func:`weight_for` finds for its tensors (eager code calls it,
-    so compiled calls reuse what eager warm-up prepared)."""
-    if getattr(weight.data, _ATTR, None) is not weight:
-        setattr(weight.data, _ATTR, weight)
-    return weight
-
-
-def forget(data: Tensor) -> None:
-    """Drop the Fp8Weight kept on ``data`` (its values changed in place: re-prepare)."""
-    if hasattr(data, _ATTR):
-        delattr(data, _ATTR)
+    ref = _LIVE.get(_key(data, scale, act_scale, scheme)) if data.data_ptr() else None
+    w = ref() if ref is not None else None
+    return w if w is not None else Fp8Weight(data, scale, scheme, act_scale)
 
 
 @torch.library.custom_op("fp8tower::fp8_linear", mutates_args=())
