@@ -37,6 +37,8 @@ def test_manifest_attribution_by_position():
     ]
     assert att.ceiling_gbps == 4000.0 and att.ceiling_source == "measured"
     assert att.ceiling_pct(qkv) == pytest.approx(100 * qkv.gbps / 4000)
+    ideal_ms = qkv.bytes_per_step / 4000 / 1e6
+    assert att.excess_us_per_call(qkv) == pytest.approx(1000 * (qkv.ms_per_step - ideal_ms) / 2)
     assert sum(op.share for op in att.ops) == pytest.approx(1.0, abs=1e-3)
     assert att.ops[0].ms_per_step >= att.ops[-1].ms_per_step
     assert not att.mismatches and att.integral and not att.unattributed

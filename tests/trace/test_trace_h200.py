@@ -35,3 +35,13 @@ def test_real_comparison_ranks_the_merge_lever(arms):
     top = {row.group for row in c.rows[:2]}
     assert top == {"attention.qkv", "gdn.gdn_in"}
     assert arms["merged_triton"].ms_per_step < arms["unmerged_cublaslt"].ms_per_step
+
+
+def test_real_merged_gemms_pay_a_fixed_cost_per_call(arms):
+    """Each merged GEMM, 31 MB or 84 MB, takes 4-6 us beyond its bytes at the ceiling: the
+    fixed per-call cost that separates the tower from the read ceiling (issue #5)."""
+    a = arms["merged_triton"]
+    gemms = [op for op in a.ops if not op.label.startswith("standin")]
+    assert len(gemms) == 4
+    for op in gemms:
+        assert 4.0 < a.excess_us_per_call(op) < 6.0, op.label

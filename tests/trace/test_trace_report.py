@@ -64,6 +64,7 @@ def test_attribution_json(arms, tmp_path):
     op = next(o for o in doc["ops"] if o["label"] == "gdn.in_proj_qkv")
     assert op["launches_per_step"] == 4 and op["calls_per_step"] == 2
     assert op["kernel_families"] and op["ceiling_pct"] == pytest.approx(op["gbps"] / 40)
+    assert op["excess_us_per_call"] is not None
 
 
 def test_csv(arms, tmp_path):

@@ -102,6 +102,7 @@ def _op_table(att: Attribution, gib: bool) -> Table:
         ("MB/step", "right"),
         (_unit(gib), "right"),
         ("% ceiling", "right"),
+        ("us/call over ceiling", "right"),
     ):
         t.add_column(col, justify=just)
     for op in att.ops:
@@ -118,6 +119,7 @@ def _op_table(att: Attribution, gib: bool) -> Table:
             _f(None if op.bytes_per_step is None else op.bytes_per_step / 1e6, 2),
             _f(_bw(op.gbps, gib), 1),
             _f(pct, 1),
+            _f(att.excess_us_per_call(op), 2),
         )
     if att.unattributed:
         t.add_section()
@@ -275,6 +277,7 @@ def op_json(att: Attribution, op: OpRow, gib: bool = False) -> dict:
         "bytes_per_step": op.bytes_per_step,
         "gbps": op.gbps,
         "ceiling_pct": att.ceiling_pct(op),
+        "excess_us_per_call": att.excess_us_per_call(op),
         "kernel_families": op.families,
         "kernels": op.kernels,
         "integral": op.integral,
@@ -383,6 +386,7 @@ def write_attribution_csv(path: str | Path, att: Attribution) -> Path:
                 "bytes_per_step",
                 "gbps",
                 "ceiling_pct",
+                "excess_us_per_call",
             ]
         )
         for op in att.ops:
@@ -402,6 +406,7 @@ def write_attribution_csv(path: str | Path, att: Attribution) -> Path:
                     op.bytes_per_step,
                     op.gbps,
                     att.ceiling_pct(op),
+                    att.excess_us_per_call(op),
                 ]
             )
         for kd in att.unattributed:
