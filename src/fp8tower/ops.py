@@ -37,9 +37,12 @@ def _key(data: Tensor, scale: Tensor, act_scale: Tensor | None, scheme: Scheme) 
 
 def register(weight: Fp8Weight) -> Fp8Weight:
     """Let compiled calls on ``weight``'s tensors find it (and its prepared forms)."""
+    if getattr(weight, "_ops_key", None) is not None:  # the eager hot path: already done
+        return weight
     if weight.data.data_ptr() == 0:  # meta or empty tensors: no address to key on
         return weight
     key = _key(weight.data, weight.scale, weight.act_scale, weight.scheme)
+    weight._ops_key = key
 
     def drop(ref, key=key):
         with _LOCK:
@@ -57,7 +60,8 @@ def forget(weight: Fp8Weight | None) -> None:
     """Unregister ``weight`` (its values changed in place: its prepared forms are stale)."""
     if weight is None:
         return
-    key = _key(weight.data, weight.scale, weight.act_scale, weight.scheme)
+    key = getattr(weight, "_ops_key", None)
+    weight._ops_key = None
     with _LOCK:
         ref = _LIVE.get(key)
         if ref is not None and ref() is weight:
