@@ -16,10 +16,11 @@ tensor attribute would end up in checkpoints saved with ``keep_vars=True`` and b
 temporary one (prepared again on every call: correct, slower).
 """
 
-from __future__ import annotations
-
+# No `from __future__ import annotations` here: torch.library.custom_op reads the op's
+# schema from its annotations, and real Optional[...] objects work on every torch we support.
 import threading
 import weakref
+from typing import Optional
 
 import torch
 from torch import Tensor
@@ -83,9 +84,9 @@ def fp8_linear_op(
     x: Tensor,
     weight: Tensor,
     weight_scale: Tensor,
-    input_scale: Tensor | None,
-    act_scale: Tensor | None,
-    bias: Tensor | None,
+    input_scale: Optional[Tensor],  # noqa: UP045 (see the import note)
+    act_scale: Optional[Tensor],  # noqa: UP045
+    bias: Optional[Tensor],  # noqa: UP045
     scheme: str,
     backend: str,
     out_dtype: torch.dtype,
