@@ -339,3 +339,28 @@ def test_seeded_from_round_trips_and_old_entries_load():
     with pytest.raises(tuning.EntryError, match="seeded_from"):
         tuning.Entry.from_json(e.key, raw)
     assert tuning.explain_row(e)["seeded_from"] == cpu_problem(m=1).key()
+
+
+def test_pretune_precompiles_planned_configs_for_cuda_problems(monkeypatch):
+    clock = FakeClock()
+    built = []
+    b = dataclasses.replace(
+        fake_backend("fast", clock, {"default": 5.0, "f1": 4.0, "f2": 6.0}),
+        precompile=lambda jobs: built.extend(jobs) or "ok",
+        priority_configs=lambda p: [{"id": "f2", "block": 64}],
+    )
+    d = Dispatcher(candidates=[b], timer=FakeTimer(clock), tune=True, persist=False,
+                   gpu_name="Fake GPU")
+    tuned = []
+    monkeypatch.setattr(d, "tune", lambda p, **kw: tuned.append(len(built))
+                        or entry_with({"fast": 5.0}, p))
+    d.pretune([gpu_problem(m=1), gpu_problem(m=3), cpu_problem()], progress=False,
+              max_configs=1)
+    # CUDA problems only, at their buckets: default, the priority config, 1 spaced; built
+    # before any tuning.
+    assert [(p.m, None if c is None else c["id"]) for p, c in built] == [
+        (1, None), (1, "f2"), (1, "f1"), (4, None), (4, "f2"), (4, "f1")]
+    assert d.stats["precompiled_jobs"] == 6 and tuned == [6, 6, 6]
+    built.clear()
+    d.pretune([gpu_problem(m=8)], progress=False, precompile=False)
+    assert built == []

@@ -231,3 +231,24 @@ def test_capture_arm_on_the_cpu(tmp_path):
     assert all(op.kernels >= 1 for op in manifest.ops)
     att = attribute(load_arm(tmp_path))
     assert att.integral and not att.mismatches
+
+
+def test_auto_warmup_pretunes_the_step_together(monkeypatch):
+    """With `auto` and tuning allowed, warm-up tunes every untuned shape of the step in one
+    dispatch.pretune (parallel builds, seeded buckets) before the first step."""
+    from test_tuning import FakeClock, FakeTimer, fake_backend
+
+    from fp8tower import dispatch
+
+    clock = FakeClock()
+    fakes = [fake_backend("fast", clock, {"default": 5.0, "f1": 4.0})]
+    d = dispatch.Dispatcher(candidates=fakes, timer=FakeTimer(clock), tune=True, persist=False)
+    calls = []
+    real = d.pretune
+    monkeypatch.setattr(d, "pretune", lambda ps, **kw: calls.append(len(ps)) or real(ps, **kw))
+    monkeypatch.setattr(dispatch, "_default", d)
+    tower = build_tower(SPEC, scheme=Scheme.PER_TENSOR, m=1, backend="auto")
+    tower.warmup()
+    keys = {tower.problem(g).key() for g in tower._gemms()}
+    assert calls and calls[0] == len(tower._gemms())
+    assert d.stats["tuned"] == len(keys)  # each distinct shape once, all before the step

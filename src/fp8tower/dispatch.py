@@ -196,6 +196,10 @@ class Dispatcher:
             self._memo[problem] = choice
             return choice
 
+    def may_tune(self, problem: GemmProblem) -> bool:
+        """Whether ``auto`` would tune ``problem`` on a cache miss (the policy)."""
+        return self._may_tune(problem)
+
     def _may_tune(self, problem: GemmProblem) -> bool:
         if self._tune_policy is not None:
             return self._tune_policy
@@ -245,6 +249,26 @@ class Dispatcher:
     def entries_for(self, problem: GemmProblem) -> dict[str, Entry]:
         """The valid cached entries of the file that serves ``problem`` (loaded once)."""
         return self._cache(problem)[1]
+
+    def _precompile(self, problems: list[GemmProblem], max_configs: int) -> None:
+        """Build ahead what tuning ``problems`` may launch (CUDA problems, backends with a
+        ``precompile`` hook); failures are logged, tuning then builds as it goes."""
+        jobs: dict[str, list] = {}
+        hooks = {}
+        for p in problems:
+            if not p.on_cuda:
+                continue
+            for b in self.tunable(p):
+                if b.precompile is None:
+                    continue
+                hooks[b.name] = b.precompile
+                jobs.setdefault(b.name, []).extend(
+                    (dataclasses.replace(p, m=p.bucket), c)
+                    for c in tuning.planned_configs(p, b, max_configs))
+        for name, js in jobs.items():
+            report = hooks[name](js)
+            log.info("%s: %s", name, report)
+            self.stats["precompiled_jobs"] += len(js)
 
     def seed_for(self, problem: GemmProblem, *, cached: bool = True) -> Entry | None:
         """A fully explored entry of a sibling bucket (same seed group, tuning.SEED_TOP):
@@ -320,12 +344,15 @@ class Dispatcher:
         read_ceiling_gbps: float | None = None,
         max_configs: int = tuning.MAX_CONFIGS,
         full: bool = False,
+        precompile: bool = True,
     ) -> list[Entry]:
         """Tune each distinct key (skipping valid cached ones unless retuning); the entries.
 
         Entries that measured nothing (every candidate failed) are returned but not cached.
         Keys are tuned in bucket order within each shape, so M = 1 is explored and M = 2..16
-        are seeded from it (unless ``full``).
+        are seeded from it (unless ``full``). With ``precompile``, backends that can build
+        their kernels ahead (Triton) first build every config the tuning may time, in
+        parallel processes.
         """
         retune = self.retune if retune is None else retune
         todo: dict[str, GemmProblem] = {}
@@ -333,9 +360,18 @@ class Dispatcher:
             todo.setdefault(p.key(), p)
         out: list[Entry] = []
 
-        def step(p: GemmProblem) -> None:
+        def cached(p: GemmProblem) -> Entry | None:
             entry = self.entries_for(p).get(p.key())
             if entry is None or retune or self._choice(p, entry) is None:
+                return None
+            return entry
+
+        if precompile:
+            self._precompile([p for p in todo.values() if cached(p) is None], max_configs)
+
+        def step(p: GemmProblem) -> None:
+            entry = cached(p)
+            if entry is None:
                 entry = self.tune(p, read_ceiling_gbps=read_ceiling_gbps,
                                   max_configs=max_configs, full=full, retune=retune)
             out.append(entry)

@@ -304,7 +304,14 @@ class Tower:
 
     def warmup(self, steps: int = 2) -> None:
         """Eager steps: dispatch resolves (and on a GPU tunes, when allowed) every GEMM, Triton
-        compiles, split-K scratch is allocated; then every GEMM's dispatch is checked resolved."""
+        compiles, split-K scratch is allocated; then every GEMM's dispatch is checked resolved.
+        With ``auto``, the step's untuned shapes are tuned together first (dispatch.pretune:
+        kernels built in parallel, sibling M buckets seeded), where the policy allows tuning."""
+        if self.backend == "auto":
+            d = dispatch.default_dispatcher()
+            todo = [p for p in map(self.problem, self._gemms()) if d.may_tune(p)]
+            if todo:
+                d.pretune(todo, progress=False)
         self.step(self.static_x)  # first on the current stream: tuning happens here
         if self.device.type == "cuda":  # the rest on a side stream, as torch advises
             side = torch.cuda.Stream(self.device)

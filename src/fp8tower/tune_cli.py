@@ -221,6 +221,10 @@ def tune(
         "--full",
         help="Explore every M bucket. Default: buckets sharing a tile group (M = 1..16) "
         "with an explored one time only the defaults and its 3 best configs.")] = False,
+    precompile: Annotated[bool, typer.Option(
+        "--precompile/--no-precompile",
+        help="Build every Triton config the tuning may time first, in parallel processes.")]
+    = True,
     ceiling: Annotated[bool, typer.Option(
         "--ceiling/--no-ceiling",
         help="Measure the GPU's read ceiling first (GB/s as a fraction of it).")] = True,
@@ -260,7 +264,7 @@ def tune(
             typer.echo(f"read ceiling not measured (out of memory: {e})", err=True)
     d = dispatch.default_dispatcher()
     entries = d.pretune(problems, progress=not as_json, retune=retune, read_ceiling_gbps=gbps,
-                        max_configs=max_configs, full=full)
+                        max_configs=max_configs, full=full, precompile=precompile)
     rows = sorted((tuning.explain_row(e) for e in entries), key=_sort_key)
     name = torch.cuda.get_device_name()
     if as_json:

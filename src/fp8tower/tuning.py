@@ -531,6 +531,18 @@ def spaced(items: list, cap: int) -> list:
     return [items[i * len(items) // cap] for i in range(cap)]
 
 
+def planned_configs(problem: GemmProblem, backend, max_configs: int = MAX_CONFIGS) -> list:
+    """Every config :func:`tune_problem` may time for ``backend`` when it explores (the
+    default, the priority configs, the evenly spaced sample): what to build ahead of time."""
+    problem = dataclasses.replace(problem, m=problem.bucket)
+    default = backend.default_config(problem)
+    others = [c for c in backend.configs(problem)
+              if normalize_config(c) != normalize_config(default)]
+    keys = [normalize_config(c) for c in backend.priority_configs(problem)]
+    head = [c for c in others if normalize_config(c) in keys]
+    return [default, *head, *spaced([c for c in others if c not in head], max_configs)]
+
+
 def tune_problem(
     problem: GemmProblem,
     candidates: Sequence,

@@ -39,6 +39,8 @@ class Backend:
     - ``configs(problem)``: kernel configs the tuner may try (empty: not tunable).
     - ``priority_configs(problem)``: configs (from ``configs``) the tuner times before its
       evenly spaced sample of the rest.
+    - ``precompile(jobs)``: optional; build the kernels of [(problem, config), ...] ahead of
+      tuning (in parallel), returning a short report string.
     """
 
     name: str
@@ -51,6 +53,7 @@ class Backend:
     configs: Callable[[GemmProblem], list] = field(default=lambda problem: [])
     default_config: Callable[[GemmProblem], Any] = field(default=lambda problem: None)
     priority_configs: Callable[[GemmProblem], list] = field(default=lambda problem: [])
+    precompile: Callable[[list], str] | None = None
 
     def is_available(self) -> bool:
         return self.unavailable_reason() is None

@@ -260,6 +260,14 @@ def _run(x, weight, packed, *, act_scale=None, bias=None, out_dtype=torch.bfloat
     return y
 
 
+def _precompile(jobs: list) -> str:
+    """Build the GEMM variants of ``jobs`` in parallel processes into triton's on-disk cache,
+    so the tuner's first launch of each finds it there (see kernels/offline.py)."""
+    from ..kernels import offline
+
+    return offline.precompile(jobs).summary()
+
+
 BACKEND = Backend(
     name="triton",
     # Our GEMM kernel, plus the per-token pre-pass (channel_token).
@@ -272,4 +280,5 @@ BACKEND = Backend(
     configs=configs,
     default_config=default_config,
     priority_configs=wave_fits,
+    precompile=_precompile,
 )

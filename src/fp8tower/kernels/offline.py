@@ -170,7 +170,10 @@ def compile_gemm(problem: GemmProblem, config: dict, capability: tuple[int, int]
             MockTensor(torch.float8_e4m3fn, [p.n, p.k]), MockTensor(x_dtype, [p.m, p.k]),
             MockTensor(p.out_dtype, [p.m, p.n]), MockTensor(torch.float32, [p.n]),
             MockTensor(torch.float32, [p.m]), MockTensor(p.out_dtype, [p.n]),
-            MockTensor(torch.float32, [split, p.n]), MockTensor(torch.int32, [p.n]),
+            # Without split-K, fp8_gemm.launch passes y for the unused pointers: same types
+            # here, or the build would not be the one a launch looks up in the cache.
+            MockTensor(torch.float32 if split > 1 else p.out_dtype, [split, p.n]),
+            MockTensor(torch.int32 if split > 1 else p.out_dtype, [p.n]),
             p.m, p.n, p.k, k_per_split, p.k, p.k, p.n, ws_stride, xs_stride,
             SCHEME=_SCHEME_ID[p.scheme], X_FP8=x_fp8, HAS_BIAS=False, BLOCK_N=bn, BLOCK_M=bm,
             BLOCK_K=bk, SPLIT_K=split, FMAX=448.0, SMIN=1e-12, INTERPRET=False,
@@ -187,6 +190,72 @@ def compile_gemm(problem: GemmProblem, config: dict, capability: tuple[int, int]
         grid_programs=-(-p.n // bn) * split * -(-p.m // bm),
         ptx_ops=_ptx_summary(compiled.asm["ptx"]),
     )
+
+
+@dataclasses.dataclass
+class PrecompileReport:
+    jobs: int
+    variants: int  # distinct builds (jobs that differ only in M within a BLOCK_M share one)
+    workers: int
+    seconds: float
+    failures: list[str]
+
+    def summary(self) -> str:
+        s = (f"built {self.variants - len(self.failures)} of {self.variants} Triton variants "
+             f"in {self.seconds:.1f} s on {self.workers} processes")
+        return s + (f"; failed: {self.failures[0]}" if self.failures else "")
+
+
+def _worker_init() -> None:
+    # Before this process imports triton. Nothing else changes: triton's cache key includes
+    # its environment variables, and it must equal the key of the launching process.
+    os.environ.pop("TRITON_INTERPRET", None)
+
+
+def _build(job) -> str | None:
+    problem, config = job
+    try:
+        compile_gemm(problem, config, problem.capability or (9, 0))
+    except Exception as e:  # noqa: BLE001 (a worker reports, the tuner still times it)
+        return f"{problem.key()} {config}: {type(e).__name__}: {e}"[:300]
+    return None
+
+
+def _variant_key(problem: GemmProblem, config: dict) -> tuple:
+    from ..backends.triton_gemm import block_m_for
+
+    return (problem.scheme, problem.act_dtype, problem.out_dtype, problem.capability,
+            problem.n, problem.k, block_m_for(problem.m), json.dumps(config, sort_keys=True))
+
+
+def precompile(jobs, workers: int | None = None) -> PrecompileReport:
+    """Compile the GEMM variants of [(problem, config), ...] in ``workers`` fresh processes
+    (default: the CPUs less one, at most 16). Each lands in triton's on-disk cache under the
+    key a launch on that GPU computes, so the launch loads it instead of compiling (tuning
+    compiles one variant at a time otherwise). A failed build is reported, not raised."""
+    import concurrent.futures
+    import multiprocessing
+
+    unique = {}
+    for p, cfg in jobs:
+        unique.setdefault(_variant_key(p, cfg), (p, cfg))
+    todo = list(unique.values())
+    if workers is None:
+        workers = max(1, min(16, (os.cpu_count() or 2) - 1))
+    workers = max(1, min(workers, len(todo)))
+    t = time.perf_counter()
+    failures: list[str] = []
+    if todo:
+        ctx = multiprocessing.get_context("spawn")  # no CUDA or triton state inherited
+        try:
+            with concurrent.futures.ProcessPoolExecutor(workers, mp_context=ctx,
+                                                        initializer=_worker_init) as pool:
+                chunk = max(1, len(todo) // (4 * workers))
+                failures = [f for f in pool.map(_build, todo, chunksize=chunk) if f]
+        except (concurrent.futures.process.BrokenProcessPool, OSError) as e:
+            # e.g. a main module spawn cannot re-import (python - < script): build as we go
+            failures = [f"the worker processes failed: {type(e).__name__}: {e}"]
+    return PrecompileReport(len(jobs), len(todo), workers, time.perf_counter() - t, failures)
 
 
 def main(argv: list[str] | None = None) -> None:
