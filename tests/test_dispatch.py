@@ -341,12 +341,19 @@ def test_seeded_from_round_trips_and_old_entries_load():
     assert tuning.explain_row(e)["seeded_from"] == cpu_problem(m=1).key()
 
 
+class Report:
+    failures = ()
+
+    def summary(self):
+        return "built"
+
+
 def test_pretune_precompiles_planned_configs_for_cuda_problems(monkeypatch):
     clock = FakeClock()
     built = []
     b = dataclasses.replace(
         fake_backend("fast", clock, {"default": 5.0, "f1": 4.0, "f2": 6.0}),
-        precompile=lambda jobs: built.extend(jobs) or "ok",
+        precompile=lambda jobs: built.extend(jobs) or Report(),
         priority_configs=lambda p: [{"id": "f2", "block": 64}],
     )
     d = Dispatcher(candidates=[b], timer=FakeTimer(clock), tune=True, persist=False,

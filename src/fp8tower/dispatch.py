@@ -267,8 +267,12 @@ class Dispatcher:
                     for c in tuning.planned_configs(p, b, max_configs))
         for name, js in jobs.items():
             report = hooks[name](js)
-            log.info("%s: %s", name, report)
             self.stats["precompiled_jobs"] += len(js)
+            if report.failures:  # tuning still works: it builds what it times, one by one
+                warnings.warn(f"fp8tower: {name} precompile: {report.summary()}",
+                              RuntimeWarning, stacklevel=3)
+            else:
+                log.info("%s: %s", name, report.summary())
 
     def seed_for(self, problem: GemmProblem, *, cached: bool = True) -> Entry | None:
         """A fully explored entry of a sibling bucket (same seed group, tuning.SEED_TOP):

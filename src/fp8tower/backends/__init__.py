@@ -40,7 +40,7 @@ class Backend:
     - ``priority_configs(problem)``: configs (from ``configs``) the tuner times before its
       evenly spaced sample of the rest.
     - ``precompile(jobs)``: optional; build the kernels of [(problem, config), ...] ahead of
-      tuning (in parallel), returning a short report string.
+      tuning (in parallel); returns a report with ``summary()`` and ``failures``.
     """
 
     name: str
@@ -53,7 +53,7 @@ class Backend:
     configs: Callable[[GemmProblem], list] = field(default=lambda problem: [])
     default_config: Callable[[GemmProblem], Any] = field(default=lambda problem: None)
     priority_configs: Callable[[GemmProblem], list] = field(default=lambda problem: [])
-    precompile: Callable[[list], str] | None = None
+    precompile: Callable[[list], Any] | None = None
 
     def is_available(self) -> bool:
         return self.unavailable_reason() is None
