@@ -531,6 +531,14 @@ def spaced(items: list, cap: int) -> list:
     return [items[i * len(items) // cap] for i in range(cap)]
 
 
+def _explored(backend, problem: GemmProblem, others: list, max_configs: int) -> list:
+    """What exploring ``backend`` times beyond its default: its priority configs, then at
+    most ``max_configs`` of the ``others`` evenly spaced."""
+    keys = [normalize_config(c) for c in backend.priority_configs(problem)]
+    head = [c for c in others if normalize_config(c) in keys]
+    return head + spaced([c for c in others if c not in head], max_configs)
+
+
 def planned_configs(problem: GemmProblem, backend, max_configs: int = MAX_CONFIGS) -> list:
     """Every config :func:`tune_problem` may time for ``backend`` when it explores (the
     default, the priority configs, the evenly spaced sample): what to build ahead of time."""
@@ -538,9 +546,7 @@ def planned_configs(problem: GemmProblem, backend, max_configs: int = MAX_CONFIG
     default = backend.default_config(problem)
     others = [c for c in backend.configs(problem)
               if normalize_config(c) != normalize_config(default)]
-    keys = [normalize_config(c) for c in backend.priority_configs(problem)]
-    head = [c for c in others if normalize_config(c) in keys]
-    return [default, *head, *spaced([c for c in others if c not in head], max_configs)]
+    return [default, *_explored(backend, problem, others, max_configs)]
 
 
 def tune_problem(
@@ -608,9 +614,7 @@ def tune_problem(
         if seed is not None:
             chosen = [c for c in others if (b.name, normalize_config(c)) in shortlist]
         elif not first.ok or first.median_us <= prune_ratio * best:
-            keys = [normalize_config(c) for c in b.priority_configs(problem)]
-            head = [c for c in others if normalize_config(c) in keys]
-            chosen = head + spaced([c for c in others if c not in head], max_configs)
+            chosen = _explored(b, problem, others, max_configs)
         else:
             chosen = []
         if len(others) > len(chosen):
