@@ -224,9 +224,10 @@ PRUNE_RATIO = 1.3
 # grid's order says nothing about likelihood; the triton backend lists ~80-350 per problem).
 MAX_CONFIGS = 16
 # Seeded tuning: M buckets that share a seed group (Triton's BLOCK_M: 16 for M <= 16) took the
-# same winner on the H200 in 19 of 21 (shape, scheme) groups at M = 1..16, and the other two
-# were ties within 0.1 us (tuning_cache_all_H200_2026-11-29.json). So once one bucket of a
-# group is fully tuned, its siblings time only the backends' defaults and its SEED_TOP best.
+# same winner on the H200 in 18 of 20 (shape, scheme) groups at M = 1..16; in the other two,
+# M = 1's choice was at most 3.7% and 0.2% slower (benchmarks/cache_evidence.py ->
+# results/tuning_cache_evidence_H200_2026-11-29.json). So once one bucket of a group is
+# fully tuned, its siblings time only the backends' defaults and its SEED_TOP best.
 SEED_TOP = 3
 
 

@@ -23,7 +23,9 @@ from .act_quant import quantize as quantize_act
 _SCHEME_ID = {
     Scheme.PER_TENSOR: 0, Scheme.CHANNEL_TOKEN: 1, Scheme.BLOCK128: 2, Scheme.WEIGHT_ONLY: 3,
 }
-_H200_SMS = 132
+H200_SMS = 132
+# sm_90 shared memory per SM, and what each resident program reserves on top of its own.
+SMEM_PER_SM, SMEM_RESERVED_PER_PROGRAM = 233_472, 1024
 
 
 def _interpret() -> bool:
@@ -56,7 +58,7 @@ def block_m_for(m: int) -> int:
 # Shared memory per SM on sm_90 is 228 KB (232,448 B usable per block, seen in
 # OutOfResources messages on the H200); leave room for the epilogue/reduction scratch.
 _SMEM_BUDGET = 200_000
-_TARGET_PROGRAMS = 2 * _H200_SMS  # two resident programs per SM for the default tiles
+_TARGET_PROGRAMS = 2 * H200_SMS  # two resident programs per SM for the default tiles
 
 
 def smem_bytes(cfg: dict, block_m: int, x_itemsize: int = 2) -> int:
@@ -73,8 +75,8 @@ def _split_for(p: GemmProblem, block_n: int, block_k: int) -> int:
 
 def _prequant_default(p: GemmProblem) -> bool:
     """Quantize x in a pre-pass launch rather than in the GEMM. block128: always (see the
-    module doc). per_tensor at M >= 32: in the H200 tuning evidence (2026-11-29,
-    benchmarks/results/tuning_cache_all_H200_2026-11-29.json, same tile both ways) the
+    module doc). per_tensor at M >= 32: in the H200 tuning evidence (2026-11-29, same tile
+    both ways; benchmarks/results/tuning_cache_evidence_H200_2026-11-29.json) the
     pre-pass was 1.14-1.33x faster at M = 32 on the four >= 25 MB shapes where both were
     timed (12288x5120: 22.2 vs 29.5 us; 1024x5120 lost, 11.8 vs 10.5 us), while at M <= 16
     fused was as fast or faster on 7-8 of 10 shapes. M = 64 follows M = 32 untimed: the
@@ -98,9 +100,6 @@ def default_config(p: GemmProblem) -> dict:
     return cfg
 
 
-_SMEM_PER_SM = 233_472  # sm_90; each resident program also reserves 1 KB
-
-
 def programs_per_sm(cfg: dict, p: GemmProblem) -> int:
     """Programs of ``cfg`` resident per SM, from pipelined shared memory: the binding limit
     for the BLOCK_N 64 x BLOCK_K 256 tiles, whose compiled sizes this matches within 3%
@@ -108,13 +107,14 @@ def programs_per_sm(cfg: dict, p: GemmProblem) -> int:
     excepted. Other tiles compile up to 32% smaller than this estimate (fewer buffers), so
     it is only used for those."""
     x_item = 1 if x_is_fp8(p.scheme, p.act_dtype == FP8_DTYPE, cfg.get("prequant", False)) else 2
-    return max(1, _SMEM_PER_SM // (smem_bytes(cfg, block_m_for(p.m), x_item) + 1024))
+    smem = smem_bytes(cfg, block_m_for(p.m), x_item) + SMEM_RESERVED_PER_PROGRAM
+    return max(1, SMEM_PER_SM // smem)
 
 
 def waves(cfg: dict, p: GemmProblem) -> float:
     """Grid programs / resident slots on an H200 (132 SMs x programs_per_sm)."""
     programs = -(-p.n // cfg["block_n"]) * cfg["split_k"] * -(-p.m // block_m_for(p.m))
-    return programs / (_H200_SMS * programs_per_sm(cfg, p))
+    return programs / (H200_SMS * programs_per_sm(cfg, p))
 
 
 def wave_fill(cfg: dict, p: GemmProblem) -> float:
@@ -164,7 +164,7 @@ def configs(p: GemmProblem) -> list[dict]:
         for split in (1, 2, 3, 4, 5, 6, 8, 10, 12, 16):
             if split > 1 and k_iters // split < 2:
                 continue
-            if not (_H200_SMS // 2 <= tiles * split <= 8 * _H200_SMS) and split > 1:
+            if not (H200_SMS // 2 <= tiles * split <= 8 * H200_SMS) and split > 1:
                 continue
             for stages in (4, 3):
                 for pre in prequants:

@@ -30,13 +30,13 @@ from collections import Counter
 
 import torch
 
+from ..backends.triton_gemm import H200_SMS, SMEM_PER_SM, SMEM_RESERVED_PER_PROGRAM
 from ..formats import Scheme
 from ..problem import GemmProblem
 
-# sm_90 per-SM limits (CUDA C Programming Guide, compute capability 9.0).
-SM90 = {"smem_per_sm": 233_472, "smem_per_block": 232_448, "smem_reserved_per_block": 1024,
-        "regs_per_sm": 65_536, "reg_alloc_per_warp": 256, "max_warps": 64, "max_blocks": 32}
-H200_SMS = 132
+# sm_90 per-SM limits besides shared memory (CUDA C Programming Guide, capability 9.0).
+SMEM_PER_BLOCK = 232_448
+REGS_PER_SM, REG_ALLOC_PER_WARP, MAX_WARPS, MAX_BLOCKS = 65_536, 256, 64, 32
 
 
 @dataclasses.dataclass
@@ -119,16 +119,16 @@ def _resource_usage(cubin: bytes) -> tuple[int | None, int | None, int]:
     return field("REG"), field("LOCAL"), field("SHARED") or 0
 
 
-def programs_per_sm(shared: int, registers: int | None, warps: int) -> int:
-    """Resident programs per SM under the sm_90 limits (shared memory, registers, warps)."""
-    lim = SM90
-    by_smem = lim["smem_per_sm"] // (shared + lim["smem_reserved_per_block"])
-    by_warps = lim["max_warps"] // warps
+def resident_programs(shared: int, registers: int | None, warps: int) -> int:
+    """Programs of a build resident per SM under the sm_90 limits (shared memory, registers,
+    warps); triton_gemm.programs_per_sm estimates the same before building."""
+    by_smem = SMEM_PER_SM // (shared + SMEM_RESERVED_PER_PROGRAM)
+    by_warps = MAX_WARPS // warps
     by_regs = by_warps
     if registers:
-        per_warp = math.ceil(registers * 32 / lim["reg_alloc_per_warp"]) * lim["reg_alloc_per_warp"]
-        by_regs = lim["regs_per_sm"] // (per_warp * warps)
-    return max(0, min(by_smem, by_regs, by_warps, lim["max_blocks"]))
+        per_warp = math.ceil(registers * 32 / REG_ALLOC_PER_WARP) * REG_ALLOC_PER_WARP
+        by_regs = REGS_PER_SM // (per_warp * warps)
+    return max(0, min(by_smem, by_regs, by_warps, MAX_BLOCKS))
 
 
 _PTX_OPS = re.compile(r"^\s*(?:@!?%p\d+\s+)?([a-z][\w.:]*)", re.MULTILINE)
@@ -186,7 +186,7 @@ def compile_gemm(problem: GemmProblem, config: dict, capability: tuple[int, int]
     return KernelFacts(
         scheme=p.scheme.value, m=p.m, n=p.n, k=p.k, config=dict(cfg), x_fp8=x_fp8,
         compile_s=seconds, shared_bytes=shared, registers=regs, spill_bytes=local,
-        programs_per_sm=programs_per_sm(shared, regs, cfg["num_warps"]),
+        programs_per_sm=resident_programs(shared, regs, cfg["num_warps"]),
         grid_programs=-(-p.n // bn) * split * -(-p.m // bm),
         ptx_ops=_ptx_summary(compiled.asm["ptx"]),
     )
