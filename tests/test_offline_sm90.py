@@ -118,3 +118,16 @@ def test_precompile_builds_what_a_launch_looks_up(tmp_path, monkeypatch):
                              capture_output=True, text=True, env=env, timeout=300, check=False)
         assert "compiled, not launched" in out.stdout, out.stderr[-2000:]
         assert sorted(tmp_path.rglob("*.cubin")) == cubins, scheme  # found, not rebuilt
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--shape", "10x"], "expected NxK"),
+    (["--shape", "64x64", "--m", "a"], "expected integers"),
+    (["--shape", "64x64", "--scheme", "nope"], "unknown scheme 'nope'"),
+])
+def test_offline_cli_bad_input(args, message, capsys):
+    from fp8tower.kernels import offline
+
+    with pytest.raises(SystemExit) as e:
+        offline.main(args)
+    assert e.value.code == 2 and message in capsys.readouterr().err

@@ -258,21 +258,45 @@ def precompile(jobs, workers: int | None = None) -> PrecompileReport:
     return PrecompileReport(len(jobs), len(todo), workers, time.perf_counter() - t, failures)
 
 
+def _shape(text: str) -> tuple[int, int]:
+    try:
+        n, k = (int(v) for v in text.lower().split("x"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"shape {text!r}: expected NxK, e.g. 10240x5120") from None
+    return n, k
+
+
+def _ints(text: str) -> list[int]:
+    try:
+        return [int(v) for v in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected integers, e.g. 1,32") from None
+
+
+def _schemes(text: str) -> list[Scheme]:
+    try:
+        return [Scheme.parse(v) for v in text.split(",")]
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--shape", action="append", required=True, help="NxK (repeatable)")
-    ap.add_argument("--m", default="1,32", help="token counts, comma-separated")
-    ap.add_argument("--scheme", default=",".join(s.value for s in Scheme))
+    ap.add_argument("--shape", action="append", required=True, type=_shape,
+                    help="NxK (repeatable)")
+    ap.add_argument("--m", default="1,32", type=_ints, help="token counts, comma-separated")
+    ap.add_argument("--scheme", default=",".join(s.value for s in Scheme),
+                    type=_schemes,
+                    help="schemes, comma-separated")
     ap.add_argument("--priority", action="store_true",
                     help="also the configs the tuner times first (triton_gemm.wave_fits)")
     args = ap.parse_args(argv)
     from ..backends import triton_gemm
 
     out = []
-    for shape in args.shape:
-        n, k = (int(v) for v in shape.lower().split("x"))
-        for scheme in args.scheme.split(","):
-            for m in (int(v) for v in args.m.split(",")):
+    for n, k in args.shape:
+        for scheme in args.scheme:
+            for m in args.m:
                 p = GemmProblem(m, n, k, scheme, capability=(9, 0))
                 cfgs = [("default", triton_gemm.default_config(p))]
                 if args.priority:

@@ -178,7 +178,8 @@ def attribute(
     allow_fractional: FractionalOpt = False,
     device: DeviceOpt = Device.auto,
 ) -> None:
-    """Per op: launches, ms/step, share of step, bytes/step, GB/s, % of the read ceiling.
+    """Per op: launches, ms/step, share of step, bytes/step, GB/s, % of the read ceiling, and
+    microseconds per call beyond its bytes at the ceiling (its fixed cost).
 
     With a capture manifest, also checks that each op's kernels match its backend's kernel
     regex: a mismatch is an error (exit code 1)."""
