@@ -109,9 +109,10 @@ class Checkpoint:
         scheme = self._scheme_of_stored(fqn)
         n, k = w.shape
         if not r.has(sname):
+            shapes = " or ".join(str(list(s)) for s in self._stored_scale_shapes(fqn, scheme, n, k))
             raise self._err(w, f"missing scale: expected tensor {sname!r} ({scheme} scale of "
-                               f"shape {' or '.join(map(str, self._scale_shapes(scheme, n, k)))})")
-        self._check_scale_meta(r.info(sname), self._scale_shapes(scheme, n, k))
+                               f"shape {shapes})")
+        self._check_scale_meta(r.info(sname), self._stored_scale_shapes(fqn, scheme, n, k))
         input_scale = None
         if self._has_static_input_scale(fqn):
             input_scale = f"{fqn}.input_scale"
@@ -120,6 +121,10 @@ class Checkpoint:
                                    f"{input_scale!r} (one float)")
             self._check_scale_meta(r.info(input_scale), [(), (1,)])
         return LinearSpec(fqn, scheme, n, k, sname, input_scale)
+
+    def _stored_scale_shapes(self, fqn: str, scheme: Scheme, n: int, k: int):
+        """The weight scale shapes the format stores for this module (default: the scheme's)."""
+        return self._scale_shapes(scheme, n, k)
 
     def _scale_shapes(self, scheme: Scheme, n: int, k: int) -> list[tuple[int, ...]]:
         if scheme is Scheme.PER_TENSOR:
