@@ -161,7 +161,7 @@ def test_check_merge_group(tmp_path):
 
 def test_lazy_loading_reads_only_the_module(tmp_path, monkeypatch):
     """Opening reads headers only; load_linear reads that module's tensors and nothing else."""
-    import fp8tower.checkpoint.reader as reader
+    from fp8tower.checkpoint import reader
 
     read: list[str] = []
     real = reader.safe_open

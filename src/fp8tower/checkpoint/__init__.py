@@ -34,7 +34,7 @@ from ..formats import Scheme
 from .base import Checkpoint, LoadedLinear
 from .reader import CheckpointError, CheckpointReader
 
-__all__ = ["Checkpoint", "CheckpointError", "LoadedLinear", "open_checkpoint", "FORMATS"]
+__all__ = ["FORMATS", "Checkpoint", "CheckpointError", "LoadedLinear", "open_checkpoint"]
 
 FORMATS = ("modelopt", "compressed_tensors", "block_fp8", "unquantized")
 _QUANT_METHODS = {"modelopt": "modelopt", "compressed-tensors": "compressed_tensors",

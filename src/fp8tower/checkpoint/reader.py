@@ -71,7 +71,7 @@ def read_header(file: Path) -> dict[str, dict]:
 
 
 class TensorInfo:
-    __slots__ = ("name", "file", "dtype", "shape")
+    __slots__ = ("dtype", "file", "name", "shape")
 
     def __init__(self, name: str, file: Path, dtype: str, shape: tuple[int, ...]):
         self.name, self.file, self.dtype, self.shape = name, file, dtype, shape
