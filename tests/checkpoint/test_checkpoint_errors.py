@@ -51,11 +51,11 @@ def _group(**kw):
 # (id, format, preset, mutation, raised at "open" or "load", message regex)
 CASES = [
     ("missing weight scale", "modelopt", "FP8", _drop(f"{Q}.weight_scale"), "open",
-     rf"model.safetensors: tensor '{Q}.weight': missing scale: expected tensor "
-     rf"'{Q}.weight_scale' \(per_tensor scale of shape \[\] or \[1\]\)"),
+     (rf"model.safetensors: tensor '{Q}.weight': missing scale: expected tensor "
+     rf"'{Q}.weight_scale' \(per_tensor scale of shape \[\] or \[1\]\)")),
     ("missing input scale", "modelopt", "FP8", _drop(f"{Q}.input_scale"), "open",
-     rf"tensor '{Q}.weight': missing scale: static per_tensor activations need tensor "
-     rf"'{Q}.input_scale'"),
+     (rf"tensor '{Q}.weight': missing scale: static per_tensor activations need tensor "
+     rf"'{Q}.input_scale'")),
     ("missing block scale", "block_fp8", "", _drop(f"{Q}.weight_scale_inv"), "open",
      rf"missing scale: expected tensor '{Q}.weight_scale_inv' \(block128 scale of shape \[2, 2\]\)"),
     ("block scale wrong shape", "block_fp8", "", _set(f"{Q}.weight_scale_inv", lambda t: t[:1]),
@@ -73,13 +73,13 @@ CASES = [
      _set(f"{Q}.input_scale", lambda t: t.to(torch.float8_e4m3fn)), "open",
      rf"tensor '{Q}.input_scale': scale must have dtype F32, BF16 or F16, got F8_E4M3"),
     ("inf scale", "modelopt", "FP8", _set(f"{Q}.weight_scale", lambda t: t * float("inf")),
-     "load", rf"tensor '{Q}.weight_scale': scale must be finite and positive; 1 value\(s\) are "
-     r"not, the first is inf at index \(\)"),
+     "load", (rf"tensor '{Q}.weight_scale': scale must be finite and positive; 1 value\(s\) are "
+     r"not, the first is inf at index \(\)")),
     ("nan block scale", "block_fp8", "",
      _set(f"{Q}.weight_scale_inv", lambda t: t.index_put((torch.tensor(1), torch.tensor(0)),
                                                          torch.tensor(float("nan")))),
-     "load", rf"'{Q}.weight_scale_inv': scale must be finite and positive; 1 value\(s\) are not, "
-     r"the first is nan at index \(1, 0\)"),
+     "load", (rf"'{Q}.weight_scale_inv': scale must be finite and positive; 1 value\(s\) are not, "
+     r"the first is nan at index \(1, 0\)")),
     ("zero channel scale", "compressed_tensors", "FP8_DYNAMIC",
      _set(f"{Q}.weight_scale", lambda t: t.index_fill(0, torch.tensor([5, 7]), 0.0)), "load",
      r"2 value\(s\) are not, the first is 0.0 at index \(5, 0\)"),
@@ -96,18 +96,18 @@ CASES = [
     ("ignored but fp8", "compressed_tensors", "FP8", _qc(ignore=["lm_head", Q]), "open",
      rf"tensor '{Q}.weight': module '{Q}' is in the ignore list of config.json but is stored in FP8"),
     ("unknown quant_method", "block_fp8", "", _qc(quant_method="awq"), "open",
-     r"config.json: unknown quantization_config.quant_method 'awq'; fp8tower reads modelopt, "
-     r"compressed-tensors, fp8"),
+     (r"config.json: unknown quantization_config.quant_method 'awq'; fp8tower reads modelopt, "
+     r"compressed-tensors, fp8")),
     ("modelopt nvfp4", "modelopt", "FP8", _qc(quant_algo="NVFP4"), "open",
-     r"config.json: quantization_config.quant_algo is 'NVFP4'; fp8tower reads ModelOpt FP8, "
-     r"FP8_PER_CHANNEL_PER_TOKEN"),
+     (r"config.json: quantization_config.quant_algo is 'NVFP4'; fp8tower reads ModelOpt FP8, "
+     r"FP8_PER_CHANNEL_PER_TOKEN")),
     ("block size 64", "block_fp8", "", _qc(weight_block_size=[64, 64]), "open",
      r"config.json: quantization_config.weight_block_size: expected \[128, 128\], got \[64, 64\]"),
     ("static block acts", "block_fp8", "", _qc(activation_scheme="static"), "open",
      r"quantization_config.activation_scheme: expected 'dynamic'"),
     ("ct int8", "compressed_tensors", "FP8", _ct_group(weights__type="int"), "open",
-     r"config.json: quantization_config.config_groups.group_0.weights: expected type 'float' "
-     r"with num_bits 8"),
+     (r"config.json: quantization_config.config_groups.group_0.weights: expected type 'float' "
+     r"with num_bits 8")),
     ("ct static token acts", "compressed_tensors", "FP8_DYNAMIC",
      _ct_group(input_activations__dynamic=False), "open",
      r"config_groups.group_0: expected one of the FP8 presets.*'dynamic': False"),
@@ -115,8 +115,8 @@ CASES = [
      r"config_groups.group_0.format: expected 'float-quantized'"),
     ("ct no targets", "compressed_tensors", "FP8",
      _group(targets=["re:.*mlp.*"]), "open",
-     r"tensor 'model.layers.0.self_attn.k_proj.weight': stored in FP8 but no "
-     r"quantization_config.config_groups entry targets 'model.layers.0.self_attn.k_proj'"),
+     (r"tensor 'model.layers.0.self_attn.k_proj.weight': stored in FP8 but no "
+     r"quantization_config.config_groups entry targets 'model.layers.0.self_attn.k_proj'")),
 ]
 
 
