@@ -1,0 +1,279 @@
+"""The format-independent part of a checkpoint: which linears are quantized, their scales'
+validation, and loading them as ``Fp8Weight``.
+
+A format module (modelopt, compressed_tensors, block_fp8, unquantized) subclasses
+``Checkpoint`` and says three things: how a module name matches its ignore list, which scheme a
+stored FP8 linear has, and the names of its scale tensors. Everything checkable from the
+headers (presence, dtype, shape of every weight and scale) is checked at open; scale *values*
+(finite, positive) when a linear is loaded, so that opening reads no tensor data.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from fnmatch import fnmatchcase
+from pathlib import Path
+
+import torch
+
+from ..formats import BLOCK, Fp8Weight, Scheme
+from .reader import FLOAT_DTYPES, CheckpointError, CheckpointReader, TensorInfo
+
+FP8_STORED = "F8_E4M3"
+
+
+@dataclass
+class LoadedLinear:
+    weight: Fp8Weight
+    bias: torch.Tensor | None = None
+
+
+@dataclass(frozen=True)
+class LinearSpec:
+    """Where a quantized linear's tensors are and how to read them."""
+
+    fqn: str
+    scheme: Scheme
+    n: int
+    k: int
+    scale: str | None  # weight scale tensor name (None: quantized at load from a bf16 weight)
+    input_scale: str | None = None  # static per_tensor activation scale
+
+
+def ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def module_of(name: str) -> str:
+    return name.rsplit(".", 1)[0] if "." in name else ""
+
+
+class Checkpoint:
+    """A checkpoint directory opened for lazy, module-by-module loading (see the package doc)."""
+
+    format: str = ""
+    scale_suffix = "weight_scale"  # block_fp8 stores "weight_scale_inv"
+
+    def __init__(self, reader: CheckpointReader, qconfig: dict, qconfig_file: Path):
+        self._reader = reader
+        self.path: Path = reader.path
+        self.config: dict = reader.config
+        self.quant_config: dict = qconfig
+        self.quant_config_file: Path = qconfig_file
+        self._linears: dict[str, LinearSpec] = {}
+
+    # --- what a format provides -----------------------------------------------------------
+
+    def is_ignored(self, fqn: str) -> bool:
+        """Listed in the format's ignore/exclude list (the module stays bf16)."""
+        raise NotImplementedError
+
+    def _scheme_of_stored(self, fqn: str) -> Scheme:
+        """The scheme of a linear stored in FP8 (raise CheckpointError if the config says none)."""
+        raise NotImplementedError
+
+    def _has_static_input_scale(self, fqn: str) -> bool:
+        return False
+
+    # --- discovery and header checks --------------------------------------------------------
+
+    def _err(self, info_or_where, msg: str) -> CheckpointError:
+        where = info_or_where.where() if isinstance(info_or_where, TensorInfo) else info_or_where
+        return CheckpointError(f"{where}: {msg}")
+
+    def _discover_fp8(self) -> None:
+        """Every module with an FP8 weight or a weight scale is a quantized linear: check it."""
+        tensors = self._reader.tensors
+        suffix = "." + self.scale_suffix
+        fqns = {module_of(n) for n, t in tensors.items()
+                if n.endswith(".weight") and t.dtype == FP8_STORED}
+        fqns |= {n[: -len(suffix)] for n in tensors if n.endswith(suffix)}
+        for fqn in sorted(fqns):
+            self._linears[fqn] = self._check_stored_linear(fqn)
+
+    def _check_stored_linear(self, fqn: str) -> LinearSpec:
+        r = self._reader
+        wname, sname = f"{fqn}.weight", f"{fqn}.{self.scale_suffix}"
+        if not r.has(wname):
+            raise self._err(r.info(sname), f"scale without a weight: {wname!r} is missing")
+        w = r.info(wname)
+        if w.dtype != FP8_STORED:
+            raise self._err(w, f"FP8 weight must have dtype {FP8_STORED} (torch.float8_e4m3fn), "
+                               f"got {w.dtype} (its module has {self.scale_suffix!r})")
+        if len(w.shape) != 2:
+            raise self._err(w, f"FP8 weight must be 2-D [N, K], got shape {list(w.shape)}")
+        if self.is_ignored(fqn):
+            raise self._err(w, f"module {fqn!r} is in the ignore list of "
+                               f"{self.quant_config_file.name} but is stored in FP8")
+        scheme = self._scheme_of_stored(fqn)
+        n, k = w.shape
+        if not r.has(sname):
+            shapes = " or ".join(str(list(s)) for s in self._stored_scale_shapes(fqn, scheme, n, k))
+            raise self._err(w, f"missing scale: expected tensor {sname!r} ({scheme} scale of "
+                               f"shape {shapes})")
+        self._check_scale_meta(r.info(sname), self._stored_scale_shapes(fqn, scheme, n, k))
+        input_scale = None
+        if self._has_static_input_scale(fqn):
+            input_scale = f"{fqn}.input_scale"
+            if not r.has(input_scale):
+                raise self._err(w, f"missing scale: static per_tensor activations need tensor "
+                                   f"{input_scale!r} (one float)")
+            self._check_scale_meta(r.info(input_scale), [(), (1,)])
+        return LinearSpec(fqn, scheme, n, k, sname, input_scale)
+
+    def _stored_scale_shapes(self, fqn: str, scheme: Scheme, n: int, k: int):
+        """The weight scale shapes the format stores for this module (default: the scheme's)."""
+        return self._scale_shapes(scheme, n, k)
+
+    def _scale_shapes(self, scheme: Scheme, n: int, k: int) -> list[tuple[int, ...]]:
+        if scheme is Scheme.PER_TENSOR:
+            return [(), (1,)]
+        if scheme in (Scheme.CHANNEL_TOKEN, Scheme.WEIGHT_ONLY):
+            return [(n,), (n, 1)]
+        return [(ceil_div(n, BLOCK), ceil_div(k, BLOCK))]
+
+    def _check_scale_meta(self, info: TensorInfo, shapes: list[tuple[int, ...]]) -> None:
+        if info.dtype not in FLOAT_DTYPES:
+            raise self._err(info, f"scale must have dtype F32, BF16 or F16, got {info.dtype}")
+        if tuple(info.shape) not in shapes:
+            want = " or ".join(str(list(s)) for s in shapes)
+            raise self._err(info, f"scale must have shape {want}, got {list(info.shape)}")
+
+    def _load_scale(self, name: str, device) -> torch.Tensor:
+        t = self._reader.load(name).float()
+        bad = ~torch.isfinite(t) | (t <= 0)
+        if bool(bad.any()):
+            idx = tuple(int(i) for i in bad.nonzero()[0].tolist()) if t.dim() else ()
+            raise self._err(self._reader.info(name),
+                            f"scale must be finite and positive; {int(bad.sum())} value(s) are "
+                            f"not, the first is {t[idx].item()} at index {idx}")
+        return t.to(device) if device is not None else t
+
+    # --- the public API ----------------------------------------------------------------------
+
+    def tensor_names(self) -> list[str]:
+        return sorted(self._reader.tensors)
+
+    def linear_names(self) -> list[str]:
+        """The fully qualified name of every quantized linear (the prefix before ".weight")."""
+        return sorted(self._linears)
+
+    def scheme_for(self, fqn: str) -> Scheme | None:
+        """The module's scheme; None when it is not quantized (ignored, or not a linear)."""
+        spec = self._linears.get(fqn)
+        return None if spec is None else spec.scheme
+
+    def _spec(self, fqn: str) -> LinearSpec:
+        spec = self._linears.get(fqn)
+        if spec is None:
+            why = ("it is in the ignore list" if self.is_ignored(fqn)
+                   else "no such quantized linear")
+            raise CheckpointError(f"{self.path}: cannot load {fqn!r} as an FP8 linear: {why} "
+                                  "(load_tensor reads it as stored)")
+        return spec
+
+    def load_linear(self, fqn: str, device=None) -> LoadedLinear:
+        """The module's Fp8Weight (and bias, as stored), read now, tensor by tensor."""
+        spec = self._spec(fqn)
+        data = self._reader.load(f"{fqn}.weight", device=device)
+        scale = self._load_scale(spec.scale, device)
+        if spec.scheme is Scheme.PER_TENSOR:
+            scale = scale.reshape(())
+        elif spec.scheme is not Scheme.BLOCK128:
+            scale = scale.reshape(-1).expand(spec.n).contiguous()
+        act = None
+        if spec.input_scale is not None:
+            act = self._load_scale(spec.input_scale, device).reshape(())
+        return LoadedLinear(Fp8Weight(data, scale, spec.scheme, act), self._bias(fqn, device))
+
+    def _bias(self, fqn: str, device) -> torch.Tensor | None:
+        name = f"{fqn}.bias"
+        return self._reader.load(name, device=device) if self._reader.has(name) else None
+
+    def load_tensor(self, name: str, device=None, dtype: torch.dtype | None = None) -> torch.Tensor:
+        """Any tensor as stored (embeddings, norms, ignored linears, ...), read now."""
+        return self._reader.load(name, device=device, dtype=dtype)
+
+    def nbytes(self) -> int:
+        """Bytes of all tensors, as stored."""
+        return self._reader.nbytes()
+
+    def check_merge_group(self, fqns: list[str]) -> None:
+        """Raise CheckpointError when the ignore list covers only some modules of a group that
+        is to be merged into one GEMM (they must be all quantized or all kept bf16)."""
+        ignored = [f for f in fqns if self.is_ignored(f)]
+        if ignored and len(ignored) != len(fqns):
+            kept = [f for f in fqns if f not in ignored]
+            raise CheckpointError(
+                f"{self.quant_config_file}: the ignore list covers only some modules of the merge "
+                f"group {fqns}: ignored {ignored}, quantized {kept}; expected all or none")
+
+    def describe(self) -> dict:
+        """What the checkpoint holds (for `fp8tower convert` reports)."""
+        schemes = {f: str(s.scheme) for f, s in sorted(self._linears.items())}
+        counts: dict[str, int] = {}
+        for s in schemes.values():
+            counts[s] = counts.get(s, 0) + 1
+        weights = sorted(module_of(n) for n, t in self._reader.tensors.items()
+                         if n.endswith(".weight") and len(t.shape) == 2)
+        ignored = [f for f in weights if f not in self._linears and self.is_ignored(f)]
+        return {
+            "path": str(self.path),
+            "format": self.format,
+            "quant_config_file": str(self.quant_config_file),
+            "model_type": self.config.get("model_type"),
+            "schemes": schemes,
+            "scheme_counts": counts,
+            "static_act_scale": sorted(f for f, s in self._linears.items() if s.input_scale),
+            "ignored": ignored,
+            "not_quantized": [f for f in weights if f not in self._linears],
+            "n_tensors": len(self._reader.tensors),
+            "bytes": self.nbytes(),
+        }
+
+    def close(self) -> None:
+        self._reader.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __repr__(self) -> str:
+        return (f"{type(self).__name__}({str(self.path)!r}, format={self.format!r}, "
+                f"{len(self._linears)} quantized linears)")
+
+
+# --- name matching (each format says which of these its ignore list uses) --------------------
+
+
+def match_exact_or_regex(fqn: str, target: str) -> bool:
+    """compressed-tensors' rule (as vLLM applies it): equal, or ``re:<pattern>`` with
+    ``re.match`` (anchored at the start only)."""
+    if target.startswith("re:"):
+        return re.match(target[3:], fqn) is not None
+    return target == fqn
+
+
+def match_modelopt(fqn: str, pattern: str) -> bool:
+    """ModelOpt ``exclude_modules`` as vLLM reads them: exact, substring (also after a leading
+    ``language_model.``), or an fnmatch wildcard (``model.layers.0*``)."""
+    if pattern == fqn or pattern in fqn:
+        return True
+    if fqn.startswith("language_model.") and pattern in fqn[len("language_model."):]:
+        return True
+    return fnmatchcase(fqn, pattern)
+
+
+def match_hf_not_convert(fqn: str, pattern: str) -> bool:
+    """transformers' ``modules_to_not_convert`` rule: the pattern is a regex matched at the start
+    of the name (so also a plain prefix), or the name ends with it; vLLM's ``ignored_layers`` is
+    the exact case of it."""
+    if fqn == pattern or fqn.endswith(pattern):
+        return True
+    try:
+        return re.match(pattern, fqn) is not None
+    except re.error:
+        return fqn.startswith(pattern)

@@ -1,0 +1,57 @@
+"""Block-FP8 checkpoints as Qwen3-*-FP8 and DeepSeek-V3 ship them.
+
+config.json ``quantization_config``: ``{"quant_method": "fp8", "fmt": "e4m3",
+"activation_scheme": "dynamic", "weight_block_size": [128, 128]}``, optionally
+``modules_to_not_convert`` (transformers' FineGrainedFP8Config) or ``ignored_layers`` (vLLM's
+Fp8Config). Per linear: ``weight`` F8_E4M3 [N, K] and ``weight_scale_inv`` fp32
+[ceil(N/128), ceil(K/128)], which MULTIPLIES the FP8 weight despite its name (real = fp8 *
+weight_scale_inv: DeepSeek-V3's weight_dequant and transformers' FP8 dequantization do that),
+so it is our block128 decode scale as it is. Activations: dynamic 1x128 groups -> block128.
+
+Ignore entries match as transformers' ``should_convert_module`` reads modules_to_not_convert: a
+regex at the start of the name (so a plain prefix too), or the end of the name.
+"""
+
+from __future__ import annotations
+
+from ..formats import Scheme
+from .base import Checkpoint, match_hf_not_convert
+from .reader import CheckpointError, CheckpointReader
+
+
+class BlockFp8Checkpoint(Checkpoint):
+    format = "block_fp8"
+    scale_suffix = "weight_scale_inv"
+
+    def __init__(self, reader: CheckpointReader, qconfig: dict):
+        super().__init__(reader, qconfig, reader.path / "config.json")
+        bs = qconfig.get("weight_block_size")
+        if bs is None:
+            raise self._field_err("weight_block_size", "[128, 128] (per-tensor quant_method "
+                                  "'fp8' checkpoints are not read by fp8tower)", bs)
+        if list(bs) != [128, 128]:
+            raise self._field_err("weight_block_size", "[128, 128]", bs)
+        if qconfig.get("activation_scheme", "dynamic") != "dynamic":
+            raise self._field_err("activation_scheme", "'dynamic' (block FP8 quantizes "
+                                  "activations per 1x128 group at run time)",
+                                  qconfig.get("activation_scheme"))
+        if qconfig.get("fmt", "e4m3") != "e4m3":
+            raise self._field_err("fmt", "'e4m3'", qconfig.get("fmt"))
+        ignore = []
+        for field in ("modules_to_not_convert", "ignored_layers"):
+            v = qconfig.get(field) or []
+            if not isinstance(v, list) or not all(isinstance(e, str) for e in v):
+                raise self._field_err(field, "a list of module names", v)
+            ignore += v
+        self.ignore: list[str] = ignore
+        self._discover_fp8()
+
+    def _field_err(self, field: str, expected: str, got) -> CheckpointError:
+        return CheckpointError(f"{self.quant_config_file}: quantization_config.{field}: "
+                               f"expected {expected}, got {got!r}")
+
+    def is_ignored(self, fqn: str) -> bool:
+        return any(match_hf_not_convert(fqn, p) for p in self.ignore)
+
+    def _scheme_of_stored(self, fqn: str) -> Scheme:
+        return Scheme.BLOCK128

@@ -1,0 +1,134 @@
+"""compressed-tensors checkpoints, ``format: "float-quantized"`` (llm-compressor's FP8 presets).
+
+The config (config.json ``quantization_config``, ``quant_method: "compressed-tensors"``) is
+parsed here from the JSON (the ``compressed-tensors`` package is not needed). Each entry of
+``config_groups`` has ``targets`` (module names, ``re:`` regexes, or a class name such as
+"Linear"), ``weights`` and ``input_activations`` (``strategy``, ``dynamic``, ``num_bits``,
+``type``). The combinations read, and the scheme each maps onto:
+
+==================  ===========================  ==========================  ==============
+preset              weights (weight_scale)       input_activations           scheme
+==================  ===========================  ==========================  ==============
+FP8                 tensor, (1,)                 tensor, static (input_scale  per_tensor
+                                                 (1,))                        (static act)
+(dynamic tensor)    tensor, (1,)                 tensor, dynamic              per_tensor
+FP8_DYNAMIC         channel, (N, 1)              token, dynamic               channel_token
+FP8_BLOCK           block [128, 128],            group 128, dynamic           block128
+                    (ceil(N/128), ceil(K/128))
+(weight-only)       channel (N, 1) or tensor     none                         weight_only
+==================  ===========================  ==========================  ==============
+
+``weight_scale`` may be bf16, fp16 or fp32 (llm-compressor writes the model's dtype); we load
+it as fp32. ``ignore`` entries match a module name exactly or, as ``re:<regex>``, with
+``re.match`` (vLLM's compressed_tensors utils read them that way).
+"""
+
+from __future__ import annotations
+
+from ..formats import Scheme
+from .base import Checkpoint, match_exact_or_regex
+from .reader import CheckpointError, CheckpointReader
+
+FORMAT = "float-quantized"
+
+
+class _Group:
+    def __init__(self, name: str, targets: list[str], scheme: Scheme, weight_strategy: str,
+                 static_input: bool):
+        self.name, self.targets, self.scheme = name, targets, scheme
+        self.weight_strategy, self.static_input = weight_strategy, static_input
+
+
+class CompressedTensorsCheckpoint(Checkpoint):
+    format = "compressed_tensors"
+
+    def __init__(self, reader: CheckpointReader, qconfig: dict):
+        super().__init__(reader, qconfig, reader.path / "config.json")
+        self.ignore: list[str] = list(qconfig.get("ignore") or [])
+        groups = qconfig.get("config_groups")
+        if not isinstance(groups, dict) or not groups:
+            raise self._field_err("config_groups", "a non-empty object of quantization groups",
+                                  groups)
+        top_format = qconfig.get("format")
+        self.groups = [self._parse_group(name, g, top_format) for name, g in groups.items()]
+        self._discover_fp8()
+
+    def _field_err(self, field: str, expected: str, got) -> CheckpointError:
+        return CheckpointError(f"{self.quant_config_file}: quantization_config.{field}: "
+                               f"expected {expected}, got {got!r}")
+
+    def _parse_group(self, name: str, g: dict, top_format) -> _Group:
+        where = f"config_groups.{name}"
+        if not isinstance(g, dict):
+            raise self._field_err(where, "an object", g)
+        fmt = g.get("format") or top_format
+        if fmt != FORMAT:
+            raise self._field_err(f"{where}.format", f"{FORMAT!r} (FP8 weights)", fmt)
+        targets = g.get("targets")
+        if not isinstance(targets, list) or not targets:
+            raise self._field_err(f"{where}.targets", "a list of module names/regexes", targets)
+        w, a = g.get("weights"), g.get("input_activations")
+        for field, args in (("weights", w), ("input_activations", a)):
+            if args is None and field == "input_activations":
+                continue
+            if not isinstance(args, dict):
+                raise self._field_err(f"{where}.{field}", "an object", args)
+            if args.get("type") != "float" or args.get("num_bits") != 8:
+                raise self._field_err(f"{where}.{field}", "type 'float' with num_bits 8 (FP8)",
+                                      {"type": args.get("type"), "num_bits": args.get("num_bits")})
+        ws = w.get("strategy")
+        if a is None:
+            if ws not in ("tensor", "channel"):
+                raise self._field_err(f"{where}.weights.strategy",
+                                      "'tensor' or 'channel' for weight-only FP8", ws)
+            return _Group(name, targets, Scheme.WEIGHT_ONLY, ws, False)
+        as_, dyn = a.get("strategy"), bool(a.get("dynamic"))
+        if ws == "tensor" and as_ == "tensor":
+            return _Group(name, targets, Scheme.PER_TENSOR, ws, not dyn)
+        if ws == "channel" and as_ == "token" and dyn:
+            return _Group(name, targets, Scheme.CHANNEL_TOKEN, ws, False)
+        if ws == "block" and as_ == "group" and dyn:
+            bs, gs = w.get("block_structure"), a.get("group_size")
+            if list(bs or []) != [128, 128] or gs != 128:
+                raise self._field_err(where, "block_structure [128, 128] with activation "
+                                      "group_size 128", {"block_structure": bs, "group_size": gs})
+            return _Group(name, targets, Scheme.BLOCK128, ws, False)
+        raise self._field_err(
+            where, "one of the FP8 presets: weights tensor + activations tensor (FP8), channel "
+            "+ dynamic token (FP8_DYNAMIC), block + dynamic group (FP8_BLOCK), or no activations",
+            {"weights.strategy": ws, "input_activations.strategy": as_, "dynamic": dyn})
+
+    def group_for(self, fqn: str) -> _Group | None:
+        """The group whose targets name the module (exactly or by ``re:``) first, else the
+        first whose targets name its class (any target containing "Linear")."""
+        for g in self.groups:
+            if any(match_exact_or_regex(fqn, t) for t in g.targets):
+                return g
+        for g in self.groups:
+            if any(not t.startswith("re:") and "linear" in t.lower() for t in g.targets):
+                return g
+        return None
+
+    def is_ignored(self, fqn: str) -> bool:
+        return any(match_exact_or_regex(fqn, t) for t in self.ignore)
+
+    def _group(self, fqn: str) -> _Group:
+        g = self.group_for(fqn)
+        if g is None:
+            raise CheckpointError(f"{self._reader.info(fqn + '.weight').where()}: stored in FP8 "
+                                  f"but no quantization_config.config_groups entry targets "
+                                  f"{fqn!r} (in {self.quant_config_file})")
+        return g
+
+    def _scheme_of_stored(self, fqn: str) -> Scheme:
+        return self._group(fqn).scheme
+
+    def _has_static_input_scale(self, fqn: str) -> bool:
+        return self._group(fqn).static_input
+
+    def _stored_scale_shapes(self, fqn: str, scheme: Scheme, n: int, k: int):
+        if self._group(fqn).weight_strategy == "tensor":
+            return [(1,), ()]
+        if scheme is Scheme.BLOCK128:
+            return self._scale_shapes(scheme, n, k)
+        return [(n, 1), (n,)]

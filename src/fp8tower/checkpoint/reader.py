@@ -1,0 +1,166 @@
+"""A local safetensors checkpoint directory, read lazily, tensor by tensor.
+
+What is read when:
+- at open: config.json, hf_quant_config.json (when present), the index
+  (``model.safetensors.index.json``, when present), and each shard's *header* (8-byte length +
+  JSON: dtype, shape, offsets of every tensor). No tensor data.
+- ``load(name)``: that one tensor, through ``safetensors.safe_open(..., framework="pt")``
+  (memory-mapped; one handle per shard, kept open).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import struct
+from pathlib import Path
+
+import torch
+from safetensors import safe_open
+
+INDEX_NAME = "model.safetensors.index.json"
+
+# safetensors dtype strings -> torch dtypes (the ones a checkpoint of ours may hold)
+DTYPES = {
+    "F8_E4M3": torch.float8_e4m3fn,
+    "F8_E5M2": torch.float8_e5m2,
+    "BF16": torch.bfloat16,
+    "F16": torch.float16,
+    "F32": torch.float32,
+    "F64": torch.float64,
+    "I8": torch.int8,
+    "U8": torch.uint8,
+    "I16": torch.int16,
+    "I32": torch.int32,
+    "I64": torch.int64,
+    "BOOL": torch.bool,
+}
+ITEMSIZE = {"F8_E4M3": 1, "F8_E5M2": 1, "BF16": 2, "F16": 2, "F32": 4, "F64": 8, "I8": 1, "U8": 1,
+            "I16": 2, "I32": 4, "I64": 8, "BOOL": 1}
+FLOAT_DTYPES = ("BF16", "F16", "F32")
+
+
+class CheckpointError(ValueError):
+    """A checkpoint we cannot load as it is; the message names the file, the tensor or field,
+    and what was expected."""
+
+
+def read_json(path: Path) -> dict:
+    try:
+        data = json.loads(path.read_text())
+    except json.JSONDecodeError as e:
+        raise CheckpointError(f"{path}: not valid JSON ({e})") from None
+    if not isinstance(data, dict):
+        raise CheckpointError(f"{path}: expected a JSON object, got {type(data).__name__}")
+    return data
+
+
+def read_header(file: Path) -> dict[str, dict]:
+    """The safetensors header of one file: {name: {"dtype", "shape", "data_offsets"}}."""
+    try:
+        with open(file, "rb") as f:
+            raw = f.read(8)
+            if len(raw) != 8:
+                raise CheckpointError(f"{file}: too short for a safetensors file")
+            (n,) = struct.unpack("<Q", raw)
+            header = json.loads(f.read(n))
+    except (OSError, json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise CheckpointError(f"{file}: unreadable safetensors header ({e})") from None
+    header.pop("__metadata__", None)
+    return header
+
+
+class TensorInfo:
+    __slots__ = ("dtype", "file", "name", "shape")
+
+    def __init__(self, name: str, file: Path, dtype: str, shape: tuple[int, ...]):
+        self.name, self.file, self.dtype, self.shape = name, file, dtype, shape
+
+    @property
+    def nbytes(self) -> int:
+        return math.prod(self.shape) * ITEMSIZE.get(self.dtype, 1)
+
+    def where(self) -> str:
+        return f"{self.file.name}: tensor {self.name!r}"
+
+
+class CheckpointReader:
+    """The directory, its JSON files and every tensor's metadata; tensors load on demand."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path).expanduser()
+        if not self.path.is_dir():
+            raise CheckpointError(f"{self.path}: not a directory (expected a checkpoint folder "
+                                  "with config.json and *.safetensors)")
+        cfg = self.path / "config.json"
+        if not cfg.is_file():
+            raise CheckpointError(f"{cfg}: missing (every checkpoint needs its config.json)")
+        self.config = read_json(cfg)
+        hq = self.path / "hf_quant_config.json"
+        self.hf_quant_config = read_json(hq) if hq.is_file() else None
+        self.tensors: dict[str, TensorInfo] = {}
+        self._handles: dict[Path, object] = {}
+        self._read_index()
+
+    def _read_index(self) -> None:
+        index = self.path / INDEX_NAME
+        if index.is_file():
+            weight_map = read_json(index).get("weight_map")
+            if not isinstance(weight_map, dict) or not weight_map:
+                raise CheckpointError(f"{index}: field 'weight_map' must map tensor names to "
+                                      "shard files")
+            by_file: dict[str, list[str]] = {}
+            for name, fname in weight_map.items():
+                by_file.setdefault(fname, []).append(name)
+            for fname, names in by_file.items():
+                file = self.path / fname
+                if not file.is_file():
+                    raise CheckpointError(
+                        f"{index}: shard {fname!r} (holding {len(names)} tensor(s), e.g. "
+                        f"{names[0]!r}) is missing from {self.path}")
+                header = read_header(file)
+                for name in names:
+                    if name not in header:
+                        raise CheckpointError(f"{index}: tensor {name!r} is mapped to {fname!r}, "
+                                              "which does not hold it")
+                    self._add(name, file, header[name])
+        else:
+            files = sorted(self.path.glob("*.safetensors"))
+            if not files:
+                raise CheckpointError(f"{self.path}: no *.safetensors files and no {INDEX_NAME}")
+            for file in files:
+                for name, meta in read_header(file).items():
+                    if name in self.tensors:
+                        raise CheckpointError(f"{file.name}: tensor {name!r} is also in "
+                                              f"{self.tensors[name].file.name}")
+                    self._add(name, file, meta)
+
+    def _add(self, name: str, file: Path, meta: dict) -> None:
+        self.tensors[name] = TensorInfo(name, file, str(meta["dtype"]), tuple(meta["shape"]))
+
+    def info(self, name: str) -> TensorInfo:
+        try:
+            return self.tensors[name]
+        except KeyError:
+            raise CheckpointError(f"{self.path}: no tensor {name!r} in the checkpoint") from None
+
+    def has(self, name: str) -> bool:
+        return name in self.tensors
+
+    def load(self, name: str, device=None, dtype: torch.dtype | None = None) -> torch.Tensor:
+        """One tensor, read from its shard (memory-mapped), then moved/cast if asked."""
+        info = self.info(name)
+        handle = self._handles.get(info.file)
+        if handle is None:
+            handle = safe_open(str(info.file), framework="pt")
+            self._handles[info.file] = handle
+        t = handle.get_tensor(name)
+        if device is not None or dtype is not None:
+            t = t.to(device=device, dtype=dtype)
+        return t
+
+    def nbytes(self) -> int:
+        return sum(t.nbytes for t in self.tensors.values())
+
+    def close(self) -> None:
+        self._handles.clear()

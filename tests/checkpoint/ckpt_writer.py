@@ -1,0 +1,243 @@
+"""Write small checkpoints in each format the way the real ones ship them (tensor names,
+dtypes, shapes, config JSON), from random weights.
+
+The quantization here is plain torch, written independently of fp8tower.formats, so the tests
+compare fp8tower's loader against it. Usage:
+
+    spec = build("compressed_tensors", preset="FP8_BLOCK")   # tensors + config, editable
+    spec.tensors[...] = ...                                   # (malformed cases)
+    save(spec, tmp_path, shards=2)
+
+``spec.reference[fqn]`` is what the linear must dequantize to: ``(fp8 data, decode scale
+broadcastable to [N, K] after expand_ref, static input scale or None)``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+from safetensors.torch import save_file
+
+E4M3_MAX = 448.0
+
+# A tiny Qwen3 (the real config.json fields transformers' Qwen3Config reads). N and K are not
+# multiples of 128, so block128 has partial blocks: hidden 192 = 1.5 blocks, intermediate 320.
+QWEN3_CONFIG = {
+    "architectures": ["Qwen3ForCausalLM"],
+    "model_type": "qwen3",
+    "hidden_size": 192,
+    "intermediate_size": 320,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 3,
+    "num_key_value_heads": 1,
+    "head_dim": 64,
+    "hidden_act": "silu",
+    "max_position_embeddings": 128,
+    "rms_norm_eps": 1e-6,
+    "rope_theta": 1000000.0,
+    "tie_word_embeddings": False,
+    "vocab_size": 256,
+    "attention_bias": False,
+    "torch_dtype": "bfloat16",
+    "bos_token_id": 1,
+    "eos_token_id": 2,
+}
+
+PROJS = ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
+         "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj")
+
+
+def linear_shapes(cfg: dict) -> dict[str, tuple[int, int]]:
+    h, i, hd = cfg["hidden_size"], cfg["intermediate_size"], cfg["head_dim"]
+    q, kv = cfg["num_attention_heads"] * hd, cfg["num_key_value_heads"] * hd
+    per = {"self_attn.q_proj": (q, h), "self_attn.k_proj": (kv, h), "self_attn.v_proj": (kv, h),
+           "self_attn.o_proj": (h, q), "mlp.gate_proj": (i, h), "mlp.up_proj": (i, h),
+           "mlp.down_proj": (h, i)}
+    return {f"model.layers.{layer}.{p}": s for layer in range(cfg["num_hidden_layers"])
+            for p, s in per.items()}
+
+
+@dataclass
+class Spec:
+    format: str
+    config: dict
+    tensors: dict[str, torch.Tensor]
+    reference: dict[str, tuple] = field(default_factory=dict)  # fqn -> (data, scale, act)
+    ignored: list[str] = field(default_factory=list)  # fqns left in bf16
+    hf_quant_config: dict | None = None
+
+
+# --- independent reference quantization (plain torch) -------------------------------------
+
+
+def q_tensor(w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    s = w.abs().max().float() / E4M3_MAX
+    return (w.float() / s).clamp(-E4M3_MAX, E4M3_MAX).to(torch.float8_e4m3fn), s
+
+
+def q_channel(w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    s = w.abs().amax(dim=1, keepdim=True).float() / E4M3_MAX  # [N, 1]
+    return (w.float() / s).clamp(-E4M3_MAX, E4M3_MAX).to(torch.float8_e4m3fn), s
+
+
+def q_block(w: torch.Tensor, b: int = 128) -> tuple[torch.Tensor, torch.Tensor]:
+    n, k = w.shape
+    nb, kb = math.ceil(n / b), math.ceil(k / b)
+    s = torch.empty(nb, kb)
+    q = torch.empty(n, k, dtype=torch.float8_e4m3fn)
+    for i in range(nb):
+        for j in range(kb):
+            blk = w[i * b:(i + 1) * b, j * b:(j + 1) * b].float()
+            s[i, j] = blk.abs().max() / E4M3_MAX
+            q[i * b:(i + 1) * b, j * b:(j + 1) * b] = (blk / s[i, j]).clamp(
+                -E4M3_MAX, E4M3_MAX).to(torch.float8_e4m3fn)
+    return q, s
+
+
+def expand_ref(data: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+    """Dequantize with plain loops over blocks/broadcasting (independent of fp8tower)."""
+    d = data.float()
+    s = scale.float()
+    if s.dim() == 2 and s.shape[1] != 1:  # blocks
+        out = torch.empty_like(d)
+        for i in range(s.shape[0]):
+            for j in range(s.shape[1]):
+                out[i * 128:(i + 1) * 128, j * 128:(j + 1) * 128] = (
+                    d[i * 128:(i + 1) * 128, j * 128:(j + 1) * 128] * s[i, j])
+        return out
+    if s.numel() == 1:
+        return d * s.reshape(())
+    return d * s.reshape(-1, 1)
+
+
+# --- building ------------------------------------------------------------------------------
+
+
+def base_tensors(cfg: dict, seed: int, dtype=torch.bfloat16) -> dict[str, torch.Tensor]:
+    g = torch.Generator().manual_seed(seed)
+    h, v, hd = cfg["hidden_size"], cfg["vocab_size"], cfg["head_dim"]
+    t = {"model.embed_tokens.weight": torch.randn(v, h, generator=g).to(dtype),
+         "model.norm.weight": (1 + 0.1 * torch.randn(h, generator=g)).to(dtype),
+         "lm_head.weight": (0.05 * torch.randn(v, h, generator=g)).to(dtype)}
+    for layer in range(cfg["num_hidden_layers"]):
+        p = f"model.layers.{layer}"
+        for norm in ("input_layernorm", "post_attention_layernorm"):
+            t[f"{p}.{norm}.weight"] = (1 + 0.1 * torch.randn(h, generator=g)).to(dtype)
+        for norm in ("self_attn.q_norm", "self_attn.k_norm"):
+            t[f"{p}.{norm}.weight"] = (1 + 0.1 * torch.randn(hd, generator=g)).to(dtype)
+    for fqn, (n, k) in linear_shapes(cfg).items():
+        # rows of different magnitude so per-channel and per-block scales differ
+        rows = torch.exp(torch.randn(n, 1, generator=g))
+        t[f"{fqn}.weight"] = (0.02 * rows * torch.randn(n, k, generator=g)).to(dtype)
+    return t
+
+
+def _ct_group(preset: str) -> dict:
+    w = {"num_bits": 8, "type": "float", "symmetric": True, "group_size": None,
+         "block_structure": None, "dynamic": False, "actorder": None, "observer": "minmax",
+         "observer_kwargs": {}}
+    a = dict(w, observer=None)
+    if preset == "FP8":
+        w["strategy"], a["strategy"], a["dynamic"], a["observer"] = "tensor", "tensor", False, "minmax"
+    elif preset == "FP8_DYNAMIC":
+        w["strategy"], a["strategy"], a["dynamic"] = "channel", "token", True
+    elif preset == "FP8_BLOCK":
+        w["strategy"], w["block_structure"] = "block", [128, 128]
+        a["strategy"], a["group_size"], a["dynamic"] = "group", 128, True
+    else:
+        raise ValueError(preset)
+    return {"targets": ["Linear"], "weights": w, "input_activations": a,
+            "output_activations": None, "format": "float-quantized"}
+
+
+def build(fmt: str, *, preset: str = "FP8", ignore: tuple[str, ...] = ("lm_head",),
+          ignored_fqns: tuple[str, ...] = (), scale_dtype=torch.float32, seed: int = 0,
+          config_in: str = "config", cfg: dict | None = None) -> Spec:
+    """fmt: modelopt (preset FP8 | FP8_PER_CHANNEL_PER_TOKEN; config_in "config" or
+    "hf_quant_config"), compressed_tensors (preset FP8 | FP8_DYNAMIC | FP8_BLOCK), block_fp8,
+    unquantized. ``ignore`` goes into the config's ignore list as is; ``ignored_fqns`` are the
+    linears left in bf16 (list them in ``ignore`` too, in the format's own syntax)."""
+    cfg = json.loads(json.dumps(cfg or QWEN3_CONFIG))
+    t = base_tensors(cfg, seed)
+    spec = Spec(fmt, cfg, t, ignored=list(ignored_fqns))
+    if fmt == "unquantized":
+        return spec
+    for fqn in linear_shapes(cfg):
+        if fqn in ignored_fqns:
+            continue
+        w = t[f"{fqn}.weight"].float()
+        act = None
+        if fmt == "block_fp8" or (fmt == "compressed_tensors" and preset == "FP8_BLOCK"):
+            q, s = q_block(w)
+            sname = "weight_scale_inv" if fmt == "block_fp8" else "weight_scale"
+        elif preset in ("FP8_DYNAMIC", "FP8_PER_CHANNEL_PER_TOKEN"):
+            q, s = q_channel(w)
+            if fmt == "modelopt":
+                s = s.reshape(-1)  # ModelOpt per-channel: [N]
+            sname = "weight_scale"
+        else:
+            q, s = q_tensor(w)
+            # ModelOpt scalars are shape []; compressed-tensors tensor strategy (1,)
+            s = s.reshape(()) if fmt == "modelopt" else s.reshape(1)
+            sname = "weight_scale"
+            act = torch.tensor(0.5 + torch.rand(1).item()) / E4M3_MAX * 4
+            act = act.reshape(()) if fmt == "modelopt" else act.reshape(1)
+            t[f"{fqn}.input_scale"] = act.float()
+        s = s.to(scale_dtype if fmt == "compressed_tensors" else torch.float32)
+        t[f"{fqn}.weight"] = q
+        t[f"{fqn}.{sname}"] = s
+        spec.reference[fqn] = (q, s, act)
+    if fmt == "modelopt":
+        if config_in == "config":
+            cfg["quantization_config"] = {"quant_method": "modelopt", "quant_algo": preset,
+                                          "kv_cache_quant_algo": None, "ignore": list(ignore),
+                                          "producer": {"name": "modelopt", "version": "0.37.0"}}
+        else:
+            spec.hf_quant_config = {"producer": {"name": "modelopt", "version": "0.37.0"},
+                                    "quantization": {"quant_algo": preset,
+                                                     "kv_cache_quant_algo": None,
+                                                     "exclude_modules": list(ignore)}}
+    elif fmt == "compressed_tensors":
+        cfg["quantization_config"] = {
+            "quant_method": "compressed-tensors", "format": "float-quantized",
+            "quantization_status": "compressed", "config_groups": {"group_0": _ct_group(preset)},
+            "ignore": list(ignore), "kv_cache_scheme": None, "global_compression_ratio": None,
+            "sparsity_config": {}, "version": "0.12.2"}
+    elif fmt == "block_fp8":
+        cfg["quantization_config"] = {"quant_method": "fp8", "fmt": "e4m3",
+                                      "activation_scheme": "dynamic",
+                                      "weight_block_size": [128, 128],
+                                      "modules_to_not_convert": list(ignore)}
+    else:
+        raise ValueError(fmt)
+    return spec
+
+
+def save(spec: Spec, path: Path, *, shards: int = 1) -> Path:
+    """Write config.json, (hf_quant_config.json), the tensors in ``shards`` files (an index
+    when more than one), as transformers/ModelOpt/llm-compressor name them."""
+    path = Path(path)
+    path.mkdir(parents=True, exist_ok=True)
+    (path / "config.json").write_text(json.dumps(spec.config, indent=2))
+    if spec.hf_quant_config is not None:
+        (path / "hf_quant_config.json").write_text(json.dumps(spec.hf_quant_config, indent=2))
+    names = sorted(spec.tensors)
+    if shards == 1:
+        save_file({n: spec.tensors[n].contiguous() for n in names},
+                  str(path / "model.safetensors"), metadata={"format": "pt"})
+        return path
+    weight_map, total = {}, 0
+    for i in range(shards):
+        fname = f"model-{i + 1:05d}-of-{shards:05d}.safetensors"
+        part = {n: spec.tensors[n].contiguous() for j, n in enumerate(names) if j % shards == i}
+        save_file(part, str(path / fname), metadata={"format": "pt"})
+        for n, tt in part.items():
+            weight_map[n] = fname
+            total += tt.numel() * tt.element_size()
+    (path / "model.safetensors.index.json").write_text(json.dumps(
+        {"metadata": {"total_size": total}, "weight_map": weight_map}, indent=2))
+    return path

@@ -1,0 +1,194 @@
+"""fp8tower.checkpoint loads every format as an independent dequantization says it should."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+import torch
+from ckpt_writer import build, expand_ref, linear_shapes, q_block, q_channel, q_tensor, save
+
+from fp8tower.checkpoint import CheckpointError, open_checkpoint
+from fp8tower.formats import Scheme
+
+CASES = [
+    # fmt, preset, config_in, scale dtype, shards, scheme
+    ("modelopt", "FP8", "config", torch.float32, 1, Scheme.PER_TENSOR),
+    ("modelopt", "FP8", "hf_quant_config", torch.float32, 2, Scheme.PER_TENSOR),
+    ("modelopt", "FP8_PER_CHANNEL_PER_TOKEN", "hf_quant_config", torch.float32, 1,
+     Scheme.CHANNEL_TOKEN),
+    ("compressed_tensors", "FP8", "config", torch.float32, 1, Scheme.PER_TENSOR),
+    ("compressed_tensors", "FP8_DYNAMIC", "config", torch.bfloat16, 2, Scheme.CHANNEL_TOKEN),
+    ("compressed_tensors", "FP8_BLOCK", "config", torch.float16, 1, Scheme.BLOCK128),
+    ("compressed_tensors", "FP8_BLOCK", "config", torch.float32, 3, Scheme.BLOCK128),
+    ("block_fp8", "", "config", torch.float32, 2, Scheme.BLOCK128),
+]
+# each format's own syntax for "layer 1's o_proj and lm_head stay bf16"
+IGNORE = {
+    "modelopt": ("lm_head", "model.layers.1.self_attn.o_proj*"),
+    "compressed_tensors": ("lm_head", r"re:.*layers\.1\.self_attn\.o_proj$"),
+    "block_fp8": ("lm_head", "model.layers.1.self_attn.o_proj"),
+}
+IGNORED = "model.layers.1.self_attn.o_proj"
+
+
+@pytest.mark.parametrize("fmt,preset,config_in,scale_dtype,shards,scheme", CASES)
+def test_loads_independent_dequantization(tmp_path, fmt, preset, config_in, scale_dtype, shards,
+                                          scheme):
+    spec = build(fmt, preset=preset, config_in=config_in, scale_dtype=scale_dtype,
+                 ignore=IGNORE[fmt], ignored_fqns=(IGNORED,))
+    ck = open_checkpoint(save(spec, tmp_path, shards=shards))
+    assert ck.format == fmt
+    expected = sorted(f for f in linear_shapes(spec.config) if f != IGNORED)
+    assert ck.linear_names() == expected
+    for fqn in expected:
+        assert ck.scheme_for(fqn) is scheme
+        loaded = ck.load_linear(fqn)
+        q, s, act = spec.reference[fqn]
+        w = loaded.weight
+        assert w.scheme is scheme and w.data.dtype == torch.float8_e4m3fn
+        assert w.scale.dtype == torch.float32  # stored bf16/fp16 scales come back as fp32
+        # independent dequantization: plain torch on the tensors the writer stored
+        assert torch.equal(w.dequantize(), expand_ref(q, s)), fqn
+        if act is None:
+            assert w.act_scale is None
+        else:
+            assert w.act_scale.shape == () and float(w.act_scale) == float(act)
+        assert loaded.bias is None
+    # the ignored linear and everything else stays as stored
+    assert ck.is_ignored(IGNORED) and ck.is_ignored("lm_head")
+    assert ck.scheme_for(IGNORED) is None and ck.scheme_for("model.norm") is None
+    assert not ck.is_ignored("model.layers.0.self_attn.o_proj")
+    assert torch.equal(ck.load_tensor(f"{IGNORED}.weight"), spec.tensors[f"{IGNORED}.weight"])
+    emb = ck.load_tensor("model.embed_tokens.weight", dtype=torch.float32)
+    assert emb.dtype == torch.float32
+    assert torch.equal(emb, spec.tensors["model.embed_tokens.weight"].float())
+    with pytest.raises(CheckpointError, match="ignore list"):
+        ck.load_linear(IGNORED)
+    assert ck.tensor_names() == sorted(spec.tensors)
+    d = ck.describe()
+    assert d["format"] == fmt and d["scheme_counts"] == {str(scheme): len(expected)}
+    assert d["ignored"] == ["lm_head", IGNORED]
+    assert d["bytes"] == sum(t.numel() * t.element_size() for t in spec.tensors.values())
+    assert d["bytes"] == ck.nbytes()
+    assert d["static_act_scale"] == (expected if scheme is Scheme.PER_TENSOR else [])
+
+
+@pytest.mark.parametrize("scheme,quant", [("per_tensor", q_tensor), ("channel_token", q_channel),
+                                          ("block128", q_block), ("weight_only", q_channel)])
+def test_unquantized_quantized_at_load(tmp_path, scheme, quant):
+    spec = build("unquantized")
+    ck = open_checkpoint(save(spec, tmp_path, shards=2), scheme=scheme)
+    assert ck.format == "unquantized"
+    assert ck.linear_names() == sorted(linear_shapes(spec.config))
+    assert ck.is_ignored("lm_head") and ck.is_ignored("model.embed_tokens")
+    for fqn in ck.linear_names()[:3] + ["model.layers.1.mlp.down_proj"]:
+        w = ck.load_linear(fqn).weight
+        assert w.scheme is Scheme(scheme)
+        assert w.act_scale is None  # per_tensor: dynamic
+        q, s = quant(spec.tensors[f"{fqn}.weight"].float())
+        assert torch.equal(w.data.view(torch.uint8), q.view(torch.uint8)), fqn
+        assert torch.equal(w.dequantize(), expand_ref(q, s)), fqn
+
+
+def test_unquantized_without_scheme_quantizes_nothing(tmp_path):
+    ck = open_checkpoint(save(build("unquantized"), tmp_path))
+    assert ck.linear_names() == [] and ck.scheme_for("model.layers.0.mlp.up_proj") is None
+    assert ck.load_tensor("model.layers.0.mlp.up_proj.weight").dtype == torch.bfloat16
+
+
+def test_modelopt_exclude_matching_like_vllm(tmp_path):
+    """Exact, substring and fnmatch wildcard, as vLLM's ModelOpt config reads exclude_modules."""
+    ignored = ("model.layers.0.mlp.gate_proj", "model.layers.0.mlp.up_proj",
+               "model.layers.0.mlp.down_proj", "model.layers.1.self_attn.k_proj",
+               "model.layers.1.self_attn.v_proj")
+    spec = build("modelopt", ignore=("lm_head", "layers.0.mlp", "model.layers.1.self_attn.[kv]_proj"),
+                 ignored_fqns=ignored)
+    ck = open_checkpoint(save(spec, tmp_path))
+    assert ck.is_ignored("lm_head")  # exact
+    assert ck.is_ignored("model.layers.0.mlp.down_proj")  # substring
+    assert ck.is_ignored("model.layers.1.self_attn.k_proj")  # wildcard
+    assert not ck.is_ignored("model.layers.1.self_attn.q_proj")
+    assert not ck.is_ignored("model.layers.1.mlp.down_proj")
+    assert ck.linear_names() == sorted(set(linear_shapes(spec.config)) - set(ignored))
+
+
+def test_compressed_tensors_ignore_regex_and_targets(tmp_path):
+    spec = build("compressed_tensors", ignore=("lm_head", r"re:.*mlp\.down_proj$"),
+                 ignored_fqns=("model.layers.0.mlp.down_proj", "model.layers.1.mlp.down_proj"))
+    ck = open_checkpoint(save(spec, tmp_path))
+    assert ck.is_ignored("model.layers.1.mlp.down_proj")
+    assert not ck.is_ignored("model.layers.1.mlp.up_proj")
+    assert not ck.is_ignored("lm_head.x")  # plain names match exactly, not as prefixes
+    assert len(ck.linear_names()) == 12
+
+
+def test_block_fp8_modules_to_not_convert_like_transformers(tmp_path):
+    spec = build("block_fp8", ignore=("lm_head", "model.layers.1.mlp", "k_proj"),
+                 ignored_fqns=("model.layers.1.mlp.gate_proj", "model.layers.1.mlp.up_proj",
+                               "model.layers.1.mlp.down_proj", "model.layers.0.self_attn.k_proj",
+                               "model.layers.1.self_attn.k_proj"))
+    ck = open_checkpoint(save(spec, tmp_path))
+    assert ck.is_ignored("model.layers.1.mlp.up_proj")  # prefix
+    assert ck.is_ignored("model.layers.0.self_attn.k_proj")  # suffix
+    assert not ck.is_ignored("model.layers.0.mlp.up_proj")
+    assert len(ck.linear_names()) == 9
+
+
+def test_scheme_argument_on_fp8_checkpoint(tmp_path):
+    path = save(build("block_fp8"), tmp_path)
+    assert open_checkpoint(path, scheme="block128").format == "block_fp8"
+    with pytest.raises(CheckpointError, match=r"already quantized \(block_fp8, scheme block128\)"):
+        open_checkpoint(path, scheme="per_tensor")
+    with pytest.raises(CheckpointError, match="unknown scheme 'fp4'"):
+        open_checkpoint(path, scheme="fp4")
+
+
+def test_check_merge_group(tmp_path):
+    spec = build("compressed_tensors", ignore=("lm_head", "model.layers.0.self_attn.k_proj"),
+                 ignored_fqns=("model.layers.0.self_attn.k_proj",))
+    ck = open_checkpoint(save(spec, tmp_path))
+    qkv = [f"model.layers.0.self_attn.{p}_proj" for p in "qkv"]
+    with pytest.raises(CheckpointError) as e:
+        ck.check_merge_group(qkv)
+    msg = str(e.value)
+    assert "config.json" in msg and "ignored ['model.layers.0.self_attn.k_proj']" in msg
+    assert "model.layers.0.self_attn.q_proj" in msg and "expected all or none" in msg
+    ck.check_merge_group([f"model.layers.1.self_attn.{p}_proj" for p in "qkv"])  # all quantized
+    ck.check_merge_group(["model.layers.0.self_attn.k_proj"])  # all ignored
+
+
+def test_lazy_loading_reads_only_the_module(tmp_path, monkeypatch):
+    """Opening reads headers only; load_linear reads that module's tensors and nothing else."""
+    from fp8tower.checkpoint import reader
+
+    read: list[str] = []
+    real = reader.safe_open
+
+    class Counting:
+        def __init__(self, *a, **k):
+            assert k.get("framework") == "pt"
+            self._f = real(*a, **k)
+
+        def get_tensor(self, name):
+            read.append(name)
+            return self._f.get_tensor(name)
+
+    monkeypatch.setattr(reader, "safe_open", Counting)
+    spec = build("modelopt")
+    ck = open_checkpoint(save(spec, tmp_path, shards=2))
+    assert read == []
+    ck.load_linear("model.layers.1.self_attn.v_proj")
+    assert sorted(read) == [f"model.layers.1.self_attn.v_proj.{t}"
+                            for t in ("input_scale", "weight", "weight_scale")]
+    read.clear()
+    ck.load_tensor("model.norm.weight")
+    assert read == ["model.norm.weight"]
+
+
+def test_import_does_not_pull_transformers():
+    code = ("import sys, fp8tower.checkpoint; "
+            "print([m for m in ('transformers', 'compressed_tensors') if m in sys.modules])")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]", out.stdout + out.stderr
