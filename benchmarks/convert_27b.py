@@ -149,7 +149,7 @@ def main(argv=None) -> int:
         served = collections.Counter()
         orig = dispatch.resolve
 
-        def counting(problem, backend="auto", _orig=orig):
+        def counting(problem, backend="auto", _orig=orig, served=served):
             be, config = _orig(problem, backend)
             served[be.name] += 1
             return be, config

@@ -15,14 +15,14 @@ from fp8tower.formats import sqnr_db
 
 transformers = pytest.importorskip("transformers")
 
-from fp8tower.convert import (  # noqa: E402
+from fp8tower.convert import (
     ConvertError,
     MergedProjection,
     MergedShard,
     convert,
     default_filter,
 )
-from fp8tower.linear import Fp8Linear  # noqa: E402
+from fp8tower.linear import Fp8Linear
 
 E4M3, MAX = torch.float8_e4m3fn, 448.0
 SCHEMES = ["per_tensor", "channel_token", "block128", "weight_only"]
@@ -32,9 +32,9 @@ VOCAB = 97
 def _cfg(family):
     # hidden 160 and the k/v, b/a widths are not multiples of 128 (partial blocks, and
     # block128 groups that cannot merge exactly); intermediate 256 is.
-    common = dict(vocab_size=VOCAB, hidden_size=160, intermediate_size=256, num_hidden_layers=2,
-                  num_attention_heads=2, num_key_value_heads=1, head_dim=64,
-                  tie_word_embeddings=False)
+    common = {"vocab_size": VOCAB, "hidden_size": 160, "intermediate_size": 256,
+              "num_hidden_layers": 2, "num_attention_heads": 2, "num_key_value_heads": 1,
+              "head_dim": 64, "tie_word_embeddings": False}
     if family == "qwen3_5":
         return transformers.Qwen3_5TextConfig(
             **common, layer_types=["linear_attention", "full_attention"],
@@ -286,3 +286,13 @@ def test_unknown_family_converts_unmerged():
     convert(m, "channel_token", backend="reference")
     assert m.fp8tower_merges == []
     assert type(m.model.layers[0].self_attn.q_proj) is Fp8Linear
+
+
+def test_package_level_convert_is_callable():
+    import fp8tower
+
+    m = fp8tower.convert(_model("llama"), "weight_only", backend="reference")
+    assert type(m.model.layers[0].mlp.down_proj) is Fp8Linear
+    import fp8tower.convert as mod  # the package attribute is now the module: still callable
+
+    assert callable(fp8tower.convert) and mod.from_pretrained is fp8tower.from_pretrained

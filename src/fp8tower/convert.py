@@ -18,8 +18,11 @@ CUDA graphs and torch.compile: the views do pure tensor work and Python bookkeep
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import os
+import sys
+import types
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -343,7 +346,7 @@ def from_pretrained(
         if name not in stored:
             missing.append(name)
             continue
-        _set_tensor(model, name, ck.load_tensor(name, device=device, dtype=dtype))
+        _set_tensor(model, name, ck.load_tensor(name, device=device, dtype=p.dtype))
     tied = getattr(model, "_tied_weights_keys", None) or {}
     for name in list(missing):
         # transformers 5: {target: source} (e.g. lm_head.weight -> embed_tokens.weight)
@@ -357,3 +360,60 @@ def from_pretrained(
     model.to(device)  # the buffers (computed on the CPU); Fp8Linear keeps its dtypes
     model.eval()
     return model
+
+
+# ----------------------------------------------------------------------------- describe
+
+
+def merge_groups_of(names: Iterable[str], model_type: str | None) -> list[dict]:
+    """The family's sibling groups among module names (no model needed): one record per
+    parent holding every member: ``{"parent", "merged", "members"}`` (member fqns)."""
+    present = set(names)
+    parents = sorted({n.rpartition(".")[0] for n in present})
+    out = []
+    for parent in parents:
+        for g in GROUPS.get(model_type, ()):
+            members = [f"{parent}.{m}" if parent else m for m in g.members]
+            if all(m in present for m in members):
+                out.append({"parent": parent, "merged": g.merged_name, "members": members})
+    return out
+
+
+def describe(path: str | os.PathLike[str], *, scheme: Scheme | str | None = None) -> dict:
+    """What a checkpoint holds (format, scheme per module, ignored modules, bytes: the
+    checkpoint's own ``describe()``) and the merge groups ``convert`` would form, each
+    ``"merge"`` (all members FP8, one scheme) or ``"keep"`` with the reason."""
+    ck = _open_checkpoint(Path(path), scheme)
+    info = dict(ck.describe())
+    config = ck.config
+    mt = config.get("model_type")
+    if mt not in GROUPS and isinstance(config.get("text_config"), dict):
+        mt = config["text_config"].get("model_type", mt)
+    weights = [n[: -len(".weight")] for n in ck.tensor_names() if n.endswith(".weight")]
+    groups = merge_groups_of(weights, mt)
+    for g in groups:
+        schemes = [ck.scheme_for(m) for m in g["members"]]
+        ck.check_merge_group(g["members"])  # an ignore list splitting a group: an error
+        if any(s is None for s in schemes):
+            g["action"], g["reason"] = "keep", "not quantized in the checkpoint"
+        elif len(set(schemes)) > 1:
+            g["action"], g["reason"] = "keep", f"mixed schemes {sorted(map(str, schemes))}"
+        else:
+            g["action"], g["reason"] = "merge", None
+        g["scheme"] = None if schemes[0] is None else str(schemes[0])
+    info["model_type"] = mt
+    info["merge_groups"] = groups
+    info["merge_counts"] = dict(collections.Counter(
+        f"{g['merged']}:{g['action']}" for g in groups))
+    return info
+
+
+class _CallableModule(types.ModuleType):
+    """``fp8tower.convert(model, ...)`` works even once this module is imported (the package
+    attribute is then the module): calling the module calls :func:`convert`."""
+
+    def __call__(self, *args, **kwargs):
+        return convert(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallableModule
