@@ -13,6 +13,8 @@ _EXPORTS = {
     "Scheme": "formats",
     "quantize_weight": "formats",
     "GemmProblem": "problem",
+    "convert": "convert",
+    "from_pretrained": "convert",
 }
 __all__ = [
     "Fp8Linear",
@@ -20,7 +22,9 @@ __all__ = [
     "GemmProblem",
     "Scheme",
     "__version__",
+    "convert",
     "fp8_linear",
+    "from_pretrained",
     "quantize_weight",
 ]
 

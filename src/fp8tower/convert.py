@@ -1,0 +1,419 @@
+"""Convert a Hugging Face transformers model's linears to FP8 in place; load FP8 checkpoints.
+
+    >>> model = fp8tower.convert(model, "per_tensor")                 # quantize bf16 weights
+    >>> model = fp8tower.from_pretrained("path/to/Qwen3.5-27B-FP8")   # an FP8 checkpoint
+
+:func:`convert` swaps each ``nn.Linear`` that ``filter(module, fqn)`` accepts for an
+:class:`~fp8tower.linear.Fp8Linear` (torchao's ``swap_linear_layers`` style); ``lm_head``
+and vision towers stay as they are unless a filter asks for them (embeddings are not
+linears). With ``merge=True``, the family's sibling projections (convert_families.py) become
+one :class:`MergedProjection` GEMM, installed on the parent under the merged name
+(``qkv_proj``, ``gate_up_proj``, ``in_proj_qkvz``, ``in_proj_ba``); each member's attribute
+becomes a :class:`MergedShard` view, so the model's own, unchanged forward runs one GEMM
+and gets each member's slice of it.
+
+CUDA graphs and torch.compile: the views do pure tensor work and Python bookkeeping (no
+``.item()``, no host sync); a merged forward compiles with ``fullgraph=True`` (CPU test).
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import os
+import sys
+import types
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from .convert_families import GROUPS, MODEL_TYPE_TO_MERGE, SiblingGroup
+from .formats import Scheme
+from .linear import Fp8Linear
+from .merge import MergedFp8Linear, MergeError, MergeMode
+
+FilterFn = Callable[[nn.Module, str], bool]
+
+# Not converted unless a filter asks: the output head (kept in high precision by every FP8
+# checkpoint we read) and vision towers (BF16 in Qwen3.5 FP8 checkpoints).
+SKIPPED_BY_DEFAULT = ("lm_head", "visual", "vision_tower", "vision_model")
+
+
+def default_filter(module: nn.Module, fqn: str) -> bool:
+    """Every ``nn.Linear`` except those under a name in :data:`SKIPPED_BY_DEFAULT`."""
+    return not any(part in SKIPPED_BY_DEFAULT for part in fqn.split("."))
+
+
+class ConvertError(ValueError):
+    """A model or checkpoint that cannot be converted; the message names the module."""
+
+
+# ----------------------------------------------------------------------------- merged views
+
+
+class MergedProjection(MergedFp8Linear):
+    """A MergedFp8Linear whose shards are served to :class:`MergedShard` views.
+
+    The first view called with a tensor ``x`` runs the one GEMM and keeps its outputs; the
+    others, called with the same tensor object, take their slice; once every member has
+    taken its slice the outputs are dropped (nothing outlives the parent's forward). A view
+    called with another tensor runs the GEMM afresh: always the exact value, never stale.
+    """
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._memo_x: torch.Tensor | None = None
+        self._memo_out: tuple[torch.Tensor, ...] | None = None
+        self._memo_left = 0
+
+    def shard(self, x: torch.Tensor, index: int) -> torch.Tensor:
+        if self._memo_out is None or self._memo_x is not x:
+            self._memo_x, self._memo_out = x, self(x)
+            self._memo_left = len(self.sizes)
+        out = self._memo_out[index]
+        self._memo_left -= 1
+        if self._memo_left <= 0:
+            self._memo_x = self._memo_out = None
+        return out
+
+
+class MergedShard(nn.Module):
+    """Stands in for one member of a merged group: its slice of the group's one GEMM.
+
+    Holds no tensors (the parent owns the merged module, so state_dict lists it once)."""
+
+    def __init__(self, group: MergedProjection, index: int, name: str) -> None:
+        super().__init__()
+        object.__setattr__(self, "_group", group)  # not a submodule
+        self.index, self.name = index, name
+        self.in_features, self.out_features = group.in_features, group.sizes[index]
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self._group.shard(x, self.index)
+
+    def extra_repr(self) -> str:
+        return f"{self.name}: shard {self.index} of {self._group.names}, N={self.out_features}"
+
+
+def _merge_reason(linears: Sequence[nn.Module], group: SiblingGroup) -> str | None:
+    """Why these members cannot merge (None: they can)."""
+    if not all(type(m) is Fp8Linear for m in linears):
+        kinds = ", ".join(f"{n}: {type(m).__name__}" for n, m in zip(group.members, linears))
+        return f"not all members are Fp8Linear ({kinds})"
+    return None
+
+
+def merge_group(parent: nn.Module, group: SiblingGroup, mode: MergeMode) -> MergedProjection:
+    """Replace ``group``'s members on ``parent`` by one MergedProjection + views."""
+    linears = [getattr(parent, name) for name in group.members]
+    merged = MergedProjection.from_linears(linears, group.members, mode)
+    setattr(parent, group.merged_name, merged)
+    for i, name in enumerate(group.members):
+        setattr(parent, name, MergedShard(merged, i, name))
+    return merged
+
+
+def merge_siblings(model: nn.Module, groups: Iterable[SiblingGroup],
+                   mode: str | MergeMode = MergeMode.EXACT) -> list[dict]:
+    """Merge each group wherever its parent class is listed; one record per candidate:
+    ``{"parent", "merged", "members", "sizes", "merged_ok", "reason"}``."""
+    mode = MergeMode.parse(mode)
+    groups = tuple(groups)
+    records = []
+    for fqn, parent in list(model.named_modules()):
+        cls = type(parent).__name__
+        for group in groups:
+            if cls not in group.parent_classes:
+                continue
+            if not all(isinstance(getattr(parent, m, None), nn.Module) for m in group.members):
+                continue
+            linears = [getattr(parent, m) for m in group.members]
+            rec = {"parent": fqn, "merged": group.merged_name, "members": list(group.members),
+                   "sizes": [int(getattr(m, "out_features", 0)) for m in linears],
+                   "merged_ok": False, "reason": _merge_reason(linears, group)}
+            if rec["reason"] is None:
+                try:
+                    merge_group(parent, group, mode)
+                    rec["merged_ok"] = True
+                except MergeError as e:  # e.g. block128 with a member N not a multiple of 128
+                    rec["reason"] = str(e)
+            records.append(rec)
+    return records
+
+
+# ----------------------------------------------------------------------------- swapping
+
+
+def swap_linear_layers(
+    model: nn.Module,
+    from_float: Callable[[nn.Linear, str], nn.Module | None],
+    filter: FilterFn | None = None,
+) -> list[str]:
+    """Replace each ``nn.Linear`` that ``filter(module, fqn)`` accepts by
+    ``from_float(module, fqn)`` (None keeps it); returns the fqns swapped."""
+    filt = filter or default_filter
+    targets = [(fqn, m) for fqn, m in model.named_modules()
+               if isinstance(m, nn.Linear) and fqn and filt(m, fqn)]
+    swapped = []
+    for fqn, lin in targets:
+        new = from_float(lin, fqn)
+        if new is None:
+            continue
+        parent_name, _, attr = fqn.rpartition(".")
+        parent = model.get_submodule(parent_name) if parent_name else model
+        setattr(parent, attr, new)
+        swapped.append(fqn)
+    return swapped
+
+
+def _model_type(model: nn.Module) -> str | None:
+    config = getattr(model, "config", None)
+    if config is None:
+        return None
+    text = getattr(config, "text_config", None) if hasattr(config, "get_text_config") else None
+    mt = getattr(config, "model_type", None)
+    if mt not in MODEL_TYPE_TO_MERGE and text is not None:
+        mt = getattr(text, "model_type", mt)
+    return mt
+
+
+def _open_checkpoint(checkpoint, scheme):
+    if checkpoint is None or hasattr(checkpoint, "load_linear"):
+        return checkpoint
+    from .checkpoint import open_checkpoint
+
+    return open_checkpoint(checkpoint, scheme=scheme)
+
+
+def _device_of(lin: nn.Linear, device) -> torch.device:
+    if device is not None:
+        return torch.device(device)
+    if lin.weight.device.type == "meta":
+        raise ConvertError(f"{lin} is on the meta device: pass device= for the FP8 weights")
+    return lin.weight.device
+
+
+def convert(
+    model: nn.Module,
+    scheme: Scheme | str | None = None,
+    *,
+    checkpoint: Any = None,
+    merge: bool = True,
+    backend: str = "auto",
+    filter: FilterFn | None = None,
+    requant_max: bool = False,
+    device: torch.device | str | None = None,
+) -> nn.Module:
+    """Swap ``model``'s linears for FP8 ones in place and return it.
+
+    Without ``checkpoint``: each accepted linear's weight is quantized to ``scheme``
+    (per_tensor: dynamic activation scale). With ``checkpoint`` (a path or an opened
+    :mod:`fp8tower.checkpoint`): FP8 weights and scales come from it (the model's own
+    weights may be on the meta device; ``device`` then says where they go); modules the
+    checkpoint ignores stay as they are; ``scheme`` only names the scheme for a bf16
+    checkpoint. ``merge``: merge the family's siblings (:data:`MODEL_TYPE_TO_MERGE`),
+    exactly, or with one rescaled per-tensor scale per group when ``requant_max``.
+    The result: ``model.fp8tower_merges`` lists each merge group and why it did not merge.
+    """
+    ck = _open_checkpoint(checkpoint, scheme)
+    if ck is None and scheme is None:
+        raise ConvertError("convert needs a scheme (per_tensor, channel_token, block128, "
+                           "weight_only) to quantize with, or a checkpoint to load")
+    scheme = None if scheme is None else Scheme.parse(scheme)
+
+    if ck is None:
+        def from_float(lin: nn.Linear, fqn: str) -> nn.Module:
+            if lin.weight.device.type == "meta":
+                raise ConvertError(f"{fqn}: its weight is on the meta device; quantizing needs "
+                                   "real weights (or pass checkpoint=)")
+            out = Fp8Linear.from_linear(lin, scheme, backend=backend)
+            return out if device is None else out.to(device)
+    else:
+        names = set(ck.linear_names())
+
+        def from_float(lin: nn.Linear, fqn: str) -> nn.Module | None:
+            if fqn not in names or ck.is_ignored(fqn) or ck.scheme_for(fqn) is None:
+                return None
+            loaded = ck.load_linear(fqn, device=_device_of(lin, device))
+            w = loaded.weight
+            if (w.n, w.k) != (lin.out_features, lin.in_features):
+                raise ConvertError(
+                    f"{fqn}: the checkpoint's weight is {w.n}x{w.k}, the model's linear "
+                    f"{lin.out_features}x{lin.in_features}")
+            if (loaded.bias is None) != (lin.bias is None):
+                raise ConvertError(f"{fqn}: the model's linear {'has' if lin.bias is not None else 'has no'} "
+                                   "bias, the checkpoint disagrees")
+            return Fp8Linear.from_weight(w, loaded.bias, backend=backend)
+
+    swap_linear_layers(model, from_float, filter)
+    records: list[dict] = []
+    if merge:
+        mt = _model_type(model)
+        patch = MODEL_TYPE_TO_MERGE.get(mt)
+        if patch is not None:
+            if ck is not None and hasattr(ck, "check_merge_group"):
+                for fqn, parent in model.named_modules():
+                    for g in GROUPS[mt]:
+                        if type(parent).__name__ in g.parent_classes:
+                            ck.check_merge_group([f"{fqn}.{m}" for m in g.members])
+            records = patch(model, MergeMode.REQUANT_MAX if requant_max else MergeMode.EXACT)
+    model.fp8tower_merges = records
+    return model
+
+
+# ----------------------------------------------------------------------------- from_pretrained
+
+
+@contextlib.contextmanager
+def params_on_meta():
+    """Create every nn.Parameter on the meta device (buffers stay real: rotary tables etc.
+    are computed as usual); accelerate's ``init_empty_weights(include_buffers=False)``."""
+    orig = nn.Module.register_parameter
+
+    def register(self, name, param):
+        if param is not None and param.device.type != "meta":
+            param = nn.Parameter(param.to("meta"), requires_grad=param.requires_grad)
+        orig(self, name, param)
+
+    nn.Module.register_parameter = register
+    try:
+        yield
+    finally:
+        nn.Module.register_parameter = orig
+
+
+def empty_model(config, *, dtype: torch.dtype = torch.bfloat16, cls=None) -> nn.Module:
+    """A transformers causal LM of ``config`` (a dict or PretrainedConfig) with its parameters
+    on the meta device (no memory, no init time); buffers are real, on the CPU."""
+    import transformers
+
+    if isinstance(config, dict):
+        cfg = dict(config)
+        mt = cfg.pop("model_type", None)
+        if mt is None:
+            raise ConvertError("config.json has no model_type")
+        config = transformers.AutoConfig.for_model(mt, **cfg)
+    if cls is None:
+        cls = transformers.AutoModelForCausalLM
+        build = cls.from_config
+    else:
+        build = cls._from_config
+    with params_on_meta():
+        return build(config, dtype=dtype)
+
+
+def _set_tensor(model: nn.Module, name: str, value: torch.Tensor) -> None:
+    parent_name, _, attr = name.rpartition(".")
+    parent = model.get_submodule(parent_name) if parent_name else model
+    if attr in parent._parameters:
+        old = parent._parameters[attr]
+        if tuple(old.shape) != tuple(value.shape):
+            raise ConvertError(f"{name}: the checkpoint has shape {tuple(value.shape)}, the "
+                               f"model {tuple(old.shape)}")
+        parent._parameters[attr] = nn.Parameter(value, requires_grad=False)
+    else:
+        parent._buffers[attr] = value
+
+
+def from_pretrained(
+    path: str | os.PathLike[str],
+    *,
+    scheme: Scheme | str | None = None,
+    merge: bool = True,
+    backend: str = "auto",
+    device: torch.device | str = "cpu",
+    dtype: torch.dtype = torch.bfloat16,
+    requant_max: bool = False,
+    filter: FilterFn | None = None,
+    cls=None,
+) -> nn.Module:
+    """The transformers model of a local checkpoint, already converted: built with its
+    parameters on the meta device, FP8 linears filled from the checkpoint (never through a
+    bf16 copy), every other tensor loaded with ``load_tensor`` in ``dtype`` on ``device``.
+    ``scheme``: the scheme to quantize a bf16 checkpoint to (an FP8 one brings its own)."""
+    ck = _open_checkpoint(Path(path), scheme)
+    model = empty_model(ck.config, dtype=dtype, cls=cls)
+    convert(model, scheme, checkpoint=ck, merge=merge, backend=backend, filter=filter,
+            requant_max=requant_max, device=device)
+    stored = set(ck.tensor_names())
+    missing = []
+    for name, p in list(model.named_parameters()):
+        if p.device.type != "meta":
+            continue
+        if name not in stored:
+            missing.append(name)
+            continue
+        _set_tensor(model, name, ck.load_tensor(name, device=device, dtype=p.dtype))
+    tied = getattr(model, "_tied_weights_keys", None) or {}
+    for name in list(missing):
+        # transformers 5: {target: source} (e.g. lm_head.weight -> embed_tokens.weight)
+        src = tied.get(name) if isinstance(tied, dict) else None
+        if src is not None and src in dict(model.named_parameters()):
+            _set_tensor(model, name, model.get_parameter(src))
+            missing.remove(name)
+    if missing:
+        raise ConvertError(f"{len(missing)} parameter(s) of the model are not in the checkpoint "
+                           f"{path}: {', '.join(missing[:5])}{' ...' if len(missing) > 5 else ''}")
+    model.to(device)  # the buffers (computed on the CPU); Fp8Linear keeps its dtypes
+    model.eval()
+    return model
+
+
+# ----------------------------------------------------------------------------- describe
+
+
+def merge_groups_of(names: Iterable[str], model_type: str | None) -> list[dict]:
+    """The family's sibling groups among module names (no model needed): one record per
+    parent holding every member: ``{"parent", "merged", "members"}`` (member fqns)."""
+    present = set(names)
+    parents = sorted({n.rpartition(".")[0] for n in present})
+    out = []
+    for parent in parents:
+        for g in GROUPS.get(model_type, ()):
+            members = [f"{parent}.{m}" if parent else m for m in g.members]
+            if all(m in present for m in members):
+                out.append({"parent": parent, "merged": g.merged_name, "members": members})
+    return out
+
+
+def describe(path: str | os.PathLike[str], *, scheme: Scheme | str | None = None) -> dict:
+    """What a checkpoint holds (format, scheme per module, ignored modules, bytes: the
+    checkpoint's own ``describe()``) and the merge groups ``convert`` would form, each
+    ``"merge"`` (all members FP8, one scheme) or ``"keep"`` with the reason."""
+    ck = _open_checkpoint(Path(path), scheme)
+    info = dict(ck.describe())
+    config = ck.config
+    mt = config.get("model_type")
+    if mt not in GROUPS and isinstance(config.get("text_config"), dict):
+        mt = config["text_config"].get("model_type", mt)
+    weights = [n[: -len(".weight")] for n in ck.tensor_names() if n.endswith(".weight")]
+    groups = merge_groups_of(weights, mt)
+    for g in groups:
+        schemes = [ck.scheme_for(m) for m in g["members"]]
+        ck.check_merge_group(g["members"])  # an ignore list splitting a group: an error
+        if any(s is None for s in schemes):
+            g["action"], g["reason"] = "keep", "not quantized in the checkpoint"
+        elif len(set(schemes)) > 1:
+            g["action"], g["reason"] = "keep", f"mixed schemes {sorted(map(str, schemes))}"
+        else:
+            g["action"], g["reason"] = "merge", None
+        g["scheme"] = None if schemes[0] is None else str(schemes[0])
+    info["model_type"] = mt
+    info["merge_groups"] = groups
+    info["merge_counts"] = dict(collections.Counter(
+        f"{g['merged']}:{g['action']}" for g in groups))
+    return info
+
+
+class _CallableModule(types.ModuleType):
+    """``fp8tower.convert(model, ...)`` works even once this module is imported (the package
+    attribute is then the module): calling the module calls :func:`convert`."""
+
+    def __call__(self, *args, **kwargs):
+        return convert(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallableModule
