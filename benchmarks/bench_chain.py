@@ -36,7 +36,7 @@ from fp8tower.problem import GemmProblem
 from fp8tower.tuning import l2_cache_bytes, read_ceiling, rotation_copies, time_cuda_graph
 
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
-from bench_gemm import TOWER_SHAPES, random_weights  # noqa: E402
+from bench_gemm import TOWER_SHAPES, random_weights  # noqa: E402  (needs rich installed)
 
 
 def _wave(p):
