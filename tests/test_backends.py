@@ -152,10 +152,12 @@ def test_triton_default_prequant(scheme, m, prequant):
 def test_triton_wave_fits():
     """The configs the tuner times first: the default tile with a grid that fills its waves
     better (see triton_gemm.wave_fits for the H200 evidence)."""
-    from fp8tower.backends.triton_gemm import configs, default_config, wave_fill, wave_fits, waves
+    from fp8tower.backends.triton_gemm import (
+        _tile_default, configs, default_config, wave_fill, wave_fits, waves,
+    )
 
     p = GemmProblem(1, 10240, 5120, Scheme.PER_TENSOR)
-    base = default_config(p)
+    base = _tile_default(p)
     assert (base["split_k"], base["num_stages"]) == (2, 4)
     assert waves(base, p) == pytest.approx(320 / 264)  # 160 tiles x 2 splits; 2 per SM
     fits = wave_fits(p)
@@ -164,6 +166,8 @@ def test_triton_wave_fits():
     assert waves(fits[0], p) == pytest.approx(320 / 396)
     assert wave_fill(fits[1], p) == pytest.approx(480 / 528)
     assert all(c in configs(p) for c in fits)
+    # Over one wave: the default is the one-wave variant (H200 evidence in default_config).
+    assert default_config(p) == fits[0] and configs(p)[0] == fits[0]
     # Nothing to gain: 256 programs already fill 0.97 of one wave; weight_only is not modelled.
     assert wave_fits(GemmProblem(1, 16384, 5120, Scheme.PER_TENSOR)) == []
     assert wave_fits(GemmProblem(1, 10240, 5120, Scheme.WEIGHT_ONLY)) == []
@@ -172,9 +176,45 @@ def test_triton_wave_fits():
 @pytest.mark.parametrize("scheme", [Scheme.PER_TENSOR, Scheme.CHANNEL_TOKEN, Scheme.BLOCK128])
 def test_triton_default_fits_two_programs_per_sm(scheme):
     """The default's split-K assumes 2 programs per SM; at M = 64 that takes 3 stages."""
-    from fp8tower.backends.triton_gemm import default_config, programs_per_sm
+    from fp8tower.backends.triton_gemm import _tile_default, programs_per_sm
 
     for m, stages in ((1, 4), (32, 4), (64, 3)):
         p = GemmProblem(m, 10240, 5120, scheme)
-        cfg = default_config(p)
+        cfg = _tile_default(p)
         assert (cfg["num_stages"], programs_per_sm(cfg, p)) == (stages, 2), m
+
+
+def test_triton_untuned_defers_to_cublaslt():
+    """The untuned rule (triton_gemm.untuned_defers_to): cuBLASLt where the Triton default
+    lost on the H200, Triton elsewhere; weight_only has no alternative."""
+    from fp8tower.backends.triton_gemm import untuned_defers_to
+
+    def rule(m, n, k, scheme=Scheme.PER_TENSOR):
+        return untuned_defers_to(GemmProblem(m, n, k, scheme))
+
+    assert rule(1, 34816, 5120) == "cublaslt"  # 2.06 waves, no one-wave variant
+    assert rule(1, 10240, 5120) is None  # its one-wave default beat cuBLASLt
+    assert rule(8, 1024, 5120) is None
+    assert rule(32, 12288, 5120) == "cublaslt"
+    assert rule(32, 12288, 5120, Scheme.CHANNEL_TOKEN) is None
+    assert rule(64, 12288, 5120, Scheme.BLOCK128) == "cublaslt"
+    assert rule(64, 34816, 5120, Scheme.WEIGHT_ONLY) is None
+
+
+def test_triton_pdl_prefetch_config_interpreted(interpret):
+    """The PDL / PREFETCH knobs compile away under the interpreter (no griddepcontrol or
+    inline asm there) and leave the result exact."""
+    from fp8tower.backends import triton_gemm
+
+    torch.manual_seed(0)
+    n, k, m = 96, 512, 3
+    w = quantize_weight(torch.randn(n, k) * 0.02, Scheme.PER_TENSOR, act_scale=0.02)
+    x = (torch.randint(-8, 9, (m, k)).float() * 0.02).bfloat16()  # exact on the FP8 grid
+    ref = fp8_linear_ref(x, w, out_dtype=torch.float64, compute_dtype=torch.float64)
+    packed = triton_gemm.BACKEND.packed_for(w)
+    for extra in ({}, {"pdl": True, "prefetch": 2}):
+        cfg = {"block_n": 32, "block_k": 128, "split_k": 2, "num_warps": 4, "num_stages": 2,
+               "prequant": False, **extra}
+        out = torch.full((m, n), float("nan"), dtype=torch.bfloat16)
+        y = triton_gemm._run(x, w, packed, out_dtype=torch.bfloat16, config=cfg, out=out)
+        assert sqnr_db(ref, y) >= 40, extra

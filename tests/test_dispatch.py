@@ -371,3 +371,17 @@ def test_pretune_precompiles_planned_configs_for_cuda_problems(monkeypatch):
     built.clear()
     d.pretune([gpu_problem(m=8)], progress=False, precompile=False)
     assert built == []
+
+
+def test_untuned_default_follows_untuned_defers_to():
+    """With nothing tuned, the safe default takes the able backend that the first one defers
+    to (Triton -> cuBLASLt where its default lost), and keeps its own when that cannot serve."""
+    clock = FakeClock()
+    slow, fast, never = three(clock)
+    slow = dataclasses.replace(slow, untuned_defers_to=lambda p: "fast" if p.m >= 32 else None)
+    d = Dispatcher(candidates=[slow, fast, never], tune=False, persist=False)
+    assert d.resolve(cpu_problem())[0].name == "slow"
+    assert d.resolve(dataclasses.replace(cpu_problem(), m=32))[0].name == "fast"
+    to_never = dataclasses.replace(slow, untuned_defers_to=lambda p: "never")
+    d = Dispatcher(candidates=[to_never, fast, never], tune=False, persist=False)
+    assert d.resolve(cpu_problem())[0] is to_never

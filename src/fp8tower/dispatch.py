@@ -116,11 +116,16 @@ class Dispatcher:
         return b.unavailable_reason() or b.check(problem)
 
     def safe_default(self, problem: GemmProblem) -> tuple[Backend, Any]:
-        """The first able backend in fallback order, with its default config."""
+        """The first able backend in fallback order, with its default config (or the able
+        backend its ``untuned_defers_to`` names: Triton -> cuBLASLt where its default lost)."""
         reasons = []
         for b in self.pool():
             reason = self._able(b, problem)
             if reason is None:
+                other = b.untuned_defers_to(problem)  # an evidence rule, e.g. -> cuBLASLt
+                alt = next((a for a in self.pool() if a.name == other), None) if other else None
+                if alt is not None and self._able(alt, problem) is None:
+                    return alt, alt.default_config(problem)
                 return b, b.default_config(problem)
             reasons.append(f"{b.name}: {reason}")
         raise BackendError(f"no backend can serve {problem.key()}: " + "; ".join(reasons))

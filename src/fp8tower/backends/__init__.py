@@ -54,6 +54,9 @@ class Backend:
     default_config: Callable[[GemmProblem], Any] = field(default=lambda problem: None)
     priority_configs: Callable[[GemmProblem], list] = field(default=lambda problem: [])
     precompile: Callable[[list], Any] | None = None
+    # The name of a backend that serves the problem faster when nothing is tuned, or None
+    # (dispatch's safe default follows it when that backend can serve).
+    untuned_defers_to: Callable[[GemmProblem], str | None] = field(default=lambda problem: None)
 
     def is_available(self) -> bool:
         return self.unavailable_reason() is None

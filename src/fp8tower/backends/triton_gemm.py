@@ -84,7 +84,7 @@ def _prequant_default(p: GemmProblem) -> bool:
     return p.scheme is Scheme.BLOCK128 or (p.scheme is Scheme.PER_TENSOR and p.m >= 32)
 
 
-def default_config(p: GemmProblem) -> dict:
+def _tile_default(p: GemmProblem) -> dict:
     """A sensible config without tuning. From the H200 sweep (2026-11-29,
     benchmarks/sweep_triton.py): BLOCK_N 64 x BLOCK_K 256 with split-K sized to ~2 programs
     per SM won at M = 1..32 on every tower shape. Fewer stages where 4 would not fit, or
@@ -98,6 +98,40 @@ def default_config(p: GemmProblem) -> dict:
     ):
         cfg["num_stages"] -= 1
     return cfg
+
+
+def default_config(p: GemmProblem) -> dict:
+    """The default tile (``_tile_default``), moved onto its one-wave variant from
+    ``wave_fits`` (fewer stages / another split-K) where its own grid is over one wave.
+    Measured (H200, 2026-11-30, benchmarks/bench_chain.py ->
+    results/chain_pdl_prefetch_H200_2026-11-30.json, per GEMM in a cold-L2 chain, M = 1):
+    per_tensor 10240x5120 22.65 -> 17.35 us (1.21 -> 0.81 waves; cuBLASLt 19.24),
+    6144x5120 16.25 -> 12.08 (cuBLASLt 14.64), the same at M = 8. Where the tile already
+    fits one wave, a "fuller" variant was slower (12288x5120: 18.72 -> 19.64), so only
+    grids over one wave move."""
+    base = _tile_default(p)
+    if waves(base, p) > 1.0:
+        one_wave = [c for c in wave_fits(p) if waves(c, p) <= 1.0]
+        if one_wave:
+            return one_wave[0]
+    return base
+
+
+def untuned_defers_to(p: GemmProblem) -> str | None:
+    """The backend to serve ``p`` instead of this one when nothing is tuned (dispatch's
+    safe default), from where the Triton default lost to cuBLASLt on the H200: grids still
+    over one wave after ``default_config`` (34816x5120 per_tensor, 2.06 waves: 54.07 vs
+    48.84 us at M = 1, results/chain_pdl_prefetch_H200_2026-11-30.json), per_tensor at
+    M >= 32 (8 of 9 tower shapes, 0.69-0.98x) and every W8A8 scheme at M = 64 (0.41-0.95x
+    where it lost; results/gemm_per_tensor_H200_2026-11-29.json,
+    gemm_other_schemes_H200_2026-11-29.json). Choosing cuBLASLt cannot lose to it."""
+    if p.scheme is Scheme.WEIGHT_ONLY:
+        return None  # cuBLASLt cannot serve it
+    if waves(default_config(p), p) > 1.0 or p.m >= 64:
+        return "cublaslt"
+    if p.scheme is Scheme.PER_TENSOR and p.m >= 32:
+        return "cublaslt"
+    return None
 
 
 def programs_per_sm(cfg: dict, p: GemmProblem) -> int:
@@ -135,11 +169,11 @@ def wave_fits(p: GemmProblem) -> list[dict]:
     (0.81 waves) beat the default's 4 (1.21 waves), 49% against 44%."""
     if p.scheme is Scheme.WEIGHT_ONLY:
         return []  # its W staging compiles smaller than programs_per_sm assumes (M = 32)
-    base = default_config(p)
+    base = _tile_default(p)
     floor = wave_fill(base, p) + 0.1
     same_tile = ("block_n", "block_k", "num_warps", "prequant")
     best: dict[bool, tuple] = {}  # one wave or not -> (key, cfg)
-    for cfg in configs(p)[1:]:
+    for cfg in _candidates(p, base)[1:]:
         if any(cfg[f] != base[f] for f in same_tile) or wave_fill(cfg, p) < floor:
             continue
         key = (wave_fill(cfg, p), -abs(cfg["split_k"] - base["split_k"]), cfg["num_stages"])
@@ -154,9 +188,13 @@ def configs(p: GemmProblem) -> list[dict]:
 
     Pruned: configs whose pipelined tiles exceed shared memory, and split-K values that
     leave fewer than 2 K steps per split or give under half / over 8x the SM count."""
+    return _candidates(p, default_config(p))
+
+
+def _candidates(p: GemmProblem, base: dict) -> list[dict]:
+    """``configs`` around ``base`` (first)."""
     block_m = block_m_for(p.m)
     prequants = (False, True) if p.scheme in (Scheme.PER_TENSOR, Scheme.BLOCK128) else (False,)
-    base = default_config(p)
     out = [base]
     for block_n, block_k in ((64, 256), (32, 256), (64, 512), (128, 256), (64, 128), (32, 512)):
         tiles = -(-p.n // block_n) * -(-p.m // block_m)
@@ -255,7 +293,7 @@ def _run(x, weight, packed, *, act_scale=None, bias=None, out_dtype=torch.bfloat
         block_k=block_k, split_k=cfg["split_k"], num_warps=cfg["num_warps"],
         num_stages=cfg["num_stages"],
         ws_row_stride=packed["ws"].stride(0) if scheme is Scheme.BLOCK128 else 0,
-        xs_row_stride=xs_stride,
+        xs_row_stride=xs_stride, prefetch=cfg.get("prefetch", 0), pdl=cfg.get("pdl", False),
     )
     return y
 
@@ -281,4 +319,5 @@ BACKEND = Backend(
     default_config=default_config,
     priority_configs=wave_fits,
     precompile=_precompile,
+    untuned_defers_to=untuned_defers_to,
 )

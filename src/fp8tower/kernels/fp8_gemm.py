@@ -16,6 +16,15 @@ so merged shards keep their own scales exactly.
 Split-K is deterministic: each split stores its fp32 partial, bumps a per-tile counter, and
 the last one to arrive sums the partials in split order, writes y and resets the counter to
 zero (no zeroing launch; the counters start zeroed once, at prepare).
+
+Hiding the kernel boundary (PREFETCH, PDL constexprs; launched with ``launch_pdl``): the
+weights never depend on the previous kernel, only x (and its scales) do. So a program first
+lets the next kernel launch (``gdc_launch_dependents``), then asks L2 for its first PREFETCH
+W tiles (one ``prefetch.global.L2`` per 128-byte line), and only then waits for the previous
+kernel (``gdc_wait``) before the pipelined loop reads x. Every read of x / scales and every
+write (y, partials, counters) comes after the wait, so the overlap is safe after any kernel;
+after a kernel launched without PDL the wait returns at once. Calibration (H200, 2026-11-30,
+DESIGN.md): waiting at the start without the prefetch made GEMV-like chains slower.
 """
 
 from __future__ import annotations
@@ -46,6 +55,17 @@ def _load_w_tile(w_ptr, stride_wn, offs_n, offs_k, N, K, EVEN_N: tl.constexpr, E
     return tl.load(ptrs, mask=(offs_n[:, None] < N) & (offs_k[None, :] < K), other=0.0)
 
 
+@triton.jit
+def _prefetch_w_l2(w_ptr, stride_wn, offs_n, k_start, k_end, N, SPAN: tl.constexpr):
+    """Ask L2 for W[offs_n, k_start : k_start + SPAN], one prefetch per 128-byte line
+    (addresses clamped into the tensor: a prefetch is a hint, but stay in bounds)."""
+    rows = tl.minimum(offs_n, N - 1)
+    cols = tl.minimum(k_start + tl.arange(0, SPAN // 128) * 128, k_end - 1)
+    ptrs = w_ptr + rows[:, None] * stride_wn + cols[None, :]
+    tl.inline_asm_elementwise("prefetch.global.L2 [$1];\n\tmov.u32 $0, 0;", "=r,l", [ptrs],
+                              dtype=tl.int32, is_pure=False, pack=1)
+
+
 # M is not specialized: Triton would otherwise compile one variant for M == 1, one for M % 16
 # == 0 and one for the rest, so tuning M = 1, 2, 4, 8, 16 (all BLOCK_M = 16) would compile
 # each config three times instead of once. M only masks the small x tile and the output;
@@ -59,6 +79,7 @@ def _fp8_gemm_decode_kernel(
     BLOCK_N: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr,
     SPLIT_K: tl.constexpr, FMAX: tl.constexpr, SMIN: tl.constexpr, INTERPRET: tl.constexpr,
     EVEN_N: tl.constexpr, EVEN_K: tl.constexpr,
+    PREFETCH: tl.constexpr = 0, PDL: tl.constexpr = False,
 ):
     pid_n = tl.program_id(0)
     pid_k = tl.program_id(1)
@@ -68,6 +89,13 @@ def _fp8_gemm_decode_kernel(
     n_mask = offs_n < N
     k_start = pid_k * k_per_split
     k_end = tl.minimum(k_start + k_per_split, K)
+    if PDL and not INTERPRET:  # the interpreter has no griddepcontrol
+        tl.extra.cuda.gdc_launch_dependents()
+    if PREFETCH > 0 and not INTERPRET:
+        # W only (independent of the previous kernel): its first PREFETCH tiles, into L2.
+        _prefetch_w_l2(w_ptr, stride_wn, offs_n, k_start, k_end, N, PREFETCH * BLOCK_K)
+    if PDL and not INTERPRET:
+        tl.extra.cuda.gdc_wait()  # x, its scales, y and the partials: only from here on
 
     acc = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
     if SCHEME == 0 and not X_FP8:
@@ -143,7 +171,7 @@ def _fp8_gemm_decode_kernel(
 def launch(
     w, x, y, w_scale, x_scale, bias, part, counters, *, scheme_id: int, x_fp8: bool,
     block_n: int, block_m: int, block_k: int, split_k: int, num_warps: int, num_stages: int,
-    ws_row_stride: int = 0, xs_row_stride: int = 0,
+    ws_row_stride: int = 0, xs_row_stride: int = 0, prefetch: int = 0, pdl: bool = False,
 ):
     """Launch the kernel. Shapes: w (N, K) FP8, x (M, K), y (M, N); see module docstring."""
     m, k = x.shape
@@ -152,6 +180,8 @@ def launch(
     k_per_split = triton.cdiv(k_iters, split_k) * block_k
     grid = (triton.cdiv(n, block_n), split_k, triton.cdiv(m, block_m))
     dummy = y  # an unused pointer argument still needs a tensor
+    interpret = os.environ.get("TRITON_INTERPRET") == "1"
+    extra = {"launch_pdl": True} if pdl and not interpret else {}
     _fp8_gemm_decode_kernel[grid](
         w, x, y, w_scale, x_scale, bias if bias is not None else dummy,
         part if part is not None else dummy, counters if counters is not None else dummy,
@@ -159,7 +189,8 @@ def launch(
         w.stride(0), x.stride(0), y.stride(0), ws_row_stride, xs_row_stride,
         SCHEME=scheme_id, X_FP8=x_fp8, HAS_BIAS=bias is not None,
         BLOCK_N=block_n, BLOCK_M=block_m, BLOCK_K=block_k, SPLIT_K=split_k,
-        FMAX=448.0, SMIN=1e-12, INTERPRET=os.environ.get("TRITON_INTERPRET") == "1",
+        FMAX=448.0, SMIN=1e-12, INTERPRET=interpret,
         EVEN_N=n % block_n == 0, EVEN_K=k % block_k == 0, num_warps=num_warps, num_stages=num_stages,
+        PREFETCH=prefetch, PDL=pdl, **extra,
     )
     return grid

@@ -137,7 +137,7 @@ _PTX_OPS = re.compile(r"^\s*(?:@!?%p\d+\s+)?([a-z][\w.:]*)", re.MULTILINE)
 def _ptx_summary(ptx: str) -> dict:
     ops = Counter(_PTX_OPS.findall(ptx))
     keep = ("cp.async", "ld.global", "st.global", "wgmma.mma_async", "mma.sync", "cvt.rn",
-            "bar.sync", "atom")
+            "bar.sync", "atom", "griddepcontrol", "prefetch")
     return {op: n for op, n in sorted(ops.items()) if op.startswith(keep)}
 
 
@@ -179,6 +179,8 @@ def compile_gemm(problem: GemmProblem, config: dict, capability: tuple[int, int]
             BLOCK_K=bk, SPLIT_K=split, FMAX=448.0, SMIN=1e-12, INTERPRET=False,
             EVEN_N=p.n % bn == 0, EVEN_K=p.k % bk == 0, num_warps=cfg["num_warps"],
             num_stages=cfg["num_stages"], grid=(1,),
+            PREFETCH=cfg.get("prefetch", 0), PDL=cfg.get("pdl", False),
+            **({"launch_pdl": True} if cfg.get("pdl") else {}),
         )
     seconds = time.perf_counter() - t
     regs, local, static = _resource_usage(compiled.asm["cubin"])

@@ -1,0 +1,253 @@
+"""Chains of decode GEMMs in ONE CUDA graph: what each kernel boundary costs (issue #12).
+
+Arms: cuBLASLt, the Triton default ("base") and its variants with programmatic dependent
+launch (early trigger, ``gdc_wait`` before x: "pdl"), plus an L2 prefetch of each program's
+first W tiles before the wait ("pdl_pfN": N tiles), and the same on the wave-fitting grid
+(triton_gemm.wave_fits' one-wave config, "..._wave"). Measured in one run, cold L2:
+
+- numerics: every arm vs the float64 reference on the same quantized operands (output
+  poisoned with NaN first), SQNR dB;
+- per GEMM: a chain of one shape over rotated weight copies (> 3x L2), tuning's timer;
+  us per GEMM, % of the read ceiling, and the cost beyond bytes (us - bytes / ceiling);
+- tower chain: the 9 tower shapes x 2 weight sets (1.2 GB: every weight is cold) in one
+  graph, and the same with a small elementwise kernel on x between GEMMs (the tower's
+  GDN/attention stand-ins are such kernels).
+
+    python benchmarks/bench_chain.py --json benchmarks/results/chain_H200.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import sys
+import time
+from datetime import datetime, timezone
+
+import torch
+
+from fp8tower import __version__, backends
+from fp8tower.backends import triton_gemm as tg
+from fp8tower.backends.reference import fp8_linear_ref
+from fp8tower.formats import Scheme, quantize_weight, sqnr_db
+from fp8tower.problem import GemmProblem
+from fp8tower.tuning import l2_cache_bytes, read_ceiling, rotation_copies, time_cuda_graph
+
+sys.path.insert(0, __file__.rsplit("/", 1)[0])
+from bench_gemm import TOWER_SHAPES, random_weights  # noqa: E402  (needs rich installed)
+
+
+def _wave(p):
+    fits = [c for c in tg.wave_fits(p) if tg.waves(c, p) <= 1.0]
+    return fits[0] if fits else None
+
+
+ARMS = {
+    "base": lambda p: tg.default_config(p),
+    "pdl": lambda p: {**tg.default_config(p), "pdl": True},
+    "pdl_pf2": lambda p: {**tg.default_config(p), "pdl": True, "prefetch": 2},
+    "pdl_pf4": lambda p: {**tg.default_config(p), "pdl": True, "prefetch": 4},
+    "pdl_pf8": lambda p: {**tg.default_config(p), "pdl": True, "prefetch": 8},
+    "wave": lambda p: _wave(p),
+    "pdl_pf4_wave": lambda p: _wave(p) and {**_wave(p), "pdl": True, "prefetch": 4},
+}
+
+
+def problem(m, n, k, scheme, cap):
+    return GemmProblem(m, n, k, scheme, capability=cap,
+                       static_act_scale=scheme is Scheme.PER_TENSOR)
+
+
+def call_for(arm, p, w, x, out):
+    """A closure running one GEMM of ``arm`` (None: the arm has no config for p)."""
+    if arm == "cublaslt":
+        be = backends.get("cublaslt")
+        if be.check(p) is not None:
+            return None
+        packed = be.packed_for(w)
+        return lambda: be.run(x, w, packed, out_dtype=torch.bfloat16)
+    cfg = ARMS[arm](p)
+    if cfg is None:
+        return None
+    tb = backends.get("triton")
+    packed = tb.packed_for(w)
+    return lambda: tg._run(x, w, packed, out_dtype=torch.bfloat16, config=cfg, out=out)
+
+
+def time_chain(calls, replays=20):
+    """Median us of one replay of a graph running ``calls`` in order."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for c in calls:
+            c()
+    torch.cuda.current_stream().wait_stream(side)
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        for c in calls:
+            c()
+    for _ in range(3):
+        g.replay()
+    ts = []
+    for _ in range(replays):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        g.replay()
+        b.record()
+        b.synchronize()
+        ts.append(a.elapsed_time(b) * 1e3)
+    del g
+    return statistics.median(ts)
+
+
+def numerics(schemes, arms, cap, ms=(1, 8)):
+    rows = []
+    for scheme in schemes:
+        for n, k in ((1024, 5120), (5120, 6144), (10240, 5120), (34816, 5120)):
+            g = torch.Generator(device="cuda").manual_seed(n + k)
+            w = torch.randn(n, k, device="cuda", generator=g) * 0.02
+            for m in ms:
+                x = torch.randn(m, k, device="cuda", generator=g).bfloat16()
+                act = float(x.float().abs().amax()) / 448 if scheme is Scheme.PER_TENSOR else None
+                wq = quantize_weight(w, scheme, act_scale=act)
+                ref = fp8_linear_ref(x, wq, out_dtype=torch.float64, compute_dtype=torch.float64)
+                p = problem(m, n, k, scheme, cap)
+                for arm in arms:
+                    out = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device="cuda")
+                    try:
+                        c = call_for(arm, p, wq, x, out)
+                        if c is None:
+                            continue
+                        y = c()
+                        torch.cuda.synchronize()
+                        rows.append({"scheme": scheme.value, "n": n, "k": k, "m": m, "arm": arm,
+                                     "sqnr_db": round(sqnr_db(ref, y), 2)})
+                    except Exception as e:  # noqa: BLE001 (record and go on)
+                        rows.append({"scheme": scheme.value, "n": n, "k": k, "m": m, "arm": arm,
+                                     "error": f"{type(e).__name__}: {e}"[:300]})
+    return rows
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--json", required=True)
+    ap.add_argument("--plan", default="per_tensor:1,8;channel_token:1;block128:1",
+                    help="scheme:Ms;... (per GEMM and tower chains)")
+    ap.add_argument("--arms", default="cublaslt," + ",".join(ARMS))
+    ap.add_argument("--other-arms", default="cublaslt,base,pdl_pf4,pdl_pf4_wave",
+                    help="arms for schemes after the first")
+    args = ap.parse_args(argv)
+    if not torch.cuda.is_available():
+        sys.exit("bench_chain needs a CUDA GPU")
+    t0 = time.time()
+    cap = torch.cuda.get_device_capability()
+    l2 = l2_cache_bytes()
+    plan = [(Scheme.parse(s.split(":")[0]), [int(v) for v in s.split(":")[1].split(",")])
+            for s in args.plan.split(";")]
+    arms0, arms1 = args.arms.split(","), args.other_arms.split(",")
+    res = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
+           "triton": __import__("triton").__version__, "cuda": torch.version.cuda,
+           "fp8tower": __version__, "python": platform.python_version(),
+           "date": datetime.now(timezone.utc).isoformat(), "command": " ".join(sys.argv),
+           "per_gemm": [], "chains": [], "numerics": []}
+
+    def save():
+        res["seconds"] = round(time.time() - t0, 1)
+        with open(args.json, "w") as f:
+            json.dump(res, f, indent=1)
+
+    # Build every Triton variant in parallel first (kernels/offline.py).
+    jobs = []
+    for i, (scheme, ms) in enumerate(plan):
+        for n, k in (tuple(map(int, s.split("x"))) for s in TOWER_SHAPES):
+            for m in ms:
+                p = problem(m, n, k, scheme, cap)
+                for arm in (arms0 if i == 0 else arms1):
+                    cfg = ARMS[arm](p) if arm in ARMS else None
+                    if cfg:
+                        jobs.append((p, cfg))
+    rep = tg._precompile(jobs)
+    print(rep.summary(), flush=True)
+    res["precompile"] = rep.summary()
+    ceilings = read_ceiling()
+    ceiling = max(ceilings.values())
+    res["read_ceiling_gbs"] = ceilings
+    print(f"ceiling {ceiling:.0f} GB/s", flush=True)
+    res["numerics"] = numerics([s for s, _ in plan], arms0, cap)
+    bad = [r for r in res["numerics"] if "error" in r or r["sqnr_db"] < 40]
+    print(f"numerics: {len(res['numerics'])} rows, {len(bad)} bad {bad[:3]}", flush=True)
+    save()
+
+    shapes = [tuple(map(int, s.split("x"))) for s in TOWER_SHAPES]
+    for i, (scheme, ms) in enumerate(plan):
+        arms = arms0 if i == 0 else arms1
+        sets = {}
+        for n, k in shapes:
+            copies = rotation_copies(n * k, l2)
+            ws = random_weights(n, k, scheme, copies, seed=n + k)
+            sets[(n, k)] = ws[:2]
+            for m in ms:
+                x = torch.randn(m, k, device="cuda").bfloat16()
+                out = torch.empty(m, n, dtype=torch.bfloat16, device="cuda")
+                p = problem(m, n, k, scheme, cap)
+                for arm in arms:
+                    row = {"scheme": scheme.value, "n": n, "k": k, "m": m, "arm": arm,
+                           "bytes": p.bytes_moved()}
+                    try:
+                        if call_for(arm, p, ws[0], x, out) is None:
+                            continue
+                        row["config"] = ARMS[arm](p) if arm in ARMS else None
+                        t = time_cuda_graph(lambda j: call_for(arm, p, ws[j], x, out), copies,
+                                            replays=10)
+                        at_ceiling = p.bytes_moved() / ceiling / 1e3
+                        row.update(us=round(t.median_us, 3), copies=copies,
+                                   pct_ceiling=round(100 * at_ceiling / t.median_us, 1),
+                                   beyond_bytes_us=round(t.median_us - at_ceiling, 3))
+                    except Exception as e:  # noqa: BLE001
+                        row["error"] = f"{type(e).__name__}: {e}"[:300]
+                    res["per_gemm"].append(row)
+                    print(row, flush=True)
+            del ws
+            torch.cuda.empty_cache()
+        save()
+        # Tower chain: 9 shapes x 2 weight sets, each weight read once per replay.
+        for m in ms:
+            xs = {k: torch.randn(m, k, device="cuda").bfloat16() for k in {k for _, k in shapes}}
+            outs = {(n, k): torch.empty(m, n, dtype=torch.bfloat16, device="cuda")
+                    for n, k in shapes}
+            total_bytes = 2 * sum(problem(m, n, k, scheme, cap).bytes_moved() for n, k in shapes)
+            for between in (False, True):
+                for arm in arms:
+                    calls = []
+                    for s in range(2):
+                        for n, k in shapes:
+                            p = problem(m, n, k, scheme, cap)
+                            c = call_for(arm, p, sets[(n, k)][s], xs[k], outs[(n, k)])
+                            if c is None:  # no config of this arm: its base
+                                c = call_for("base", p, sets[(n, k)][s], xs[k], outs[(n, k)])
+                            calls.append(c)
+                            if between:
+                                calls.append(lambda x=xs[k]: x.mul_(1.0))
+                    row = {"scheme": scheme.value, "m": m, "arm": arm, "elementwise_between": between,
+                           "gemms": 18, "bytes": total_bytes}
+                    try:
+                        us = time_chain(calls)
+                        at_ceiling = total_bytes / ceiling / 1e3
+                        row.update(us=round(us, 2), pct_ceiling=round(100 * at_ceiling / us, 1),
+                                   beyond_bytes_us_per_gemm=round((us - at_ceiling) / 18, 3))
+                    except Exception as e:  # noqa: BLE001
+                        row["error"] = f"{type(e).__name__}: {e}"[:300]
+                    res["chains"].append(row)
+                    print(row, flush=True)
+            save()
+        del sets
+        torch.cuda.empty_cache()
+    save()
+    print(f"done in {time.time() - t0:.0f} s -> {args.json}")
+
+
+if __name__ == "__main__":
+    main()
