@@ -209,8 +209,9 @@ def _build_plan(entry: GraphEntry, index: int, device_index: int) -> str | None:
         return None
 
 
-def _probe(problem: GemmProblem, device_index: int, limit: int = MAX_PLANS) -> GraphEntry:
-    """The graph of ``problem`` with (up to) its first ``limit`` buildable plans built."""
+def _probe(problem: GemmProblem, device_index: int, limit: int | None = None) -> GraphEntry:
+    """The graph of ``problem`` with (up to) its first ``limit`` (MAX_PLANS) buildable plans."""
+    limit = MAX_PLANS if limit is None else limit
     entry = _graph(problem, device_index)
     if entry.declined is None:
         i = 0
@@ -257,7 +258,7 @@ def _configs(p: GemmProblem) -> list[dict]:
     if _unavailable() is not None or p.capability is None:
         return []
     entry = _probe(p, torch.cuda.current_device())
-    return [{"plan": i} for i in entry.buildable(MAX_PLANS)]
+    return [{"plan": i} for i in entry.buildable(MAX_PLANS)]  # module value at call time
 
 
 def _default_config(p: GemmProblem) -> dict:
