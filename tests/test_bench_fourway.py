@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import io
 from pathlib import Path
 
 from rich.console import Console
@@ -32,7 +33,9 @@ def test_each_arm_tuned_alone_then_retimed_with_auto():
     assert by["slow"]["vs_best_arm"] == 2.0
     assert by["auto"]["backend"] == "fast" and by["auto"]["config"]["id"] == "f1"
     assert by["auto"]["auto_within_tolerance"] is True
-    Console(file=open("/dev/null", "w")).print(bench.table(rows, "fake GPU", 1000.0))
+    console = Console(file=io.StringIO(), width=200)
+    console.print(bench.table(rows, "fake GPU", 1000.0))
+    assert "yes" in console.file.getvalue()
 
 
 def test_unregistered_arm_is_recorded_with_its_reason():
