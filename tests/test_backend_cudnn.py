@@ -203,3 +203,14 @@ def test_auto_skips_it_with_its_reason():
     alone = Dispatcher(candidates=[cudnn], tune=False, persist=False)
     with pytest.raises(BackendError, match=r"no backend can serve .*cudnn: "):
         alone.resolve(gpu_problem(), "auto")
+
+
+@pytest.mark.parametrize("name", [
+    # Kernel names one call launched on the H200 (2026-11-30, cuDNN 9.19, frontend 1.32).
+    "_fp8_act_quant_kernel",
+    "nvjet_sm90_qqtst_64x8_128x16_4x1_v_bz_algo2_TNT",
+    "Memset (Device)",
+    "cudnn_generated_fort_native_sm80_matMul_pointwise_pointwise_knob_39_16x64x64_8_0",
+])
+def test_kernel_family_matches_what_it_launched(name):
+    assert backends.get("cudnn").kernel_regex().search(name)

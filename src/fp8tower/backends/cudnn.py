@@ -332,9 +332,12 @@ def _writable(out, m: int, n: int, dtype: torch.dtype) -> bool:
 
 BACKEND = Backend(
     name="cudnn",
-    # Placeholder until measured on the H200: cuDNN's FP8 GEMM kernels (xmma / cutlass
-    # names), plus the activation-quant launch (ours in Triton, or aten's elementwise ops).
-    kernel_family=r"xmma|cutlass|gemm|cudnn|nvjet|_fp8_act_quant|elementwise|reduce_kernel",
+    # Seen on the H200 (2026-11-30, cuDNN 9.19, frontend 1.32, torch.profiler, 5120x6144 M=8):
+    # per_tensor plan 0 (eng0) is cuBLASLt's nvjet_sm90_qqtst_*; channel_token plans (eng7)
+    # are cudnn_generated_fort_native_sm80_matMul_pointwise_pointwise_* plus a device
+    # Memset; before them our _fp8_act_quant_kernel (aten's ops where Triton is absent).
+    kernel_family=r"cudnn_generated|nvjet|xmma|cutlass|gemm|Memset|_fp8_act_quant"
+                  r"|elementwise|reduce_kernel",
     description="cuDNN frontend FP8 matmul graph, scales as pointwise ops; plan = heuristics index",
     unavailable_reason=_unavailable,
     check=_check,
