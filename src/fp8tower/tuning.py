@@ -643,7 +643,8 @@ def native_config(backend, problem: GemmProblem, config: dict | None) -> tuple[b
 # ============================================================================ cache
 
 CACHE_FORMAT = 1
-_META_KEYS = ("format", "gpu", "driver", "cuda", "torch", "triton", "fp8tower")
+_META_KEYS = ("format", "gpu", "driver", "cuda", "torch", "triton", "fp8tower", "cudnn",
+              "cudnn_frontend")
 
 
 def default_cache_dir() -> Path:
@@ -687,7 +688,8 @@ def _package_version(name: str) -> str:
 
 
 def environment_meta(gpu_name: str | None) -> dict:
-    """What a cache file must match: GPU (None: CPU), driver, CUDA, torch, triton, fp8tower."""
+    """What a cache file must match: GPU (None: CPU), driver, CUDA, torch, triton, fp8tower,
+    cuDNN and its frontend."""
     return {
         "format": CACHE_FORMAT,
         "gpu": gpu_name or "cpu",
@@ -696,6 +698,9 @@ def environment_meta(gpu_name: str | None) -> dict:
         "torch": torch.__version__,
         "triton": _package_version("triton"),
         "fp8tower": __version__,
+        # The cudnn backend's plan indices index cuDNN's heuristics list: versions matter.
+        "cudnn": str(torch.backends.cudnn.version() or "none"),
+        "cudnn_frontend": _package_version("nvidia-cudnn-frontend"),
     }
 
 

@@ -20,7 +20,7 @@ from ..formats import Fp8Weight
 from ..problem import GemmProblem
 
 # In the order `auto` tries them when nothing is tuned (fastest first, oracle last).
-_MODULES = ("triton_gemm", "cublaslt", "reference")
+_MODULES = ("triton_gemm", "cublaslt", "cudnn", "reference")
 # Optional packages whose absence makes a backend module not register.
 _OPTIONAL = {"triton"}
 
