@@ -7,9 +7,9 @@ import pytest
 
 pytest.importorskip("transformers")
 
-from typer.testing import CliRunner  # noqa: E402
+from typer.testing import CliRunner
 
-from fp8tower.cli import app  # noqa: E402
+from fp8tower.cli import app
 
 
 def test_bench_generate_tiny_hybrid_cpu(tmp_path):

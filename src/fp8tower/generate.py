@@ -222,7 +222,7 @@ def run_arm(model_name: str, arm: str, *, batch: int, context: int, steps: int,
         if graph and device.type == "cuda":
             res.graph_ms = _graph_decode(step, tok, pos, steps, warm)
             res.graph_tok_s = batch * 1e3 / res.graph_ms
-    del model, cache
+    model = cache = None  # free the weights before the next arm is built
     if device.type == "cuda":
         torch.cuda.empty_cache()
     return res

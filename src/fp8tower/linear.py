@@ -110,8 +110,17 @@ def _capturing(x: torch.Tensor) -> bool:
 class _PlanEntry:
     """A cached launch plan and the buffers (and their versions) it was built from."""
 
-    __slots__ = ("plan", "m", "weight", "scale", "input_scale", "bias", "generation",
-                 "versioned", "versions")
+    __slots__ = (
+        "bias",
+        "generation",
+        "input_scale",
+        "m",
+        "plan",
+        "scale",
+        "versioned",
+        "versions",
+        "weight",
+    )
 
     def __init__(self, plan, m, weight, scale, input_scale, bias, generation, versioned, versions):
         self.plan, self.m = plan, m

@@ -139,7 +139,7 @@ _RAW_STREAM = _raw_stream_fn()
 class Plan:
     """One resolved call: ``plan(x2) -> y`` for a contiguous 2-D x of the planned shape."""
 
-    __slots__ = ("backend", "config", "m", "run", "launches", "__weakref__")
+    __slots__ = ("__weakref__", "backend", "config", "launches", "m", "run")
 
     def __init__(self, backend, config, m, run, launches=()):
         self.backend, self.config, self.m, self.run = backend, config, m, run
@@ -247,7 +247,7 @@ def _triton_plan(x2, weight, packed, be, config, *, bias, out_dtype) -> Plan:
     return Plan(be, cfg, m, run, [d for d in (quant, gemm) if d is not None])
 
 
-def GemmProblem_for(x2, weight, out_dtype):  # noqa: N802 (a constructor in spirit)
+def GemmProblem_for(x2, weight, out_dtype):
     from .problem import GemmProblem
 
     return GemmProblem.for_call(x2, weight, out_dtype, None)

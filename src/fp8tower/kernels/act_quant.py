@@ -57,8 +57,8 @@ def quantize_args(
             s_out = torch.empty(m, ng, dtype=torch.float32, device=x.device)
         grid, static, s, stride_s = (m, ng), False, s_out, ng
     args = (x, q, s_out, s, k, x.stride(0), q.stride(0), stride_s)
-    kwargs = dict(GROUP=group, BLOCK_G=triton.next_power_of_2(group), STATIC=static,
-                  FMAX=FP8_MAX, SMIN=MIN_SCALE)
+    kwargs = {"GROUP": group, "BLOCK_G": triton.next_power_of_2(group), "STATIC": static,
+                  "FMAX": FP8_MAX, "SMIN": MIN_SCALE}
     if scheme is Scheme.PER_TENSOR:
         scale = s
     elif scheme is Scheme.CHANNEL_TOKEN:

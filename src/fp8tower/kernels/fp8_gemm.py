@@ -160,12 +160,12 @@ def launch_args(
         m, n, k, k_per_split,
         w.stride(0), x.stride(0), y.stride(0), ws_row_stride, xs_row_stride,
     )
-    kwargs = dict(
-        SCHEME=scheme_id, X_FP8=x_fp8, HAS_BIAS=bias is not None,
-        BLOCK_N=block_n, BLOCK_M=block_m, BLOCK_K=block_k, SPLIT_K=split_k,
-        FMAX=448.0, SMIN=1e-12, INTERPRET=os.environ.get("TRITON_INTERPRET") == "1",
-        EVEN_N=n % block_n == 0, EVEN_K=k % block_k == 0, num_warps=num_warps, num_stages=num_stages,
-    )
+    kwargs = {
+        "SCHEME": scheme_id, "X_FP8": x_fp8, "HAS_BIAS": bias is not None,
+        "BLOCK_N": block_n, "BLOCK_M": block_m, "BLOCK_K": block_k, "SPLIT_K": split_k,
+        "FMAX": 448.0, "SMIN": 1e-12, "INTERPRET": os.environ.get("TRITON_INTERPRET") == "1",
+        "EVEN_N": n % block_n == 0, "EVEN_K": k % block_k == 0, "num_warps": num_warps, "num_stages": num_stages,
+    }
     return grid, args, kwargs
 
 
