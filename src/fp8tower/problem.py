@@ -104,7 +104,7 @@ class GemmProblem:
         )
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _capability(index: int | None) -> tuple[int, int]:
     """The device's compute capability, asked once (a CUDA query per call cost microseconds)."""
     return torch.cuda.get_device_capability(index)
