@@ -7,6 +7,8 @@ HAS_GPU := $(shell command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/
 DEMO_DIR ?= out/demo
 # The full 27B tower with a GPU; a tiny hybrid model on a CPU-only machine.
 DEMO_MODEL ?= $(if $(HAS_GPU),qwen3.5-27b,tiny-hybrid)
+# End-to-end decode of a transformers model built from a config (random weights).
+GEN_MODEL ?= $(if $(HAS_GPU),qwen3-8b,tiny-hybrid)
 
 .PHONY: test demo install clean
 
@@ -36,6 +38,8 @@ demo: $(STAMP)
 	$(BIN)/fp8tower trace capture --model $(DEMO_MODEL) --arm merged --m 1 --out $(DEMO_DIR)/merged
 	$(BIN)/fp8tower trace report $(DEMO_DIR)/unmerged $(DEMO_DIR)/merged \
 	  --html $(DEMO_DIR)/report.html --json $(DEMO_DIR)/report.json
+	$(BIN)/fp8tower bench generate --model $(GEN_MODEL) --batch 1 --context 64 --steps 8 \
+	  --arms bf16,fp8:per_tensor --json $(DEMO_DIR)/generate.json
 	@echo "HTML report: $(DEMO_DIR)/report.html"
 
 clean:

@@ -231,3 +231,87 @@ def tower(
     except OSError as e:
         raise _fail(f"cannot write {json_out}: {e.strerror or e}") from None
     console.print(f"wrote {json_out}")
+
+
+GEN_GPU_ARMS = ("bf16,fp8:per_tensor,fp8:channel_token,fp8:block128,fp8:per_tensor:merged,"
+                "torchao:per_row,torchao:per_tensor")
+GEN_CPU_ARMS = "bf16,fp8:per_tensor,fp8:channel_token"
+
+
+@app.command()
+def generate(
+    model: Annotated[str | None, typer.Option(
+        "--model", help="Shipped name (qwen3-8b, qwen3.5-27b, tiny-hybrid) or a config.json / "
+        f"directory; default qwen3-8b on a GPU, {CPU_MODEL} on a CPU-only machine.")] = None,
+    arms: Annotated[str | None, typer.Option(
+        "--arms", help="Comma list of arms: bf16, fp8:<scheme>[:merged], torchao:per_row, "
+        f"torchao:per_tensor. Default on a GPU: {GEN_GPU_ARMS}; on the CPU: {GEN_CPU_ARMS}.")
+                    ] = None,
+    batch: Annotated[str, typer.Option("--batch", help="Batch sizes, comma list.")] = "1,8",
+    context: Annotated[int, typer.Option("--context", min=1, help="Prefilled tokens.")] = 512,
+    steps: Annotated[int, typer.Option("--steps", min=1, help="Timed decode steps.")] = 32,
+    backend: Annotated[str, typer.Option(
+        "--backend", help="Fp8Linear backend (auto; reference on a CPU-only machine).")] = "auto",
+    graph: Annotated[bool, typer.Option(
+        "--graph/--no-graph", help="Also time decode steps as CUDA graph replays (GPU).")] = True,
+    json_out: Annotated[Path | None, typer.Option(
+        "--json", help="JSON path; default benchmarks/results/generate_<model>_<gpu-or-cpu>_"
+        "<date>.json.")] = None,
+) -> None:
+    """End-to-end decode of a transformers model (random weights): ms per step and tokens/s,
+    eager and under a CUDA graph, for bf16, fp8tower per scheme and torchao float8."""
+    import torch
+
+    from .generate import bench_generate
+
+    cuda = torch.cuda.is_available()
+    console = _console()
+    model = model or ("qwen3-8b" if cuda else CPU_MODEL)
+    arm_list = _csv(arms or (GEN_GPU_ARMS if cuda else GEN_CPU_ARMS))
+    batches = _parse_ms(batch)
+    if not cuda and backend == "auto":
+        backend = CPU_BACKENDS
+    command = (f"fp8tower bench generate --model {model} --arms {','.join(arm_list)} "
+               f"--batch {','.join(map(str, batches))} --context {context} --steps {steps} "
+               f"--backend {backend}" + ("" if graph else " --no-graph"))
+
+    def progress(r) -> None:
+        Console(stderr=True).print(f"{r.arm} batch {r.batch}: "
+                                   + (f"skipped ({r.skipped})" if r.skipped else
+                                      f"eager {r.eager_ms:.2f} ms/step"
+                                      + (f", graph {r.graph_ms:.2f}" if r.graph_ms else "")),
+                                   highlight=False)
+
+    try:
+        record = bench_generate(model, arm_list, batches, context=context, steps=steps,
+                                device="cuda" if cuda else "cpu", backend=backend,
+                                graph=graph and cuda, command=command, progress=progress)
+    except ImportError as e:
+        raise _fail(f"bench generate needs transformers (pip install transformers): {e}") from None
+    except ValueError as e:
+        raise _fail(str(e)) from None
+    where = record["gpu"] or "CPU (wall clock, not a GPU number)"
+    table = Table(title=f"Decode step: {model}, context {context}, {where}")
+    for col in ("arm", "batch", "linears", "eager ms", "eager tok/s", "vs bf16",
+                "graph ms", "graph tok/s", "vs bf16", "note"):
+        table.add_column(col, justify="left" if col in ("arm", "note") else "right")
+    for r in record["rows"]:
+        note = f"[yellow]skipped[/]: {escape(r['skipped'])}" if r["skipped"] else \
+            escape("; ".join(r["notes"]))
+        table.add_row(r["arm"], str(r["batch"]), str(r["linears_swapped"]),
+                      _fmt(r["eager_ms"], ".2f"), _fmt(r["eager_tok_s"], ".1f"),
+                      _fmt(r["eager_speedup_vs_bf16"], ".3f"), _fmt(r["graph_ms"], ".2f"),
+                      _fmt(r["graph_tok_s"], ".1f"), _fmt(r["graph_speedup_vs_bf16"], ".3f"),
+                      note)
+    table.caption = "vs bf16: bf16 ms / arm ms (same batch, same run)"
+    console.print(table)
+    if json_out is None:
+        day = record["date"][:10]
+        json_out = Path("benchmarks/results") / (
+            f"generate_{_slug(model)}_{_slug(record['gpu']) if record['gpu'] else 'cpu'}_{day}.json")
+    try:
+        json_out.parent.mkdir(parents=True, exist_ok=True)
+        json_out.write_text(json.dumps(record, indent=1) + "\n")
+    except OSError as e:
+        raise _fail(f"cannot write {json_out}: {e.strerror or e}") from None
+    console.print(f"wrote {json_out}")

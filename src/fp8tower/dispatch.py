@@ -331,6 +331,7 @@ class Dispatcher:
             self._fresh.add(entry.key)
             self._bad.discard(entry.key)
             self._memo = {p: c for p, c in self._memo.items() if p.key() != entry.key}
+            _bump()  # cached launch plans resolved before this tuning are stale
         if cache is not None:
             self._save(cache, entry)
         return entry
@@ -413,6 +414,19 @@ class Dispatcher:
 
 _default: Dispatcher | None = None
 _default_lock = threading.Lock()
+# Bumped whenever a memoized decision may change (reset, a new tuning): cached launch plans
+# (plan.py) compare it per call and rebuild when it moved.
+_generation = 0
+
+
+def _bump() -> None:
+    global _generation
+    _generation += 1
+
+
+def generation() -> int:
+    """A counter that moves whenever a dispatch decision may have changed."""
+    return _generation
 
 
 def default_dispatcher() -> Dispatcher:
@@ -430,6 +444,7 @@ def reset() -> None:
     global _default
     with _default_lock:
         _default = None
+        _bump()
 
 
 def resolve(problem: GemmProblem, backend: str | Backend = "auto") -> tuple[Backend, Any]:

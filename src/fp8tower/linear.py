@@ -6,6 +6,7 @@ import torch
 from torch import nn
 
 from . import dispatch, ops
+from . import plan as _plan
 from .backends import Backend
 from .formats import (
     ACT_DTYPES,
@@ -95,6 +96,38 @@ def run_2d(
     )
 
 
+def _versions(w, s, i) -> tuple[int, int, int] | None:
+    """In-place edit counters of the buffers (None for inference-mode tensors, which have none)."""
+    if w.is_inference() or s.is_inference() or (i is not None and i.is_inference()):
+        return None
+    return (w._version, s._version, -1 if i is None else i._version)
+
+
+def _capturing(x: torch.Tensor) -> bool:
+    return x.is_cuda and torch.cuda.is_current_stream_capturing()
+
+
+class _PlanEntry:
+    """A cached launch plan and the buffers (and their versions) it was built from."""
+
+    __slots__ = (
+        "bias",
+        "generation",
+        "input_scale",
+        "m",
+        "plan",
+        "scale",
+        "versioned",
+        "versions",
+        "weight",
+    )
+
+    def __init__(self, plan, m, weight, scale, input_scale, bias, generation, versioned, versions):
+        self.plan, self.m = plan, m
+        self.weight, self.scale, self.input_scale, self.bias = weight, scale, input_scale, bias
+        self.generation, self.versioned, self.versions = generation, versioned, versions
+
+
 class Fp8Linear(nn.Module):
     """A linear layer with FP8 weights. Buffers (state_dict keys): ``weight`` (N, K) FP8,
     ``weight_scale``, ``input_scale`` (per_tensor with a static scale), ``bias``.
@@ -118,6 +151,8 @@ class Fp8Linear(nn.Module):
         super().__init__()
         self.in_features, self.out_features = in_features, out_features
         self.scheme = Scheme.parse(scheme)
+        self._plans: dict = {}  # (x shape, dtype, device) -> _PlanEntry (plan.py)
+        self.use_plans = _plan.plans_enabled_default()
         self.backend = backend
         self.out_dtype = out_dtype
         if static_input_scale and self.scheme is not Scheme.PER_TENSOR:
@@ -173,10 +208,31 @@ class Fp8Linear(nn.Module):
         bias = None if linear.bias is None else linear.bias.detach()
         return cls.from_weight(w, bias, **kw)
 
+    # backend and out_dtype are baked into cached launch plans: setting them drops the plans.
+    @property
+    def backend(self) -> str:
+        return self._backend
+
+    @backend.setter
+    def backend(self, value: str) -> None:
+        self._backend = value
+        self._plans.clear()
+
+    @property
+    def out_dtype(self) -> torch.dtype | None:
+        return self._out_dtype
+
+    @out_dtype.setter
+    def out_dtype(self, value: torch.dtype | None) -> None:
+        self._out_dtype = value
+        self._plans.clear()
+
     def fp8_weight(self) -> Fp8Weight:
-        """The buffers as an Fp8Weight; rebuilt (and backends re-prepared) when they move."""
+        """The buffers as an Fp8Weight; rebuilt (and backends re-prepared) when they move or
+        are edited in place (their version counters)."""
         key = (self.weight.data_ptr(), self.weight_scale.data_ptr(), self.weight.device,
-               None if self.input_scale is None else self.input_scale.data_ptr())
+               None if self.input_scale is None else self.input_scale.data_ptr(),
+               _versions(self.weight, self.weight_scale, self.input_scale))
         if self._cached is None or self._cached_key != key:
             ops.forget(self._cached)
             w = Fp8Weight(self.weight, self.weight_scale, self.scheme, self.input_scale)
@@ -188,6 +244,7 @@ class Fp8Linear(nn.Module):
         """Forget the prepared forms (values changed in place) and register afresh."""
         ops.forget(self._cached)
         self._cached = None
+        self._plans.clear()
         self.fp8_weight()
 
     def _load_from_state_dict(self, *args, **kwargs):
@@ -210,6 +267,50 @@ class Fp8Linear(nn.Module):
         return out
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.use_plans and not torch.compiler.is_compiling():
+            # The eager hot path: a cached launch plan for this input (plan.py).
+            e = self._plans.get((x.shape, x.dtype, x.device))
+            if e is not None:
+                b = self._buffers
+                w, s, i = b["weight"], b["weight_scale"], b["input_scale"]
+                if (e.weight is w and e.scale is s and e.input_scale is i and e.bias is b["bias"]
+                        and e.generation == dispatch._generation
+                        and (not e.versioned or e.versions == (
+                            w._version, s._version, -1 if i is None else i._version))):
+                    x2 = x.view(e.m, self.in_features) if x.is_contiguous() else None
+                    if x2 is not None:
+                        y = e.plan(x2)
+                        return y if x.dim() == 2 else y.view(*x.shape[:-1], self.out_features)
+            return self._forward_planned(x)
+        return self._forward_unplanned(x)
+
+    def _forward_planned(self, x: torch.Tensor) -> torch.Tensor:
+        """Build this input's plan (where one applies) and run it; else the unplanned path."""
+        m = x.numel() // max(self.in_features, 1) if x.dim() else 0
+        plannable = (
+            x.dim() >= 1 and x.shape[-1] == self.in_features and x.is_contiguous()
+            and x.dtype in ACT_DTYPES and 1 <= m <= _plan.MAX_PLANNED_M
+            and x.device == self.weight.device and not _capturing(x)
+        )
+        if not plannable:
+            return self._forward_unplanned(x)
+        weight = self.fp8_weight()
+        x2 = x.view(m, self.in_features)
+        _validate(x2, weight, None)
+        out_dtype = self.out_dtype if self.out_dtype is not None else x.dtype
+        b = self._buffers
+        if len(self._plans) >= _plan.MAX_PLANS_PER_MODULE:
+            self._plans.clear()
+        p = _plan.build(x2, weight, bias=b["bias"], out_dtype=out_dtype, backend=self.backend)
+        tensors = (b["weight"], b["weight_scale"], b["input_scale"])
+        versioned = not any(t is not None and t.is_inference() for t in tensors)
+        self._plans[(x.shape, x.dtype, x.device)] = _PlanEntry(
+            p, m, *tensors, b["bias"], dispatch._generation, versioned,
+            _versions(*tensors) if versioned else None)
+        y = p(x2)
+        return y if x.dim() == 2 else y.view(*x.shape[:-1], self.out_features)
+
+    def _forward_unplanned(self, x: torch.Tensor) -> torch.Tensor:
         if torch.compiler.is_compiling():
             # No fp8_weight() here: data_ptr() cannot be traced. This Fp8Weight only carries
             # the buffers to the op, which finds the registered one (ops.weight_for).
@@ -217,6 +318,13 @@ class Fp8Linear(nn.Module):
         else:
             weight = self.fp8_weight()
         return fp8_linear(x, weight, bias=self.bias, backend=self.backend, out_dtype=self.out_dtype)
+
+    def __getstate__(self):
+        # Plans hold compiled kernels and device buffers: a copy (deepcopy, pickle) rebuilds them.
+        state = super().__getstate__() if hasattr(super(), "__getstate__") else self.__dict__.copy()
+        state = dict(state)
+        state["_plans"] = {}
+        return state
 
     def extra_repr(self) -> str:
         return (

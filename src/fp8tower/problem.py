@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import torch
@@ -87,7 +88,7 @@ class GemmProblem:
         cls, x: torch.Tensor, weight, out_dtype: torch.dtype, act_scale=None
     ) -> GemmProblem:
         """The problem a call of fp8_linear(x (M, K), weight, act_scale=...) poses."""
-        cap = torch.cuda.get_device_capability(x.device) if x.is_cuda else None
+        cap = _capability(x.device.index) if x.is_cuda else None
         m = x.shape[0]
         return cls(
             m=max(m, 1),
@@ -101,6 +102,12 @@ class GemmProblem:
             static_act_scale=weight.scheme is Scheme.PER_TENSOR
             and (act_scale is not None or weight.act_scale is not None),
         )
+
+
+@functools.cache
+def _capability(index: int | None) -> tuple[int, int]:
+    """The device's compute capability, asked once (a CUDA query per call cost microseconds)."""
+    return torch.cuda.get_device_capability(index)
 
 
 def _itemsize(dtype: torch.dtype) -> int:

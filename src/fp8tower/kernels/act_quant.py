@@ -35,17 +35,15 @@ def _fp8_act_quant_kernel(
     tl.store(q_ptr + row * stride_qm + offs, q.to(q_ptr.dtype.element_ty), mask=mask)
 
 
-def quantize(
-    x: torch.Tensor, scheme: Scheme, static_scale: torch.Tensor | None = None
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """(M, K) bf16/fp16/fp32 -> (FP8 (M, K), scale) in one launch.
-
-    Scale shapes: per_tensor () (static only: a dynamic per-tensor scale needs a global
-    reduction, see act_quant.quantize), channel_token (M,), block128 (M, ceil(K/128)).
-    """
+def quantize_args(
+    x: torch.Tensor, scheme: Scheme, static_scale: torch.Tensor | None = None,
+    q: torch.Tensor | None = None, s_out: torch.Tensor | None = None,
+):
+    """(grid, args, kwargs, q, scale) of one launch of ``_fp8_act_quant_kernel``; ``q`` and
+    ``s_out`` (the outputs) are allocated unless given (a cached launch plan reuses its own)."""
     m, k = x.shape
-    x = x.contiguous()
-    q = torch.empty(m, k, dtype=FP8_DTYPE, device=x.device)
+    if q is None:
+        q = torch.empty(m, k, dtype=FP8_DTYPE, device=x.device)
     if scheme is Scheme.PER_TENSOR:
         if static_scale is None:
             raise ValueError("the one-launch per-tensor quant needs a static scale")
@@ -55,15 +53,29 @@ def quantize(
     else:
         group = BLOCK if scheme is Scheme.BLOCK128 else k
         ng = triton.cdiv(k, group)
-        s_out = torch.empty(m, ng, dtype=torch.float32, device=x.device)
+        if s_out is None:
+            s_out = torch.empty(m, ng, dtype=torch.float32, device=x.device)
         grid, static, s, stride_s = (m, ng), False, s_out, ng
-    _fp8_act_quant_kernel[grid](
-        x, q, s_out, s, k, x.stride(0), q.stride(0), stride_s,
-        GROUP=group, BLOCK_G=triton.next_power_of_2(group), STATIC=static,
-        FMAX=FP8_MAX, SMIN=MIN_SCALE,
-    )
+    args = (x, q, s_out, s, k, x.stride(0), q.stride(0), stride_s)
+    kwargs = {"GROUP": group, "BLOCK_G": triton.next_power_of_2(group), "STATIC": static,
+                  "FMAX": FP8_MAX, "SMIN": MIN_SCALE}
     if scheme is Scheme.PER_TENSOR:
-        return q, s
-    if scheme is Scheme.CHANNEL_TOKEN:
-        return q, s_out.reshape(m)
-    return q, s_out
+        scale = s
+    elif scheme is Scheme.CHANNEL_TOKEN:
+        scale = s_out.reshape(m)
+    else:
+        scale = s_out
+    return grid, args, kwargs, q, scale
+
+
+def quantize(
+    x: torch.Tensor, scheme: Scheme, static_scale: torch.Tensor | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(M, K) bf16/fp16/fp32 -> (FP8 (M, K), scale) in one launch.
+
+    Scale shapes: per_tensor () (static only: a dynamic per-tensor scale needs a global
+    reduction, see act_quant.quantize), channel_token (M,), block128 (M, ceil(K/128)).
+    """
+    grid, args, kwargs, q, scale = quantize_args(x.contiguous(), scheme, static_scale)
+    _fp8_act_quant_kernel[grid](*args, **kwargs)
+    return q, scale

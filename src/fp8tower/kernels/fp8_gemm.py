@@ -168,29 +168,42 @@ def _fp8_gemm_decode_kernel(
             tl.atomic_xchg(cnt_ptr + tile, 0, sem="relaxed", scope="gpu")
 
 
-def launch(
+def launch_args(
     w, x, y, w_scale, x_scale, bias, part, counters, *, scheme_id: int, x_fp8: bool,
     block_n: int, block_m: int, block_k: int, split_k: int, num_warps: int, num_stages: int,
     ws_row_stride: int = 0, xs_row_stride: int = 0, prefetch: int = 0, pdl: bool = False,
+    dummy=None,
 ):
-    """Launch the kernel. Shapes: w (N, K) FP8, x (M, K), y (M, N); see module docstring."""
+    """(grid, args, kwargs) of one launch: ``_fp8_gemm_decode_kernel[grid](*args, **kwargs)``.
+    ``dummy``: the tensor passed for unused pointers (default y); a cached launch plan
+    passes a fixed one so that only x and y change between its launches."""
     m, k = x.shape
     n = w.shape[0]
     k_iters = triton.cdiv(k, block_k)
     k_per_split = triton.cdiv(k_iters, split_k) * block_k
     grid = (triton.cdiv(n, block_n), split_k, triton.cdiv(m, block_m))
-    dummy = y  # an unused pointer argument still needs a tensor
+    dummy = y if dummy is None else dummy  # an unused pointer argument still needs a tensor
     interpret = os.environ.get("TRITON_INTERPRET") == "1"
-    extra = {"launch_pdl": True} if pdl and not interpret else {}
-    _fp8_gemm_decode_kernel[grid](
+    args = (
         w, x, y, w_scale, x_scale, bias if bias is not None else dummy,
         part if part is not None else dummy, counters if counters is not None else dummy,
         m, n, k, k_per_split,
         w.stride(0), x.stride(0), y.stride(0), ws_row_stride, xs_row_stride,
-        SCHEME=scheme_id, X_FP8=x_fp8, HAS_BIAS=bias is not None,
-        BLOCK_N=block_n, BLOCK_M=block_m, BLOCK_K=block_k, SPLIT_K=split_k,
-        FMAX=448.0, SMIN=1e-12, INTERPRET=interpret,
-        EVEN_N=n % block_n == 0, EVEN_K=k % block_k == 0, num_warps=num_warps, num_stages=num_stages,
-        PREFETCH=prefetch, PDL=pdl, **extra,
     )
+    kwargs = {
+        "SCHEME": scheme_id, "X_FP8": x_fp8, "HAS_BIAS": bias is not None,
+        "BLOCK_N": block_n, "BLOCK_M": block_m, "BLOCK_K": block_k, "SPLIT_K": split_k,
+        "FMAX": 448.0, "SMIN": 1e-12, "INTERPRET": interpret,
+        "EVEN_N": n % block_n == 0, "EVEN_K": k % block_k == 0, "num_warps": num_warps, "num_stages": num_stages,
+        "PREFETCH": prefetch, "PDL": pdl,
+    }
+    if pdl and not interpret:
+        kwargs["launch_pdl"] = True
+    return grid, args, kwargs
+
+
+def launch(w, x, y, w_scale, x_scale, bias, part, counters, **kw):
+    """Launch the kernel. Shapes: w (N, K) FP8, x (M, K), y (M, N); see module docstring."""
+    grid, args, kwargs = launch_args(w, x, y, w_scale, x_scale, bias, part, counters, **kw)
+    _fp8_gemm_decode_kernel[grid](*args, **kwargs)
     return grid

@@ -1,0 +1,306 @@
+"""End-to-end decode of a transformers model, arm by arm (`fp8tower bench generate`).
+
+The model is built from a config (a shipped name: qwen3-8b, qwen3.5-27b, tiny-hybrid; or a
+local directory / config.json) with random bf16 weights created directly on the target
+device. Per batch size: prefill ``context`` tokens into a StaticCache, then time decode
+steps eagerly (back to back, one synchronize at the end) and, on a GPU, as replays of one
+decode step captured in a torch.cuda.CUDAGraph (argmax and the position bump inside).
+
+Arms: ``bf16``; ``fp8:<scheme>`` (the decoder layers' nn.Linear swapped for Fp8Linear,
+unmerged; per_tensor gets a static activation scale calibrated on the prefill);
+``fp8:<scheme>:merged`` (fp8tower.convert with merge=True, when this fp8tower has it);
+``torchao:per_row`` / ``torchao:per_tensor`` (torchao float8 dynamic activation + weight,
+when torchao is installed). An arm that cannot run is recorded with its reason.
+
+transformers is imported lazily (optional dependency).
+"""
+
+from __future__ import annotations
+
+import datetime
+import importlib.metadata
+import platform
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import torch
+from torch import nn
+
+SCHEMA = "fp8tower.bench.generate/1"
+ARM_HELP = ("bf16, fp8:<scheme>[:merged] (scheme: per_tensor, channel_token, block128, "
+            "weight_only), torchao:per_row, torchao:per_tensor")
+
+
+class ArmSkipped(Exception):
+    """An arm that cannot run here; the message says why."""
+
+
+@dataclass
+class GenerateResult:
+    arm: str
+    batch: int
+    context: int
+    steps: int
+    eager_ms: float | None = None
+    graph_ms: float | None = None
+    eager_tok_s: float | None = None
+    graph_tok_s: float | None = None
+    prefill_ms: float | None = None
+    linears_swapped: int = 0
+    skipped: str | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+def hf_config(model: str):
+    """A transformers config from a shipped name or a local path (its text part if nested)."""
+    from transformers import AutoConfig
+
+    from .models.registry import load_config, text_config
+
+    raw = load_config(model)
+    text, nested = text_config(raw)
+    d = {k: v for k, v in text.items() if not k.startswith("_")}
+    model_type = d.pop("model_type", None) or raw.get("model_type")
+    if nested and not model_type.endswith("_text"):
+        model_type += "_text"
+    try:
+        return AutoConfig.for_model(model_type, **d)
+    except (KeyError, ValueError) as e:
+        raise ValueError(f"transformers {_version('transformers')} cannot build model_type "
+                         f"{model_type!r} of {model}: {e}") from None
+
+
+def build_model(config, device: torch.device, dtype=torch.bfloat16) -> nn.Module:
+    """Random weights, created directly on ``device``."""
+    from transformers import AutoModelForCausalLM
+
+    torch.manual_seed(0)
+    with torch.device(device):
+        model = AutoModelForCausalLM.from_config(config, dtype=dtype)
+    return model.eval()
+
+
+def decoder_linears(model: nn.Module) -> list[tuple[str, nn.Linear]]:
+    """The nn.Linear modules of the decoder layers (not lm_head, not embeddings)."""
+    return [(name, mod) for name, mod in model.named_modules()
+            if isinstance(mod, nn.Linear) and ".layers." in f".{name}"]
+
+
+def _set(model: nn.Module, name: str, new: nn.Module) -> None:
+    parent, _, child = name.rpartition(".")
+    setattr(model.get_submodule(parent) if parent else model, child, new)
+
+
+def calibrate(model: nn.Module, names: list[str], run) -> dict[str, float]:
+    """Input amax / 448 of each named linear over ``run()`` (a static per-tensor scale)."""
+    scales: dict[str, float] = {}
+    hooks = []
+    for name in names:
+        def hook(mod, args, name=name):
+            a = float(args[0].detach().abs().amax().float())
+            scales[name] = max(scales.get(name, 0.0), a / 448.0, 1e-12)
+        hooks.append(model.get_submodule(name).register_forward_pre_hook(hook))
+    try:
+        run()
+    finally:
+        for h in hooks:
+            h.remove()
+    return scales
+
+
+def swap_fp8(model: nn.Module, scheme: str, backend: str, scales: dict[str, float] | None) -> int:
+    """Replace the decoder's nn.Linear by Fp8Linear (unmerged); the count."""
+    from .linear import Fp8Linear
+
+    count = 0
+    for name, lin in decoder_linears(model):
+        act = scales.get(name) if scales is not None else None
+        _set(model, name, Fp8Linear.from_linear(lin, scheme, act_scale=act, backend=backend))
+        count += 1
+    return count
+
+
+def apply_arm(model: nn.Module, arm: str, backend: str, calib) -> tuple[int, list[str]]:
+    """Turn the bf16 model into ``arm`` in place; (linears swapped, notes)."""
+    from .formats import Scheme
+
+    parts = arm.split(":")
+    if parts[0] == "bf16" and len(parts) == 1:
+        return 0, []
+    if parts[0] == "fp8" and len(parts) in (2, 3):
+        scheme = Scheme.parse(parts[1])
+        merged = len(parts) == 3
+        if merged and parts[2] != "merged":
+            raise ValueError(f"arm {arm!r}: expected fp8:<scheme>:merged; arms are {ARM_HELP}")
+        names = [n for n, _ in decoder_linears(model)]
+        scales = calibrate(model, names, calib) if scheme is Scheme.PER_TENSOR else None
+        if merged:
+            import fp8tower
+
+            convert = getattr(fp8tower, "convert", None)
+            if convert is None:
+                raise ArmSkipped("fp8tower.convert (merged siblings) is not in this fp8tower yet")
+            try:
+                convert(model, scheme.value, merge=True, backend=backend, act_scales=scales)
+            except TypeError as e:  # convert landed with another signature: adapt here
+                raise ArmSkipped(f"fp8tower.convert(model, scheme, merge=True, ...) failed: {e}") from None
+            return len(names), ["merged by fp8tower.convert"]
+        return swap_fp8(model, scheme.value, backend, scales), []
+    if parts[0] == "torchao" and len(parts) == 2 and parts[1] in ("per_row", "per_tensor"):
+        try:
+            from torchao.quantization import (
+                Float8DynamicActivationFloat8WeightConfig,
+                PerRow,
+                PerTensor,
+                quantize_,
+            )
+        except ImportError as e:
+            raise ArmSkipped(f"torchao float8 is not importable here ({e})") from None
+        gran = PerRow() if parts[1] == "per_row" else PerTensor()
+        decoder = {id(m) for _, m in decoder_linears(model)}
+        quantize_(model, Float8DynamicActivationFloat8WeightConfig(granularity=gran),
+                  filter_fn=lambda mod, fqn: id(mod) in decoder)
+        return len(decoder), [f"torchao {_version('torchao')}"]
+    raise ValueError(f"unknown arm {arm!r}: arms are {ARM_HELP}")
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def run_arm(model_name: str, arm: str, *, batch: int, context: int, steps: int,
+            device: torch.device, backend: str, graph: bool, config=None) -> GenerateResult:
+    """Build the model, convert it to ``arm``, prefill and time decode steps."""
+    from transformers import StaticCache
+
+    res = GenerateResult(arm, batch, context, steps)
+    config = config if config is not None else hf_config(model_name)
+    model = build_model(config, device)
+    warm = 3
+    max_len = context + 2 * (steps + warm) + 8
+    g = torch.Generator(device="cpu").manual_seed(1)
+    ids = torch.randint(0, config.vocab_size, (batch, context), generator=g).to(device)
+    cache = StaticCache(config=config, max_cache_len=max_len)
+
+    def prefill():
+        cache.reset()
+        out = model(input_ids=ids, past_key_values=cache, use_cache=True,
+                    cache_position=torch.arange(context, device=device))
+        return out.logits[:, -1:].argmax(-1)
+
+    with torch.inference_mode():
+        try:
+            res.linears_swapped, res.notes = apply_arm(model, arm, backend, prefill)
+        except ArmSkipped as e:
+            res.skipped = str(e)
+            return res
+        tok = prefill()
+        _sync(device)
+        t0 = time.perf_counter()
+        tok = prefill()
+        _sync(device)
+        res.prefill_ms = (time.perf_counter() - t0) * 1e3
+        pos = torch.tensor([context], device=device)
+
+        def step(tok, pos):
+            out = model(input_ids=tok, past_key_values=cache, cache_position=pos, use_cache=True)
+            return out.logits[:, -1:].argmax(-1)
+
+        for _ in range(warm):  # builds the launch plans, tunes where allowed
+            tok = step(tok, pos)
+            pos += 1
+        _sync(device)
+        t0 = time.perf_counter()
+        for _ in range(steps):
+            tok = step(tok, pos)
+            pos += 1
+        _sync(device)
+        res.eager_ms = (time.perf_counter() - t0) * 1e3 / steps
+        res.eager_tok_s = batch * 1e3 / res.eager_ms
+        if graph and device.type == "cuda":
+            res.graph_ms = _graph_decode(step, tok, pos, steps, warm)
+            res.graph_tok_s = batch * 1e3 / res.graph_ms
+    model = cache = None  # free the weights before the next arm is built
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+    return res
+
+
+def _graph_decode(step, tok, pos, steps: int, warm: int) -> float:
+    """ms per decode step as replays of one captured step (argmax, position bump inside)."""
+    s_tok, s_pos = tok.clone(), pos.clone()
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):  # warm-up on the capture stream
+        for _ in range(warm):
+            s_tok.copy_(step(s_tok, s_pos))
+            s_pos += 1
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        s_tok.copy_(step(s_tok, s_pos))
+        s_pos += 1
+    for _ in range(warm):
+        graph.replay()
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(steps):
+        graph.replay()
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end) / steps
+
+
+def _version(package: str) -> str:
+    try:
+        return importlib.metadata.version(package)
+    except importlib.metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def provenance(command: str, device: torch.device) -> dict[str, Any]:
+    from . import __version__
+
+    gpu = torch.cuda.get_device_name(device) if device.type == "cuda" else None
+    return {
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "command": command, "device": str(device), "gpu": gpu,
+        "versions": {"fp8tower": __version__, "python": platform.python_version(),
+                     "torch": torch.__version__, "cuda": torch.version.cuda,
+                     "triton": _version("triton"), "transformers": _version("transformers"),
+                     "torchao": _version("torchao")},
+    }
+
+
+def bench_generate(model: str, arms: list[str], batches: list[int], *, context: int, steps: int,
+                   device: str, backend: str, graph: bool, command: str, progress=None) -> dict:
+    """Every (arm, batch); the JSON record (schema ``SCHEMA``)."""
+    dev = torch.device(device)
+    config = hf_config(model)
+    results = []
+    for batch in batches:
+        for arm in arms:
+            r = run_arm(model, arm, batch=batch, context=context, steps=steps, device=dev,
+                        backend=backend, graph=graph, config=config)
+            results.append(r)
+            if progress is not None:
+                progress(r)
+    base = {r.batch: r for r in results if r.arm == "bf16" and r.skipped is None}
+    rows = []
+    for r in results:
+        row = asdict(r)
+        b = base.get(r.batch)
+        for kind in ("eager", "graph"):
+            ms, bms = getattr(r, f"{kind}_ms"), getattr(b, f"{kind}_ms", None) if b else None
+            row[f"{kind}_speedup_vs_bf16"] = round(bms / ms, 3) if ms and bms else None
+        rows.append(row)
+    return {
+        "schema": SCHEMA, "model": model, "model_type": config.model_type,
+        "context": context, "steps": steps, "backend": backend,
+        "units": {"ms": "milliseconds per decode step (eager: wall, one sync at the end; "
+                        "graph: CUDA events over replays)", "tok_s": "batch tokens per second"},
+        **provenance(command, dev), "rows": rows,
+    }

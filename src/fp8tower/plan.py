@@ -1,0 +1,255 @@
+"""Cached launch plans: the eager hot path of :class:`~fp8tower.linear.Fp8Linear`.
+
+An unplanned call validates x, builds a GemmProblem (asking CUDA for the capability),
+looks up the dispatch memo, re-derives the kernel config, grid and buffers and launches
+through Triton's generic launcher (which re-binds and re-specializes every argument).
+None of that changes between decode steps. A plan does it once per module and input
+(shape, dtype, device) and keeps: the backend and config, the grid, the buffers (split-K
+partials and counters, the activation-quant outputs), the scales, and for Triton the
+compiled kernels of its first launch, which later calls launch directly
+(``CompiledKernel.run``) with only x and y changed.
+
+What invalidates a plan (checked per call, a few attribute reads; see
+``Fp8Linear._plan_valid``): the module's buffers replaced (``.to()``, ``load_state_dict``,
+assignment) or edited in place (their ``_version`` counters), a dispatch change
+(:func:`fp8tower.dispatch.generation`), a new ``backend`` or ``out_dtype``. Plans are not
+built under CUDA graph capture (a capture-time dispatch miss is not final, and buffers
+must not come from the graph's pool) but are used there, so warm up eagerly first.
+
+Buffers are reused across calls: calls of one module must be ordered on one stream (the
+split-K counters already required that). The direct launch is taken only where it is
+known to be equivalent (same device, 16-byte aligned contiguous x); anything else takes
+Triton's generic launch with the plan's arguments.
+"""
+
+from __future__ import annotations
+
+import os
+
+import torch
+
+from .formats import FP8_DTYPE, Scheme
+
+# Plans are for decode-sized inputs, where the host sets the pace; larger M (prefill) is
+# GPU-bound and would only grow the cache with per-shape buffers.
+MAX_PLANNED_M = 64
+MAX_PLANS_PER_MODULE = 16
+
+
+def plans_enabled_default() -> bool:
+    """``FP8TOWER_PLAN=0`` turns plans off for modules created afterwards (for A/B runs)."""
+    return os.environ.get("FP8TOWER_PLAN", "1").strip().lower() not in ("0", "false", "no", "off")
+
+
+# ---------------------------------------------------------------------- direct Triton launch
+
+
+def _raw_stream_fn():
+    get = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    if get is not None:
+        return get
+    return lambda index: torch.cuda.current_stream(index).cuda_stream
+
+
+class DirectLaunch:
+    """``jitfn[grid](*args, **kwargs)`` through Triton's generic launcher once; afterwards the
+    compiled kernel's own launcher (``CompiledKernel.run``) with the same arguments, where
+    only the tensors at ``dynamic`` positions change.
+
+    Equivalent to the generic path because the specialization cannot change: every other
+    argument is the same object, and the dynamic tensors are checked to be 16-byte aligned
+    when the first launch's were (Triton specializes pointers on 16-byte alignment). Falls
+    back to the generic launch when the direct one is unavailable (the CPU interpreter, a
+    Triton whose ``CompiledKernel`` lacks ``run``/``function``/``packed_metadata``), on
+    another device, or for unaligned tensors. ``direct_launches`` counts the direct ones.
+    """
+
+    def __init__(self, jitfn, grid, args, kwargs, dynamic: tuple[int, ...], device: torch.device):
+        self.jitfn, self.grid, self.kwargs = jitfn, tuple(grid) + (1,) * (3 - len(grid)), kwargs
+        self.args = list(args)
+        self.dynamic = dynamic
+        self.device_index = device.index if device.type == "cuda" else None
+        self.compiled = None
+        self.full_args: list | None = None
+        self.aligned = all(_aligned(args[i]) for i in dynamic)
+        self.direct_launches = 0
+        self.generic_launches = 0
+
+    def __call__(self, *tensors) -> None:
+        full = self.full_args
+        if full is not None and self._direct_ok(tensors):
+            full = full.copy()
+            for pos, t in zip(self.dynamic_full, tensors):
+                full[pos] = t
+            c = self.compiled
+            stream = _RAW_STREAM(self.device_index)
+            g = self.grid
+            rt = _knobs.runtime  # as JITFunction.run does (profiler hooks included)
+            c.run(g[0], g[1], g[2], stream, c.function, c.packed_metadata,
+                  c.launch_metadata(g, stream, *full), rt.launch_enter_hook,
+                  rt.launch_exit_hook, *full)
+            self.direct_launches += 1
+            return
+        args = self.args.copy()
+        for pos, t in zip(self.dynamic, tensors):
+            args[pos] = t
+        compiled = self.jitfn[self.grid](*args, **self.kwargs)
+        self.generic_launches += 1
+        if self.compiled is None and self.device_index is not None and self._direct_ok(tensors):
+            self._bind(compiled)
+
+    def _direct_ok(self, tensors) -> bool:
+        if torch.cuda.current_device() != self.device_index:
+            return False
+        return not self.aligned or all(t.data_ptr() % 16 == 0 for t in tensors)
+
+    def _bind(self, compiled) -> None:
+        """Keep ``compiled`` and the full argument list in the kernel's parameter order."""
+        if _knobs is None or compiled is None:
+            return
+        if self.kwargs.get("launch_pdl"):
+            return  # PDL is a launch attribute that CompiledKernel.run is not known to carry
+        if not all(hasattr(compiled, a) for a in ("run", "packed_metadata", "launch_metadata")):
+            return
+        names = list(getattr(self.jitfn, "arg_names", ()))
+        values = dict(zip(names, self.args))
+        values.update({k: v for k, v in self.kwargs.items() if k in names})
+        if len(values) != len(names) or len(self.args) > len(names):
+            return  # a parameter we do not know how to pass (a default we never bound)
+        compiled.run  # noqa: B018 (loads the module: compiled.function is set after this)
+        if getattr(compiled, "function", None) is None:
+            return
+        self.full_args = [values[n] for n in names]
+        self.dynamic_full = self.dynamic  # positional args come first, in order
+        self.compiled = compiled
+
+
+def _aligned(t) -> bool:
+    return isinstance(t, torch.Tensor) and t.data_ptr() % 16 == 0
+
+
+try:  # triton >= 3.4 keeps the launch hooks in knobs
+    from triton import knobs as _knobs
+except ImportError:  # no triton, or an older one: generic launches only
+    _knobs = None
+_RAW_STREAM = _raw_stream_fn()
+
+
+# ---------------------------------------------------------------------- plans
+
+
+class Plan:
+    """One resolved call: ``plan(x2) -> y`` for a contiguous 2-D x of the planned shape."""
+
+    __slots__ = ("__weakref__", "backend", "config", "launches", "m", "run")
+
+    def __init__(self, backend, config, m, run, launches=()):
+        self.backend, self.config, self.m, self.run = backend, config, m, run
+        self.launches = tuple(launches)
+
+    def __call__(self, x2: torch.Tensor) -> torch.Tensor:
+        return self.run(x2)
+
+    @property
+    def direct_launches(self) -> int:
+        return sum(d.direct_launches for d in self.launches)
+
+
+def build(x2: torch.Tensor, weight, *, bias, out_dtype, backend) -> Plan:
+    """Resolve (backend, config) for x2 (M, K) and bind everything that does not change."""
+    from . import dispatch
+    from .problem import GemmProblem
+
+    problem = GemmProblem.for_call(x2, weight, out_dtype, None)
+    be, config = dispatch.resolve(problem, backend)
+    packed = be.packed_for(weight)
+    if be.name == "triton" and x2.dtype != FP8_DTYPE and not (
+        weight.scheme is Scheme.PER_TENSOR and weight.act_scale is None
+    ):
+        return _triton_plan(x2, weight, packed, be, config, bias=bias, out_dtype=out_dtype)
+
+    def run(x, be=be, weight=weight, packed=packed, bias=bias, out_dtype=out_dtype, config=config):
+        return be.run(x, weight, packed, act_scale=None, bias=bias, out_dtype=out_dtype,
+                      config=config)
+
+    return Plan(be, config, x2.shape[0], run)
+
+
+def _triton_plan(x2, weight, packed, be, config, *, bias, out_dtype) -> Plan:
+    from .backends import triton_gemm as tg
+    from .kernels import fp8_gemm
+
+    scheme = weight.scheme
+    m, n, device = x2.shape[0], weight.n, x2.device
+    cfg = config or tg.default_config(GemmProblem_for(x2, weight, out_dtype))
+    block_n, block_k, split = cfg["block_n"], cfg["block_k"], cfg["split_k"]
+    if scheme is Scheme.BLOCK128 and (128 % block_n or block_k % 128):
+        raise ValueError(f"block128 needs BLOCK_N dividing 128 and BLOCK_K a multiple of 128: {cfg}")
+    x_fp8 = tg.x_is_fp8(scheme, False, cfg.get("prequant", False))
+    block_m = tg.block_m_for(m)
+    grid_m = -(-m // block_m)
+    ws = packed["ws"]
+    xs, xs_stride = ws, 0
+    if scheme is Scheme.PER_TENSOR:
+        xs = weight.act_scale.float().reshape(1)
+    quant = None
+    on_gpu = x2.is_cuda
+    if x_fp8:  # the activation pre-pass: its outputs are the plan's buffers
+        static = xs if scheme is Scheme.PER_TENSOR else None
+        if on_gpu:
+            from .kernels import act_quant as aq
+
+            grid, args, kw, q, s = aq.quantize_args(x2, scheme, static)
+            quant = DirectLaunch(aq._fp8_act_quant_kernel, grid, args, kw, (0,), device)
+        else:  # the interpreter's Triton backend quantizes with torch (backends/act_quant.py)
+            q, s = tg.quantize_act(x2, scheme, static)
+        gemm_x = q
+        if scheme is not Scheme.PER_TENSOR:
+            xs = s
+            xs_stride = s.stride(0) if s.dim() == 2 else 1
+    else:
+        gemm_x = x2
+    part = counters = None
+    if split > 1:
+        part = torch.empty(split, grid_m * block_m, n, dtype=torch.float32, device=device)
+        counters = tg._counters(packed, -(-n // block_n) * grid_m, device)
+    y0 = torch.empty(m, n, dtype=out_dtype, device=device)
+    grid, args, kw = fp8_gemm.launch_args(
+        packed["w"], gemm_x, y0, ws, xs, bias, part, counters,
+        scheme_id=tg._SCHEME_ID[scheme], x_fp8=x_fp8, block_n=block_n, block_m=block_m,
+        block_k=block_k, split_k=split, num_warps=cfg["num_warps"], num_stages=cfg["num_stages"],
+        ws_row_stride=ws.stride(0) if scheme is Scheme.BLOCK128 else 0, xs_row_stride=xs_stride,
+        prefetch=cfg.get("prefetch", 0), pdl=cfg.get("pdl", False), dummy=ws,
+    )
+    dynamic = (2,) if x_fp8 else (1, 2)  # y; and x when the GEMM reads it
+    gemm = DirectLaunch(fp8_gemm._fp8_gemm_decode_kernel, grid, args, kw, dynamic, device)
+    shape = (m, n)
+
+    if quant is not None:
+        def run(x):
+            quant(x)
+            y = torch.empty(shape, dtype=out_dtype, device=device)
+            gemm(y)
+            return y
+    elif x_fp8:  # CPU interpreter: torch quantization into the plan's buffer
+        def run(x):
+            q2, _ = tg.quantize_act(x, scheme, xs if scheme is Scheme.PER_TENSOR else None)
+            gemm_x.copy_(q2)
+            if scheme is not Scheme.PER_TENSOR:
+                xs.copy_(_)
+            y = torch.empty(shape, dtype=out_dtype, device=device)
+            gemm(y)
+            return y
+    else:
+        def run(x):
+            y = torch.empty(shape, dtype=out_dtype, device=device)
+            gemm(x, y)
+            return y
+
+    return Plan(be, cfg, m, run, [d for d in (quant, gemm) if d is not None])
+
+
+def GemmProblem_for(x2, weight, out_dtype):
+    from .problem import GemmProblem
+
+    return GemmProblem.for_call(x2, weight, out_dtype, None)

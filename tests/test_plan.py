@@ -1,0 +1,163 @@
+"""Cached launch plans (plan.py, Fp8Linear's eager hot path): same results as the unplanned
+path, reused while valid, rebuilt when the module moves, loads, is edited in place, or a
+dispatch decision changes. Reference backend on the CPU; Triton under TRITON_INTERPRET=1
+(the direct CompiledKernel launch is GPU-only: tests/test_gpu.py checks it)."""
+
+import pytest
+import torch
+from fp8helpers import exact_activations, random_weight
+from torch import nn
+
+from fp8tower import dispatch
+from fp8tower.formats import Scheme
+from fp8tower.linear import Fp8Linear
+
+SCHEMES = [Scheme.PER_TENSOR, Scheme.CHANNEL_TOKEN, Scheme.BLOCK128, Scheme.WEIGHT_ONLY]
+
+
+def _pair(scheme, n=96, k=160, bias=True, backend="reference", seed=1):
+    lin = nn.Linear(k, n, bias=bias)
+    with torch.no_grad():
+        lin.weight.copy_(random_weight(n, k, seed))
+        if bias:
+            lin.bias.copy_(torch.linspace(-1, 1, n))
+    act = 0.05 if scheme is Scheme.PER_TENSOR else None
+    planned = Fp8Linear.from_linear(lin, scheme, act_scale=act, backend=backend)
+    plain = Fp8Linear.from_linear(lin, scheme, act_scale=act, backend=backend)
+    plain.use_plans = False
+    return planned, plain
+
+
+def _x(shape, scheme, seed=0):
+    m = 1
+    for d in shape[:-1]:
+        m *= d
+    return exact_activations(m, shape[-1], scheme, seed=seed).reshape(shape).to(torch.bfloat16)
+
+
+@pytest.mark.parametrize("scheme", SCHEMES)
+@pytest.mark.parametrize("shape", [(1, 160), (3, 160), (2, 1, 160)])
+def test_planned_equals_unplanned_reference(scheme, shape):
+    planned, plain = _pair(scheme)
+    for seed in range(3):  # the first call builds the plan, the next ones reuse it
+        x = _x(shape, scheme, seed)
+        y = planned(x)
+        assert y.shape == (*shape[:-1], 96)
+        torch.testing.assert_close(y, plain(x), rtol=0, atol=0)
+    assert len(planned._plans) == 1
+    assert not plain._plans
+
+
+def test_plan_reused_then_rebuilt_on_in_place_weight_edit():
+    planned, plain = _pair(Scheme.CHANNEL_TOKEN)
+    x = _x((1, 160), Scheme.CHANNEL_TOKEN)
+    planned(x)
+    entry = next(iter(planned._plans.values()))
+    planned(x)
+    assert next(iter(planned._plans.values())) is entry  # reused
+    with torch.no_grad():
+        planned.weight_scale.mul_(2)  # in place: the tensor is the same object
+        plain.weight_scale.mul_(2)
+    y = planned(x)
+    assert next(iter(planned._plans.values())) is not entry
+    torch.testing.assert_close(y, plain(x), rtol=0, atol=0)
+
+
+def test_plan_rebuilt_on_in_place_weight_data_edit():
+    planned, plain = _pair(Scheme.PER_TENSOR)
+    x = _x((1, 160), Scheme.PER_TENSOR)
+    before = planned(x)
+    for mod in (planned, plain):
+        with torch.no_grad():  # negating FP8 values is exact
+            mod.weight.copy_((-mod.weight.float()).to(mod.weight.dtype))
+    after = planned(x)
+    assert not torch.equal(after, before)
+    torch.testing.assert_close(after, plain(x), rtol=0, atol=0)
+
+
+def test_plan_rebuilt_on_load_state_dict():
+    a, _ = _pair(Scheme.BLOCK128, seed=1)
+    b, _ = _pair(Scheme.BLOCK128, seed=2)
+    x = _x((2, 160), Scheme.BLOCK128)
+    ya, yb = a(x), b(x)
+    assert not torch.equal(ya, yb)
+    a.load_state_dict(b.state_dict())
+    assert not a._plans  # dropped at load
+    torch.testing.assert_close(a(x), yb, rtol=0, atol=0)
+
+
+def test_plan_rebuilt_on_to_and_bias_assignment():
+    planned, plain = _pair(Scheme.PER_TENSOR)
+    x = _x((1, 160), Scheme.PER_TENSOR)
+    planned(x)
+    planned.to(torch.float32)  # a cast moves buffers: plans dropped, FP8 weight kept
+    assert not planned._plans
+    torch.testing.assert_close(planned(x), plain(x), rtol=0, atol=0)
+    planned.bias = torch.zeros(96)
+    plain.bias = torch.zeros(96)
+    torch.testing.assert_close(planned(x), plain(x), rtol=0, atol=0)
+
+
+def test_plan_follows_backend_out_dtype_and_dispatch_changes():
+    planned, _ = _pair(Scheme.WEIGHT_ONLY)
+    x = _x((1, 160), Scheme.WEIGHT_ONLY)
+    planned(x)
+    planned.out_dtype = torch.float32
+    assert not planned._plans
+    assert planned(x).dtype == torch.float32
+    entry = next(iter(planned._plans.values()))
+    dispatch.reset()  # a dispatch decision may have changed
+    planned(x)
+    assert next(iter(planned._plans.values())) is not entry
+
+
+def test_no_plan_for_large_m_or_non_contiguous():
+    planned, plain = _pair(Scheme.CHANNEL_TOKEN)
+    x = _x((65, 160), Scheme.CHANNEL_TOKEN)
+    torch.testing.assert_close(planned(x), plain(x), rtol=0, atol=0)
+    xt = _x((160, 2), Scheme.CHANNEL_TOKEN).t()  # (2, 160) with strides (1, 2)
+    torch.testing.assert_close(planned(xt), plain(xt.contiguous()), rtol=0, atol=0)
+    assert not planned._plans
+
+
+def test_plans_off_by_env(monkeypatch):
+    monkeypatch.setenv("FP8TOWER_PLAN", "0")
+    planned, _ = _pair(Scheme.PER_TENSOR)
+    assert planned.use_plans is False
+
+
+def test_deepcopy_drops_plans():
+    import copy
+
+    planned, plain = _pair(Scheme.PER_TENSOR)
+    x = _x((1, 160), Scheme.PER_TENSOR)
+    planned(x)
+    twin = copy.deepcopy(planned)
+    assert not twin._plans
+    torch.testing.assert_close(twin(x), plain(x), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("scheme", SCHEMES)
+@pytest.mark.parametrize("m", [1, 3])
+def test_planned_equals_unplanned_triton_interpreter(interpret, scheme, m):
+    planned, plain = _pair(scheme, n=80, k=384, backend="triton")
+    for seed in range(2):
+        x = _x((m, 384), scheme, seed)
+        torch.testing.assert_close(planned(x), plain(x), rtol=0, atol=0)
+    (entry,) = planned._plans.values()
+    assert entry.plan.backend.name == "triton"
+    # The interpreter has no compiled kernel: every launch takes triton's generic path.
+    assert entry.plan.direct_launches == 0
+    assert sum(d.generic_launches for d in entry.plan.launches) >= 2
+
+
+def test_triton_plan_sees_in_place_scale_edit(interpret):
+    # Triton's prepared weight holds a derived copy of the scales (an (N,) vector): a stale
+    # plan would keep the old values.
+    planned, plain = _pair(Scheme.PER_TENSOR, n=80, k=384, backend="triton")
+    x = _x((1, 384), Scheme.PER_TENSOR)
+    planned(x)
+    for mod in (planned, plain):
+        with torch.no_grad():
+            mod.weight_scale.mul_(2)
+    torch.testing.assert_close(planned(x), plain(x), rtol=0, atol=0)
