@@ -28,7 +28,8 @@ from fp8tower import __version__, backends, dispatch
 from fp8tower.backends.reference import fp8_linear_ref
 from fp8tower.formats import FP8_DTYPE, Fp8Weight, Scheme, quantize_weight, sqnr_db
 from fp8tower.problem import GemmProblem
-from fp8tower.tuning import l2_cache_bytes, read_ceiling, rotation_copies, time_cuda_graph
+from fp8tower.tuning.ceiling import read_ceiling
+from fp8tower.tuning.timer import l2_cache_bytes, rotation_copies, time_cuda_graph
 
 TOWER_SHAPES = {
     "10240x5120": "GDN in_proj_qkv", "6144x5120": "GDN in_proj_z",
