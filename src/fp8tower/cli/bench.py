@@ -17,7 +17,8 @@ from ._common import csv as _csv
 from ._common import fail as _fail
 
 app = typer.Typer(help="Benchmarks: the FP8 tower's decode step, arm by arm, side by side.",
-                  no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
+                  no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
+                  rich_markup_mode=None)
 
 
 

@@ -13,7 +13,7 @@ from typing import Annotated
 import typer
 
 app = typer.Typer(help="Per-shape autotuned dispatch: tune GEMM shapes, explain the choices.",
-                  no_args_is_help=True)
+                  no_args_is_help=True, rich_markup_mode=None)
 
 ALL_SCHEMES = "per_tensor,channel_token,block128"
 DEFAULT_M = "1,2,4,8,16,32,64"
