@@ -39,7 +39,7 @@ import torch
 
 from .. import backends, dispatch
 from ..backends import Backend
-from ..formats import BLOCK, FP8_DTYPE, FP8_MAX, Fp8Weight, Scheme
+from ..formats import FP8_DTYPE, FP8_MAX, Fp8Weight, Scheme, weight_scale_shape
 from ..models import DEFAULT_PARTS, GemmSpec, TowerSpec, get_spec
 from ..nn.linear import Fp8Linear
 from ..nn.merged import MergedFp8Linear, MergeMode
@@ -90,13 +90,7 @@ def random_fp8_weight(
     device = torch.device(device)
     gen = _generator(device, seed, slot)
     data = torch.randn(n, k, generator=gen, device=device, dtype=torch.bfloat16)
-    shape = {
-        Scheme.PER_TENSOR: (),
-        Scheme.CHANNEL_TOKEN: (n,),
-        Scheme.WEIGHT_ONLY: (n,),
-        Scheme.BLOCK128: (-(-n // BLOCK), -(-k // BLOCK)),
-    }[scheme]
-    f = _scale_factors(shape, gen, device)
+    f = _scale_factors(weight_scale_shape(scheme, n, k), gen, device)
     if scheme is Scheme.PER_TENSOR:
         data.mul_(DATA_STD / f)  # one scalar: keep the dequantized RMS exactly std
     else:

@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from ..formats import FP8_DTYPE, Fp8Weight, Scheme, expected_weight_scale_shapes
+from ..formats import FP8_DTYPE, Fp8Weight, weight_scale_shape
 from ..problem import GemmProblem
 from ..provenance import now_iso
 from .cache import Entry, Measurement, normalize_config
@@ -75,10 +75,7 @@ def tuning_operands(
     else:
         x = torch.randn(m, k, device=device, generator=gen, dtype=problem.act_dtype)
     data = torch.randn(n, k, device=device, generator=gen, dtype=torch.bfloat16).to(FP8_DTYPE)
-    if problem.scheme is Scheme.PER_TENSOR and problem.channel_weight_scale:
-        scale_shape: tuple[int, ...] = (n,)
-    else:
-        scale_shape = expected_weight_scale_shapes(problem.scheme, n, k)[0]
+    scale_shape = weight_scale_shape(problem.scheme, n, k, channel=problem.channel_weight_scale)
     scale = torch.rand(scale_shape, device=device, generator=gen) * 1e-2 + 1e-3
     static = None
     if problem.static_act_scale and act_scale is None:
