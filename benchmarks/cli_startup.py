@@ -24,7 +24,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
-from fp8tower import provenance  # noqa: E402
+from fp8tower import provenance
 
 PAIR = "tests/data/trace/h200_27b_m1/merged_triton/trace_{}.json.gz"
 COMMANDS = {

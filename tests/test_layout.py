@@ -180,3 +180,17 @@ def test_layers(pkg, forbidden):
            for m in _under(pkg)}
     bad = {m: ws for m, ws in bad.items() if ws}
     assert not bad, f"{pkg} must not import {', '.join(forbidden)}: {bad}"
+
+
+def test_submodules_are_attributes_of_a_light_import():
+    """`import fp8tower; fp8tower.backends.available()` works without importing the
+    submodule first; the bare import loads no torch."""
+    import os
+    import subprocess
+    import sys
+
+    code = ("import sys, fp8tower; light = 'torch' not in sys.modules; "
+            "print(light, [b.name for b in fp8tower.backends.available()] is not None)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         env={**os.environ, "PYTHONPATH": str(SRC)})
+    assert out.stdout.split() == ["True", "True"], out.stdout + out.stderr

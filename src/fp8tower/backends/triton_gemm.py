@@ -21,6 +21,7 @@ from ..problem import GemmProblem
 from . import Backend
 from .act_quant import quantize as quantize_act
 
+
 def _interpret() -> bool:
     return os.environ.get("TRITON_INTERPRET") == "1"
 

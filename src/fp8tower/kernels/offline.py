@@ -30,9 +30,9 @@ from collections import Counter
 
 import torch
 
-from .configs import H200_SMS, SMEM_PER_SM, SMEM_RESERVED_PER_PROGRAM
 from ..formats import Scheme
 from ..problem import GemmProblem
+from .configs import H200_SMS, SMEM_PER_SM, SMEM_RESERVED_PER_PROGRAM
 
 # sm_90 per-SM limits besides shared memory (CUDA C Programming Guide, capability 9.0).
 SMEM_PER_BLOCK = 232_448
@@ -146,8 +146,8 @@ def compile_gemm(problem: GemmProblem, config: dict, capability: tuple[int, int]
     """Compile the GEMM variant that ``triton`` would launch for ``problem`` with ``config``."""
     from triton.runtime.jit import MockTensor
 
-    from .configs import SCHEME_ID, block_m_for, x_is_fp8
     from . import fp8_gemm
+    from .configs import SCHEME_ID, block_m_for, x_is_fp8
 
     kernel = fp8_gemm._fp8_gemm_decode_kernel
     if type(kernel).__name__ != "JITFunction":
