@@ -5,6 +5,8 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.fp8tower-installed
 HAS_GPU := $(shell command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1 && echo 1)
 DEMO_DIR ?= out/demo
+# The torch version installed on a machine without a GPU (a CPU build on our machines).
+CPU_TORCH ?= 2.13.0
 # The full 27B tower with a GPU; a tiny hybrid model on a CPU-only machine.
 DEMO_MODEL ?= $(if $(HAS_GPU),qwen3.5-27b,tiny-hybrid)
 # End-to-end decode of a transformers model built from a config (random weights).
@@ -20,9 +22,9 @@ $(STAMP): pyproject.toml
 ifeq ($(HAS_GPU),1)
 	$(PY) -m pip install -q torch
 else
-	# A CPU build of torch (2.13.0 lies on disk on our machines); never the multi-GB CUDA one.
-	$(PY) -m pip install -q torch==2.13.0 || \
-	  $(PY) -m pip install -q torch --index-url https://download.pytorch.org/whl/cpu
+	# torch by version, through pip's own configuration (PIP_INDEX_URL / PIP_EXTRA_INDEX_URL,
+	# pip.conf): a CPU build where that configuration provides one (README, "Development").
+	$(PY) -m pip install -q torch==$(CPU_TORCH)
 endif
 	$(PY) -m pip install -q -e '.[triton,report,dev]'
 	touch $(STAMP)

@@ -30,26 +30,28 @@ import torch
 
 from fp8tower import __version__, backends
 from fp8tower.backends import triton_gemm as tg
+from fp8tower.kernels import configs as kconfigs
 from fp8tower.backends.reference import fp8_linear_ref
 from fp8tower.formats import Scheme, quantize_weight, sqnr_db
 from fp8tower.problem import GemmProblem
-from fp8tower.tuning import l2_cache_bytes, read_ceiling, rotation_copies, time_cuda_graph
+from fp8tower.tuning.ceiling import read_ceiling
+from fp8tower.tuning.timer import l2_cache_bytes, rotation_copies, time_cuda_graph
 
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
 from bench_gemm import TOWER_SHAPES, random_weights  # noqa: E402  (needs rich installed)
 
 
 def _wave(p):
-    fits = [c for c in tg.wave_fits(p) if tg.waves(c, p) <= 1.0]
+    fits = [c for c in kconfigs.wave_fits(p) if kconfigs.waves(c, p) <= 1.0]
     return fits[0] if fits else None
 
 
 ARMS = {
-    "base": lambda p: tg.default_config(p),
-    "pdl": lambda p: {**tg.default_config(p), "pdl": True},
-    "pdl_pf2": lambda p: {**tg.default_config(p), "pdl": True, "prefetch": 2},
-    "pdl_pf4": lambda p: {**tg.default_config(p), "pdl": True, "prefetch": 4},
-    "pdl_pf8": lambda p: {**tg.default_config(p), "pdl": True, "prefetch": 8},
+    "base": lambda p: kconfigs.default_config(p),
+    "pdl": lambda p: {**kconfigs.default_config(p), "pdl": True},
+    "pdl_pf2": lambda p: {**kconfigs.default_config(p), "pdl": True, "prefetch": 2},
+    "pdl_pf4": lambda p: {**kconfigs.default_config(p), "pdl": True, "prefetch": 4},
+    "pdl_pf8": lambda p: {**kconfigs.default_config(p), "pdl": True, "prefetch": 8},
     "wave": lambda p: _wave(p),
     "pdl_pf4_wave": lambda p: _wave(p) and {**_wave(p), "pdl": True, "prefetch": 4},
 }

@@ -1,10 +1,10 @@
 """Four-way FP8 GEMM A/B on a GPU: cuBLASLt, cuDNN, CUTLASS, Triton, and `auto`, each at its
 best config, on the Qwen3.5-27B tower shapes (issue 13).
 
-Method (as bench_gemm.py): tuning.time_cuda_graph (one CUDA graph over rotated weight copies
+Method (as bench_gemm.py): ttimer.time_cuda_graph (one CUDA graph over rotated weight copies
 > 3x L2, median of replays), read ceiling measured in the same run, bf16 activations in with
 the activation quantization inside every arm's time.
-1. Each arm (backend) is tuned alone: tuning.tune_problem(problem, [backend]) times its
+1. Each arm (backend) is tuned alone: tsearch.tune_problem(problem, [backend]) times its
    default and at most --max-configs of its other configs (backends with a precompile hook
    build those first, in parallel).
 2. `auto` is a Dispatcher over every registered backend, tuned as the product tunes
@@ -36,7 +36,12 @@ import torch
 from rich.console import Console
 from rich.table import Table
 
-from fp8tower import __version__, backends, tuning
+from fp8tower import __version__, backends
+from fp8tower.tuning import cache as tcache
+from fp8tower.tuning import ceiling as tceiling
+from fp8tower.tuning import search as tsearch
+from fp8tower.tuning import timer as ttimer
+from fp8tower import provenance
 from fp8tower.backends import BackendError
 from fp8tower.dispatch import Dispatcher
 from fp8tower.formats import Scheme
@@ -72,7 +77,7 @@ def precompile(arms, problems, max_configs, console):
         if be.precompile is None:
             continue
         jobs = [(dataclasses.replace(p, m=p.bucket), c) for p in problems
-                if be.check(p) is None for c in tuning.planned_configs(p, be, max_configs)]
+                if be.check(p) is None for c in tsearch.planned_configs(p, be, max_configs)]
         if jobs:
             t = time.time()
             report = be.precompile(jobs)
@@ -82,14 +87,14 @@ def precompile(arms, problems, max_configs, console):
 def retime(p, choices, timer):
     """Time each (label, backend, config) back to back on the same rotated operands."""
     dev = torch.device("cuda", torch.cuda.current_device()) if p.on_cuda else torch.device("cpu")
-    copies = tuning.rotation_copies(p.weight_bytes(), tuning.l2_cache_bytes(dev) if p.on_cuda else 0)
-    x, act_scale, weights = tuning.tuning_operands(p, dev, copies)
+    copies = ttimer.rotation_copies(p.weight_bytes(), ttimer.l2_cache_bytes(dev) if p.on_cuda else 0)
+    x, act_scale, weights = tsearch.tuning_operands(p, dev, copies)
     out = {}
     for label, be, cfg in choices:
-        make = tuning._make_call(be, cfg, x, act_scale, weights, p.out_dtype)
+        make = tsearch._make_call(be, cfg, x, act_scale, weights, p.out_dtype)
         try:
             out[label] = timer(make, copies)
-        except tuning.gpu_errors() as e:
+        except tsearch.gpu_errors() as e:
             out[label] = f"{type(e).__name__}: {e}"[:300]
     return out
 
@@ -132,10 +137,10 @@ def main(argv=None):
     done = {(r["scheme"], r["n"], r["k"], r["m"]) for r in rows}
 
     t0 = time.time()
-    ceilings = tuning.read_ceiling()
+    ceilings = tceiling.read_ceiling()
     ceiling = max(ceilings.values())
     console.print(f"read ceiling {ceiling:.0f} GB/s (decimal) {ceilings}")
-    timer = functools.partial(tuning.time_cuda_graph, replays=args.replays)
+    timer = functools.partial(ttimer.time_cuda_graph, replays=args.replays)
     problems = [GemmProblem(m, n, k, s, capability=cap, static_act_scale=s is Scheme.PER_TENSOR)
                 for s in schemes for n, k in shapes for m in ms]
     todo = [p for p in problems if (p.scheme.value, p.n, p.k, p.m) not in done]
@@ -147,7 +152,7 @@ def main(argv=None):
             "benchmark": "bench_fourway", "date": date,
             "command": " ".join(["python", "benchmarks/bench_fourway.py", *(argv or sys.argv[1:])]),
             "gpu": gpu, "capability": list(cap), "torch": torch.__version__,
-            "cuda": torch.version.cuda, "triton": tuning._package_version("triton"),
+            "cuda": torch.version.cuda, "triton": provenance.package_version("triton"),
             **_cudnn_versions(),
             "fp8tower": __version__, "python": platform.python_version(),
             "read_ceiling_gbs": round(ceiling, 1), "read_ceiling_methods": ceilings,
@@ -193,7 +198,7 @@ def measure(p, arms, auto, timer, max_configs, ceiling):
         if reason is not None:
             rows.append({**base, "arm": be.name, "skipped": reason})
             continue
-        entry = tuning.tune_problem(p, [be], timer=timer, max_configs=max_configs,
+        entry = tsearch.tune_problem(p, [be], timer=timer, max_configs=max_configs,
                                     read_ceiling_gbps=ceiling)
         row = {**base, "arm": be.name, "tried": len(entry.candidates),
                "failures": [f"{c.label}: {c.error}" for c in entry.failures()]}
@@ -203,11 +208,11 @@ def measure(p, arms, auto, timer, max_configs, ceiling):
         w = entry.winner
         row.update(backend=be.name, config=w.config, us_tuning=round(w.median_us, 3))
         rows.append(row)
-        choices.append((be.name, be, tuning.native_config(be, p, w.config)[1]))
+        choices.append((be.name, be, tsearch.native_config(be, p, w.config)[1]))
     if auto is not None:
         be, cfg = auto.resolve(p, "auto")
         rows.append({**base, "arm": "auto", "backend": be.name,
-                     "config": tuning.normalize_config(cfg)})
+                     "config": tcache.normalize_config(cfg)})
         choices.append(("auto", be, cfg))
     times = retime(p, choices, timer)
     for r in rows:
@@ -243,7 +248,7 @@ def table(rows, gpu, ceiling):
         best = "best" if r.get("vs_best_arm") == 1.0 and r["arm"] != "auto" else \
             f"{r.get('vs_best_arm', float('nan')):.3f}"
         t.add_row(r["scheme"], f"{r['n']}x{r['k']}", str(r["m"]), arm,
-                  tuning.config_label(r.get("config"))[:40], f"{r['us']:.2f}",
+                  tcache.config_label(r.get("config"))[:40], f"{r['us']:.2f}",
                   f"{r['pct_ceiling']:.1f}", best, ok)
     return t
 

@@ -14,21 +14,20 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import sys
 import time
-from datetime import datetime, timezone
 from pathlib import Path
 
 import torch
 from rich.console import Console
 from rich.table import Table
 
-from fp8tower import __version__, backends, dispatch
+from fp8tower import backends, dispatch, provenance
 from fp8tower.backends.reference import fp8_linear_ref
 from fp8tower.formats import FP8_DTYPE, Fp8Weight, Scheme, quantize_weight, sqnr_db
 from fp8tower.problem import GemmProblem
-from fp8tower.tuning import l2_cache_bytes, read_ceiling, rotation_copies, time_cuda_graph
+from fp8tower.tuning.ceiling import read_ceiling
+from fp8tower.tuning.timer import l2_cache_bytes, rotation_copies, time_cuda_graph
 
 TOWER_SHAPES = {
     "10240x5120": "GDN in_proj_qkv", "6144x5120": "GDN in_proj_z",
@@ -160,14 +159,10 @@ def main(argv=None):
                       f"{r['us']:.2f}", f"{r['gbs']:.0f}", f"{r['pct_ceiling']:.1f}",
                       f"{r.get('speedup_vs_cublaslt', float('nan')):.2f}x")
     console.print(table)
-    import triton
-
     result = {
-        "benchmark": "bench_gemm", "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "command": " ".join(["python", "benchmarks/bench_gemm.py", *(argv or sys.argv[1:])]),
-        "gpu": torch.cuda.get_device_name(), "capability": list(cap),
-        "torch": torch.__version__, "cuda": torch.version.cuda, "triton": triton.__version__,
-        "fp8tower": __version__, "python": platform.python_version(),
+        "benchmark": "bench_gemm",
+        **provenance.record(["python", "benchmarks/bench_gemm.py", *(argv or sys.argv[1:])]),
+        "capability": list(cap),
         "read_ceiling_gbs": round(ceiling, 1), "read_ceiling_methods": ceilings,
         "units": {"us": "microseconds, median of replays", "gbs": "1e9 bytes/s",
                   "bytes": "N*K FP8 + scales + M*K bf16 in + M*N bf16 out"},

@@ -32,7 +32,7 @@ SCHEMES = ("per_tensor", "channel_token", "block128", "weight_only")
 def _arms(n: int, k: int, backend: str):
     """(name, callable(x)) pairs; Fp8Linear ones planned and unplanned."""
     from fp8tower.formats import FP8_DTYPE, Scheme
-    from fp8tower.linear import Fp8Linear
+    from fp8tower.nn.linear import Fp8Linear
 
     lin = nn.Linear(k, n, bias=False, device="cuda", dtype=torch.bfloat16)
     arms = [("nn.Linear bf16", lin)]

@@ -1,6 +1,6 @@
 """The FP8 tower's decode step, arm by arm (unmerged / merged x backends x M x schemes).
 
-A thin wrapper over `fp8tower bench tower` (fp8tower.bench_cli -> fp8tower.tower.bench_tower);
+A thin wrapper over `fp8tower bench tower` (fp8tower.cli.bench -> fp8tower.tower.bench.bench_tower);
 every option of the CLI works here. The JSON goes to benchmarks/results/ by default.
 
 Usage (on a GPU, from the repository root):
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import sys
 
-from fp8tower.bench_cli import app
+from fp8tower.cli.bench import app
 
 if __name__ == "__main__":
     app(["tower", *sys.argv[1:]], prog_name="bench_tower.py")

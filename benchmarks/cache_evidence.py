@@ -21,7 +21,7 @@ import json
 import sys
 from datetime import date
 
-from fp8tower.backends.triton_gemm import block_m_for
+from fp8tower.kernels.configs import block_m_for
 
 MLP_SHAPES = {(17408, 5120), (34816, 5120), (5120, 17408)}
 

@@ -86,7 +86,7 @@ def main(argv=None) -> int:
 
     from fp8tower import dispatch
     from fp8tower.convert import MergedProjection, MergedShard, convert, params_on_meta
-    from fp8tower.linear import Fp8Linear
+    from fp8tower.nn.linear import Fp8Linear
 
     on_cuda = a.device.startswith("cuda")
     if on_cuda and not torch.cuda.is_available():

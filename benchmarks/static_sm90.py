@@ -28,8 +28,8 @@ os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
 
 import triton
 
-from fp8tower import tuning
 from fp8tower.kernels import offline
+from fp8tower.tuning import cache as tcache
 
 
 def rows_for(path: str) -> tuple[dict, list[dict]]:
@@ -39,7 +39,7 @@ def rows_for(path: str) -> tuple[dict, list[dict]]:
     entries = list(raw["entries"].items())
     for i, (key, e) in enumerate(entries):
         p, ceiling = e["problem"], e.get("read_ceiling_gbps")
-        problem = tuning.problem_from_json(p)
+        problem = tcache.problem_from_json(p)
         for c in e["candidates"]:
             if c["backend"] != "triton" or c["error"]:
                 continue

@@ -8,7 +8,10 @@ import time
 import torch
 
 T0 = time.time()
-from fp8tower import backends, tuning
+from fp8tower import backends
+from fp8tower.tuning import cache as tcache
+from fp8tower.tuning import search as tsearch
+from fp8tower.tuning import timer as ttimer
 from fp8tower.backends import cudnn as cb
 from fp8tower.backends.reference import fp8_linear_ref
 from fp8tower.formats import Scheme, quantize_weight, sqnr_db
@@ -22,7 +25,7 @@ print("torch", torch.__version__, torch.version.cuda, torch.cuda.get_device_name
 print("unavailable:", be.unavailable_reason(), flush=True)
 if be.unavailable_reason():
     sys.exit(1)
-print("versions", cb.versions(), "meta", {k: v for k, v in tuning.environment_meta("x").items() if "cudnn" in k}, flush=True)
+print("versions", cb.versions(), "meta", {k: v for k, v in tcache.environment_meta("x").items() if "cudnn" in k}, flush=True)
 
 def setup(n, k, scheme, m, seed):
     g = torch.Generator(device="cuda").manual_seed(seed)
@@ -102,15 +105,15 @@ print("cuda graph replay == eager:", torch.equal(eager, y), flush=True)
 
 # A few timings: each cudnn plan vs cublaslt (cold L2, CUDA graph), per_tensor static scale.
 cl = backends.get("cublaslt")
-timer = lambda mk, n: tuning.time_cuda_graph(mk, n, replays=10)
+timer = lambda mk, n: ttimer.time_cuda_graph(mk, n, replays=10)
 for (n, k) in [(1024, 5120), (5120, 17408), (34816, 5120)]:
     for m in (1, 8, 32):
         if time.time() - T0 > 80:
             break
         for scheme in (Scheme.PER_TENSOR, Scheme.CHANNEL_TOKEN):
             p = GemmProblem(m, n, k, scheme, capability=(9, 0), static_act_scale=scheme is Scheme.PER_TENSOR)
-            e1 = tuning.tune_problem(p, [cl], timer=timer)
-            e2 = tuning.tune_problem(p, [be], timer=timer, max_configs=4)
+            e1 = tsearch.tune_problem(p, [cl], timer=timer)
+            e2 = tsearch.tune_problem(p, [be], timer=timer, max_configs=4)
             cands = " ".join(f"{c.config['plan']}:{c.median_us:.2f}" for c in e2.candidates if c.ok)
             print(f"TIME {scheme.value:13s} {n}x{k} M={m:2d}: cublaslt {e1.winner.median_us:.2f} us, cudnn plans {cands} -> best/cublaslt {e2.winner.median_us/e1.winner.median_us:.3f}", flush=True)
 print(f"done at {time.time()-T0:.0f} s", flush=True)

@@ -143,16 +143,16 @@ def test_registry_refusals():
      (Scheme.BLOCK128, 1, True), (Scheme.CHANNEL_TOKEN, 64, False)],
 )
 def test_triton_default_prequant(scheme, m, prequant):
-    """The untuned default follows the H200 evidence (see triton_gemm._prequant_default)."""
-    from fp8tower.backends.triton_gemm import default_config
+    """The untuned default follows the H200 evidence (see kernels.configs._prequant_default)."""
+    from fp8tower.kernels.configs import default_config
 
     assert default_config(GemmProblem(m, 12288, 5120, scheme))["prequant"] is prequant
 
 
 def test_triton_wave_fits():
     """The configs the tuner times first: the default tile with a grid that fills its waves
-    better (see triton_gemm.wave_fits for the H200 evidence)."""
-    from fp8tower.backends.triton_gemm import (
+    better (see kernels.configs.wave_fits for the H200 evidence)."""
+    from fp8tower.kernels.configs import (
         _tile_default, configs, default_config, wave_fill, wave_fits, waves,
     )
 
@@ -176,7 +176,7 @@ def test_triton_wave_fits():
 @pytest.mark.parametrize("scheme", [Scheme.PER_TENSOR, Scheme.CHANNEL_TOKEN, Scheme.BLOCK128])
 def test_triton_default_fits_two_programs_per_sm(scheme):
     """The default's split-K assumes 2 programs per SM; at M = 64 that takes 3 stages."""
-    from fp8tower.backends.triton_gemm import _tile_default, programs_per_sm
+    from fp8tower.kernels.configs import _tile_default, programs_per_sm
 
     for m, stages in ((1, 4), (32, 4), (64, 3)):
         p = GemmProblem(m, 10240, 5120, scheme)

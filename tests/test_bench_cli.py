@@ -7,8 +7,8 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from fp8tower.bench_cli import app
 from fp8tower.cli import app as main_app
+from fp8tower.cli.bench import app
 
 runner = CliRunner()
 FAST = ("--model", "tiny-hybrid", "--replays", "2", "--steps", "1")

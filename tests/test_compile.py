@@ -4,10 +4,10 @@ import pytest
 import torch
 from fp8helpers import exact_activations, random_weight
 
-from fp8tower import ops
 from fp8tower.formats import Scheme, quantize_weight
-from fp8tower.linear import Fp8Linear, fp8_linear
-from fp8tower.merge import merge_linears
+from fp8tower.nn import ops
+from fp8tower.nn.linear import Fp8Linear, fp8_linear
+from fp8tower.nn.merged import merge_linears
 
 K, N = 256, 192
 OP = torch.ops.fp8tower.fp8_linear.default

@@ -22,7 +22,7 @@ from fp8tower.convert import (
     convert,
     default_filter,
 )
-from fp8tower.linear import Fp8Linear
+from fp8tower.nn.linear import Fp8Linear
 
 E4M3, MAX = torch.float8_e4m3fn, 448.0
 SCHEMES = ["per_tensor", "channel_token", "block128", "weight_only"]

@@ -11,11 +11,12 @@ import torch
 from test_tuning import FakeClock, FakeTimer, cpu_problem, entry_with, fake_backend
 from typer.testing import CliRunner
 
-from fp8tower import dispatch, tuning
+from fp8tower import dispatch
 from fp8tower.backends import BackendError
+from fp8tower.cli.tune import app
 from fp8tower.dispatch import Dispatcher
 from fp8tower.problem import GemmProblem
-from fp8tower.tune_cli import app
+from fp8tower.tuning import cache as tcache
 
 
 @pytest.fixture(autouse=True)
@@ -70,7 +71,7 @@ def test_auto_on_cpu_is_the_reference_default_without_timing():
     b, cfg = dispatch.resolve(cpu_problem(), "auto")
     assert b.name == "reference" and cfg is None
     assert dispatch.stats()["defaults"] == 1
-    assert not (tuning.default_cache_dir()).exists()  # nothing tuned, nothing written
+    assert not (tcache.default_cache_dir()).exists()  # nothing tuned, nothing written
 
 
 # ----------------------------------------------------------------------------- auto
@@ -145,7 +146,7 @@ def test_stale_config_in_cache_is_not_trusted(tmp_path):
     changed = [fake_backend("slow", clock, {"default": 20.0}),
                fake_backend("fast", clock, {"default": 10.0, "f2": 3.0})]
     d = Dispatcher(candidates=changed, timer=FakeTimer(clock), tune=False)
-    with pytest.warns(tuning.TuningCacheWarning, match="no longer offers"):
+    with pytest.warns(tcache.TuningCacheWarning, match="no longer offers"):
         b, cfg = d.resolve(cpu_problem())
     assert (b.name, cfg) == ("slow", None)
 
@@ -194,7 +195,7 @@ def test_capture_uses_a_cached_entry(monkeypatch, tmp_path):
     monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: True)
     p = gpu_problem()
     e = entry_with({"fast": 5.0, "slow": 9.0}, p)
-    cache = tuning.DecisionCache.for_device(tmp_path / "cache", "Fake GPU")
+    cache = tcache.DecisionCache.for_device(tmp_path / "cache", "Fake GPU")
     cache.save({e.key: e})
     assert cache.path.name == "fake-gpu.json"
     clock = FakeClock()
@@ -209,9 +210,9 @@ def test_capture_uses_a_cached_entry(monkeypatch, tmp_path):
 def write_cli_cache(path):
     e = entry_with({"cublaslt": 8.0, "reference": 10.0},
                    GemmProblem(m=4, n=1024, k=5120, scheme="per_tensor", capability=(9, 0)))
-    e.candidates.append(tuning.Measurement("cublaslt", {"tile": 128}, error="OutOfMemoryError: x"))
+    e.candidates.append(tcache.Measurement("cublaslt", {"tile": 128}, error="OutOfMemoryError: x"))
     e.pruned = {"cublaslt": 2}
-    tuning.DecisionCache(path, tuning.environment_meta("NVIDIA H200")).save({e.key: e})
+    tcache.DecisionCache(path, tcache.environment_meta("NVIDIA H200")).save({e.key: e})
     return e
 
 
@@ -281,7 +282,7 @@ def test_real_tuning_on_gpu(tmp_path):
     (entry,) = d.entries_for(p).values()
     assert b.name == entry.backend and entry.ranked()
     assert all(c.gbps > 0 for c in entry.ranked())
-    assert (tmp_path / tuning.cache_file_name(torch.cuda.get_device_name())).exists()
+    assert (tmp_path / tcache.cache_file_name(torch.cuda.get_device_name())).exists()
 
 
 # ----------------------------------------------------------------------------- seeded tuning
@@ -331,14 +332,14 @@ def test_seeded_from_round_trips_and_old_entries_load():
     d.tune(cpu_problem(m=1))
     e = d.tune(cpu_problem(m=2))
     raw = e.to_json()
-    back = tuning.Entry.from_json(e.key, json.loads(json.dumps(raw)))
+    back = tcache.Entry.from_json(e.key, json.loads(json.dumps(raw)))
     assert back.seeded_from == cpu_problem(m=1).key()
     del raw["seeded_from"]  # a file written before the field existed
-    assert tuning.Entry.from_json(e.key, raw).seeded_from is None
+    assert tcache.Entry.from_json(e.key, raw).seeded_from is None
     raw["seeded_from"] = 3
-    with pytest.raises(tuning.EntryError, match="seeded_from"):
-        tuning.Entry.from_json(e.key, raw)
-    assert tuning.explain_row(e)["seeded_from"] == cpu_problem(m=1).key()
+    with pytest.raises(tcache.EntryError, match="seeded_from"):
+        tcache.Entry.from_json(e.key, raw)
+    assert tcache.explain_row(e)["seeded_from"] == cpu_problem(m=1).key()
 
 
 class Report:

@@ -107,3 +107,21 @@ def test_import_is_light():
             "import torch; assert not torch.cuda.is_initialized(); print(bad)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]", out.stdout + out.stderr
+
+
+@pytest.mark.parametrize("scheme", list(Scheme))
+@pytest.mark.parametrize(("n", "k"), [(200, 300), (256, 128)])
+def test_scale_table_matches_quantized_weights(scheme, n, k):
+    """formats' one table of scale shapes and bytes agrees with what quantize_weight makes,
+    with Fp8Weight.nbytes and with GemmProblem.bytes_moved."""
+    from fp8tower.formats import weight_scale_bytes, weight_scale_shape
+    from fp8tower.problem import GemmProblem
+
+    w = quantize_weight(torch.randn(n, k) * 0.02, scheme)
+    assert tuple(w.scale.shape) == weight_scale_shape(scheme, n, k)
+    assert w.nbytes() == n * k + weight_scale_bytes(scheme, n, k)
+    p = GemmProblem(m=3, n=n, k=k, scheme=scheme)
+    act = 1 if p.act_dtype == torch.float8_e4m3fn else 2
+    assert p.bytes_moved() == w.nbytes() + 3 * k * act + 3 * n * 2
+    channel = weight_scale_bytes(scheme, n, k, channel=True)
+    assert channel == (4 * n if scheme is not Scheme.BLOCK128 else weight_scale_bytes(scheme, n, k))

@@ -78,7 +78,7 @@ def test_triton_under_cuda_graph():
 @pytest.mark.parametrize("mode", ["default", "reduce-overhead"])
 def test_compiled_fp8linear_matches_eager(mode):
     """torch.compile (inductor; reduce-overhead adds CUDA graphs) runs the same kernels."""
-    from fp8tower.linear import Fp8Linear
+    from fp8tower.nn.linear import Fp8Linear
 
     torch._dynamo.reset()
     w, x = _setup(1024, 5120, Scheme.PER_TENSOR, 4)

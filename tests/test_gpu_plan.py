@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from fp8tower.formats import Scheme, quantize_weight
-from fp8tower.linear import Fp8Linear
+from fp8tower.nn.linear import Fp8Linear
 
 pytestmark = pytest.mark.gpu
 

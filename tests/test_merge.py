@@ -6,8 +6,8 @@ from fp8helpers import exact_activations, random_weight
 
 from fp8tower.backends.reference import fp8_linear_ref
 from fp8tower.formats import Scheme, quantize_weight, sqnr_db
-from fp8tower.linear import Fp8Linear
-from fp8tower.merge import MergedFp8Linear, MergeError, MergeMode, merge_linears, merge_weights
+from fp8tower.nn.linear import Fp8Linear
+from fp8tower.nn.merged import MergedFp8Linear, MergeError, MergeMode, merge_linears, merge_weights
 
 K = 192
 MIN_DB = 40.0

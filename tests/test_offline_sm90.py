@@ -62,7 +62,7 @@ def test_dots_are_hopper_wgmma(facts):
 
 
 def test_programs_per_sm_estimate_matches_the_build(facts):
-    """triton_gemm.programs_per_sm (which the tuner's wave-fitting configs rely on) agrees
+    """kernels.configs.programs_per_sm (which the tuner's wave-fitting configs rely on) agrees
     with the compiled shared memory and registers for the default tile and its variants."""
     checked = 0
     for r, name in zip(facts, _ids(facts)):
@@ -95,7 +95,7 @@ def test_precompile_builds_what_a_launch_looks_up(tmp_path, monkeypatch):
     """offline.precompile builds each distinct variant once, in worker processes, into
     triton's on-disk cache; the backend's own launch path (real tensors, the JIT's own
     specialization) then finds every one there and builds nothing new."""
-    from fp8tower.backends.triton_gemm import default_config
+    from fp8tower.kernels.configs import default_config
     from fp8tower.kernels import offline
     from fp8tower.problem import GemmProblem
 

@@ -10,7 +10,7 @@ from torch import nn
 
 from fp8tower import dispatch
 from fp8tower.formats import Scheme
-from fp8tower.linear import Fp8Linear
+from fp8tower.nn.linear import Fp8Linear
 
 SCHEMES = [Scheme.PER_TENSOR, Scheme.CHANNEL_TOKEN, Scheme.BLOCK128, Scheme.WEIGHT_ONLY]
 

@@ -8,16 +8,11 @@ import torch
 from fp8tower import backends
 from fp8tower.backends import BackendError
 from fp8tower.formats import FP8_DTYPE, Scheme, sqnr_db
-from fp8tower.linear import Fp8Linear
-from fp8tower.merge import MergedFp8Linear, MergeError
 from fp8tower.models import ALL_PARTS, get_spec
-from fp8tower.tower import (
-    STANDIN_REGEX,
-    build_tower,
-    plan_mix,
-    random_fp8_weight,
-    time_tower,
-)
+from fp8tower.nn.linear import Fp8Linear
+from fp8tower.nn.merged import MergedFp8Linear, MergeError
+from fp8tower.tower.build import STANDIN_REGEX, build_tower, plan_mix, random_fp8_weight
+from fp8tower.tower.timing import time_tower
 
 MIN_DB = 40.0
 SPEC = get_spec("tiny-hybrid")
@@ -219,7 +214,7 @@ def test_unmerged_modules_are_fp8_linears():
 
 
 def test_capture_arm_on_the_cpu(tmp_path):
-    from fp8tower.tower import capture_arm
+    from fp8tower.tower.capture import capture_arm
     from fp8tower.trace import attribute, load_arm
 
     result = capture_arm("tiny-hybrid", "merged", "auto", 1, (2, 4), tmp_path, device="cpu")

@@ -12,10 +12,14 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from fp8tower import tuning
 from fp8tower.backends import Backend
 from fp8tower.problem import GemmProblem
-from fp8tower.tuning import DecisionCache, Entry, EntryError, Measurement, Timing
+from fp8tower.tuning import cache as tcache
+from fp8tower.tuning import ceiling as tceiling
+from fp8tower.tuning import search as tsearch
+from fp8tower.tuning import timer as ttimer
+from fp8tower.tuning.cache import DecisionCache, Entry, EntryError, Measurement
+from fp8tower.tuning.timer import Timing
 
 # ----------------------------------------------------------------------------- fakes
 
@@ -87,7 +91,7 @@ def entry_with(times: dict[str, float], problem: GemmProblem | None = None) -> E
     cands = [Measurement(b, None, t, t, 0.0, problem.bytes_moved() / t / 1e3)
              for b, t in times.items()]
     w = min(cands, key=lambda c: c.median_us)
-    return Entry(problem, w.backend, w.config, tuning.now_iso(), cands)
+    return Entry(problem, w.backend, w.config, tsearch.now_iso(), cands)
 
 
 # ----------------------------------------------------------------------------- timing
@@ -95,20 +99,20 @@ def entry_with(times: dict[str, float], problem: GemmProblem | None = None) -> E
 
 def test_rotation_copies_exceed_three_l2():
     l2 = 60 * 2**20
-    assert tuning.rotation_copies(50 * 2**20, l2) == 4  # 200 MiB > 180 MiB, 150 MiB is not
-    assert tuning.rotation_copies(5120 * 1024, l2) == 37
-    assert tuning.rotation_copies(400 * 2**20, l2) == 1  # one copy alone exceeds 3x L2
-    assert tuning.rotation_copies(256, l2) == tuning.MAX_COPIES
-    assert tuning.rotation_copies(1000, 0) == 1  # CPU: no L2 to defeat
+    assert ttimer.rotation_copies(50 * 2**20, l2) == 4  # 200 MiB > 180 MiB, 150 MiB is not
+    assert ttimer.rotation_copies(5120 * 1024, l2) == 37
+    assert ttimer.rotation_copies(400 * 2**20, l2) == 1  # one copy alone exceeds 3x L2
+    assert ttimer.rotation_copies(256, l2) == ttimer.MAX_COPIES
+    assert ttimer.rotation_copies(1000, 0) == 1  # CPU: no L2 to defeat
     with pytest.raises(ValueError):
-        tuning.rotation_copies(0, l2)
+        ttimer.rotation_copies(0, l2)
 
 
 @given(st.integers(1, 10**9), st.integers(1, 10**8))
 def test_rotation_copies_property(nbytes, l2):
-    n = tuning.rotation_copies(nbytes, l2)
-    assert 1 <= n <= tuning.MAX_COPIES
-    if n < tuning.MAX_COPIES:
+    n = ttimer.rotation_copies(nbytes, l2)
+    assert 1 <= n <= ttimer.MAX_COPIES
+    if n < ttimer.MAX_COPIES:
         assert n * nbytes > 3 * l2  # enough copies ...
         assert n == 1 or (n - 1) * nbytes <= 3 * l2  # ... and not one more than needed
 
@@ -121,11 +125,11 @@ def test_time_cuda_graph_needs_cuda():
     if torch.cuda.is_available():
         pytest.skip("CPU-only check")
     with pytest.raises(RuntimeError, match="CUDA"):
-        tuning.time_cuda_graph(lambda i: (lambda: None), 1)
+        ttimer.time_cuda_graph(lambda i: (lambda: None), 1)
 
 
 def test_gpu_errors_are_gpu_errors_only():
-    errs = tuning.gpu_errors()
+    errs = tsearch.gpu_errors()
     assert torch.cuda.OutOfMemoryError in errs
     assert not any(issubclass(e, (TypeError, KeyError, AttributeError)) or e is RuntimeError
                    for e in errs)
@@ -145,7 +149,7 @@ def test_tuning_selects_fastest_and_prunes():
     b = fake_backend("b", clock, {"default": 12.5, "b1": 9.0})  # within 1.3x: explored
     c = fake_backend("c", clock, {"default": 20.0, "c1": 1.0})  # beyond 1.3x: c1 never timed
     timer = FakeTimer(clock)
-    e = tuning.tune_problem(cpu_problem(m=3), [a, b, c], timer=timer)
+    e = tsearch.tune_problem(cpu_problem(m=3), [a, b, c], timer=timer)
 
     assert (e.backend, e.config) == ("a", {"block": 64, "id": "a1"})
     assert [m.label for m in e.ranked()] == [
@@ -169,7 +173,7 @@ def test_tuning_caps_configs_evenly_and_times_defaults_first():
     clock = FakeClock()
     times = {"default": 5.0, **{f"x{i}": 6.0 + i for i in range(5)}}
     x = fake_backend("x", clock, times)
-    e = tuning.tune_problem(cpu_problem(), [x], timer=FakeTimer(clock), max_configs=2)
+    e = tsearch.tune_problem(cpu_problem(), [x], timer=FakeTimer(clock), max_configs=2)
     assert clock.ran == [("x", "default"), ("x", "x0"), ("x", "x2")]
     assert e.pruned == {"x": 3}
     assert e.backend == "x" and e.config is None
@@ -182,23 +186,23 @@ def test_priority_configs_are_timed_before_the_spaced_sample():
     times = {"default": 5.0, **{f"x{i}": 6.0 + i for i in range(5)}}
     x = dataclasses.replace(fake_backend("x", clock, times),
                             priority_configs=lambda p: [{"id": "x3", "block": 64}])
-    e = tuning.tune_problem(cpu_problem(), [x], timer=FakeTimer(clock), max_configs=2)
+    e = tsearch.tune_problem(cpu_problem(), [x], timer=FakeTimer(clock), max_configs=2)
     # x3 first, then 2 evenly spaced over the other four (x0, x1, x2, x4): x0 and x2.
     assert clock.ran == [("x", "default"), ("x", "x3"), ("x", "x0"), ("x", "x2")]
     assert e.pruned == {"x": 2}
 
 
 def test_spaced():
-    assert tuning.spaced(list(range(5)), 8) == [0, 1, 2, 3, 4]
-    assert tuning.spaced(list(range(312)), 4) == [0, 78, 156, 234]
-    assert tuning.spaced(list(range(10)), 0) == []
+    assert tsearch.spaced(list(range(5)), 8) == [0, 1, 2, 3, 4]
+    assert tsearch.spaced(list(range(312)), 4) == [0, 78, 156, 234]
+    assert tsearch.spaced(list(range(10)), 0) == []
 
 
 def test_tuning_records_gpu_failures_and_explores_failed_defaults():
     clock = FakeClock()
     a = fake_backend("a", clock, {"default": 10.0})
     d = fake_backend("d", clock, {"default": 0.0, "d1": 7.0, "d2": 0.0}, fail=("default", "d2"))
-    e = tuning.tune_problem(cpu_problem(), [a, d], timer=FakeTimer(clock))
+    e = tsearch.tune_problem(cpu_problem(), [a, d], timer=FakeTimer(clock))
     assert e.backend == "d" and e.config == {"block": 64, "id": "d1"}
     failed = {cfg_id(m.config): m.error for m in e.failures()}
     assert set(failed) == {"default", "d2"}
@@ -215,7 +219,7 @@ def test_tuning_catches_triton_resource_errors():
 
     clock = FakeClock()
     a = fake_backend("a", clock, {"default": 3.0}, fail=("default",), raise_type=Oor)
-    e = tuning.tune_problem(cpu_problem(), [a], timer=FakeTimer(clock))
+    e = tsearch.tune_problem(cpu_problem(), [a], timer=FakeTimer(clock))
     assert not e.ranked() and "shared memory" in e.failures()[0].error
 
 
@@ -223,20 +227,20 @@ def test_tuning_propagates_programming_errors():
     clock = FakeClock()
     bad = fake_backend("bad", clock, {"default": 1.0}, fail=("default",), raise_type=TypeError)
     with pytest.raises(TypeError, match="bad/default"):
-        tuning.tune_problem(cpu_problem(), [bad], timer=FakeTimer(clock))
+        tsearch.tune_problem(cpu_problem(), [bad], timer=FakeTimer(clock))
 
 
 def test_tuning_operands_follow_the_problem():
     for scheme, shape in [("per_tensor", ()), ("channel_token", (48,)), ("block128", (1, 1)),
                           ("weight_only", (48,))]:
         p = GemmProblem(m=2, n=48, k=32, scheme=scheme, act_dtype=torch.float16)
-        x, act_scale, ws = tuning.tuning_operands(p, torch.device("cpu"), 3)
+        x, act_scale, ws = tsearch.tuning_operands(p, torch.device("cpu"), 3)
         assert x.shape == (2, 32) and x.dtype == torch.float16 and act_scale is None
         assert len(ws) == 3 and len({w.data.data_ptr() for w in ws}) == 3
         assert all(tuple(w.scale.shape) == shape and bool((w.scale > 0).all()) for w in ws)
         assert bool(torch.isfinite(ws[0].data.float()).all())
     p = GemmProblem(m=2, n=48, k=32, scheme="per_tensor", channel_weight_scale=True)
-    assert tuple(tuning.tuning_operands(p, torch.device("cpu"), 1)[2][0].scale.shape) == (48,)
+    assert tuple(tsearch.tuning_operands(p, torch.device("cpu"), 1)[2][0].scale.shape) == (48,)
 
 
 # ----------------------------------------------------------------------------- entries
@@ -246,7 +250,7 @@ def test_entry_json_round_trip():
     clock = FakeClock()
     a = fake_backend("a", clock, {"default": 10.0, "a1": 8.0})
     d = fake_backend("d", clock, {"default": 1.0}, fail=("default",))
-    e = tuning.tune_problem(cpu_problem(), [a, d], timer=FakeTimer(clock), read_ceiling_gbps=4000.0)
+    e = tsearch.tune_problem(cpu_problem(), [a, d], timer=FakeTimer(clock), read_ceiling_gbps=4000.0)
     raw = json.loads(json.dumps(e.to_json()))
     back = Entry.from_json(e.key, raw)
     assert back == e
@@ -278,18 +282,18 @@ def test_entry_validation_rejects(mutate, match):
 
 
 def meta(**over) -> dict:
-    return {**tuning.environment_meta(None), **over}
+    return {**tcache.environment_meta(None), **over}
 
 
 def test_cache_file_name_and_dir(monkeypatch, tmp_path):
-    assert tuning.cache_file_name("NVIDIA H200") == "nvidia-h200.json"
-    assert tuning.cache_file_name("NVIDIA GeForce RTX 4090 / (x)") == \
+    assert tcache.cache_file_name("NVIDIA H200") == "nvidia-h200.json"
+    assert tcache.cache_file_name("NVIDIA GeForce RTX 4090 / (x)") == \
         "nvidia-geforce-rtx-4090-x.json"
     monkeypatch.setenv("FP8TOWER_CACHE_DIR", str(tmp_path / "c"))
-    assert tuning.default_cache_dir() == tmp_path / "c"
+    assert tcache.default_cache_dir() == tmp_path / "c"
     monkeypatch.delenv("FP8TOWER_CACHE_DIR")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    assert tuning.default_cache_dir() == tmp_path / "fp8tower"
+    assert tcache.default_cache_dir() == tmp_path / "fp8tower"
 
 
 def test_cache_round_trip_and_merge(tmp_path):
@@ -309,10 +313,10 @@ def test_cache_version_mismatch_is_ignored_then_replaced(tmp_path):
     path = tmp_path / "cpu.json"
     e = entry_with({"a": 5.0})
     DecisionCache(path, meta(torch="1.0.0")).save({e.key: e})
-    with pytest.warns(tuning.TuningCacheWarning, match=r"torch '1.0.0' != "):
+    with pytest.warns(tcache.TuningCacheWarning, match=r"torch '1.0.0' != "):
         assert DecisionCache(path, meta()).load() == {}
     e2 = entry_with({"b": 3.0}, cpu_problem(m=8))
-    with pytest.warns(tuning.TuningCacheWarning, match="replacing"):
+    with pytest.warns(tcache.TuningCacheWarning, match="replacing"):
         DecisionCache(path, meta()).save({e2.key: e2})
     doc = json.loads(path.read_text())
     assert doc["meta"]["torch"] == torch.__version__ and list(doc["entries"]) == [e2.key]
@@ -322,7 +326,7 @@ def test_cache_version_mismatch_is_ignored_then_replaced(tmp_path):
 def test_cache_corrupt_file_warns_and_is_ignored(tmp_path, content):
     path = tmp_path / "cpu.json"
     path.write_bytes(content.encode("latin-1"))
-    with pytest.warns(tuning.TuningCacheWarning, match="cpu.json"):
+    with pytest.warns(tcache.TuningCacheWarning, match="cpu.json"):
         assert DecisionCache(path, meta()).load() == {}
 
 
@@ -332,7 +336,7 @@ def test_cache_truncated_real_file(tmp_path):
     DecisionCache(path, meta()).save({e.key: e})
     text = path.read_text()
     path.write_text(text[: len(text) // 2])
-    with pytest.warns(tuning.TuningCacheWarning, match=r"cpu\.json: corrupt or truncated"):
+    with pytest.warns(tcache.TuningCacheWarning, match=r"cpu\.json: corrupt or truncated"):
         assert DecisionCache(path, meta()).load() == {}
 
 
@@ -344,7 +348,7 @@ def test_cache_skips_bad_and_unknown_entries_keeps_the_rest(tmp_path):
     doc = json.loads(path.read_text())
     doc["entries"]["m4_broken"] = {"backend": "a"}
     path.write_text(json.dumps(doc))
-    with pytest.warns(tuning.TuningCacheWarning) as rec:
+    with pytest.warns(tcache.TuningCacheWarning) as rec:
         loaded = DecisionCache(path, meta(), ["a"]).load()
     assert loaded == {good.key: good}
     text = " | ".join(str(w.message) for w in rec)
@@ -383,7 +387,7 @@ def test_cache_two_processes_lose_nothing(tmp_path):
 def test_explain_row():
     e = entry_with({"a": 8.0, "b": 10.0, "c": 12.0, "d": 20.0})
     e.read_ceiling_gbps = 4000.0
-    row = tuning.explain_row(e)
+    row = tcache.explain_row(e)
     assert row["winner"]["backend"] == "a"
     assert [c["backend"] for c in row["runners_up"]] == ["b", "c"]
     assert row["margin"] == pytest.approx(0.25)
@@ -399,7 +403,7 @@ def test_explain_row():
 def test_time_cuda_graph_on_gpu():
     a = torch.randn(4096, 4096, device="cuda")
     copies = [a.clone() for _ in range(4)]
-    t = tuning.time_cuda_graph(lambda i: (lambda: copies[i].sum()), 4)
+    t = ttimer.time_cuda_graph(lambda i: (lambda: copies[i].sum()), 4)
     assert 0 < t.min_us <= t.median_us <= t.max_us and t.calls == 32 and t.copies == 4
     # 64 MiB of fp32 read cold: at 0.3-10 TB/s (decimal).
     gbps = a.numel() * 4 / t.median_us / 1e3
@@ -409,7 +413,7 @@ def test_time_cuda_graph_on_gpu():
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 def test_read_ceiling_on_gpu():
-    per = tuning.read_ceiling(nbytes=1_000_000_000)
+    per = tceiling.read_ceiling(nbytes=1_000_000_000)
     assert {"sum_fp32", "amax_bf16", "rowsum_fp32"} <= set(per)
     assert all(300 < v < 10_000 for v in per.values()), per
 
@@ -420,7 +424,7 @@ def test_problem_json_round_trip_keeps_every_key_field():
     import dataclasses
 
     from fp8tower.problem import GemmProblem
-    from fp8tower.tuning import problem_from_json, problem_to_json
+    from fp8tower.tuning.cache import problem_from_json, problem_to_json
 
     p = GemmProblem(8, 1024, 5120, "per_tensor", capability=(9, 0),
                     channel_weight_scale=True, static_act_scale=True)

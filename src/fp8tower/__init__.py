@@ -1,14 +1,15 @@
 """fp8tower: fast FP8 linear layers for LLM decode, and paired-trace attribution.
 
-Importing this package touches no CUDA and imports no optional package (triton,
-matplotlib, jinja2): those load lazily where they are used.
+Importing this package touches no CUDA and imports nothing but the standard library: the
+exports below and the subpackages (``fp8tower.backends``, ``fp8tower.trace``, ...) load on
+first attribute access; optional packages (triton, matplotlib, jinja2) load where used.
 """
 
 __version__ = "0.1.0"
 
 _EXPORTS = {
-    "Fp8Linear": "linear",
-    "fp8_linear": "linear",
+    "Fp8Linear": "nn.linear",
+    "fp8_linear": "nn.linear",
     "Fp8Weight": "formats",
     "Scheme": "formats",
     "quantize_weight": "formats",
@@ -16,6 +17,11 @@ _EXPORTS = {
     "convert": "convert",
     "from_pretrained": "convert",
 }
+# Submodules reachable as attributes without importing them first (fp8tower.backends...).
+_SUBMODULES = frozenset({
+    "backends", "cli", "dispatch", "formats", "kernels", "models", "nn", "problem",
+    "provenance", "tower", "trace", "tuning",
+})
 __all__ = [
     "Fp8Linear",
     "Fp8Weight",
@@ -30,8 +36,14 @@ __all__ = [
 
 
 def __getattr__(name):
-    if name in _EXPORTS:
-        import importlib
+    import importlib
 
+    if name in _EXPORTS:
         return getattr(importlib.import_module(f".{_EXPORTS[name]}", __name__), name)
+    if name in _SUBMODULES:
+        return importlib.import_module(f".{name}", __name__)  # binds it as an attribute too
     raise AttributeError(f"module 'fp8tower' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted({*globals(), *_EXPORTS, *_SUBMODULES})

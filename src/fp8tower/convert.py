@@ -4,7 +4,7 @@
     >>> model = fp8tower.from_pretrained("path/to/Qwen3.5-27B-FP8")   # an FP8 checkpoint
 
 :func:`convert` swaps each ``nn.Linear`` that ``filter(module, fqn)`` accepts for an
-:class:`~fp8tower.linear.Fp8Linear` (torchao's ``swap_linear_layers`` style); ``lm_head``
+:class:`~fp8tower.nn.linear.Fp8Linear` (torchao's ``swap_linear_layers`` style); ``lm_head``
 and vision towers stay as they are unless a filter asks for them (embeddings are not
 linears). With ``merge=True``, the family's sibling projections (convert_families.py) become
 one :class:`MergedProjection` GEMM, installed on the parent under the merged name
@@ -32,8 +32,8 @@ from torch import nn
 
 from .convert_families import GROUPS, MODEL_TYPE_TO_MERGE, SiblingGroup
 from .formats import Scheme
-from .linear import Fp8Linear
-from .merge import MergedFp8Linear, MergeError, MergeMode
+from .nn.linear import Fp8Linear
+from .nn.merged import MergedFp8Linear, MergeError, MergeMode
 
 FilterFn = Callable[[nn.Module, str], bool]
 

@@ -1,7 +1,7 @@
 """Which sibling projections merge, per ``config.model_type`` (Liger-Kernel style table).
 
 Each entry of :data:`MODEL_TYPE_TO_MERGE` is a patch function ``fn(model, mode) -> records``
-that replaces sibling :class:`~fp8tower.linear.Fp8Linear` modules reading one input by one
+that replaces sibling :class:`~fp8tower.nn.linear.Fp8Linear` modules reading one input by one
 merged GEMM (see :func:`fp8tower.convert.merge_group`). A group merges only inside the
 parent classes named here: their ``forward`` was read (transformers 5.17.0, 2026-11-30) and
 calls every member on the same, unmodified tensor, one after the other:

@@ -13,7 +13,7 @@
   entry is still used), is counted (``stats()["capture_misses"]``) and warns once per
   process with the ``fp8tower tune`` command that would have tuned it. It is not memoized,
   so the first eager call afterwards tunes.
-- Tuning times each key at M = its bucket (tuning.tune_problem) and saves the entry with
+- Tuning times each key at M = its bucket (tuning.search.tune_problem) and saves the entry with
   its evidence. If every candidate fails, the safe default serves and nothing is saved.
 
 Limitation: one GPU model per process (the memo is keyed by the problem, whose capability
@@ -34,10 +34,13 @@ from typing import Any
 
 import torch
 
-from . import backends, tuning
+from . import backends
 from .backends import Backend, BackendError
 from .problem import GemmProblem
-from .tuning import Entry, Timer
+from .tuning import cache as tcache
+from .tuning import search
+from .tuning.cache import Entry
+from .tuning.timer import Timer
 
 log = logging.getLogger(__name__)
 
@@ -94,12 +97,12 @@ class Dispatcher:
         self._tune_policy = tune  # None: CUDA only, unless FP8TOWER_TUNE=0
         self._tune_env = _env_flag("FP8TOWER_TUNE", True)
         self.retune = _env_flag("FP8TOWER_RETUNE", False) if retune is None else retune
-        self.cache_dir = Path(cache_dir) if cache_dir is not None else tuning.default_cache_dir()
+        self.cache_dir = Path(cache_dir) if cache_dir is not None else tcache.default_cache_dir()
         self.persist = persist
         self._gpu_name = gpu_name
         self._memo: dict[GemmProblem, tuple[Backend, Any]] = {}
         self._explicit: dict[tuple[GemmProblem, str], tuple[Backend, Any]] = {}
-        self._caches: dict[str, tuple[tuning.DecisionCache | None, dict[str, Entry]]] = {}
+        self._caches: dict[str, tuple[tcache.DecisionCache | None, dict[str, Entry]]] = {}
         self._fresh: set[str] = set()  # keys tuned by this dispatcher
         self._bad: set[str] = set()  # keys whose cached choice was rejected (warned once)
         self._warned_capture = False
@@ -133,7 +136,7 @@ class Dispatcher:
     def tunable(self, problem: GemmProblem) -> list[Backend]:
         """The backends the tuner times for ``problem`` (able ones, the oracle excluded)."""
         return [b for b in self.pool()
-                if b.name not in tuning.TUNING_EXCLUDED and self._able(b, problem) is None]
+                if b.name not in search.TUNING_EXCLUDED and self._able(b, problem) is None]
 
     def _require(self, backend: str | Backend, problem: GemmProblem) -> Backend:
         pool = self.pool()
@@ -221,14 +224,14 @@ class Dispatcher:
         else:
             why = self._able(b, problem)
             if why is None:
-                found, config = tuning.native_config(b, problem, entry.config)
+                found, config = search.native_config(b, problem, entry.config)
                 if found:
                     return b, config
                 why = f"{entry.backend} no longer offers config {entry.config}"
         if entry.key not in self._bad:
             self._bad.add(entry.key)
             warnings.warn(f"fp8tower: cached choice for {entry.key} ignored: {why}",
-                          tuning.TuningCacheWarning, stacklevel=5)
+                          tcache.TuningCacheWarning, stacklevel=5)
         return None
 
     # ------------------------------------------------------------------ cache and tuning
@@ -239,14 +242,14 @@ class Dispatcher:
             return None
         return self._gpu_name or torch.cuda.get_device_name(torch.cuda.current_device())
 
-    def _cache(self, problem: GemmProblem) -> tuple[tuning.DecisionCache | None, dict]:
+    def _cache(self, problem: GemmProblem) -> tuple[tcache.DecisionCache | None, dict]:
         label = self._label(problem) if self.persist else None
         slot = self._caches.get(label or "")
         if slot is None:
             cache = None
             if self.persist:
                 known = [b.name for b in self.pool()]
-                cache = tuning.DecisionCache.for_device(self.cache_dir, label, known)
+                cache = tcache.DecisionCache.for_device(self.cache_dir, label, known)
             slot = (cache, cache.load() if cache is not None else {})
             self._caches[label or ""] = slot
         return slot
@@ -269,7 +272,7 @@ class Dispatcher:
                 hooks[b.name] = b.precompile
                 jobs.setdefault(b.name, []).extend(
                     (dataclasses.replace(p, m=p.bucket), c)
-                    for c in tuning.planned_configs(p, b, max_configs))
+                    for c in search.planned_configs(p, b, max_configs))
         for name, js in jobs.items():
             report = hooks[name](js)
             self.stats["precompiled_jobs"] += len(js)
@@ -280,12 +283,12 @@ class Dispatcher:
                 log.info("%s: %s", name, report.summary())
 
     def seed_for(self, problem: GemmProblem, *, cached: bool = True) -> Entry | None:
-        """A fully explored entry of a sibling bucket (same seed group, tuning.SEED_TOP):
+        """A fully explored entry of a sibling bucket (same seed group, tuning.search.SEED_TOP):
         one tuned by this dispatcher, or (``cached``) one from the cache file."""
         entries = self.entries_for(problem)
-        group = tuning.seed_group(problem.bucket)
+        group = search.seed_group(problem.bucket)
         for b in (1, 2, 4, 8, 16, 32, 64):
-            if b == problem.bucket or tuning.seed_group(b) != group:
+            if b == problem.bucket or search.seed_group(b) != group:
                 continue
             key = dataclasses.replace(problem, m=b).key()
             e = entries.get(key)
@@ -299,19 +302,19 @@ class Dispatcher:
         problem: GemmProblem,
         *,
         read_ceiling_gbps: float | None = None,
-        max_configs: int = tuning.MAX_CONFIGS,
+        max_configs: int = search.MAX_CONFIGS,
         full: bool = False,
         retune: bool | None = None,
     ) -> Entry:
         """Tune ``problem``'s key now (whatever the policy), record and save the entry.
 
         Unless ``full``, a bucket whose sibling is already explored is seeded from it
-        (see tuning.SEED_TOP); cached siblings count unless retuning."""
+        (see tuning.search.SEED_TOP); cached siblings count unless retuning."""
         if problem.on_cuda and _capturing():
             raise RuntimeError(f"cannot tune {problem.key()} during CUDA graph capture")
         retune = self.retune if retune is None else retune
         seed = None if full else self.seed_for(problem, cached=not retune)
-        entry = tuning.tune_problem(problem, self.tunable(problem), timer=self._timer,
+        entry = search.tune_problem(problem, self.tunable(problem), timer=self._timer,
                                     read_ceiling_gbps=read_ceiling_gbps, max_configs=max_configs,
                                     seed=seed)
         if not entry.ranked():
@@ -336,14 +339,14 @@ class Dispatcher:
             self._save(cache, entry)
         return entry
 
-    def _save(self, cache: tuning.DecisionCache, entry: Entry) -> None:
+    def _save(self, cache: tcache.DecisionCache, entry: Entry) -> None:
         from filelock import Timeout
 
         try:
             cache.save({entry.key: entry})
         except (OSError, Timeout) as e:
             warnings.warn(f"fp8tower: could not save the tuning of {entry.key} to "
-                          f"{cache.path}: {e}", tuning.TuningCacheWarning, stacklevel=4)
+                          f"{cache.path}: {e}", tcache.TuningCacheWarning, stacklevel=4)
 
     def pretune(
         self,
@@ -352,7 +355,7 @@ class Dispatcher:
         progress: bool = True,
         retune: bool | None = None,
         read_ceiling_gbps: float | None = None,
-        max_configs: int = tuning.MAX_CONFIGS,
+        max_configs: int = search.MAX_CONFIGS,
         full: bool = False,
         precompile: bool = True,
     ) -> list[Entry]:

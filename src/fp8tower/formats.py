@@ -25,6 +25,7 @@ backend handles the partial blocks or refuses the problem with a reason.
 from __future__ import annotations
 
 import enum
+import math
 import re
 from dataclasses import dataclass, field
 
@@ -166,12 +167,37 @@ class Fp8Weight:
         return dequantize(self, dtype)
 
 
+# The one table of weight scale shapes per scheme, for an (N, K) weight: every accepted
+# shape, the canonical one first. per_tensor also takes (1,) and, after an exact merge of
+# shards with different scalars, an (N,) vector (nn/merged.py). Scales are float32.
+_SCALE_SHAPES = {
+    Scheme.PER_TENSOR: lambda n, k: [(), (1,), (n,)],
+    Scheme.CHANNEL_TOKEN: lambda n, k: [(n,)],
+    Scheme.WEIGHT_ONLY: lambda n, k: [(n,)],
+    Scheme.BLOCK128: lambda n, k: [(-(-n // BLOCK), -(-k // BLOCK))],
+}
+SCALE_ITEMSIZE = 4  # float32
+
+
 def expected_weight_scale_shapes(scheme: Scheme, n: int, k: int) -> list[tuple[int, ...]]:
-    if scheme is Scheme.PER_TENSOR:
-        return [(), (1,), (n,)]
-    if scheme in (Scheme.CHANNEL_TOKEN, Scheme.WEIGHT_ONLY):
-        return [(n,)]
-    return [(-(-n // BLOCK), -(-k // BLOCK))]
+    """Every scale shape an (N, K) weight of ``scheme`` accepts, the canonical one first."""
+    return _SCALE_SHAPES[Scheme.parse(scheme)](n, k)
+
+
+def weight_scale_shape(
+    scheme: Scheme, n: int, k: int, *, channel: bool = False
+) -> tuple[int, ...]:
+    """The scale shape of an (N, K) weight: the canonical one, or with ``channel`` a
+    per_tensor weight's (N,) vector (as after an exact merge)."""
+    scheme = Scheme.parse(scheme)
+    if channel and scheme is Scheme.PER_TENSOR:
+        return (n,)
+    return expected_weight_scale_shapes(scheme, n, k)[0]
+
+
+def weight_scale_bytes(scheme: Scheme, n: int, k: int, *, channel: bool = False) -> int:
+    """Bytes of the scales of an (N, K) weight (:func:`weight_scale_shape`, float32)."""
+    return math.prod(weight_scale_shape(scheme, n, k, channel=channel)) * SCALE_ITEMSIZE
 
 
 def quantize_weight(

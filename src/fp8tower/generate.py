@@ -111,7 +111,7 @@ def calibrate(model: nn.Module, names: list[str], run) -> dict[str, float]:
 
 def swap_fp8(model: nn.Module, scheme: str, backend: str, scales: dict[str, float] | None) -> int:
     """Replace the decoder's nn.Linear by Fp8Linear (unmerged); the count."""
-    from .linear import Fp8Linear
+    from .nn.linear import Fp8Linear
 
     count = 0
     for name, lin in decoder_linears(model):

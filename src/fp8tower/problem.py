@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .formats import Scheme
+from .formats import Scheme, weight_scale_bytes
 
 # Decode batch sizes are bucketed by powers of two: 1, 2, 4, ..., 64; larger M share
 # the buckets 128, 256, ... (still powers of two).
@@ -64,12 +64,8 @@ class GemmProblem:
         """Bytes one call must move (DESIGN.md): FP8 weights + scales + activations + output."""
         act_item = 1 if self.act_dtype == torch.float8_e4m3fn else _itemsize(self.act_dtype)
         out_item = _itemsize(self.out_dtype)
-        scale_bytes = {
-            Scheme.PER_TENSOR: 4 * (self.n if self.channel_weight_scale else 1),
-            Scheme.CHANNEL_TOKEN: 4 * self.n,
-            Scheme.WEIGHT_ONLY: 4 * self.n,
-            Scheme.BLOCK128: 4 * (-(-self.n // 128)) * (-(-self.k // 128)),
-        }[self.scheme]
+        scale_bytes = weight_scale_bytes(self.scheme, self.n, self.k,
+                                         channel=self.channel_weight_scale)
         return self.n * self.k + scale_bytes + self.m * self.k * act_item + self.m * self.n * out_item
 
     def key(self) -> str:

@@ -15,7 +15,7 @@ from ckpt_writer import build, expand_ref, linear_shapes, save
 
 from fp8tower.convert import MergedProjection, describe, from_pretrained
 from fp8tower.formats import sqnr_db
-from fp8tower.linear import Fp8Linear
+from fp8tower.nn.linear import Fp8Linear
 
 MAX = 448.0
 CASES = [("modelopt", "FP8", "static"), ("modelopt", "FP8_PER_CHANNEL_PER_TOKEN", "token"),

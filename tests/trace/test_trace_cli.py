@@ -11,7 +11,7 @@ import pytest
 from trace_helpers import DATA, STEP
 from typer.testing import CliRunner
 
-from fp8tower.trace.cli import app
+from fp8tower.cli.trace import app
 from fp8tower.trace.synth import write_torch_trace
 
 runner = CliRunner()
@@ -195,11 +195,11 @@ def test_capture_bad_scheme_is_a_clear_error():
 
 def test_capture_calls_the_tower(monkeypatch, tmp_path):
     calls = []
-    mod = types.ModuleType("fp8tower.tower")
+    mod = types.ModuleType("fp8tower.tower.capture")
     mod.capture_arm = lambda **kw: (
         calls.append(kw) or types.SimpleNamespace(directory=kw["out_dir"])
     )
-    monkeypatch.setitem(sys.modules, "fp8tower.tower", mod)
+    monkeypatch.setitem(sys.modules, "fp8tower.tower.capture", mod)
     r = run(
         "capture",
         "--model",

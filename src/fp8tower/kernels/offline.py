@@ -30,9 +30,9 @@ from collections import Counter
 
 import torch
 
-from ..backends.triton_gemm import H200_SMS, SMEM_PER_SM, SMEM_RESERVED_PER_PROGRAM
 from ..formats import Scheme
 from ..problem import GemmProblem
+from .configs import H200_SMS, SMEM_PER_SM, SMEM_RESERVED_PER_PROGRAM
 
 # sm_90 per-SM limits besides shared memory (CUDA C Programming Guide, capability 9.0).
 SMEM_PER_BLOCK = 232_448
@@ -121,7 +121,7 @@ def _resource_usage(cubin: bytes) -> tuple[int | None, int | None, int]:
 
 def resident_programs(shared: int, registers: int | None, warps: int) -> int:
     """Programs of a build resident per SM under the sm_90 limits (shared memory, registers,
-    warps); triton_gemm.programs_per_sm estimates the same before building."""
+    warps); configs.programs_per_sm estimates the same before building."""
     by_smem = SMEM_PER_SM // (shared + SMEM_RESERVED_PER_PROGRAM)
     by_warps = MAX_WARPS // warps
     by_regs = by_warps
@@ -146,8 +146,8 @@ def compile_gemm(problem: GemmProblem, config: dict, capability: tuple[int, int]
     """Compile the GEMM variant that ``triton`` would launch for ``problem`` with ``config``."""
     from triton.runtime.jit import MockTensor
 
-    from ..backends.triton_gemm import _SCHEME_ID, block_m_for, x_is_fp8
     from . import fp8_gemm
+    from .configs import SCHEME_ID, block_m_for, x_is_fp8
 
     kernel = fp8_gemm._fp8_gemm_decode_kernel
     if type(kernel).__name__ != "JITFunction":
@@ -175,7 +175,7 @@ def compile_gemm(problem: GemmProblem, config: dict, capability: tuple[int, int]
             MockTensor(torch.float32 if split > 1 else p.out_dtype, [split, p.n]),
             MockTensor(torch.int32 if split > 1 else p.out_dtype, [p.n]),
             p.m, p.n, p.k, k_per_split, p.k, p.k, p.n, ws_stride, xs_stride,
-            SCHEME=_SCHEME_ID[p.scheme], X_FP8=x_fp8, HAS_BIAS=False, BLOCK_N=bn, BLOCK_M=bm,
+            SCHEME=SCHEME_ID[p.scheme], X_FP8=x_fp8, HAS_BIAS=False, BLOCK_N=bn, BLOCK_M=bm,
             BLOCK_K=bk, SPLIT_K=split, FMAX=448.0, SMIN=1e-12, INTERPRET=False,
             EVEN_N=p.n % bn == 0, EVEN_K=p.k % bk == 0, num_warps=cfg["num_warps"],
             num_stages=cfg["num_stages"], grid=(1,),
@@ -224,7 +224,7 @@ def _build(job) -> str | None:
 
 
 def _variant_key(problem: GemmProblem, config: dict) -> tuple:
-    from ..backends.triton_gemm import block_m_for
+    from .configs import block_m_for
 
     return (problem.scheme, problem.act_dtype, problem.out_dtype, problem.capability,
             problem.n, problem.k, block_m_for(problem.m), json.dumps(config, sort_keys=True))
@@ -291,22 +291,22 @@ def main(argv: list[str] | None = None) -> None:
                     type=_schemes,
                     help="schemes, comma-separated")
     ap.add_argument("--priority", action="store_true",
-                    help="also the configs the tuner times first (triton_gemm.wave_fits)")
+                    help="also the configs the tuner times first (kernels.configs.wave_fits)")
     args = ap.parse_args(argv)
-    from ..backends import triton_gemm
+    from . import configs
 
     out = []
     for n, k in args.shape:
         for scheme in args.scheme:
             for m in args.m:
                 p = GemmProblem(m, n, k, scheme, capability=(9, 0))
-                cfgs = [("default", triton_gemm.default_config(p))]
+                cfgs = [("default", configs.default_config(p))]
                 if args.priority:
-                    cfgs += [("priority", c) for c in triton_gemm.wave_fits(p)]
+                    cfgs += [("priority", c) for c in configs.wave_fits(p)]
                 for role, cfg in cfgs:
                     facts = compile_gemm(p, cfg)
                     out.append({**dataclasses.asdict(facts), "role": role, "waves": facts.waves,
-                                "estimated_programs_per_sm": triton_gemm.programs_per_sm(cfg, p)})
+                                "estimated_programs_per_sm": configs.programs_per_sm(cfg, p)})
     print(json.dumps(out, indent=1))
 
 

@@ -1,6 +1,7 @@
 """Capture the two-length trace pair of a workload, and count the kernels each op launches.
 
-The GPU/tower side (building the tower, replaying its CUDA graph) lives in fp8tower.tower;
+The GPU/tower side (building the tower, replaying its CUDA graph) lives in
+fp8tower.tower.capture (trace never imports the tower);
 this module only needs callables:
 
 - ``run_steps(n)`` replays n decode steps, wrapping each one in ``with step_range():`` so
@@ -18,14 +19,13 @@ On a CPU-only machine the same pipeline runs on the profiler's CPU op events: th
 from __future__ import annotations
 
 import dataclasses
-import datetime
-import platform
 import re
 import tempfile
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from .. import provenance
 from .chrome import load_chrome
 from .errors import TraceError
 from .events import STEP_RANGE
@@ -169,13 +169,7 @@ def capture_pair(
         paths.append(path)
         event_ms.append(None if ret is None else float(ret))
 
-    info = {
-        "torch": torch.__version__,
-        "host": platform.node(),
-        "captured": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-    }
-    if device == "cuda":
-        info["gpu"] = torch.cuda.get_device_name()
+    info = provenance.record(gpu_name=torch.cuda.get_device_name() if device == "cuda" else "")
     ceiling = meta.pop("read_ceiling_gbps", None)
     manifest = Manifest(
         arm=str(meta.pop("arm")),

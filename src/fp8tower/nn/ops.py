@@ -25,7 +25,10 @@ from typing import Optional
 import torch
 from torch import Tensor
 
-from .formats import Fp8Weight, Scheme
+from .. import dispatch
+from ..backends import Backend
+from ..formats import Fp8Weight, Scheme
+from ..problem import GemmProblem
 
 _LIVE: dict[tuple, weakref.ref] = {}
 _LOCK = threading.Lock()
@@ -79,6 +82,26 @@ def weight_for(
     return w if w is not None else Fp8Weight(data, scale, scheme, act_scale)
 
 
+def run_2d(  # the op's body; eager fp8_linear calls it directly (no dispatcher overhead)
+
+    x: torch.Tensor,
+    weight: Fp8Weight,
+    *,
+    bias: torch.Tensor | None,
+    act_scale: torch.Tensor | None,
+    backend: str | Backend,
+    out_dtype: torch.dtype,
+) -> torch.Tensor:
+    """Resolve the backend for a validated, contiguous 2-D x and run it."""
+    problem = GemmProblem.for_call(x, weight, out_dtype, act_scale)
+    be, config = dispatch.resolve(problem, backend)
+    return be.run(
+        x, weight, be.packed_for(weight),
+        act_scale=act_scale, bias=bias, out_dtype=out_dtype, config=config,
+    )
+
+
+
 @torch.library.custom_op("fp8tower::fp8_linear", mutates_args=())
 def fp8_linear_op(
     x: Tensor,
@@ -91,9 +114,7 @@ def fp8_linear_op(
     backend: str,
     out_dtype: torch.dtype,
 ) -> Tensor:
-    """y (M, N) = x (M, K) @ W.T (+ bias) for a 2-D contiguous x; see linear.fp8_linear."""
-    from .linear import run_2d
-
+    """y (M, N) = x (M, K) @ W.T (+ bias) for a 2-D contiguous x; see nn.linear.fp8_linear."""
     w = weight_for(weight, weight_scale, input_scale, scheme)
     y = run_2d(x, w, bias=bias, act_scale=act_scale, backend=backend, out_dtype=out_dtype)
     # A custom op's output may not be a view (cuBLASLt pads M and returns a slice).

@@ -1,27 +1,24 @@
-"""`fp8tower bench ...`: benchmarks of the FP8 tower. Thin: parses, calls fp8tower.tower,
+"""`fp8tower bench ...`: benchmarks of the FP8 tower. Thin: parses, calls fp8tower.tower.bench,
 prints a rich table and writes the JSON record (DESIGN.md, "Measurement method")."""
 
 from __future__ import annotations
 
 import datetime
-import importlib.metadata
 import json
-import platform
 import re
 import sys
-from dataclasses import asdict
 from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
 
-from . import __version__
+from ._common import console as _console
+from ._common import csv as _csv
+from ._common import fail as _fail
 
 app = typer.Typer(help="Benchmarks: the FP8 tower's decode step, arm by arm, side by side.",
-                  no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
+                  no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
+                  rich_markup_mode=None)
 
 
 
@@ -33,19 +30,6 @@ def _group() -> None:
 SCHEMA = "fp8tower.bench.tower/1"
 GPU_MODEL, CPU_MODEL = "qwen3.5-27b", "tiny-hybrid"
 GPU_BACKENDS, CPU_BACKENDS = "cublaslt,auto", "reference"
-
-
-def _console() -> Console:
-    return Console(width=max(Console().width, 160) if not sys.stdout.isatty() else None)
-
-
-def _fail(message: str, code: int = 2) -> typer.Exit:
-    Console(stderr=True, soft_wrap=True).print(f"[bold red]error:[/] {escape(message)}", highlight=False)
-    return typer.Exit(code)
-
-
-def _csv(text: str) -> list[str]:
-    return [t.strip() for t in text.split(",") if t.strip()]
 
 
 def _choices(text: str, valid: list[str], what: str, option: str) -> list[str]:
@@ -68,19 +52,6 @@ def _parse_ms(text: str) -> list[int]:
     return list(dict.fromkeys(ms))
 
 
-def _versions() -> dict:
-    import torch
-
-    # The installed version, without importing triton: an import before TRITON_INTERPRET=1
-    # is set leaves the process unable to interpret kernels (triton 3.9).
-    try:
-        triton = importlib.metadata.version("triton")
-    except importlib.metadata.PackageNotFoundError:
-        triton = "not installed"
-    return {"fp8tower": __version__, "python": platform.python_version(),
-            "torch": torch.__version__, "triton": triton, "cuda": torch.version.cuda or "none"}
-
-
 def _slug(text: str) -> str:
     return re.sub(r"[^a-z0-9.]+", "-", text.lower()).strip("-") or "unknown"
 
@@ -89,7 +60,10 @@ def _fmt(v: float | None, spec: str, none: str = "-") -> str:
     return none if v is None else format(v, spec)
 
 
-def _table(rows, model: str, ceiling: float | None, cpu: bool) -> Table:
+def _table(rows, model: str, ceiling: float | None, cpu: bool):
+    from rich.markup import escape
+    from rich.table import Table
+
     where = "CPU wall clock, eager steps (not a GPU number)" if cpu else "CUDA graphs, median"
     table = Table(title=f"FP8 tower decode step: {model} ({where})")
     for col in ("scheme", "M", "arm", "backend", "GEMMs", "ms/step", "GB/s",
@@ -155,14 +129,18 @@ def tower(
         "<date>.json.")] = None,
 ) -> None:
     """Time the tower's decode step for every (scheme, arm, backend, M), side by side."""
+    from dataclasses import asdict
+
     import torch
+    from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-    from . import backends
-    from .formats import Scheme
-    from .merge import MergeMode
-    from .models import ALL_PARTS, DEFAULT_PARTS, get_spec
-    from .tower import ARMS, bench_tower
+    from .. import backends, provenance
+    from ..formats import Scheme
+    from ..models import ALL_PARTS, DEFAULT_PARTS, get_spec
+    from ..nn.merged import MergeMode
+    from ..tower.bench import bench_tower
+    from ..tower.build import ARMS
 
     cuda = torch.cuda.is_available()
     console = _console()
@@ -184,7 +162,7 @@ def tower(
 
     ceiling = None
     if cuda:
-        from .tuning import measure_read_ceiling
+        from ..tuning.ceiling import measure_read_ceiling
 
         with console.status("measuring the read ceiling"):
             ceiling = measure_read_ceiling()
@@ -212,7 +190,7 @@ def tower(
         "model": spec.name,
         "device": "cuda" if cuda else "cpu",
         "gpu": gpu,
-        "versions": _versions(),
+        "versions": provenance.record(),
         "date": now.isoformat(timespec="seconds"),
         "command": _command(spec.name, ms, arm_list, backend_names, scheme_list, mode.value,
                             include_mlp, replays, steps, seed),

@@ -46,7 +46,7 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
-from .formats import BLOCK, FP8_DTYPE, FP8_MAX, ChoiceEnum, Fp8Weight, Scheme
+from ..formats import BLOCK, FP8_DTYPE, FP8_MAX, ChoiceEnum, Fp8Weight, Scheme
 from .linear import Fp8Linear
 
 

@@ -1,4 +1,5 @@
-"""`fp8tower trace ...`: diff, attribute, compare, report, capture.
+"""`fp8tower trace ...`: diff, attribute, compare, report (fp8tower.trace), and capture (of a
+tower: fp8tower.tower.capture, which is why this command lives here and not in trace/).
 
 Exit codes: 0 ok; 1 verification failed (an op's kernels do not match its backend);
 2 bad input (unreadable/foreign trace, bad option value, fractional launch counts).
@@ -8,15 +9,14 @@ from __future__ import annotations
 
 import enum
 import functools
-import sys
 from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
-from rich.markup import escape
 
-from .errors import TraceError
+from ._common import console as _console
+from ._common import fail as _fail
+from ._common import warn as _warn
 
 app = typer.Typer(
     name="trace",
@@ -25,6 +25,7 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_show_locals=False,
+    rich_markup_mode=None,
 )
 
 ARM_HELP = (
@@ -55,20 +56,13 @@ class ArmKind(str, enum.Enum):
     merged = "merged"
 
 
-def _console() -> Console:
-    return Console(width=max(Console().width, 160) if not sys.stdout.isatty() else None)
-
-
-def _fail(message: str, code: int = 2) -> typer.Exit:
-    Console(stderr=True, soft_wrap=True).print(f"[bold red]error:[/] {escape(message)}", highlight=False)
-    return typer.Exit(code)
-
-
 def _handles_errors(fn):
     """TraceError / unwritable outputs -> one clear line on stderr and exit code 2."""
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
+        from ..trace.errors import TraceError
+
         try:
             return fn(*args, **kwargs)
         except TraceError as e:
@@ -84,7 +78,7 @@ def _check_integral(ok: bool, message: str, allow: bool) -> None:
         return
     if not allow:
         raise _fail(message + " (use --allow-fractional to print them anyway)")
-    Console(stderr=True, soft_wrap=True).print(f"[bold yellow]warning:[/] {escape(message)}", highlight=False)
+    _warn(message)
 
 
 # Options shared by the analysis commands.
@@ -121,15 +115,15 @@ def diff(
     ] = None,
 ) -> None:
     """Per kernel name: launches and ms per step, (long - short) / (steps_long - steps_short)."""
-    from . import report
-    from .diff import diff_traces
-    from .ingest import load_trace
-    from .steps import graph_replay_problems
+    from ..trace import report
+    from ..trace.diff import diff_traces
+    from ..trace.ingest import load_trace
+    from ..trace.steps import graph_replay_problems
 
     traces = [load_trace(short, device.value), load_trace(long, device.value)]
     for trace in traces:
         for problem in graph_replay_problems(trace):
-            Console(stderr=True, soft_wrap=True).print(f"[bold yellow]warning:[/] {escape(trace.path)}: {problem}")
+            _warn(f"{trace.path}: {problem}")
     result = diff_traces(*traces, steps)
     _check_integral(result.integral, result.fractional_message(), allow_fractional)
     report.print_diff(result, _console(), top)
@@ -140,8 +134,8 @@ def diff(
 
 
 def _attribution(spec: str, map_path, steps, step_range, ceiling, device, allow_fractional):
-    from .arm import load_arm
-    from .attribute import attribute
+    from ..trace.arm import load_arm
+    from ..trace.attribute import attribute
 
     arm = load_arm(
         spec, map_path=map_path, steps=steps, step_pattern=step_range, device=device.value
@@ -183,7 +177,7 @@ def attribute(
 
     With a capture manifest, also checks that each op's kernels match its backend's kernel
     regex: a mismatch is an error (exit code 1)."""
-    from . import report
+    from ..trace import report
 
     att = _attribution(arm, map_path, steps, step_range, ceiling_gbps, device, allow_fractional)
     report.print_attribution(att, _console(), gib)
@@ -223,8 +217,8 @@ def compare(
     device: DeviceOpt = Device.auto,
 ) -> None:
     """Both arms op group by op group, ranked by the delta (first - second): the levers."""
-    from . import report
-    from .compare import compare as compare_arms
+    from ..trace import report
+    from ..trace.compare import compare as compare_arms
 
     a = _attribution(arm_a, map_a, steps, step_range, ceiling_gbps, device, allow_fractional)
     b = _attribution(arm_b, map_b, steps, step_range, ceiling_gbps, device, allow_fractional)
@@ -272,8 +266,10 @@ def report(
     The page has the levers table, per-op tables, plots (ms/step per op of both arms, GB/s per
     op against the read ceiling) and per-step kernel-busy time, span and CUDA-event time.
     JSON and CSV on request."""
-    from . import report as rep
-    from .compare import compare as compare_arms
+    from rich.markup import escape
+
+    from ..trace import report as rep
+    from ..trace.compare import compare as compare_arms
 
     a = _attribution(arm_a, map_a, steps, step_range, ceiling_gbps, device, allow_fractional)
     atts, cmp = [a], None
@@ -336,8 +332,10 @@ def capture(
     ] = "per_tensor",
 ) -> None:
     """Capture a two-length trace pair of a model's FP8 tower (the GPU, or the CPU's ops)."""
-    from fp8tower.formats import Scheme
-    from fp8tower.tower import capture_arm
+    from rich.markup import escape
+
+    from ..formats import Scheme
+    from ..tower.capture import capture_arm
 
     short_long = _parse_steps(steps)
     try:

@@ -1,4 +1,4 @@
-"""A decode step's FP8 tower built from a TowerSpec, run eagerly or as a CUDA graph.
+"""Build a decode step's FP8 tower built from a TowerSpec, run eagerly or as a CUDA graph.
 
 :func:`build_tower` makes random FP8 weights of the spec's exact shapes (seeded, generated on
 the device: bf16 randn scaled and cast, never a float32 copy of the tower) with random
@@ -26,30 +26,24 @@ weights are scaled so its output has unit RMS given its input's RMS (``gain``: 1
 pass-through, sqrt(2) for a mix of independent halves); per_tensor's static activation
 scale is 8 sigma of that input / 448 (the same for all GEMMs of a stage, so they merge
 exactly). Non-FP8 linears (GDN in_proj_b / in_proj_a, BF16 in FP8 checkpoints) are not run.
-
-Timing (:func:`time_tower`): CUDA events around graph replays of several steps, median; on
-the CPU a wall-clock time of eager steps, labelled as such (not a GPU number).
 """
 
 from __future__ import annotations
 
 import math
-import statistics
-import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import partial
-from pathlib import Path
 
 import torch
 
-from . import backends, dispatch
-from .backends import Backend
-from .formats import BLOCK, FP8_DTYPE, FP8_MAX, Fp8Weight, Scheme
-from .linear import Fp8Linear
-from .merge import MergedFp8Linear, MergeError, MergeMode
-from .models import DEFAULT_PARTS, GemmSpec, TowerSpec, get_spec
-from .problem import GemmProblem
+from .. import backends, dispatch
+from ..backends import Backend
+from ..formats import FP8_DTYPE, FP8_MAX, Fp8Weight, Scheme, weight_scale_shape
+from ..models import DEFAULT_PARTS, GemmSpec, TowerSpec, get_spec
+from ..nn.linear import Fp8Linear
+from ..nn.merged import MergedFp8Linear, MergeMode
+from ..problem import GemmProblem
 
 ARMS = ("unmerged", "merged")
 # FP8 data are drawn as randn * DATA_STD (max ~6.5 sigma = 208 < 448 even over 7e9 values).
@@ -96,13 +90,7 @@ def random_fp8_weight(
     device = torch.device(device)
     gen = _generator(device, seed, slot)
     data = torch.randn(n, k, generator=gen, device=device, dtype=torch.bfloat16)
-    shape = {
-        Scheme.PER_TENSOR: (),
-        Scheme.CHANNEL_TOKEN: (n,),
-        Scheme.WEIGHT_ONLY: (n,),
-        Scheme.BLOCK128: (-(-n // BLOCK), -(-k // BLOCK)),
-    }[scheme]
-    f = _scale_factors(shape, gen, device)
+    f = _scale_factors(weight_scale_shape(scheme, n, k), gen, device)
     if scheme is Scheme.PER_TENSOR:
         data.mul_(DATA_STD / f)  # one scalar: keep the dequantized RMS exactly std
     else:
@@ -484,249 +472,3 @@ def build_tower(
     final = plan_mix(widths, spec.hidden_size, "the step output")
     return Tower(spec, scheme, arm, backend, m, device, dtype, parts, merge_mode, seed, stages,
                  final, _step_input(spec, m, device, dtype, seed))
-
-
-# ----------------------------------------------------------------------------- timing
-
-
-@dataclass(frozen=True)
-class TowerTiming:
-    """ms per decode step: the median over ``replays`` timed runs of ``steps`` steps."""
-
-    ms_per_step: float
-    min_ms: float
-    max_ms: float
-    replays: int
-    steps: int
-    method: str  # "cuda-graph" or "cpu-eager"
-
-    @property
-    def note(self) -> str:
-        if self.method == "cuda-graph":
-            return (f"CUDA events around {self.replays} replays of a graph of {self.steps} steps;"
-                    " median")
-        return (f"CPU wall clock of eager steps ({self.replays} x {self.steps}; median): a CPU "
-                "number, not a GPU claim")
-
-
-def time_tower(tower: Tower, *, replays: int = 20, steps: int = 8, warmup: int = 3) -> TowerTiming:
-    """ms/step of ``tower``: CUDA graph replays timed with events (CUDA), or eager wall clock
-    (CPU). Warms the tower up first when needed. No weight rotation: a real tower's step
-    reads far more than the L2 (7.2 GB for qwen3.5-27b vs 60 MB on the H200), so each step
-    starts cold; a toy tower (tiny-hybrid, 0.7 MB) is timed L2-warm."""
-    if replays < 1 or steps < 1 or warmup < 0:
-        raise ValueError(f"bad arguments: {replays=}, {steps=}, {warmup=}")
-    if not tower.warm:
-        tower.warmup()
-    per_step: list[float] = []
-    if tower.device.type == "cuda":
-        if tower._graph is None or tower.graph_steps != steps:
-            tower.capture(steps)
-        tower.replay(warmup)
-        stream = torch.cuda.current_stream(tower.device)
-        events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
-                  for _ in range(replays)]
-        for start, end in events:
-            start.record(stream)
-            tower.replay(1)
-            end.record(stream)
-        torch.cuda.synchronize(tower.device)
-        per_step = [s.elapsed_time(e) / steps for s, e in events]
-        method = "cuda-graph"
-    else:
-        for _ in range(warmup):
-            tower.step(tower.static_x)
-        for _ in range(replays):
-            t0 = time.perf_counter()
-            for _ in range(steps):
-                tower.step(tower.static_x)
-            per_step.append((time.perf_counter() - t0) * 1e3 / steps)
-        method = "cpu-eager"
-    return TowerTiming(statistics.median(per_step), min(per_step), max(per_step), replays, steps,
-                       method)
-
-
-# ----------------------------------------------------------------------------- trace capture
-
-
-def capture_arm(
-    model: str | TowerSpec,
-    arm: str,
-    backend: str = "auto",
-    m: int = 1,
-    steps: tuple[int, int] = (8, 136),
-    out_dir: str | Path = "capture",
-    scheme: Scheme | str = Scheme.PER_TENSOR,
-    device: torch.device | str | None = None,
-    *,
-    parts: Sequence[str] | str = DEFAULT_PARTS,
-    merge_mode: MergeMode | str = MergeMode.EXACT,
-    seed: int = 0,
-):
-    """Build and warm up a tower, then capture its two-length trace pair with
-    fp8tower.trace.capture.capture_pair: one-step CUDA graph replayed n times (eager steps on
-    the CPU), each step in a step range; the manifest's ops are :meth:`Tower.ops`, their
-    kernel counts from one eager step's op calls. Returns capture_pair's CaptureResult."""
-    from .trace.capture import capture_pair, step_range
-    from .trace.manifest import OpRecord
-
-    tower = build_tower(model, scheme=scheme, arm=arm, backend=backend, m=m, device=device,
-                        seed=seed, parts=parts, merge_mode=merge_mode)
-    reason = tower.unservable()
-    if reason is not None:
-        raise backends.BackendError(reason)
-    tower.warmup()
-    ops = [OpRecord(op.label, op.n, op.k, op.bytes_moved, op.backend, op.kernel_family, 1,
-                    op.group) for op in tower.ops()]
-    ceiling = None
-    if tower.device.type == "cuda":
-        from .tuning import measure_read_ceiling
-
-        ceiling = measure_read_ceiling(tower.device)
-        tower.capture(1)
-
-        def run_steps(n: int) -> float:
-            start = torch.cuda.Event(enable_timing=True)
-            end = torch.cuda.Event(enable_timing=True)
-            start.record()
-            for _ in range(n):
-                with step_range():
-                    tower.replay(1)
-            end.record()
-            end.synchronize()
-            return start.elapsed_time(end)
-    else:
-        def run_steps(n: int) -> None:
-            for _ in range(n):
-                with step_range():
-                    tower.step(tower.static_x)
-
-    meta = {
-        "arm": arm, "model": tower.spec.name, "m": m, "scheme": tower.scheme.value,
-        "backend": backend, "merge_mode": tower.merge_mode.value, "parts": list(tower.parts),
-        "gemms_per_step": tower.gemm_count(), "fp8_bytes_per_step": tower.fp8_bytes(),
-        "read_ceiling_gbps": ceiling,
-    }
-    return capture_pair(run_steps, ops, steps, out_dir, meta, eager_ops=tower.op_calls(),
-                        device=tower.device.type)
-
-
-# ----------------------------------------------------------------------------- benchmark
-
-
-@dataclass
-class BenchRow:
-    """One (scheme, arm, backend, M) measurement of :func:`bench_tower` (or why it was not)."""
-
-    scheme: str
-    arm: str
-    backend: str
-    m: int
-    status: str = "ok"  # "ok" | "skipped"
-    reason: str | None = None  # why skipped
-    ms_per_step: float | None = None
-    min_ms: float | None = None
-    max_ms: float | None = None
-    gbps: float | None = None  # decimal: bytes_per_step / time
-    ceiling_pct: float | None = None
-    speedup: float | None = None  # baseline ms / ms (> 1: faster than the baseline)
-    baseline: str | None = None  # "arm/backend" of the baseline, and why when not cublaslt
-    gemms: int | None = None
-    bytes_per_step: int | None = None  # GEMM weights + scales + activations + outputs
-    fp8_bytes: int | None = None  # N*K summed
-    chosen: dict[str, int] = field(default_factory=dict)  # backend -> GEMMs it serves
-    timing: str | None = None  # TowerTiming.method
-
-    @property
-    def ok(self) -> bool:
-        return self.status == "ok"
-
-
-BASELINE = ("unmerged", "cublaslt")
-
-
-def bench_tower(
-    spec: TowerSpec | str,
-    *,
-    schemes: Sequence[Scheme | str] = (Scheme.PER_TENSOR,),
-    arms: Sequence[str] = ARMS,
-    backend_names: Sequence[str] = ("cublaslt", "auto"),
-    ms: Sequence[int] = (1, 8, 32),
-    parts: Sequence[str] | str = DEFAULT_PARTS,
-    merge_mode: MergeMode | str = MergeMode.EXACT,
-    device: torch.device | str | None = None,
-    seed: int = 0,
-    replays: int = 20,
-    steps: int = 8,
-    read_ceiling_gbps: float | None = None,
-    advance: Callable[[str], None] | None = None,
-) -> list[BenchRow]:
-    """Measure every (scheme, arm, backend, M); one tower per (scheme, arm), reconfigured per
-    backend and M. Rows a backend cannot serve (or an arm cannot merge) are skipped with the
-    reason. ``advance(description)`` is called once per combination (a progress bar)."""
-    spec = get_spec(spec) if isinstance(spec, str) else spec
-    rows: list[BenchRow] = []
-    for scheme in (Scheme.parse(s) for s in schemes):
-        for arm in arms:
-            combos = [(b, m) for b in backend_names for m in ms]
-            try:
-                tower = build_tower(spec, scheme=scheme, arm=arm, backend=backend_names[0],
-                                    m=ms[0], device=device, seed=seed, parts=parts,
-                                    merge_mode=merge_mode)
-            except MergeError as e:  # e.g. block128 shards with N not a multiple of 128
-                for b, m in combos:
-                    rows.append(BenchRow(scheme.value, arm, b, m, "skipped", str(e)))
-                    if advance:
-                        advance(f"{scheme.value} {arm} {b} M={m}")
-                continue
-            for b, m in combos:
-                if advance:
-                    advance(f"{scheme.value} {arm} {b} M={m}")
-                rows.append(_bench_one(tower, b, m, replays, steps, read_ceiling_gbps))
-            del tower
-            if torch.cuda.is_available():
-                torch.cuda.empty_cache()
-    add_speedups(rows)
-    return rows
-
-
-def _bench_one(tower: Tower, backend: str, m: int, replays: int, steps: int,
-               ceiling: float | None) -> BenchRow:
-    tower.reconfigure(backend=backend, m=m)
-    row = BenchRow(tower.scheme.value, tower.arm, backend, m, gemms=tower.gemm_count(),
-                   fp8_bytes=tower.fp8_bytes(), bytes_per_step=tower.bytes_per_step())
-    reason = tower.unservable()
-    if reason is not None:
-        row.status, row.reason = "skipped", reason
-        return row
-    tower.warmup()
-    t = time_tower(tower, replays=replays, steps=steps)
-    row.ms_per_step, row.min_ms, row.max_ms, row.timing = t.ms_per_step, t.min_ms, t.max_ms, \
-        t.method
-    row.gbps = row.bytes_per_step / (t.ms_per_step * 1e-3) / 1e9
-    if ceiling:
-        row.ceiling_pct = 100.0 * row.gbps / ceiling
-    for op in tower.ops():
-        if op.kind == "gemm":
-            row.chosen[op.backend] = row.chosen.get(op.backend, 0) + 1
-    return row
-
-
-def add_speedups(rows: list[BenchRow]) -> None:
-    """Each ok row's speedup over the unmerged cublaslt row of its scheme and M; where that
-    row was not run or was skipped, over the first ok row of that scheme and M (said so)."""
-    for key in dict.fromkeys((r.scheme, r.m) for r in rows):
-        same = [r for r in rows if (r.scheme, r.m) == key]
-        ok = [r for r in same if r.ok]
-        if not ok:
-            continue
-        base = next((r for r in ok if (r.arm, r.backend) == BASELINE), None)
-        if base is not None:
-            note = f"{base.arm}/{base.backend}"
-        else:
-            base = ok[0]
-            planned = next((r for r in same if (r.arm, r.backend) == BASELINE), None)
-            why = "not run" if planned is None else "cannot serve it"
-            note = (f"{base.arm}/{base.backend} (the first arm: {'/'.join(BASELINE)} {why})")
-        for r in ok:
-            r.speedup, r.baseline = base.ms_per_step / r.ms_per_step, note

@@ -1,4 +1,4 @@
-"""Cached launch plans: the eager hot path of :class:`~fp8tower.linear.Fp8Linear`.
+"""Cached launch plans: the eager hot path of :class:`~fp8tower.nn.linear.Fp8Linear`.
 
 An unplanned call validates x, builds a GemmProblem (asking CUDA for the capability),
 looks up the dispatch memo, re-derives the kernel config, grid and buffers and launches
@@ -28,7 +28,7 @@ import os
 
 import torch
 
-from .formats import FP8_DTYPE, Scheme
+from ..formats import FP8_DTYPE, Scheme
 
 # Plans are for decode-sized inputs, where the host sets the pace; larger M (prefill) is
 # GPU-bound and would only grow the cache with per-shape buffers.
@@ -157,8 +157,8 @@ class Plan:
 
 def build(x2: torch.Tensor, weight, *, bias, out_dtype, backend) -> Plan:
     """Resolve (backend, config) for x2 (M, K) and bind everything that does not change."""
-    from . import dispatch
-    from .problem import GemmProblem
+    from .. import dispatch
+    from ..problem import GemmProblem
 
     problem = GemmProblem.for_call(x2, weight, out_dtype, None)
     be, config = dispatch.resolve(problem, backend)
@@ -176,17 +176,17 @@ def build(x2: torch.Tensor, weight, *, bias, out_dtype, backend) -> Plan:
 
 
 def _triton_plan(x2, weight, packed, be, config, *, bias, out_dtype) -> Plan:
-    from .backends import triton_gemm as tg
-    from .kernels import fp8_gemm
+    from ..backends import triton_gemm as tg
+    from ..kernels import configs, fp8_gemm
 
     scheme = weight.scheme
     m, n, device = x2.shape[0], weight.n, x2.device
-    cfg = config or tg.default_config(GemmProblem_for(x2, weight, out_dtype))
+    cfg = config or configs.default_config(GemmProblem_for(x2, weight, out_dtype))
     block_n, block_k, split = cfg["block_n"], cfg["block_k"], cfg["split_k"]
     if scheme is Scheme.BLOCK128 and (128 % block_n or block_k % 128):
         raise ValueError(f"block128 needs BLOCK_N dividing 128 and BLOCK_K a multiple of 128: {cfg}")
-    x_fp8 = tg.x_is_fp8(scheme, False, cfg.get("prequant", False))
-    block_m = tg.block_m_for(m)
+    x_fp8 = configs.x_is_fp8(scheme, False, cfg.get("prequant", False))
+    block_m = configs.block_m_for(m)
     grid_m = -(-m // block_m)
     ws = packed["ws"]
     xs, xs_stride = ws, 0
@@ -197,7 +197,7 @@ def _triton_plan(x2, weight, packed, be, config, *, bias, out_dtype) -> Plan:
     if x_fp8:  # the activation pre-pass: its outputs are the plan's buffers
         static = xs if scheme is Scheme.PER_TENSOR else None
         if on_gpu:
-            from .kernels import act_quant as aq
+            from ..kernels import act_quant as aq
 
             grid, args, kw, q, s = aq.quantize_args(x2, scheme, static)
             quant = DirectLaunch(aq._fp8_act_quant_kernel, grid, args, kw, (0,), device)
@@ -216,7 +216,7 @@ def _triton_plan(x2, weight, packed, be, config, *, bias, out_dtype) -> Plan:
     y0 = torch.empty(m, n, dtype=out_dtype, device=device)
     grid, args, kw = fp8_gemm.launch_args(
         packed["w"], gemm_x, y0, ws, xs, bias, part, counters,
-        scheme_id=tg._SCHEME_ID[scheme], x_fp8=x_fp8, block_n=block_n, block_m=block_m,
+        scheme_id=configs.SCHEME_ID[scheme], x_fp8=x_fp8, block_n=block_n, block_m=block_m,
         block_k=block_k, split_k=split, num_warps=cfg["num_warps"], num_stages=cfg["num_stages"],
         ws_row_stride=ws.stride(0) if scheme is Scheme.BLOCK128 else 0, xs_row_stride=xs_stride,
         prefetch=cfg.get("prefetch", 0), pdl=cfg.get("pdl", False), dummy=ws,
@@ -250,6 +250,6 @@ def _triton_plan(x2, weight, packed, be, config, *, bias, out_dtype) -> Plan:
 
 
 def GemmProblem_for(x2, weight, out_dtype):
-    from .problem import GemmProblem
+    from ..problem import GemmProblem
 
     return GemmProblem.for_call(x2, weight, out_dtype, None)

@@ -5,10 +5,9 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from . import dispatch, ops
-from . import plan as _plan
-from .backends import Backend
-from .formats import (
+from .. import dispatch
+from ..backends import Backend
+from ..formats import (
     ACT_DTYPES,
     FP8_DTYPE,
     Fp8Weight,
@@ -16,7 +15,8 @@ from .formats import (
     expected_weight_scale_shapes,
     quantize_weight,
 )
-from .problem import GemmProblem
+from . import ops
+from . import plan as _plan
 
 
 def _validate(x: torch.Tensor, weight: Fp8Weight, act_scale: torch.Tensor | None) -> None:
@@ -73,27 +73,9 @@ def fp8_linear(
         )
     else:
         ops.register(weight)  # so compiled calls on its tensors reuse its prepared forms
-        y = run_2d(x2, weight, bias=bias, act_scale=act_scale, backend=backend,
+        y = ops.run_2d(x2, weight, bias=bias, act_scale=act_scale, backend=backend,
                    out_dtype=out_dtype)
     return y.reshape(*lead, weight.n)
-
-
-def run_2d(
-    x: torch.Tensor,
-    weight: Fp8Weight,
-    *,
-    bias: torch.Tensor | None,
-    act_scale: torch.Tensor | None,
-    backend: str | Backend,
-    out_dtype: torch.dtype,
-) -> torch.Tensor:
-    """Resolve the backend for a validated, contiguous 2-D x and run it."""
-    problem = GemmProblem.for_call(x, weight, out_dtype, act_scale)
-    be, config = dispatch.resolve(problem, backend)
-    return be.run(
-        x, weight, be.packed_for(weight),
-        act_scale=act_scale, bias=bias, out_dtype=out_dtype, config=config,
-    )
 
 
 def _versions(w, s, i) -> tuple[int, int, int] | None:

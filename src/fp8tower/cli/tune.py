@@ -1,6 +1,6 @@
 """`fp8tower tune` and `fp8tower dispatch`: pre-tune shapes, and explain the cached choices.
 
-Thin: parses, calls dispatch/tuning, prints (rich tables; ``--json`` for machines).
+Thin: parses, calls dispatch/tuning (imported inside the commands), prints (rich tables; ``--json`` for machines).
 """
 
 from __future__ import annotations
@@ -10,15 +10,10 @@ import sys
 from pathlib import Path
 from typing import Annotated
 
-import torch
 import typer
 
-from . import tuning
-from .formats import Scheme
-from .problem import GemmProblem, m_bucket
-
 app = typer.Typer(help="Per-shape autotuned dispatch: tune GEMM shapes, explain the choices.",
-                  no_args_is_help=True)
+                  no_args_is_help=True, rich_markup_mode=None)
 
 ALL_SCHEMES = "per_tensor,channel_token,block128"
 DEFAULT_M = "1,2,4,8,16,32,64"
@@ -63,14 +58,18 @@ def _parse_ms(text: str) -> list[int]:
     return ms
 
 
-def _parse_schemes(text: str) -> list[Scheme]:
+def _parse_schemes(text: str) -> list:
+    from ..formats import Scheme
+
     try:
         return [Scheme.parse(s) for s in _csv(text)]
     except ValueError as e:
         raise typer.BadParameter(str(e), param_hint="--scheme") from None
 
 
-def _parse_dtype(text: str, hint: str) -> torch.dtype:
+def _parse_dtype(text: str, hint: str):
+    import torch
+
     dt = getattr(torch, text.strip().removeprefix("torch."), None)
     if not isinstance(dt, torch.dtype):
         raise typer.BadParameter(f"{text!r} is not a torch dtype", param_hint=hint)
@@ -78,7 +77,7 @@ def _parse_dtype(text: str, hint: str) -> torch.dtype:
 
 
 def _model_spec(model: str):
-    from .models import ConfigError, get_spec
+    from ..models import ConfigError, get_spec
 
     try:
         return get_spec(model)
@@ -134,7 +133,9 @@ def _variant(row: dict) -> str:
 
 
 def _cand(c: dict) -> str:
-    return f"{c['backend']}[{tuning.config_label(c['config'])}]"
+    from ..tuning.cache import config_label
+
+    return f"{c['backend']}[{config_label(c['config'])}]"
 
 
 def _print_table(rows: list[dict], *, explain: bool, title: str) -> None:
@@ -213,10 +214,11 @@ def tune(
         help="per_tensor with a static activation scale (ModelOpt input_scale), or dynamic.")]
     = True,
     retune: Annotated[bool, typer.Option("--retune", help="Tune again even if cached.")] = False,
-    max_configs: Annotated[int, typer.Option(
+    max_configs: Annotated[int | None, typer.Option(
         "--max-configs", min=0,
-        help="Non-default configs timed per backend (evenly spaced over its list).")]
-    = tuning.MAX_CONFIGS,
+        help="Non-default configs timed per backend (evenly spaced over its list); default: "
+        "fp8tower.tuning.search.MAX_CONFIGS.")]
+    = None,
     full: Annotated[bool, typer.Option(
         "--full",
         help="Explore every M bucket. Default: buckets sharing a tile group (M = 1..16) "
@@ -232,6 +234,10 @@ def tune(
     as_json: Json = False,
 ) -> None:
     """Pre-tune GEMM shapes (a model's FP8 tower or --shapes) on this GPU; cache the choices."""
+    import torch
+
+    from ..formats import Scheme
+    from ..problem import GemmProblem, m_bucket
     if not model and not shapes:
         raise typer.BadParameter("give --model and/or --shapes", param_hint="--model/--shapes")
     ms = _parse_ms(m)
@@ -246,7 +252,12 @@ def tune(
                    err=True)
         raise typer.Exit(2)
 
-    from . import dispatch
+    from .. import dispatch
+    from ..tuning.cache import explain_row
+    from ..tuning.ceiling import measure_read_ceiling
+    from ..tuning.search import MAX_CONFIGS
+
+    max_configs = MAX_CONFIGS if max_configs is None else max_configs
 
     cap = torch.cuda.get_device_capability()
     buckets = sorted({m_bucket(x) for x in ms})
@@ -259,13 +270,13 @@ def tune(
     gbps = None
     if ceiling:
         try:
-            gbps = tuning.measure_read_ceiling()
+            gbps = measure_read_ceiling()
         except torch.cuda.OutOfMemoryError as e:
             typer.echo(f"read ceiling not measured (out of memory: {e})", err=True)
     d = dispatch.default_dispatcher()
     entries = d.pretune(problems, progress=not as_json, retune=retune, read_ceiling_gbps=gbps,
                         max_configs=max_configs, full=full, precompile=precompile)
-    rows = sorted((tuning.explain_row(e) for e in entries), key=_sort_key)
+    rows = sorted((explain_row(e) for e in entries), key=_sort_key)
     name = torch.cuda.get_device_name()
     if as_json:
         typer.echo(json.dumps({"gpu": name, "read_ceiling_gbps": gbps, "decisions": rows},
@@ -290,29 +301,34 @@ def dispatch_cmd(
     as_json: Json = False,
 ) -> None:
     """Show the cached dispatch decisions (and with --explain, their evidence)."""
+    import torch
+
+    from ..problem import m_bucket
+    from ..tuning import cache as tcache
+
     nks, _ = _shapes_from(model, shapes, merged, parts)
     buckets = {m_bucket(x) for x in _parse_ms(m)} if m else None
     schemes = {s.value for s in _parse_schemes(scheme)} if scheme else None
     if file is not None:
         files = [file]
     elif torch.cuda.is_available():
-        files = [tuning.default_cache_dir() / tuning.cache_file_name(torch.cuda.get_device_name())]
+        files = [tcache.default_cache_dir() / tcache.cache_file_name(torch.cuda.get_device_name())]
     else:
-        files = sorted(tuning.default_cache_dir().glob("*.json"))
+        files = sorted(tcache.default_cache_dir().glob("*.json"))
 
     current = None
     if torch.cuda.is_available():
-        current = tuning.environment_meta(torch.cuda.get_device_name())
+        current = tcache.environment_meta(torch.cuda.get_device_name())
     file_info, rows = [], []
     for path in files:
-        f = tuning.read_cache_file(path)
+        f = tcache.read_cache_file(path)
         for issue in f.issues:
             typer.echo(f"warning: {issue}", err=True)
         if f.meta is None and not f.entries:
             continue
         # Only this machine's GPU can be checked against its own environment.
         checked = bool(current and f.meta and f.meta.get("gpu") == current["gpu"])
-        stale = tuning.meta_mismatch(f.meta, current) if checked else None
+        stale = tcache.meta_mismatch(f.meta, current) if checked else None
         if stale:
             typer.echo(f"warning: {path} is stale ({stale}); dispatch ignores it", err=True)
         file_info.append({"path": str(path), "meta": f.meta, "checked": checked, "stale": stale})
@@ -324,7 +340,7 @@ def dispatch_cmd(
                 continue
             if schemes is not None and p.scheme.value not in schemes:
                 continue
-            row = tuning.explain_row(entry)
+            row = tcache.explain_row(entry)
             row["file"] = str(path)
             rows.append(row)
     rows.sort(key=_sort_key)
@@ -332,7 +348,7 @@ def dispatch_cmd(
         typer.echo(json.dumps({"files": file_info, "decisions": rows}, indent=2))
         return
     if not rows:
-        where = ", ".join(str(p) for p in files) or f"{tuning.default_cache_dir()} (no files)"
+        where = ", ".join(str(p) for p in files) or f"{tcache.default_cache_dir()} (no files)"
         typer.echo(f"no tuned decisions found in {where}; `fp8tower tune` makes them")
         return
     gpus = sorted({str((fi["meta"] or {}).get("gpu")) for fi in file_info})

@@ -1,0 +1,39 @@
+"""Helpers shared by the command modules: rich is imported when a command prints, not at
+startup."""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+
+
+def console():
+    """A console for tables: wide enough when stdout is not a terminal (cells are not cut)."""
+    from rich.console import Console
+
+    return Console(width=max(Console().width, 160) if not sys.stdout.isatty() else None)
+
+
+def fail(message: str, code: int = 2) -> typer.Exit:
+    """Print one ``error:`` line on stderr; the Exit to raise (code 2: bad input)."""
+    from rich.console import Console
+    from rich.markup import escape
+
+    Console(stderr=True, soft_wrap=True).print(f"[bold red]error:[/] {escape(message)}",
+                                               highlight=False)
+    return typer.Exit(code)
+
+
+def warn(message: str) -> None:
+    """Print one ``warning:`` line on stderr."""
+    from rich.console import Console
+    from rich.markup import escape
+
+    Console(stderr=True, soft_wrap=True).print(f"[bold yellow]warning:[/] {escape(message)}",
+                                               highlight=False)
+
+
+def csv(text: str) -> list[str]:
+    """'a, b,,c' -> ['a', 'b', 'c']."""
+    return [t.strip() for t in text.split(",") if t.strip()]

@@ -1,0 +1,47 @@
+"""`fp8tower info`: versions, the GPU, and each backend (available or why not)."""
+
+from __future__ import annotations
+
+
+def info() -> None:
+    """Versions (torch, triton, CUDA), the GPU, and each backend: available or why not."""
+    import platform
+
+    import torch
+    from rich.console import Console
+    from rich.table import Table
+
+    from .. import backends, provenance
+
+    gpu = provenance.current_gpu()
+    v = provenance.versions(gpu)
+    rows = {
+        "fp8tower": v["fp8tower"],
+        "python": platform.python_version(),
+        "torch": v["torch"],
+        "cuda (torch build)": torch.version.cuda or "none (CPU build)",
+        "triton": provenance.package_version("triton", "not installed"),
+        "driver": v["driver"],
+    }
+    if gpu is not None:
+        p = torch.cuda.get_device_properties(0)
+        rows["gpu"] = (f"{p.name} (sm_{p.major}{p.minor}, {p.multi_processor_count} SMs, "
+                       f"{p.total_memory / 1e9:.0f} GB, "
+                       f"L2 {getattr(p, 'L2_cache_size', 0) / 1e6:.0f} MB)")
+    else:
+        rows["gpu"] = "none (no CUDA device visible)"
+    console = Console()
+    table = Table(title="fp8tower info", show_header=False)
+    for k, val in rows.items():
+        table.add_row(k, str(val))
+    console.print(table)
+    bt = Table(title="GEMM backends")
+    bt.add_column("backend")
+    bt.add_column("status")
+    bt.add_column("kernels (regex)")
+    bt.add_column("what")
+    for b in backends.all_backends():
+        reason = b.unavailable_reason()
+        status = "[green]available[/]" if reason is None else f"[yellow]unavailable[/]: {reason}"
+        bt.add_row(b.name, status, b.kernel_family, b.description)
+    console.print(bt)

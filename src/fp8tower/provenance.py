@@ -1,0 +1,91 @@
+"""The one version/provenance record: what produced a number (tuning cache metadata,
+benchmark JSON, ``fp8tower bench`` / ``info``, trace manifests).
+
+:func:`versions` is what must match for a cached decision to be trusted (GPU, driver, CUDA,
+torch, triton, fp8tower); :func:`record` adds python, host, date and command line. Package
+versions come from their metadata, never from importing them: importing triton before
+``TRITON_INTERPRET=1`` is set leaves a process unable to interpret kernels (triton 3.9).
+torch is imported only by :func:`versions` (its CUDA build and the GPU need it).
+"""
+
+from __future__ import annotations
+
+import datetime
+import importlib.metadata
+import importlib.util
+import platform
+import re
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from . import __version__
+
+
+def package_version(name: str, missing: str = "none") -> str:
+    """An installed distribution's version from its metadata (``missing`` if absent)."""
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return missing
+
+
+def driver_version() -> str:
+    """The NVIDIA driver version: pynvml if importable, else /proc (Linux), else 'unknown'."""
+    if importlib.util.find_spec("pynvml") is not None:
+        import pynvml
+
+        try:
+            pynvml.nvmlInit()
+            v = pynvml.nvmlSystemGetDriverVersion()
+            return v.decode() if isinstance(v, bytes) else str(v)
+        except pynvml.NVMLError:
+            pass
+    try:
+        text = Path("/proc/driver/nvidia/version").read_text()
+    except OSError:
+        return "unknown"
+    m = re.search(r"Kernel Module\s+(?:for \S+\s+)?([0-9][0-9.]+)", text)
+    return m.group(1) if m else "unknown"
+
+
+def now_iso() -> str:
+    """UTC now, ISO 8601 to the second."""
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+
+
+def versions(gpu_name: str | None) -> dict:
+    """GPU (None: 'cpu'), driver, CUDA (torch's build), torch, triton, fp8tower, cuDNN and
+    its frontend (the cudnn backend's plan indices index cuDNN's heuristics list)."""
+    import torch
+
+    return {
+        "gpu": gpu_name or "cpu",
+        "driver": driver_version() if gpu_name else "n/a",
+        "cuda": torch.version.cuda or "none",
+        "torch": torch.__version__,
+        "triton": package_version("triton"),
+        "fp8tower": __version__,
+        "cudnn": str(torch.backends.cudnn.version() or "none"),
+        "cudnn_frontend": package_version("nvidia-cudnn-frontend"),
+    }
+
+
+def current_gpu() -> str | None:
+    """The current CUDA device's name, None without one."""
+    import torch
+
+    return torch.cuda.get_device_name() if torch.cuda.is_available() else None
+
+
+def record(argv: Sequence[str] | None = None, *, gpu_name: str | None = None) -> dict:
+    """:func:`versions` of the current GPU (or ``gpu_name``) plus python, host, date and
+    the command line (``argv``, default ``sys.argv``)."""
+    argv = list(sys.argv if argv is None else argv)
+    return {
+        **versions(gpu_name if gpu_name is not None else current_gpu()),
+        "python": platform.python_version(),
+        "host": platform.node(),
+        "date": now_iso(),
+        "command": " ".join(argv),
+    }

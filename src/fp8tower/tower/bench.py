@@ -1,0 +1,132 @@
+"""Benchmark towers: every (scheme, arm, backend, M), with speedups over a baseline."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import torch
+
+from ..formats import Scheme
+from ..models import DEFAULT_PARTS, TowerSpec, get_spec
+from ..nn.merged import MergeError, MergeMode
+from .build import ARMS, Tower, build_tower
+from .timing import time_tower
+
+
+@dataclass
+class BenchRow:
+    """One (scheme, arm, backend, M) measurement of :func:`bench_tower` (or why it was not)."""
+
+    scheme: str
+    arm: str
+    backend: str
+    m: int
+    status: str = "ok"  # "ok" | "skipped"
+    reason: str | None = None  # why skipped
+    ms_per_step: float | None = None
+    min_ms: float | None = None
+    max_ms: float | None = None
+    gbps: float | None = None  # decimal: bytes_per_step / time
+    ceiling_pct: float | None = None
+    speedup: float | None = None  # baseline ms / ms (> 1: faster than the baseline)
+    baseline: str | None = None  # "arm/backend" of the baseline, and why when not cublaslt
+    gemms: int | None = None
+    bytes_per_step: int | None = None  # GEMM weights + scales + activations + outputs
+    fp8_bytes: int | None = None  # N*K summed
+    chosen: dict[str, int] = field(default_factory=dict)  # backend -> GEMMs it serves
+    timing: str | None = None  # TowerTiming.method
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+
+BASELINE = ("unmerged", "cublaslt")
+
+
+def bench_tower(
+    spec: TowerSpec | str,
+    *,
+    schemes: Sequence[Scheme | str] = (Scheme.PER_TENSOR,),
+    arms: Sequence[str] = ARMS,
+    backend_names: Sequence[str] = ("cublaslt", "auto"),
+    ms: Sequence[int] = (1, 8, 32),
+    parts: Sequence[str] | str = DEFAULT_PARTS,
+    merge_mode: MergeMode | str = MergeMode.EXACT,
+    device: torch.device | str | None = None,
+    seed: int = 0,
+    replays: int = 20,
+    steps: int = 8,
+    read_ceiling_gbps: float | None = None,
+    advance: Callable[[str], None] | None = None,
+) -> list[BenchRow]:
+    """Measure every (scheme, arm, backend, M); one tower per (scheme, arm), reconfigured per
+    backend and M. Rows a backend cannot serve (or an arm cannot merge) are skipped with the
+    reason. ``advance(description)`` is called once per combination (a progress bar)."""
+    spec = get_spec(spec) if isinstance(spec, str) else spec
+    rows: list[BenchRow] = []
+    for scheme in (Scheme.parse(s) for s in schemes):
+        for arm in arms:
+            combos = [(b, m) for b in backend_names for m in ms]
+            try:
+                tower = build_tower(spec, scheme=scheme, arm=arm, backend=backend_names[0],
+                                    m=ms[0], device=device, seed=seed, parts=parts,
+                                    merge_mode=merge_mode)
+            except MergeError as e:  # e.g. block128 shards with N not a multiple of 128
+                for b, m in combos:
+                    rows.append(BenchRow(scheme.value, arm, b, m, "skipped", str(e)))
+                    if advance:
+                        advance(f"{scheme.value} {arm} {b} M={m}")
+                continue
+            for b, m in combos:
+                if advance:
+                    advance(f"{scheme.value} {arm} {b} M={m}")
+                rows.append(_bench_one(tower, b, m, replays, steps, read_ceiling_gbps))
+            del tower
+            if torch.cuda.is_available():
+                torch.cuda.empty_cache()
+    add_speedups(rows)
+    return rows
+
+
+def _bench_one(tower: Tower, backend: str, m: int, replays: int, steps: int,
+               ceiling: float | None) -> BenchRow:
+    tower.reconfigure(backend=backend, m=m)
+    row = BenchRow(tower.scheme.value, tower.arm, backend, m, gemms=tower.gemm_count(),
+                   fp8_bytes=tower.fp8_bytes(), bytes_per_step=tower.bytes_per_step())
+    reason = tower.unservable()
+    if reason is not None:
+        row.status, row.reason = "skipped", reason
+        return row
+    tower.warmup()
+    t = time_tower(tower, replays=replays, steps=steps)
+    row.ms_per_step, row.min_ms, row.max_ms, row.timing = t.ms_per_step, t.min_ms, t.max_ms, \
+        t.method
+    row.gbps = row.bytes_per_step / (t.ms_per_step * 1e-3) / 1e9
+    if ceiling:
+        row.ceiling_pct = 100.0 * row.gbps / ceiling
+    for op in tower.ops():
+        if op.kind == "gemm":
+            row.chosen[op.backend] = row.chosen.get(op.backend, 0) + 1
+    return row
+
+
+def add_speedups(rows: list[BenchRow]) -> None:
+    """Each ok row's speedup over the unmerged cublaslt row of its scheme and M; where that
+    row was not run or was skipped, over the first ok row of that scheme and M (said so)."""
+    for key in dict.fromkeys((r.scheme, r.m) for r in rows):
+        same = [r for r in rows if (r.scheme, r.m) == key]
+        ok = [r for r in same if r.ok]
+        if not ok:
+            continue
+        base = next((r for r in ok if (r.arm, r.backend) == BASELINE), None)
+        if base is not None:
+            note = f"{base.arm}/{base.backend}"
+        else:
+            base = ok[0]
+            planned = next((r for r in same if (r.arm, r.backend) == BASELINE), None)
+            why = "not run" if planned is None else "cannot serve it"
+            note = (f"{base.arm}/{base.backend} (the first arm: {'/'.join(BASELINE)} {why})")
+        for r in ok:
+            r.speedup, r.baseline = base.ms_per_step / r.ms_per_step, note

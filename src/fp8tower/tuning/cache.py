@@ -1,0 +1,431 @@
+"""The persistent, versioned tuning cache: :class:`Entry` (a decision and its evidence) and
+:class:`DecisionCache`.
+
+One JSON file per GPU model in ``FP8TOWER_CACHE_DIR`` (default ``$XDG_CACHE_HOME/fp8tower``
+or ``~/.cache/fp8tower``). Its metadata (fp8tower.provenance.versions: GPU, driver, CUDA,
+torch, triton, fp8tower versions) must match this process or the file is ignored with a
+warning (and replaced on the next save). Saves lock the file (``filelock``), re-read it,
+merge and replace it atomically, so concurrent tuners lose nothing. A corrupt file or a
+malformed entry is reported and ignored, never trusted.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import re
+import tempfile
+import warnings
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ..formats import Scheme
+from ..problem import GemmProblem, dtype_name
+from ..provenance import versions
+
+
+class TuningCacheWarning(UserWarning):
+    """A tuning cache file or entry was ignored (corrupt, stale, unknown backend...)."""
+
+
+def normalize_config(config: Any) -> dict | None:
+    """The JSON form of a kernel config (a dict or None); TypeError for anything else."""
+    if config is None:
+        return None
+    if not isinstance(config, dict):
+        raise TypeError(f"a kernel config must be a dict or None, got {type(config).__name__}")
+    return json.loads(json.dumps(config, sort_keys=True))
+
+
+def config_label(config: dict | None) -> str:
+    if not config:
+        return "default"
+    return ",".join(f"{k}={v}" for k, v in config.items())
+
+
+@dataclass
+class Measurement:
+    """One candidate (backend, config): its timing, or the GPU error that stopped it."""
+
+    backend: str
+    config: dict | None
+    median_us: float | None = None
+    min_us: float | None = None
+    spread: float | None = None
+    gbps: float | None = None
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    @property
+    def label(self) -> str:
+        return f"{self.backend}[{config_label(self.config)}]"
+
+
+@dataclass
+class Entry:
+    """A tuned decision for one cache key, with its evidence."""
+
+    problem: GemmProblem  # at M = the bucket (what was timed)
+    backend: str
+    config: dict | None
+    date: str
+    candidates: list[Measurement]
+    pruned: dict[str, int] = field(default_factory=dict)  # backend -> configs not timed
+    read_ceiling_gbps: float | None = None
+    seeded_from: str | None = None  # the sibling key whose best configs were the shortlist
+
+    @property
+    def key(self) -> str:
+        return self.problem.key()
+
+    def ranked(self) -> list[Measurement]:
+        """Measured candidates, fastest first (stable: ties keep measuring order)."""
+        return sorted((c for c in self.candidates if c.ok), key=lambda c: c.median_us)
+
+    @property
+    def winner(self) -> Measurement:
+        return self.ranked()[0]
+
+    def runners_up(self, n: int = 2) -> list[Measurement]:
+        return self.ranked()[1 : 1 + n]
+
+    def margin(self) -> float | None:
+        """How much slower the runner-up is: runner_up / winner - 1 (None: no runner-up)."""
+        ranked = self.ranked()
+        return ranked[1].median_us / ranked[0].median_us - 1 if len(ranked) > 1 else None
+
+    def margin_other_backend(self) -> float | None:
+        """The same against the fastest candidate of another backend."""
+        ranked = self.ranked()
+        other = next((c for c in ranked[1:] if c.backend != ranked[0].backend), None)
+        return None if other is None else other.median_us / ranked[0].median_us - 1
+
+    def failures(self) -> list[Measurement]:
+        return [c for c in self.candidates if not c.ok]
+
+    def to_json(self) -> dict:
+        return {
+            "problem": problem_to_json(self.problem),
+            "backend": self.backend,
+            "config": self.config,
+            "date": self.date,
+            "bytes_moved": self.problem.bytes_moved(),
+            "read_ceiling_gbps": self.read_ceiling_gbps,
+            "candidates": [dataclasses.asdict(c) for c in self.candidates],
+            "pruned": dict(self.pruned),
+            "seeded_from": self.seeded_from,
+        }
+
+    @classmethod
+    def from_json(cls, key: str, raw: Any) -> Entry:
+        """Parse and validate one entry; EntryError says what is wrong."""
+        if not isinstance(raw, dict):
+            raise EntryError(f"entry is a {type(raw).__name__}, not an object")
+        problem = problem_from_json(raw.get("problem"))
+        if problem.key() != key:
+            raise EntryError(f"its problem has key {problem.key()}")
+        backend = _get(raw, "backend", str)
+        config = _config(raw.get("config"), "config")
+        cands = []
+        for c in _get(raw, "candidates", list):
+            if not isinstance(c, dict):
+                raise EntryError("a candidate is not an object")
+            m = Measurement(
+                backend=_get(c, "backend", str),
+                config=_config(c.get("config"), "candidate config"),
+                median_us=_opt_num(c, "median_us"),
+                min_us=_opt_num(c, "min_us"),
+                spread=_opt_num(c, "spread"),
+                gbps=_opt_num(c, "gbps"),
+                error=c.get("error"),
+            )
+            if m.error is not None and not isinstance(m.error, str):
+                raise EntryError("a candidate's error is not a string")
+            if m.ok and not (m.median_us is not None and m.median_us > 0):
+                raise EntryError(f"candidate {m.label} has neither a positive time nor an error")
+            cands.append(m)
+        pruned = _get(raw, "pruned", dict)
+        if not all(isinstance(k, str) and _is_int(v) and v >= 0 for k, v in pruned.items()):
+            raise EntryError("pruned must map backend names to counts")
+        ceiling = _opt_num(raw, "read_ceiling_gbps")
+        seeded_from = raw.get("seeded_from")  # absent in files written before it existed
+        if seeded_from is not None and not isinstance(seeded_from, str):
+            raise EntryError(f"seeded_from must be a key or null, got {seeded_from!r:.60}")
+        entry = cls(problem, backend, config, _get(raw, "date", str), cands, pruned, ceiling,
+                    seeded_from)
+        if not entry.ranked():
+            raise EntryError("no candidate was measured")
+        w = entry.winner
+        if (w.backend, w.config) != (backend, config):
+            raise EntryError(f"its winner {backend}[{config_label(config)}] is not the fastest "
+                             f"candidate ({w.label})")
+        return entry
+
+
+class EntryError(ValueError):
+    """A cache entry is malformed."""
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _get(d: dict, name: str, typ: type) -> Any:
+    v = d.get(name)
+    if not isinstance(v, typ) or isinstance(v, bool):
+        raise EntryError(f"{name} must be a {typ.__name__}, got {v!r:.60}")
+    return v
+
+
+def _opt_num(d: dict, name: str) -> float | None:
+    v = d.get(name)
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+        raise EntryError(f"{name} must be a finite number or null, got {v!r:.60}")
+    return float(v)
+
+
+def _config(v: Any, what: str) -> dict | None:
+    if v is not None and not (isinstance(v, dict) and all(isinstance(k, str) for k in v)):
+        raise EntryError(f"{what} must be an object or null, got {v!r:.60}")
+    return v
+
+
+def problem_to_json(p: GemmProblem) -> dict:
+    return {
+        "m": p.m,
+        "n": p.n,
+        "k": p.k,
+        "scheme": p.scheme.value,
+        "act_dtype": dtype_name(p.act_dtype),
+        "out_dtype": dtype_name(p.out_dtype),
+        "capability": None if p.capability is None else list(p.capability),
+        "channel_weight_scale": p.channel_weight_scale,
+        "static_act_scale": p.static_act_scale,
+    }
+
+
+def _dtype(name: Any) -> torch.dtype:
+    dt = getattr(torch, name, None) if isinstance(name, str) else None
+    if not isinstance(dt, torch.dtype):
+        raise EntryError(f"unknown dtype {name!r:.40}")
+    return dt
+
+
+def problem_from_json(raw: Any) -> GemmProblem:
+    if not isinstance(raw, dict):
+        raise EntryError("problem must be an object")
+    cap = raw.get("capability")
+    if cap is not None and not (
+        isinstance(cap, list) and len(cap) == 2 and all(_is_int(c) for c in cap)
+    ):
+        raise EntryError(f"capability must be [major, minor] or null, got {cap!r:.40}")
+    try:
+        return GemmProblem(
+            m=_get(raw, "m", int),
+            n=_get(raw, "n", int),
+            k=_get(raw, "k", int),
+            scheme=Scheme.parse(_get(raw, "scheme", str)),
+            act_dtype=_dtype(raw.get("act_dtype")),
+            out_dtype=_dtype(raw.get("out_dtype")),
+            capability=None if cap is None else (cap[0], cap[1]),
+            channel_weight_scale=raw.get("channel_weight_scale") is True,
+            static_act_scale=raw.get("static_act_scale") is True,
+        )
+    except ValueError as e:  # Scheme.parse / GemmProblem validation (EntryError is one too)
+        raise EntryError(f"bad problem: {e}") from None
+
+
+# ============================================================================ cache
+
+CACHE_FORMAT = 1
+_META_KEYS = ("format", "gpu", "driver", "cuda", "torch", "triton", "fp8tower", "cudnn",
+              "cudnn_frontend")
+
+
+def default_cache_dir() -> Path:
+    """FP8TOWER_CACHE_DIR, else $XDG_CACHE_HOME/fp8tower, else ~/.cache/fp8tower."""
+    env = os.environ.get("FP8TOWER_CACHE_DIR")
+    if env:
+        return Path(env).expanduser()
+    return Path(os.environ.get("XDG_CACHE_HOME") or "~/.cache").expanduser() / "fp8tower"
+
+
+def cache_file_name(device_name: str) -> str:
+    """'NVIDIA H200' -> 'nvidia-h200.json'."""
+    slug = re.sub(r"[^a-z0-9]+", "-", device_name.lower()).strip("-")
+    return f"{slug or 'unknown'}.json"
+
+
+def environment_meta(gpu_name: str | None) -> dict:
+    """What a cache file must match: GPU (None: CPU), driver, CUDA, torch, triton, fp8tower,
+    cuDNN and its frontend."""
+    return {"format": CACHE_FORMAT, **versions(gpu_name)}
+
+
+def meta_mismatch(found: Any, expected: Mapping) -> str | None:
+    """None when a file's metadata matches ``expected``, else what differs."""
+    if not isinstance(found, dict):
+        return "it has no metadata"
+    diffs = [f"{k} {found.get(k)!r} != {expected[k]!r}" for k in _META_KEYS
+             if found.get(k) != expected.get(k)]
+    return "; ".join(diffs) or None
+
+
+@dataclass
+class CacheFile:
+    """A cache file as read, unchecked against this process: meta, valid entries, issues."""
+
+    path: Path
+    meta: dict | None
+    entries: dict[str, Entry]
+    issues: list[str]  # one line per problem found (corrupt file, skipped entries)
+
+
+def read_cache_file(path: Path) -> CacheFile:
+    """Read and validate a cache file; never raises for bad content (issues say why)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return CacheFile(path, None, {}, [])
+    except (OSError, UnicodeDecodeError) as e:
+        return CacheFile(path, None, {}, [f"{path}: unreadable ({e}); ignored"])
+    try:
+        raw = json.loads(text)
+    except json.JSONDecodeError as e:
+        return CacheFile(path, None, {}, [f"{path}: corrupt or truncated JSON ({e}); ignored"])
+    if not isinstance(raw, dict) or not isinstance(raw.get("entries"), dict):
+        return CacheFile(path, None, {}, [f"{path}: not a tuning cache (no 'entries'); ignored"])
+    entries, issues = {}, []
+    for key, value in raw["entries"].items():
+        try:
+            entries[key] = Entry.from_json(key, value)
+        except EntryError as e:
+            issues.append(f"{path}: entry {key} skipped: {e}")
+    meta = raw.get("meta") if isinstance(raw.get("meta"), dict) else None
+    return CacheFile(path, meta, entries, issues)
+
+
+def _warn(msg: str) -> None:
+    warnings.warn(msg, TuningCacheWarning, stacklevel=3)
+
+
+class DecisionCache:
+    """One GPU's cache file: load (validated) and save (locked read-merge-atomic-replace)."""
+
+    LOCK_TIMEOUT_S = 60.0
+
+    def __init__(self, path: Path, meta: Mapping, known_backends: Iterable[str] | None = None):
+        self.path = Path(path)
+        self.meta = dict(meta)
+        self.known = None if known_backends is None else frozenset(known_backends)
+
+    @classmethod
+    def for_device(cls, cache_dir: Path, gpu_name: str | None, known_backends=None):
+        meta = environment_meta(gpu_name)
+        return cls(Path(cache_dir) / cache_file_name(meta["gpu"]), meta, known_backends)
+
+    def _read_matching(self, *, warn: bool) -> tuple[dict[str, Entry], str | None]:
+        """Entries of the file if its metadata matches ours; else ({}, why not)."""
+        f = read_cache_file(self.path)
+        if f.meta is None and not f.entries:
+            why = f.issues[0] if f.issues else None
+            if warn and why:
+                _warn(why)
+            return {}, why
+        bad = meta_mismatch(f.meta, self.meta)
+        if bad:
+            why = f"{self.path}: made by another setup ({bad}); ignored, replaced on next save"
+            if warn:
+                _warn(why)
+            return {}, why
+        if warn:
+            for issue in f.issues:
+                _warn(issue)
+        return f.entries, None
+
+    def load(self) -> dict[str, Entry]:
+        """Valid entries (warnings for a stale/corrupt file, malformed or unknown entries)."""
+        entries, _ = self._read_matching(warn=True)
+        if self.known is not None:
+            for key in [k for k, e in entries.items() if e.backend not in self.known]:
+                _warn(f"{self.path}: entry {key} names backend {entries[key].backend!r}, "
+                      f"not registered here ({', '.join(sorted(self.known))}); skipped")
+                del entries[key]
+        return entries
+
+    def save(self, new: Mapping[str, Entry]) -> None:
+        """Merge ``new`` into the file under its lock; replace it atomically."""
+        from filelock import FileLock
+
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with FileLock(str(self.path) + ".lock", timeout=self.LOCK_TIMEOUT_S):
+            entries, why = self._read_matching(warn=False)
+            if why:
+                _warn(f"replacing {self.path}: {why}")
+            merged = {k: e.to_json() for k, e in entries.items()}
+            merged.update({k: e.to_json() for k, e in new.items()})
+            doc = {"meta": self.meta, "entries": dict(sorted(merged.items()))}
+            fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=f".{self.path.name}.",
+                                       suffix=".tmp")
+            try:
+                with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                    json.dump(doc, fh, indent=1)
+                    fh.flush()
+                    os.fsync(fh.fileno())
+                os.replace(tmp, self.path)
+            finally:
+                if os.path.exists(tmp):
+                    os.unlink(tmp)
+
+
+# ============================================================================ explain
+
+def explain_row(entry: Entry, *, runners_up: int = 2) -> dict:
+    """One decision with its evidence, as plain JSON data (for --explain and --json)."""
+    p = entry.problem
+
+    def cand(c: Measurement) -> dict:
+        return {"backend": c.backend, "config": c.config, "median_us": c.median_us,
+                "min_us": c.min_us, "spread": c.spread, "gbps": c.gbps}
+
+    win = None  # None: every candidate failed
+    if entry.ranked():
+        w = entry.winner
+        win = cand(w)
+        win["ceiling_fraction"] = (
+            w.gbps / entry.read_ceiling_gbps if entry.read_ceiling_gbps and w.gbps else None
+        )
+    return {
+        "key": entry.key,
+        "n": p.n,
+        "k": p.k,
+        "m_bucket": p.m,
+        "scheme": p.scheme.value,
+        "act_dtype": dtype_name(p.act_dtype),
+        "out_dtype": dtype_name(p.out_dtype),
+        "capability": None if p.capability is None else list(p.capability),
+        "channel_weight_scale": p.channel_weight_scale,
+        "winner": win,
+        "runners_up": [cand(c) for c in entry.runners_up(runners_up)],
+        "margin": entry.margin(),
+        "margin_other_backend": entry.margin_other_backend(),
+        "measured": len(entry.ranked()),
+        "failed": [{"backend": c.backend, "config": c.config, "error": c.error}
+                   for c in entry.failures()],
+        "pruned": dict(entry.pruned),
+        "seeded_from": entry.seeded_from,
+        "bytes_moved": p.bytes_moved(),
+        "read_ceiling_gbps": entry.read_ceiling_gbps,
+        "date": entry.date,
+    }

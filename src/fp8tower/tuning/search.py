@@ -1,0 +1,217 @@
+"""The tuner: :func:`tune_problem` searches backend x config with a pruning rule documented
+there, and returns an :class:`~fp8tower.tuning.cache.Entry`: the winner plus the evidence
+(every candidate's median time and GB/s, failures with their message, what was pruned, the
+date)."""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+
+from ..formats import FP8_DTYPE, Fp8Weight, weight_scale_shape
+from ..problem import GemmProblem
+from ..provenance import now_iso
+from .cache import Entry, Measurement, normalize_config
+from .timer import MakeCall, Timer, l2_cache_bytes, rotation_copies, time_cuda_graph
+
+# The oracle is correct, never fast: it is never timed, only taken as the last safe default.
+TUNING_EXCLUDED = frozenset({"reference"})
+# Explore the configs of backends whose default is within this factor of the best default.
+PRUNE_RATIO = 1.3
+# At most this many non-default configs per backend, evenly spaced over its list (a config
+# grid's order says nothing about likelihood; the triton backend lists ~80-350 per problem).
+MAX_CONFIGS = 16
+# Seeded tuning: M buckets that share a seed group (Triton's BLOCK_M: 16 for M <= 16) took the
+# same winner on the H200 in 18 of 20 (shape, scheme) groups at M = 1..16; in the other two,
+# M = 1's choice was at most 3.7% and 0.2% slower (benchmarks/cache_evidence.py ->
+# results/tuning_cache_evidence_H200_2026-11-29.json). So once one bucket of a group is
+# fully tuned, its siblings time only the backends' defaults and its SEED_TOP best.
+SEED_TOP = 3
+
+
+def seed_group(bucket: int) -> int:
+    """Buckets with equal seed groups share their tuning (see SEED_TOP)."""
+    return min(max(bucket, 16), 64)
+
+
+def gpu_errors() -> tuple[type[BaseException], ...]:
+    """Exceptions that mean 'this candidate cannot run here' (caught while tuning)."""
+    errors: list[type[BaseException]] = [torch.cuda.OutOfMemoryError]
+    if importlib.util.find_spec("triton") is not None:
+        from triton.compiler.errors import CompilationError
+        from triton.runtime.errors import OutOfResources
+
+        errors += [CompilationError, OutOfResources]
+        try:
+            from triton.runtime.errors import PTXASError
+        except ImportError:  # older triton
+            pass
+        else:
+            errors.append(PTXASError)
+    return tuple(errors)
+
+
+def tuning_operands(
+    problem: GemmProblem, device: torch.device, n_copies: int, *, seed: int = 0
+) -> tuple[torch.Tensor, torch.Tensor | None, list[Fp8Weight]]:
+    """Random activations (M, K) and ``n_copies`` distinct copies of a random FP8 weight.
+
+    The weight is random FP8 data (randn cast: finite, within +-5) with random positive
+    scales of the scheme's shapes; a static per-tensor activation scale when the problem
+    says so (``static_act_scale``), else dynamic. Copies share values but not memory (the L2
+    is physically addressed).
+    """
+    gen = torch.Generator(device=device).manual_seed(seed)
+    m, n, k = problem.m, problem.n, problem.k
+    act_scale = None
+    if problem.act_dtype == FP8_DTYPE:
+        x = torch.randn(m, k, device=device, generator=gen).to(FP8_DTYPE)
+        act_scale = torch.tensor(0.01, device=device)
+    else:
+        x = torch.randn(m, k, device=device, generator=gen, dtype=problem.act_dtype)
+    data = torch.randn(n, k, device=device, generator=gen, dtype=torch.bfloat16).to(FP8_DTYPE)
+    scale_shape = weight_scale_shape(problem.scheme, n, k, channel=problem.channel_weight_scale)
+    scale = torch.rand(scale_shape, device=device, generator=gen) * 1e-2 + 1e-3
+    static = None
+    if problem.static_act_scale and act_scale is None:
+        static = torch.tensor(0.02, device=device)  # a ModelOpt-style static input scale
+    weights = [Fp8Weight(data, scale, problem.scheme, static)]
+    weights += [
+        Fp8Weight(data.clone(), scale.clone(), problem.scheme, static) for _ in range(n_copies - 1)
+    ]
+    return x, act_scale, weights
+
+
+def _make_call(backend, config, x, act_scale, weights, out_dtype) -> MakeCall:
+    def make(i: int) -> Callable[[], Any]:
+        w = weights[i]
+        packed = backend.packed_for(w)  # prepared outside the timed graph
+
+        def call():
+            return backend.run(
+                x, w, packed, act_scale=act_scale, bias=None, out_dtype=out_dtype, config=config
+            )
+
+        return call
+
+    return make
+
+
+def spaced(items: list, cap: int) -> list:
+    """At most ``cap`` items evenly spaced over ``items``, in order, the first included."""
+    if len(items) <= cap:
+        return list(items)
+    return [items[i * len(items) // cap] for i in range(cap)]
+
+
+def _explored(backend, problem: GemmProblem, others: list, max_configs: int) -> list:
+    """What exploring ``backend`` times beyond its default: its priority configs, then at
+    most ``max_configs`` of the ``others`` evenly spaced."""
+    keys = [normalize_config(c) for c in backend.priority_configs(problem)]
+    head = [c for c in others if normalize_config(c) in keys]
+    return head + spaced([c for c in others if c not in head], max_configs)
+
+
+def planned_configs(problem: GemmProblem, backend, max_configs: int = MAX_CONFIGS) -> list:
+    """Every config :func:`tune_problem` may time for ``backend`` when it explores (the
+    default, the priority configs, the evenly spaced sample): what to build ahead of time."""
+    problem = dataclasses.replace(problem, m=problem.bucket)
+    default = backend.default_config(problem)
+    others = [c for c in backend.configs(problem)
+              if normalize_config(c) != normalize_config(default)]
+    return [default, *_explored(backend, problem, others, max_configs)]
+
+
+def tune_problem(
+    problem: GemmProblem,
+    candidates: Sequence,
+    *,
+    timer: Timer | None = None,
+    device: torch.device | None = None,
+    prune_ratio: float = PRUNE_RATIO,
+    max_configs: int = MAX_CONFIGS,
+    read_ceiling_gbps: float | None = None,
+    seed: Entry | None = None,
+) -> Entry:
+    """Time backend x config for ``problem`` at M = its bucket; return the evidence.
+
+    ``candidates``: Backend descriptors able to serve the problem, in registry order.
+    Rule: (1) time every backend's ``default_config``; (2) for each backend whose default is
+    within ``prune_ratio`` of the best default (or failed), time its ``priority_configs``, then
+    at most ``max_configs`` of its other ``configs(problem)``, evenly spaced over its list (the
+    first included); the rest are counted in ``pruned``.
+    With ``seed`` (a tuned sibling, see SEED_TOP), step (2) times instead the seed's SEED_TOP
+    best candidates that are not a default, and the entry records ``seeded_from``.
+    The winner is the fastest measured candidate (ties: the first measured). A candidate that
+    raises a GPU error (:func:`gpu_errors`) is recorded as failed; other errors propagate.
+    The returned entry has no measured candidate if all failed (or there were none).
+    """
+    problem = dataclasses.replace(problem, m=problem.bucket)
+    if device is None:
+        device = torch.device("cuda", torch.cuda.current_device()) if problem.on_cuda \
+            else torch.device("cpu")
+    if device.type == "cuda" and torch.cuda.get_device_capability(device) != problem.capability:
+        raise ValueError(
+            f"{problem.key()} is for sm{problem.capability}, but {device} is "
+            f"sm{torch.cuda.get_device_capability(device)}: tune it on its own GPU"
+        )
+    timer = timer or time_cuda_graph
+    l2 = l2_cache_bytes(device) if device.type == "cuda" else 0
+    n_copies = rotation_copies(problem.weight_bytes(), l2)
+    x, act_scale, weights = tuning_operands(problem, device, n_copies)
+    errors = gpu_errors()
+    nbytes = problem.bytes_moved()
+
+    def measure(backend, config) -> Measurement:
+        make = _make_call(backend, config, x, act_scale, weights, problem.out_dtype)
+        try:
+            t = timer(make, n_copies)
+        except errors as e:
+            return Measurement(backend.name, normalize_config(config),
+                               error=f"{type(e).__name__}: {e}"[:500])
+        return Measurement(backend.name, normalize_config(config), t.median_us, t.min_us,
+                           t.spread, nbytes / t.median_us / 1e3)
+
+    measured: list[Measurement] = []
+    defaults = {}
+    for b in candidates:
+        cfg = b.default_config(problem)
+        defaults[b.name] = normalize_config(cfg)
+        measured.append(measure(b, cfg))
+    ok = [m.median_us for m in measured if m.ok]
+    best = min(ok) if ok else math.inf
+    pruned: dict[str, int] = {}
+    shortlist = [(c.backend, c.config) for c in seed.ranked()[:SEED_TOP]] if seed else []
+    for b, first in zip(candidates, list(measured)):
+        others = [c for c in b.configs(problem) if normalize_config(c) != defaults[b.name]]
+        if seed is not None:
+            chosen = [c for c in others if (b.name, normalize_config(c)) in shortlist]
+        elif not first.ok or first.median_us <= prune_ratio * best:
+            chosen = _explored(b, problem, others, max_configs)
+        else:
+            chosen = []
+        if len(others) > len(chosen):
+            pruned[b.name] = len(others) - len(chosen)
+        for cfg in chosen:
+            measured.append(measure(b, cfg))
+    entry = Entry(problem, "", None, now_iso(), measured, pruned, read_ceiling_gbps,
+                  seed.key if seed is not None else None)
+    if entry.ranked():
+        entry.backend, entry.config = entry.winner.backend, entry.winner.config
+    return entry
+
+
+def native_config(backend, problem: GemmProblem, config: dict | None) -> tuple[bool, Any]:
+    """The backend's own config object equal (in JSON form) to ``config``: (found, object)."""
+    default = backend.default_config(problem)
+    if normalize_config(default) == config:
+        return True, default
+    for c in backend.configs(problem):
+        if normalize_config(c) == config:
+            return True, c
+    return False, None
