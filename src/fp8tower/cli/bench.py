@@ -239,8 +239,11 @@ def generate(
     """End-to-end decode of a transformers model (random weights): ms per step and tokens/s,
     eager and under a CUDA graph, for bf16, fp8tower per scheme and torchao float8."""
     import torch
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
 
-    from .generate import bench_generate
+    from ..generate import bench_generate
 
     cuda = torch.cuda.is_available()
     console = _console()

@@ -24,6 +24,7 @@ Triton's generic launch with the plan's arguments.
 
 from __future__ import annotations
 
+import functools
 import os
 
 import torch
@@ -84,7 +85,7 @@ class DirectLaunch:
             c = self.compiled
             stream = _RAW_STREAM(self.device_index)
             g = self.grid
-            rt = _knobs.runtime  # as JITFunction.run does (profiler hooks included)
+            rt = self.knobs.runtime  # as JITFunction.run does (profiler hooks included)
             c.run(g[0], g[1], g[2], stream, c.function, c.packed_metadata,
                   c.launch_metadata(g, stream, *full), rt.launch_enter_hook,
                   rt.launch_exit_hook, *full)
@@ -105,7 +106,8 @@ class DirectLaunch:
 
     def _bind(self, compiled) -> None:
         """Keep ``compiled`` and the full argument list in the kernel's parameter order."""
-        if _knobs is None or compiled is None:
+        self.knobs = _triton_knobs()
+        if self.knobs is None or compiled is None:
             return
         if self.kwargs.get("launch_pdl"):
             return  # PDL is a launch attribute that CompiledKernel.run is not known to carry
@@ -128,10 +130,17 @@ def _aligned(t) -> bool:
     return isinstance(t, torch.Tensor) and t.data_ptr() % 16 == 0
 
 
-try:  # triton >= 3.4 keeps the launch hooks in knobs
-    from triton import knobs as _knobs
-except ImportError:  # no triton, or an older one: generic launches only
-    _knobs = None
+@functools.lru_cache(maxsize=None)
+def _triton_knobs():
+    """triton.knobs (triton >= 3.4 keeps the launch hooks there), imported on first bind so
+    that importing fp8tower imports no triton; None: generic launches only."""
+    try:
+        from triton import knobs
+    except ImportError:
+        return None
+    return knobs
+
+
 _RAW_STREAM = _raw_stream_fn()
 
 
