@@ -50,6 +50,11 @@ def _versions() -> dict:
     if importlib.util.find_spec("triton") is not None:
         # metadata, not `import triton`: importing it here breaks a later TRITON_INTERPRET=1
         info["triton"] = importlib.metadata.version("triton")
+    from .backends import cutlass as cutlass_backend
+
+    info["cutlass (nvidia-cutlass)"] = cutlass_backend.cutlass_version() or "not installed"
+    nvcc = cutlass_backend.nvcc_path()
+    info["nvcc"] = cutlass_backend.nvcc_version(nvcc) if nvcc else "not found"
     if torch.cuda.is_available():
         p = torch.cuda.get_device_properties(0)
         info["gpu"] = f"{p.name} (sm_{p.major}{p.minor}, {p.multi_processor_count} SMs, "

@@ -18,7 +18,7 @@ time and GB/s, failures with their message, what was pruned, the date).
 
 The cache (:class:`DecisionCache`): one JSON file per GPU model in ``FP8TOWER_CACHE_DIR``
 (default ``$XDG_CACHE_HOME/fp8tower`` or ``~/.cache/fp8tower``). Its metadata (GPU, driver,
-CUDA, torch, triton, fp8tower versions) must match this process or the file is ignored with a
+CUDA, torch, triton, CUTLASS, fp8tower versions) must match this process or the file is ignored with a
 warning (and replaced on the next save). Saves lock the file (``filelock``), re-read it, merge
 and replace it atomically, so concurrent tuners lose nothing. A corrupt file or a malformed
 entry is reported and ignored, never trusted.
@@ -242,7 +242,9 @@ class TuningCacheWarning(UserWarning):
 
 def gpu_errors() -> tuple[type[BaseException], ...]:
     """Exceptions that mean 'this candidate cannot run here' (caught while tuning)."""
-    errors: list[type[BaseException]] = [torch.cuda.OutOfMemoryError]
+    from .backends.cutlass import CutlassError  # a CUTLASS build or launch failure
+
+    errors: list[type[BaseException]] = [torch.cuda.OutOfMemoryError, CutlassError]
     if importlib.util.find_spec("triton") is not None:
         from triton.compiler.errors import CompilationError
         from triton.runtime.errors import OutOfResources
@@ -643,7 +645,7 @@ def native_config(backend, problem: GemmProblem, config: dict | None) -> tuple[b
 # ============================================================================ cache
 
 CACHE_FORMAT = 1
-_META_KEYS = ("format", "gpu", "driver", "cuda", "torch", "triton", "fp8tower")
+_META_KEYS = ("format", "gpu", "driver", "cuda", "torch", "triton", "cutlass", "fp8tower")
 
 
 def default_cache_dir() -> Path:
@@ -687,7 +689,8 @@ def _package_version(name: str) -> str:
 
 
 def environment_meta(gpu_name: str | None) -> dict:
-    """What a cache file must match: GPU (None: CPU), driver, CUDA, torch, triton, fp8tower."""
+    """What a cache file must match: GPU (None: CPU), driver, CUDA, torch, triton, CUTLASS
+    (nvidia-cutlass), fp8tower."""
     return {
         "format": CACHE_FORMAT,
         "gpu": gpu_name or "cpu",
@@ -695,6 +698,8 @@ def environment_meta(gpu_name: str | None) -> dict:
         "cuda": torch.version.cuda or "none",
         "torch": torch.__version__,
         "triton": _package_version("triton"),
+        # the CUTLASS headers the cutlass backend's kernels are built from
+        "cutlass": _package_version("nvidia-cutlass"),
         "fp8tower": __version__,
     }
 
