@@ -106,6 +106,28 @@ def chain(m, cfg_of, budget):
     return rows
 
 
+def kernel_names(m, cap):
+    """What a torch profiler trace shows for one call of each schedule (bf16 in), and whether
+    the backend's kernel_family regex matches every kernel launched."""
+    import re
+
+    from torch.profiler import ProfilerActivity, profile
+
+    w = weights(5120, 5120, Scheme.CHANNEL_TOKEN, 1)[0]
+    x = torch.randn(m, 5120, device="cuda").bfloat16()
+    out = {}
+    for cfg in cutlass.BACKEND.configs(GemmProblem(m, 5120, 5120, "channel_token", capability=cap)):
+        cutlass.BACKEND.run(x, w, cutlass.BACKEND.packed_for(w), config=cfg)
+        torch.cuda.synchronize()
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            cutlass.BACKEND.run(x, w, cutlass.BACKEND.packed_for(w), config=cfg)
+            torch.cuda.synchronize()
+        names = sorted({e.name for e in prof.events() if e.device_type.name == "CUDA"})
+        out[label(cfg)] = {"kernels": names, "all_match": all(
+            re.search(cutlass.BACKEND.kernel_family, n) for n in names)}
+    return out
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--shapes", default=",".join(TOWER))
@@ -206,6 +228,11 @@ def main(argv=None):
         chains[m] = chain(m, arms, budget + 60)
         print(f"chain of 9 tower GEMMs, M={m}: {chains[m]}", flush=True)
 
+    try:
+        names = kernel_names(ms[0], cap)
+    except RuntimeError as e:  # diagnostics only: never lose the timings for it
+        names = {"error": f"{type(e).__name__}: {e}"[:300]}
+    print(f"kernel names: {json.dumps(names)[:1500]}", flush=True)
     bad = [r for r in numerics for kk, v in r.items() if isinstance(v, dict)
            and (v["nan"] or v["sqnr_db"] is None or v["sqnr_db"] < MIN_SQNR_DB)]
     import triton
@@ -222,7 +249,7 @@ def main(argv=None):
                   "bytes": "N*K FP8 + scales + M*K bf16 in + M*N bf16 out",
                   "chain_us": "one graph of the 9 tower GEMMs, FP8 x, per_tensor"},
         "numerics_min_sqnr_db": MIN_SQNR_DB, "numerics_failures": bad,
-        "numerics": numerics, "rows": rows, "chains": chains,
+        "numerics": numerics, "rows": rows, "chains": chains, "kernel_names": names,
         "seconds": round(time.time() - t0, 1),
     }
     path = Path(args.json or f"benchmarks/results/cutlass_{gpu.replace(' ', '-')}_{result['date'][:10]}.json")
