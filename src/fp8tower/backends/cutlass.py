@@ -268,7 +268,9 @@ def _configs(p: GemmProblem) -> list[dict]:
 
 
 def _default_config(p: GemmProblem) -> dict:
-    return _configs(p)[0]
+    # pf (example 63 + PDL) was the fastest CUTLASS config on 51 of 72 (shape, M, scheme) rows
+    # of benchmarks/results/cutlass_H200_2026-11-30.json (pp 14, sk 7).
+    return next(c for c in _configs(p) if c["sched"] == "pf")
 
 
 def _check(p: GemmProblem) -> str | None:
@@ -386,9 +388,10 @@ def _run(x, weight, packed, *, act_scale=None, bias=None, out_dtype=torch.bfloat
 
 BACKEND = Backend(
     name="cutlass",
-    # Our named CUTLASS kernels (cutlass::device_kernel<fp8tower_cutlass::sk_128x16x128>) plus
-    # the activation-quant launch (ours in Triton, or aten's ops for a dynamic per-tensor amax).
-    kernel_family=r"fp8tower_cutlass::|_fp8_act_quant|elementwise|reduce_kernel",
+    # Our named CUTLASS kernels (cutlass::device_kernel<fp8tower_cutlass::sk_128x16x128>, as
+    # the H200 profiler showed, 2026-11-30), sk's workspace zeroing ("Memset (Device)"), the
+    # activation-quant launch (ours in Triton, or aten's ops for a dynamic per-tensor amax).
+    kernel_family=r"fp8tower_cutlass::|Memset|_fp8_act_quant|elementwise|reduce_kernel",
     description="CUTLASS 3.x sm90 FP8 swap-AB GEMMs (stream-K/split-K, ping-pong, example-63 "
                 "prefetch + PDL), built by nvcc; separate activation-quant launch",
     unavailable_reason=_unavailable,
