@@ -56,7 +56,8 @@ def now_iso() -> str:
 
 def versions(gpu_name: str | None) -> dict:
     """GPU (None: 'cpu'), driver, CUDA (torch's build), torch, triton, fp8tower, cuDNN and
-    its frontend (the cudnn backend's plan indices index cuDNN's heuristics list)."""
+    its frontend (the cudnn backend's plan indices index cuDNN's heuristics list), CUTLASS
+    (nvidia-cutlass: the headers the cutlass backend's kernels are built from)."""
     import torch
 
     return {
@@ -68,6 +69,7 @@ def versions(gpu_name: str | None) -> dict:
         "fp8tower": __version__,
         "cudnn": str(torch.backends.cudnn.version() or "none"),
         "cudnn_frontend": package_version("nvidia-cudnn-frontend"),
+        "cutlass": package_version("nvidia-cutlass"),
     }
 
 

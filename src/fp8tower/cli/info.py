@@ -22,7 +22,13 @@ def info() -> None:
         "cuda (torch build)": torch.version.cuda or "none (CPU build)",
         "triton": provenance.package_version("triton", "not installed"),
         "driver": v["driver"],
+        "cudnn / frontend": f"{v['cudnn']} / {v['cudnn_frontend']}",
+        "cutlass (nvidia-cutlass)": provenance.package_version("nvidia-cutlass", "not installed"),
     }
+    from ..backends import cutlass as cutlass_backend
+
+    nvcc = cutlass_backend.nvcc_path()
+    rows["nvcc"] = cutlass_backend.nvcc_version(nvcc) if nvcc else "not found"
     if gpu is not None:
         p = torch.cuda.get_device_properties(0)
         rows["gpu"] = (f"{p.name} (sm_{p.major}{p.minor}, {p.multi_processor_count} SMs, "

@@ -250,7 +250,7 @@ def problem_from_json(raw: Any) -> GemmProblem:
 
 CACHE_FORMAT = 1
 _META_KEYS = ("format", "gpu", "driver", "cuda", "torch", "triton", "fp8tower", "cudnn",
-              "cudnn_frontend")
+              "cudnn_frontend", "cutlass")
 
 
 def default_cache_dir() -> Path:
@@ -269,7 +269,7 @@ def cache_file_name(device_name: str) -> str:
 
 def environment_meta(gpu_name: str | None) -> dict:
     """What a cache file must match: GPU (None: CPU), driver, CUDA, torch, triton, fp8tower,
-    cuDNN and its frontend."""
+    cuDNN and its frontend, CUTLASS (the headers the cutlass backend builds from)."""
     return {"format": CACHE_FORMAT, **versions(gpu_name)}
 
 

@@ -41,7 +41,9 @@ def seed_group(bucket: int) -> int:
 
 def gpu_errors() -> tuple[type[BaseException], ...]:
     """Exceptions that mean 'this candidate cannot run here' (caught while tuning)."""
-    errors: list[type[BaseException]] = [torch.cuda.OutOfMemoryError]
+    from ..backends.cutlass import CutlassError  # a CUTLASS build or launch failure
+
+    errors: list[type[BaseException]] = [torch.cuda.OutOfMemoryError, CutlassError]
     if importlib.util.find_spec("triton") is not None:
         from triton.compiler.errors import CompilationError
         from triton.runtime.errors import OutOfResources

@@ -1,0 +1,404 @@
+"""CUTLASS backend: CUTLASS 3.x sm90 FP8 GEMMs with small-M decode tiles, built just in time.
+
+The GEMM (csrc/cutlass/fp8_gemm.cu) is swap-AB: D (N, M) = W (N, K) @ x.T, so the weight's N
+fills the wide tile side and the few tokens (16/32/64) the narrow one. One build = one kernel
+config (schedule + tile), compiled by nvcc from the headers of the ``nvidia-cutlass`` pip
+package into a plain shared library with a C entry point (no torch extension: it builds on a
+machine without a GPU or a CUDA torch), cached on disk under ``<cache dir>/cutlass/`` by a key
+of source hash + config + flags + nvcc version + CUTLASS version, loaded with ctypes and
+called with raw device pointers on torch's current stream. Schedules (see the .cu file):
+
+- ``sk``: cooperative persistent kernel with the stream-K scheduler: split-K (``splits``) or
+  stream-K (``mode``) chosen at run time, for shapes whose N / 128 tiles cannot fill the GPU;
+- ``pp``: ping-pong persistent kernel, 64-row tiles;
+- ``ws``: plain warp-specialized, non-persistent;
+- ``pf``: CUTLASS example 63: prefetches weights before ``griddepcontrol.wait`` and triggers
+  dependents early (``overlap``/``prefetch`` ratios), launched with programmatic dependent
+  launch (``pdl``) so that consecutive kernels overlap.
+
+Activations are quantized by a separate launch (``act_quant``), as for cuBLASLt. Serves
+per_tensor (scalar or per-channel weight scale) and channel_token, bfloat16 output.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import hashlib
+import importlib.metadata
+import importlib.util
+import json
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from ..formats import FP8_DTYPE, Fp8Weight, Scheme
+from ..problem import GemmProblem
+from . import Backend
+from .act_quant import quantize as quantize_act
+
+PACKAGE = "nvidia-cutlass"
+SOURCE = Path(__file__).parent / "csrc" / "cutlass" / "fp8_gemm.cu"
+EXAMPLE_63 = "examples/63_hopper_gemm_with_weight_prefetch"
+# Schedule name -> FP8T_SCHED; tile M (weight rows per CTA) each schedule builds.
+SCHEDULES = {"ws": 0, "pp": 1, "sk": 2, "pf": 3}
+_TILE_M = {"ws": 64, "pp": 64, "sk": 128, "pf": 64}
+# sk builds without griddepcontrol (see the .cu file): CUTLASS 4.2.0's stream-K code for it
+# does not compile under nvcc 13.0; the others have it, so a PDL launch is safe for them.
+_GDC = {"ws": True, "pp": True, "sk": False, "pf": True}
+MODES = {"heuristic": 0, "splitk": 1, "streamk": 2}
+NVCC_FLAGS = (
+    "-O3", "-std=c++17", "-shared", "-Xcompiler", "-fPIC", "--expt-relaxed-constexpr",
+    "-gencode", "arch=compute_90a,code=sm_90a", "-DNDEBUG",
+)
+# TMA needs 16-byte aligned rows: K fp8 elements and N bf16 outputs (D's leading dimension).
+_ALIGN = 16
+
+
+class CutlassError(RuntimeError):
+    """A CUTLASS build or launch failed for this config (tuning records it and moves on)."""
+
+
+# ============================================================================ toolchain
+
+
+def nvcc_path() -> str | None:
+    """nvcc on PATH, else $CUDA_HOME/bin/nvcc, else None."""
+    found = shutil.which("nvcc")
+    if found:
+        return found
+    home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH")
+    if home and (Path(home) / "bin" / "nvcc").is_file():
+        return str(Path(home) / "bin" / "nvcc")
+    return None
+
+
+@functools.lru_cache(maxsize=None)
+def nvcc_version(nvcc: str) -> str:
+    """'release 13.0, V13.0.88' from ``nvcc --version``."""
+    out = subprocess.run([nvcc, "--version"], capture_output=True, text=True, check=True).stdout
+    m = re.search(r"release [^\n]*", out)
+    return m.group(0).strip() if m else out.strip().splitlines()[-1]
+
+
+def cutlass_version() -> str | None:
+    try:
+        return importlib.metadata.version(PACKAGE)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def cutlass_root() -> Path | None:
+    """``cutlass_library/source`` of the installed package (found without importing it)."""
+    spec = importlib.util.find_spec("cutlass_library")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    root = Path(list(spec.submodule_search_locations)[0]) / "source"
+    return root if (root / "include" / "cutlass" / "cutlass.h").is_file() else None
+
+
+def build_unavailable() -> str | None:
+    """None when this machine can build the kernels (nvcc + CUTLASS headers), else why not."""
+    if cutlass_root() is None or cutlass_version() is None:
+        return f"the {PACKAGE} package (CUTLASS headers) is not installed: pip install {PACKAGE}"
+    if nvcc_path() is None:
+        return "no CUDA compiler: nvcc is not on PATH (nor in $CUDA_HOME/bin)"
+    return None
+
+
+def _unavailable() -> str | None:
+    reason = build_unavailable()
+    if reason is not None:
+        return reason
+    if not torch.cuda.is_available():
+        return "needs a CUDA GPU (the kernels are sm_90a)"
+    if torch.cuda.get_device_capability() != (9, 0):
+        return f"built for sm_90a (Hopper) only, this GPU is sm_{''.join(map(str, torch.cuda.get_device_capability()))}"
+    return None
+
+
+# ============================================================================ builds
+
+
+@dataclass(frozen=True)
+class BuildSpec:
+    """One compiled kernel config: schedule and tile (M: weight rows, N: tokens, K)."""
+
+    sched: str
+    tile_m: int
+    tile_n: int
+    tile_k: int = 128
+
+    def __post_init__(self) -> None:
+        if self.sched not in SCHEDULES:
+            raise ValueError(f"unknown CUTLASS schedule {self.sched!r}: expected one of {', '.join(SCHEDULES)}")
+
+    @property
+    def name(self) -> str:
+        return f"{self.sched}_{self.tile_m}x{self.tile_n}x{self.tile_k}"
+
+    def defines(self) -> list[str]:
+        d = [f"-DFP8T_TM={self.tile_m}", f"-DFP8T_TN={self.tile_n}", f"-DFP8T_TK={self.tile_k}",
+             f"-DFP8T_SCHED={SCHEDULES[self.sched]}", f"-DFP8T_KERNEL={self.name}"]
+        return d + (["-DCUTLASS_ENABLE_GDC_FOR_SM90"] if _GDC[self.sched] else [])
+
+
+def cache_dir() -> Path:
+    """``<fp8tower cache dir>/cutlass``; the same rule as tuning.default_cache_dir (which sits
+    below the backends): FP8TOWER_CACHE_DIR, else $XDG_CACHE_HOME/fp8tower, else ~/.cache."""
+    env = os.environ.get("FP8TOWER_CACHE_DIR")
+    base = Path(env).expanduser() if env else \
+        Path(os.environ.get("XDG_CACHE_HOME") or "~/.cache").expanduser() / "fp8tower"
+    return base / "cutlass"
+
+
+def build_key(spec: BuildSpec, *, source: str, nvcc_ver: str, cutlass_ver: str) -> str:
+    """Hash of everything that makes a build differ: source, config, flags, nvcc, CUTLASS."""
+    h = hashlib.sha256()
+    for part in (source, spec.name, *spec.defines(), *NVCC_FLAGS, nvcc_ver, cutlass_ver):
+        h.update(part.encode())
+        h.update(b"\0")
+    return h.hexdigest()[:16]
+
+
+def library_path(spec: BuildSpec) -> Path:
+    """Where ``spec``'s shared library lives in the disk cache (built or not)."""
+    reason = build_unavailable()
+    if reason is not None:
+        raise CutlassError(f"cannot build CUTLASS kernels: {reason}")
+    key = build_key(spec, source=SOURCE.read_text(), nvcc_ver=nvcc_version(nvcc_path()),
+                    cutlass_ver=cutlass_version())
+    return cache_dir() / f"{spec.name}-{key}.so"
+
+
+def nvcc_command(spec: BuildSpec, out: Path) -> list[str]:
+    root = cutlass_root()
+    includes = [root / "include", root / "tools" / "util" / "include", root / EXAMPLE_63]
+    return [nvcc_path(), *NVCC_FLAGS, *spec.defines(), *(f"-I{p}" for p in includes),
+            str(SOURCE), "-o", str(out)]
+
+
+def build(spec: BuildSpec) -> Path:
+    """The cached library of ``spec``, compiled first when missing (atomic, one process at a
+    time per library). A sidecar JSON records the build time and command."""
+    path = library_path(spec)
+    if path.is_file():
+        return path
+    from filelock import FileLock
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(path) + ".lock"):
+        if path.is_file():
+            return path
+        fd, tmp = tempfile.mkstemp(suffix=".so", dir=path.parent)
+        os.close(fd)
+        cmd = nvcc_command(spec, Path(tmp))
+        t0 = time.perf_counter()
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        seconds = time.perf_counter() - t0
+        if proc.returncode != 0:
+            os.unlink(tmp)
+            err = [ln for ln in proc.stderr.splitlines() if "error" in ln] or proc.stderr.splitlines()[-3:]
+            raise CutlassError(f"nvcc failed to build CUTLASS config {spec.name} "
+                               f"(exit {proc.returncode}): {' | '.join(err[:3])}")
+        os.replace(tmp, path)
+        meta = {"config": spec.name, "seconds": round(seconds, 1), "nvcc": nvcc_version(nvcc_path()),
+                "cutlass": cutlass_version(), "command": cmd}
+        path.with_suffix(".json").write_text(json.dumps(meta, indent=1))
+    return path
+
+
+@functools.lru_cache(maxsize=None)
+def _load(path: str) -> ctypes.CDLL:
+    lib = ctypes.CDLL(path)
+    p, i, f, sz = ctypes.c_void_p, ctypes.c_int, ctypes.c_float, ctypes.c_size_t
+    lib.fp8t_gemm.argtypes = [p, p, p, p, i, p, i, i, i, i, i, i, f, f, i, p, sz, p]
+    lib.fp8t_gemm.restype = i
+    lib.fp8t_workspace_size.argtypes = [i, i, i, i, i]
+    lib.fp8t_workspace_size.restype = sz
+    lib.fp8t_last_error.restype = ctypes.c_char_p
+    lib.fp8t_config.restype = ctypes.c_char_p
+    return lib
+
+
+@functools.lru_cache(maxsize=None)
+def library(spec: BuildSpec) -> ctypes.CDLL:
+    """``spec``'s library, built if needed and loaded once per process."""
+    return _load(str(build(spec)))
+
+
+@functools.lru_cache(maxsize=4096)
+def _workspace_bytes(spec: BuildSpec, m: int, n: int, k: int, splits: int, mode: int) -> int:
+    return library(spec).fp8t_workspace_size(m, n, k, splits, mode)
+
+
+# ============================================================================ configs
+
+
+def token_tile(bucket: int) -> int:
+    """The narrow (token) tile side for an M bucket: 16, 32 or 64 (FP8 GMMA N >= 8)."""
+    return 16 if bucket <= 16 else (32 if bucket <= 32 else 64)
+
+
+def spec_of(config: dict) -> BuildSpec:
+    m, n, k = (int(v) for v in config["tile"].split("x"))
+    return BuildSpec(config["sched"], m, n, k)
+
+
+def _configs(p: GemmProblem) -> list[dict]:
+    tn = token_tile(p.bucket)
+    sk = f"{_TILE_M['sk']}x{tn}x128"
+    out = [{"sched": "sk", "tile": sk, "mode": "heuristic", "splits": 1, "pdl": False}]
+    tiles = -(-p.n // _TILE_M["sk"])
+    for splits in (2, 4):  # split-K when the N tiles alone leave SMs idle (132 on the H200)
+        if tiles * splits <= 2 * 132 and p.k // splits >= 512:
+            out.append({"sched": "sk", "tile": sk, "mode": "splitk", "splits": splits, "pdl": False})
+    out.append({"sched": "pp", "tile": f"64x{tn}x128", "mode": "heuristic", "splits": 1, "pdl": False})
+    # Example 63's defaults (overlap 0.5, best-effort prefetch) with PDL.
+    out.append({"sched": "pf", "tile": f"64x{tn}x128", "mode": "heuristic", "splits": 1,
+                "pdl": True, "overlap": 0.5, "prefetch": -1.0})
+    return out
+
+
+def _default_config(p: GemmProblem) -> dict:
+    # pf (example 63 + PDL) was the fastest CUTLASS config on 51 of 72 (shape, M, scheme) rows
+    # of benchmarks/results/cutlass_H200_2026-11-30.json (pp 14, sk 7).
+    return next(c for c in _configs(p) if c["sched"] == "pf")
+
+
+def _check(p: GemmProblem) -> str | None:
+    if p.capability is None:
+        return "needs a CUDA tensor (CUTLASS sm_90a kernels)"
+    if p.capability != (9, 0):
+        return f"CUTLASS configs are built for sm_90a only, this is sm_{p.capability[0]}{p.capability[1]}"
+    if p.scheme not in (Scheme.PER_TENSOR, Scheme.CHANNEL_TOKEN):
+        return f"the CUTLASS backend serves per_tensor and channel_token, not {p.scheme.value}"
+    if p.out_dtype != torch.bfloat16:
+        return f"the CUTLASS epilogue writes bfloat16 only, asked for {p.out_dtype}"
+    if p.n % _ALIGN or p.k % _ALIGN:
+        return f"CUTLASS TMA needs N and K multiples of {_ALIGN}, got N={p.n}, K={p.k}"
+    return None
+
+
+def _precompile(jobs: list):
+    """Build the libraries of [(problem, config), ...] (distinct configs, in parallel)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    specs = sorted({spec_of(c) for _, c in jobs if c is not None}, key=lambda s: s.name)
+    todo = [s for s in specs if not library_path(s).is_file()]
+    t0 = time.perf_counter()
+    workers = max(1, min(len(todo), (os.cpu_count() or 2) // 2))
+
+    def one(s: BuildSpec) -> str | None:
+        try:
+            build(s)
+        except CutlassError as e:
+            return str(e)
+        return None
+
+    with ThreadPoolExecutor(workers) as pool:
+        failures = [f for f in pool.map(one, todo) if f]
+    return PrecompileReport(len(specs), len(todo), time.perf_counter() - t0, failures)
+
+
+@dataclass
+class PrecompileReport:
+    configs: int
+    built: int
+    seconds: float
+    failures: list[str]
+
+    def summary(self) -> str:
+        s = (f"{self.configs} CUTLASS configs, built {self.built - len(self.failures)} of "
+             f"{self.built} missing in {self.seconds:.0f} s")
+        return s + (f"; failed: {self.failures[0]}" if self.failures else "")
+
+
+# ============================================================================ run
+
+
+def _prepare(weight: Fp8Weight) -> dict:
+    scale = weight.scale.float().reshape(-1).contiguous()
+    return {"w": weight.data.contiguous(), "w_scale": scale, "w_vec": int(scale.numel() > 1)}
+
+
+_WORKSPACES: dict[tuple, torch.Tensor] = {}
+
+
+def _workspace(device: torch.device, nbytes: int) -> torch.Tensor | None:
+    """A device buffer of >= nbytes, kept per device (reused by every call on it)."""
+    if nbytes == 0:
+        return None
+    key = (device.type, device.index)
+    buf = _WORKSPACES.get(key)
+    if buf is None or buf.numel() < nbytes:
+        buf = torch.empty(nbytes, dtype=torch.uint8, device=device)
+        _WORKSPACES[key] = buf
+    return buf
+
+
+def _run(x, weight, packed, *, act_scale=None, bias=None, out_dtype=torch.bfloat16, config=None,
+         out=None):
+    if out_dtype != torch.bfloat16:
+        raise ValueError(f"the CUTLASS backend writes bfloat16 only, asked for {out_dtype}")
+    scheme = weight.scheme
+    if x.dtype == FP8_DTYPE:
+        if scheme is not Scheme.PER_TENSOR or act_scale is None:
+            raise ValueError("FP8 activations are taken by the per_tensor scheme with act_scale")
+        xq, sa = x, act_scale
+    else:
+        static = act_scale if act_scale is not None else weight.act_scale
+        xq, sa = quantize_act(x, scheme, static)
+    xq = xq.contiguous()
+    sa = sa.float().reshape(-1).contiguous()
+    m, k = xq.shape
+    n = weight.n
+    cfg = config or _default_config(GemmProblem(m, n, k, scheme, capability=(9, 0)))
+    spec = spec_of(cfg)
+    lib = library(spec)
+    mode, splits = MODES[cfg.get("mode", "heuristic")], int(cfg.get("splits", 1))
+    ws_bytes = _workspace_bytes(spec, m, n, k, splits, mode)
+    ws = _workspace(xq.device, ws_bytes)
+    y = out if out is not None and out.is_contiguous() and bias is None else \
+        torch.empty(m, n, dtype=torch.bfloat16, device=xq.device)
+    rc = lib.fp8t_gemm(
+        packed["w"].data_ptr(), xq.data_ptr(), y.data_ptr(),
+        packed["w_scale"].data_ptr(), packed["w_vec"], sa.data_ptr(), int(sa.numel() > 1),
+        m, n, k, splits, mode, float(cfg.get("overlap", -1.0)), float(cfg.get("prefetch", -1.0)),
+        int(bool(cfg.get("pdl", False))), None if ws is None else ws.data_ptr(), ws_bytes,
+        torch.cuda.current_stream(xq.device).cuda_stream,
+    )
+    if rc != 0:
+        raise CutlassError(f"CUTLASS {spec.name} failed on M={m}, N={n}, K={k} "
+                           f"(code {rc}): {lib.fp8t_last_error().decode()}")
+    if bias is not None:
+        y = y + bias.to(y.dtype)
+    if out is not None and y is not out:
+        out.copy_(y)
+        return out
+    return y
+
+
+BACKEND = Backend(
+    name="cutlass",
+    # Our named CUTLASS kernels (cutlass::device_kernel<fp8tower_cutlass::sk_128x16x128>, as
+    # the H200 profiler showed, 2026-11-30), sk's workspace zeroing ("Memset (Device)"), the
+    # activation-quant launch (ours in Triton, or aten's ops for a dynamic per-tensor amax).
+    kernel_family=r"fp8tower_cutlass::|Memset|_fp8_act_quant|elementwise|reduce_kernel",
+    description="CUTLASS 3.x sm90 FP8 swap-AB GEMMs (stream-K/split-K, ping-pong, example-63 "
+                "prefetch + PDL), built by nvcc; separate activation-quant launch",
+    unavailable_reason=_unavailable,
+    check=_check,
+    prepare=_prepare,
+    run=_run,
+    configs=_configs,
+    default_config=_default_config,
+    precompile=_precompile,
+)
