@@ -27,6 +27,8 @@ else
 	$(PY) -m pip install -q torch==$(CPU_TORCH)
 endif
 	$(PY) -m pip install -q -e '.[triton,report,dev]'
+	# CUTLASS headers only (the cutlass backend and its CI compile test); see pyproject's extra.
+	$(PY) -m pip install -q --no-deps 'nvidia-cutlass>=4.2'
 	touch $(STAMP)
 
 test: $(STAMP)
