@@ -10,7 +10,7 @@ from fp8tower.backends.reference import fp8_linear_ref
 from fp8tower.formats import Scheme, quantize_weight, sqnr_db
 
 pytest.importorskip("triton")
-from fp8tower.kernels.fp8_gemm import _round_e4m3_emulated  # noqa: E402
+from fp8tower.kernels.fp8_gemm import _round_e4m3_emulated
 
 
 def _x(m, k, spread, seed):
