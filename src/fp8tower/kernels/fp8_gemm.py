@@ -66,6 +66,70 @@ def _prefetch_w_l2(w_ptr, stride_wn, offs_n, k_start, k_end, N, SPAN: tl.constex
                               dtype=tl.int32, is_pure=False, pack=1)
 
 
+# weight_only variants (WO_MODE constexpr; 0 = W upcast to x's dtype, the default). sm_90 has
+# no e4m3 -> bf16 conversion: mode 0 compiles to cvt.rn.f16x2.e4m3x2 then one cvt.bf16.f16
+# per element (kernels/offline.py). Both variants scale each K step's x tile per token by a
+# power of two (exact) and undo it on the fp32 partial, so x's bf16 range always fits.
+@triton.jit
+def _pow2_row_scales(x, TOP: tl.constexpr):
+    """(down, up) per row of the fp32 tile x: powers of two with max|x * down| in
+    [2^TOP, 2^(TOP+1)) and up = 1 / down (all-zero or tiny rows: clamped, both normal)."""
+    amax = tl.max(tl.abs(x), axis=1)
+    e = (amax.to(tl.int32, bitcast=True) >> 23) & 0xFF  # biased exponent of the row amax
+    e = tl.minimum(tl.maximum(e, TOP + 1), 254)  # 255: inf/nan rows stay inf/nan
+    down = ((254 + TOP - e) << 23).to(tl.float32, bitcast=True)  # 2^(127 + TOP - e)
+    up = ((e - TOP) << 23).to(tl.float32, bitcast=True)  # 2^(e - 127 - TOP)
+    return down, up
+
+
+@triton.jit
+def _wo_f16_step(w, x, INTERPRET: tl.constexpr):
+    """WO_MODE 1: one fp16 MMA. W -> fp16 is exact (every e4m3 value is an fp16 value) and
+    is one cvt per two elements; x * 2^-s (max in [2^14, 2^15)) -> fp16 is exact for every
+    element >= 2^-28 of its row's max (bf16 has 8 significant bits, fp16 11)."""
+    xf = x.to(tl.float32)
+    down, up = _pow2_row_scales(xf, 14)
+    x16 = (xf * down[:, None]).to(tl.float16)
+    if INTERPRET:  # the interpreter's half-precision dots are unreliable: same values, fp32
+        part = tl.dot(w.to(tl.float32), tl.trans(x16.to(tl.float32)), input_precision="ieee")
+    else:
+        part = tl.dot(w.to(tl.float16), tl.trans(x16))
+    return part * up[None, :]
+
+
+@triton.jit
+def _round_e4m3_emulated(v):
+    """Round fp32 v (|v| <= 448) to the nearest-even e4m3 value, in fp32 arithmetic: the
+    interpreter's own fp32 -> float8e4nv cast is wrong when rounding carries into the
+    exponent (DESIGN.md, numerics contract)."""
+    expo = v.to(tl.int32, bitcast=True) & 0x7F800000
+    ulp = tl.maximum((expo - (3 << 23)).to(tl.float32, bitcast=True), 0.001953125)  # 2^-9
+    t = v / ulp
+    t = (t + 12582912.0) - 12582912.0  # round half to even (|t| < 2^22)
+    return t * ulp
+
+
+@triton.jit
+def _wo_split8_step(w, x, INTERPRET: tl.constexpr):
+    """WO_MODE 2: x = 2^s (q1 + q2 / 32) with q1, q2 FP8 (per token, per K step), two FP8
+    MMAs with W straight from shared memory (no upcast at all). Exact for every element
+    >= 2^-15 of its row's max in the step: x * 2^s has 8 significant bits, q1 keeps the top
+    4 (rounded), and the residual is a multiple of x's ulp within half of q1's ulp, i.e.
+    j * ulp with |j| <= 8: one more e4m3 value after * 32 (normal or subnormal)."""
+    xf = x.to(tl.float32)
+    down, up = _pow2_row_scales(xf, 7)  # max |x * down| in [128, 256): inside e4m3's 448
+    xs = xf * down[:, None]
+    if INTERPRET:
+        q1 = _round_e4m3_emulated(xs)
+        q2 = _round_e4m3_emulated((xs - q1) * 32.0)  # residual <= half an ulp: <= 8 * 32
+    else:
+        q1 = xs.to(tl.float8e4nv).to(tl.float32)
+        q2 = ((xs - q1) * 32.0).to(tl.float8e4nv).to(tl.float32)
+    p1 = tl.dot(w, tl.trans(q1.to(w.dtype)))
+    p2 = tl.dot(w, tl.trans(q2.to(w.dtype)))
+    return (p1 + p2 * 0.03125) * up[None, :]
+
+
 # M is not specialized: Triton would otherwise compile one variant for M == 1, one for M % 16
 # == 0 and one for the rest, so tuning M = 1, 2, 4, 8, 16 (all BLOCK_M = 16) would compile
 # each config three times instead of once. M only masks the small x tile and the output;
@@ -79,7 +143,7 @@ def _fp8_gemm_decode_kernel(
     BLOCK_N: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr,
     SPLIT_K: tl.constexpr, FMAX: tl.constexpr, SMIN: tl.constexpr, INTERPRET: tl.constexpr,
     EVEN_N: tl.constexpr, EVEN_K: tl.constexpr,
-    PREFETCH: tl.constexpr = 0, PDL: tl.constexpr = False,
+    PREFETCH: tl.constexpr = 0, PDL: tl.constexpr = False, WO_MODE: tl.constexpr = 0,
 ):
     pid_n = tl.program_id(0)
     pid_k = tl.program_id(1)
@@ -123,7 +187,11 @@ def _fp8_gemm_decode_kernel(
             offs_k = k0 + tl.arange(0, BLOCK_K)
             w = _load_w_tile(w_ptr, stride_wn, offs_n, offs_k, N, k_end, EVEN_N, EVEN_K)
             x = _load_x_tile(x_ptr, stride_xm, offs_m, offs_k, M, k_end)
-            if SCHEME == 3:
+            if SCHEME == 3 and WO_MODE == 1:
+                acc += _wo_f16_step(w, x, INTERPRET)
+            elif SCHEME == 3 and WO_MODE == 2:
+                acc += _wo_split8_step(w, x, INTERPRET)
+            elif SCHEME == 3:
                 if (x.dtype == tl.float32) or INTERPRET:
                     acc = tl.dot(w.to(tl.float32), tl.trans(x.to(tl.float32)), acc,
                                  input_precision="ieee")
@@ -172,7 +240,7 @@ def launch_args(
     w, x, y, w_scale, x_scale, bias, part, counters, *, scheme_id: int, x_fp8: bool,
     block_n: int, block_m: int, block_k: int, split_k: int, num_warps: int, num_stages: int,
     ws_row_stride: int = 0, xs_row_stride: int = 0, prefetch: int = 0, pdl: bool = False,
-    dummy=None,
+    dummy=None, wo_mode: int = 0,
 ):
     """(grid, args, kwargs) of one launch: ``_fp8_gemm_decode_kernel[grid](*args, **kwargs)``.
     ``dummy``: the tensor passed for unused pointers (default y); a cached launch plan
@@ -197,6 +265,8 @@ def launch_args(
         "EVEN_N": n % block_n == 0, "EVEN_K": k % block_k == 0, "num_warps": num_warps, "num_stages": num_stages,
         "PREFETCH": prefetch, "PDL": pdl,
     }
+    if wo_mode:  # only when set: the default builds keep their cache keys
+        kwargs["WO_MODE"] = wo_mode
     if pdl and not interpret:
         kwargs["launch_pdl"] = True
     return grid, args, kwargs

@@ -180,6 +180,7 @@ def compile_gemm(problem: GemmProblem, config: dict, capability: tuple[int, int]
             EVEN_N=p.n % bn == 0, EVEN_K=p.k % bk == 0, num_warps=cfg["num_warps"],
             num_stages=cfg["num_stages"], grid=(1,),
             PREFETCH=cfg.get("prefetch", 0), PDL=cfg.get("pdl", False),
+            **({"WO_MODE": cfg["wo_mode"]} if cfg.get("wo_mode") else {}),
             **({"launch_pdl": True} if cfg.get("pdl") else {}),
         )
     seconds = time.perf_counter() - t
