@@ -135,18 +135,14 @@ def apply_arm(model: nn.Module, arm: str, backend: str, calib) -> tuple[int, lis
             raise ValueError(f"arm {arm!r}: expected fp8:<scheme>:merged; arms are {ARM_HELP}")
         names = [n for n, _ in decoder_linears(model)]
         scales = calibrate(model, names, calib) if scheme is Scheme.PER_TENSOR else None
-        if merged:
-            import fp8tower
+        count = swap_fp8(model, scheme.value, backend, scales)
+        if merged:  # the family's siblings (same input, so the same calibrated scale) merged
+            from .convert import convert
 
-            convert = getattr(fp8tower, "convert", None)
-            if convert is None:
-                raise ArmSkipped("fp8tower.convert (merged siblings) is not in this fp8tower yet")
-            try:
-                convert(model, scheme.value, merge=True, backend=backend, act_scales=scales)
-            except TypeError as e:  # convert landed with another signature: adapt here
-                raise ArmSkipped(f"fp8tower.convert(model, scheme, merge=True, ...) failed: {e}") from None
-            return len(names), ["merged by fp8tower.convert"]
-        return swap_fp8(model, scheme.value, backend, scales), []
+            convert(model, scheme.value, merge=True, backend=backend)
+            done = [r for r in model.fp8tower_merges if r.get("merged_ok")]
+            return count, [f"{len(done)} of {len(model.fp8tower_merges)} sibling groups merged"]
+        return count, []
     if parts[0] == "torchao" and len(parts) == 2 and parts[1] in ("per_row", "per_tensor"):
         try:
             from torchao.quantization import (
