@@ -192,7 +192,9 @@ def test_triton_untuned_defers_to_cublaslt():
     def rule(m, n, k, scheme=Scheme.PER_TENSOR):
         return untuned_defers_to(GemmProblem(m, n, k, scheme))
 
-    assert rule(1, 34816, 5120) == "cublaslt"  # 2.06 waves, no one-wave variant
+    # 34816x5120: its one-wave default (BLOCK_K 128) beat cuBLASLt, 44.95 vs 47.46 us at M=1
+    # (results/variants_H200_2026-11-30.json); the 2.06-wave tile had lost (53.21 us)
+    assert rule(1, 34816, 5120) is None
     assert rule(1, 10240, 5120) is None  # its one-wave default beat cuBLASLt
     assert rule(8, 1024, 5120) is None
     assert rule(32, 12288, 5120) == "cublaslt"

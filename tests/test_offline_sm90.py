@@ -53,10 +53,12 @@ def test_weights_stream_by_16_byte_async_copies(facts):
 
 
 def test_dots_are_hopper_wgmma(facts):
-    """FP8 x FP8 wgmma for the W8A8 schemes; bf16 wgmma on upcast weights for weight_only."""
+    """FP8 x FP8 wgmma for the W8A8 schemes and weight_only's WO_MODE 2 (x as two FP8 parts);
+    bf16 wgmma on upcast weights for weight_only's default mode."""
     for r, name in zip(facts, _ids(facts)):
         mma = [op for op in r["ptx_ops"] if op.startswith("wgmma.mma_async")]
-        want = "bf16.bf16" if r["scheme"] == "weight_only" else "e4m3.e4m3"
+        upcast = r["scheme"] == "weight_only" and r["config"].get("wo_mode", 0) != 2
+        want = "bf16.bf16" if upcast else "e4m3.e4m3"
         assert mma and all(op.endswith(want) for op in mma), (name, mma)
         assert f"n{max(16, 1 << (r['m'] - 1).bit_length())}k" in mma[0], (name, mma)
 

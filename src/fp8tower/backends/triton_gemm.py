@@ -55,8 +55,9 @@ def _check(p: GemmProblem) -> str | None:
 def untuned_defers_to(p: GemmProblem) -> str | None:
     """The backend to serve ``p`` instead of this one when nothing is tuned (dispatch's
     safe default), from where the Triton default lost to cuBLASLt on the H200: grids still
-    over one wave after ``default_config`` (34816x5120 per_tensor, 2.06 waves: 54.07 vs
-    48.84 us at M = 1, results/chain_pdl_prefetch_H200_2026-11-30.json), per_tensor at
+    over one wave after ``default_config`` (34816x5120 per_tensor at 2.06 waves lost, 54.07
+    vs 48.84 us at M = 1, results/chain_pdl_prefetch_H200_2026-11-30.json; its one-wave
+    default now wins, 44.95 vs 47.46, results/variants_H200_2026-11-30.json), per_tensor at
     M >= 32 (8 of 9 tower shapes, 0.69-0.98x) and every W8A8 scheme at M = 64 (0.41-0.95x
     where it lost; results/gemm_per_tensor_H200_2026-11-29.json,
     gemm_other_schemes_H200_2026-11-29.json). Choosing cuBLASLt cannot lose to it."""

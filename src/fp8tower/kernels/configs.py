@@ -70,19 +70,40 @@ def _tile_default(p: GemmProblem) -> dict:
 
 
 def default_config(p: GemmProblem) -> dict:
-    """The default tile (``_tile_default``), moved onto its one-wave variant from
-    ``wave_fits`` (fewer stages / another split-K) where its own grid is over one wave.
-    Measured (H200, 2026-11-30, benchmarks/bench_chain.py ->
-    results/chain_pdl_prefetch_H200_2026-11-30.json, per GEMM in a cold-L2 chain, M = 1):
-    per_tensor 10240x5120 22.65 -> 17.35 us (1.21 -> 0.81 waves; cuBLASLt 19.24),
-    6144x5120 16.25 -> 12.08 (cuBLASLt 14.64), the same at M = 8. Where the tile already
-    fits one wave, a "fuller" variant was slower (12288x5120: 18.72 -> 19.64), so only
-    grids over one wave move."""
+    """The default tile (``_tile_default``), moved onto a one-wave variant where its own grid
+    is over one wave: first from ``wave_fits`` (fewer stages / another split-K), else (per_tensor,
+    M <= 32) the fullest one-wave config of the tuner's space (e.g. BLOCK_K 128, 3 stages).
+    Measured (H200, 2026-11-30, per GEMM in a cold-L2 chain):
+    - per_tensor 10240x5120 22.65 -> 17.35 us at M = 1 (1.21 -> 0.81 waves; cuBLASLt 19.24),
+      6144x5120 16.25 -> 12.08 (cuBLASLt 14.64), the same at M = 8
+      (results/chain_pdl_prefetch_H200_2026-11-30.json). Where the tile already fits one
+      wave, a "fuller" variant was slower (12288x5120: 18.72 -> 19.64), so only grids over
+      one wave move.
+    - per_tensor 34816x5120 (2.06 waves, no one-wave variant of the same tile): BLOCK_K 128
+      with 3 stages (0.69 waves) 44.95 us against 53.21 and cuBLASLt 47.46 at M = 1, 46.40
+      against 54.55 / 48.86 at M = 16 (results/variants_H200_2026-11-30.json).
+    weight_only at M <= 16: WO_MODE 2 (x as two exact FP8 parts, FP8 MMAs, W straight from
+    shared memory) on per_tensor's tile, 1.45-1.86x faster than the fp8 -> bf16 upcast
+    default where the tiles differ, 1.07-1.23x where they do not (same file, every tower
+    shape, M = 1 and 16); M >= 32 was not timed and keeps the upcast default."""
+    if p.scheme is Scheme.WEIGHT_ONLY and p.m <= 16:
+        q = GemmProblem(p.m, p.n, p.k, Scheme.PER_TENSOR, capability=p.capability,
+                        static_act_scale=True)
+        return {**default_config(q), "prequant": False, "wo_mode": 2}
     base = _tile_default(p)
-    if waves(base, p) > 1.0:
-        one_wave = [c for c in wave_fits(p) if waves(c, p) <= 1.0]
-        if one_wave:
-            return one_wave[0]
+    if waves(base, p) <= 1.0:
+        return base
+    one_wave = [c for c in wave_fits(p) if waves(c, p) <= 1.0]
+    if one_wave:
+        return one_wave[0]
+    if p.scheme is not Scheme.PER_TENSOR or p.m > 32:
+        # Measured for per_tensor at M <= 32 only; programs_per_sm is exact for the 64x256
+        # tile alone (other tiles compile up to 32% smaller), so elsewhere keep the tile.
+        return base
+    any_tile = [c for c in _candidates(p, base)
+                if waves(c, p) <= 1.0 and c["prequant"] == base["prequant"]]
+    if any_tile:
+        return max(any_tile, key=lambda c: (wave_fill(c, p), c["block_k"], -c["split_k"]))
     return base
 
 

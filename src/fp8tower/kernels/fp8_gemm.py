@@ -265,8 +265,9 @@ def launch_args(
         "EVEN_N": n % block_n == 0, "EVEN_K": k % block_k == 0, "num_warps": num_warps, "num_stages": num_stages,
         "PREFETCH": prefetch, "PDL": pdl,
     }
-    if wo_mode:  # only when set: the default builds keep their cache keys
-        kwargs["WO_MODE"] = wo_mode
+    # Always passed: a launch plan binds every kernel parameter by name for its direct
+    # launches (nn/plan.py), and a parameter left to its default would stop that.
+    kwargs["WO_MODE"] = wo_mode
     if pdl and not interpret:
         kwargs["launch_pdl"] = True
     return grid, args, kwargs
