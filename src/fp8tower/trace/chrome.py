@@ -44,8 +44,9 @@ _EVENT = re.compile(
 _KERNEL_MARK = re.compile(rb'"cat"\s*:\s*"[Kk]ernel"')
 _KARG = re.compile(
     rb'"(stream|correlation|grid|block|graph id|graph node id)":\s*'
-    rb"(\[[^\]]*\]|-?\d+)"
+    rb"(\[\s*(?:\d+\s*(?:,\s*\d+\s*)*)?\]|-?\d+)(?=\s*(?:,|$))"
 )
+_KARG_KEY = re.compile(rb'"(?:stream|correlation|grid|block|graph id|graph node id)":')
 _CORR = re.compile(rb'"correlation":\s*(\d+)')
 _INT = re.compile(rb"-?\d+")
 _LAUNCH_NAMES = re.compile(rb"Launch|launch")
@@ -63,7 +64,10 @@ def _parse_kernel_args(args: bytes) -> tuple[int, ...]:
     """(stream, correlation, gx, gy, gz, bx, by, bz, graph id, graph node id); absent = -1/0.
     ValueError for any value out of range: the json path then names it."""
     out = [-1, -1, 0, 0, 0, 0, 0, 0, -1, -1]
-    for key, value in _KARG.findall(args):
+    found = _KARG.findall(args)
+    if len(found) != len(_KARG_KEY.findall(args)):
+        raise ValueError("args")  # a value of another form (null, a float, a string)
+    for key, value in found:
         if key == b"grid" or key == b"block":
             dims = [int(v) for v in _INT.findall(value)]
             if len(dims) > 3 or not all(0 <= d <= DIM_MAX for d in dims):
