@@ -298,12 +298,11 @@ def test_kernel_family(name, family):
     assert kernel_family(name) == family
 
 
-def test_map_without_ordinals_survives_a_step_count_mismatch():
-    """Ranges that do not match the declared steps cost only the per-step spans."""
-    att = attribute(
-        load_arm(
-            VLLM, map_path=DATA / "vllm_map.json", steps=(1, 5), step_pattern="^execute_model$"
-        )
+def test_map_arm_steps_disagreeing_with_the_step_ranges_is_an_error():
+    """docs/trace.md: the number of step ranges must equal the declared step count (issue 9:
+    a map arm used to turn this into a note and print per-step figures with exit code 0)."""
+    arm = load_arm(
+        VLLM, map_path=DATA / "vllm_map.json", steps=(1, 5), step_pattern="^execute_model$"
     )
-    assert att.step_times.span_ms is None
-    assert any("no per-step spans" in n and "declared as 1 steps" in n for n in att.notes)
+    with pytest.raises(TraceError, match="2 step ranges .* SHORT is declared as 1 steps"):
+        attribute(arm)

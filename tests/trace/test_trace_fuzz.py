@@ -32,8 +32,24 @@ NAMES = ["gemm", "void k<1>(int)", 'quo"te', "back\\slash", "é", ""]
 
 # Values a hostile or careless writer puts where a number belongs.
 HOSTILE = st.sampled_from(
-    [math.nan, math.inf, -math.inf, -1, -0.5, True, False, None, "12", [], {}, 2**63, 2**70,
-     -(2**64), 1e300, 2**53 + 1]
+    [
+        math.nan,
+        math.inf,
+        -math.inf,
+        -1,
+        -0.5,
+        True,
+        False,
+        None,
+        "12",
+        [],
+        {},
+        2**63,
+        2**70,
+        -(2**64),
+        1e300,
+        2**53 + 1,
+    ]
 )
 GOOD_TIME = st.one_of(st.integers(0, 10**9), st.floats(0, 1e9, allow_nan=False))
 GOOD_DIMS = st.lists(st.integers(0, 2**31 - 1), min_size=0, max_size=3)
@@ -54,8 +70,10 @@ def _time_ok(v, *, dur: bool) -> bool:
 
 
 def _dims_ok(v) -> bool:
-    return isinstance(v, list) and len(v) <= 3 and all(
-        isinstance(d, int) and not isinstance(d, bool) and 0 <= d < 2**31 for d in v
+    return (
+        isinstance(v, list)
+        and len(v) <= 3
+        and all(isinstance(d, int) and not isinstance(d, bool) and 0 <= d < 2**31 for d in v)
     )
 
 
@@ -159,9 +177,7 @@ def _nsys_row_ok(r) -> bool:
     ints = all(is_i(r[c]) for c in ("start", "end", "gridX", "blockX")) and all(
         r[c] is None or is_i(r[c]) for c in ("streamId", "correlationId", "demangledName")
     )
-    return (
-        ints and r["end"] >= r["start"] and 0 <= r["gridX"] < 2**31 and 0 <= r["blockX"] < 2**31
-    )
+    return ints and r["end"] >= r["start"] and 0 <= r["gridX"] < 2**31 and 0 <= r["blockX"] < 2**31
 
 
 @FUZZ
@@ -192,8 +208,7 @@ def test_fuzz_nsys_export(tmp_path, rows):
     assert valid, "an export with a bad value was accepted"
     names = {1: "a", 2: "b", 3: "c"}
     want = collections.Counter(
-        names.get(r["demangledName"], f"<unknown name id {r['demangledName'] or -1}>")
-        for r in rows
+        names.get(r["demangledName"], f"<unknown name id {r['demangledName'] or -1}>") for r in rows
     )
     k = trace.kernels
     assert collections.Counter(k.names[i] for i in k.name_id) == want
@@ -255,16 +270,38 @@ GOOD_MANIFEST = {
     "event_ms": {"short": 1.0, "long": 2.0},
     "read_ceiling_gbps": 4000.0,
     "ops": [
-        {"label": "a", "n": 64, "k": 32, "bytes": 4096, "backend": "x", "kernel_regex": "g",
-         "kernels": 1}
+        {
+            "label": "a",
+            "n": 64,
+            "k": 32,
+            "bytes": 4096,
+            "backend": "x",
+            "kernel_regex": "g",
+            "kernels": 1,
+        }
     ],
     "meta": {},
 }
 FIELDS = [
-    ("arm",), ("m",), ("device",), ("steps", "short"), ("steps", "long"), ("traces", "short"),
-    ("traces", "long"), ("event_ms", "short"), ("read_ceiling_gbps",), ("step_range",),
-    ("ops", 0, "n"), ("ops", 0, "bytes"), ("ops", 0, "kernels"), ("ops", 0, "label"),
-    ("ops", 0, "kernel_regex"), ("ops", 0, "group"), ("meta",), ("ops",), ("steps",),
+    ("arm",),
+    ("m",),
+    ("device",),
+    ("steps", "short"),
+    ("steps", "long"),
+    ("traces", "short"),
+    ("traces", "long"),
+    ("event_ms", "short"),
+    ("read_ceiling_gbps",),
+    ("step_range",),
+    ("ops", 0, "n"),
+    ("ops", 0, "bytes"),
+    ("ops", 0, "kernels"),
+    ("ops", 0, "label"),
+    ("ops", 0, "kernel_regex"),
+    ("ops", 0, "group"),
+    ("meta",),
+    ("ops",),
+    ("steps",),
 ]
 
 

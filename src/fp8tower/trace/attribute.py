@@ -367,7 +367,7 @@ def attribute(arm: Arm, ceiling_gbps: float | None = None) -> Attribution:
     use_map = arm.rules is not None
     rows = _op_rows(arm, units, n_units)
 
-    diff = diff_traces(arm.short, arm.long, steps)
+    diff = diff_traces(arm.short, arm.long, steps, arm.step_pattern)
     un = [_unattributed(t, u) for t, u in zip((arm.short, arm.long), units)]
     unattributed = [
         delta(nm, un[0].get(nm, (0, 0.0)), un[1].get(nm, (0, 0.0)), steps)
