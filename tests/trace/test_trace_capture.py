@@ -184,7 +184,7 @@ def test_fake_workload_smoke(tmp_path):
 
 
 def _capture(out, steps=(1, 2), force=False, run_steps=None):
-    rs, ops, calls = fake_workload()
+    rs, ops, _ = fake_workload()
     return capture_pair(
         run_steps or rs, ops, steps, out, {"arm": "fake"}, device="cpu", warmup_steps=0,
         force=force,
