@@ -157,7 +157,7 @@ class Fp8Weight:
     packed: dict = field(default_factory=dict, repr=False, compare=False)
     check_values: InitVar[bool] = True
 
-    def __post_init__(self, check_values: bool = True) -> None:
+    def __post_init__(self, check_values: bool) -> None:
         self.scheme = Scheme.parse(self.scheme)
         if self.data.dtype != FP8_DTYPE or self.data.dim() != 2:
             raise ValueError(
