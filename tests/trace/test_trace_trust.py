@@ -9,7 +9,7 @@ import sqlite3
 
 import pytest
 from nsys_db import K, build_nsys
-from trace_helpers import STEP
+from trace_helpers import DATA, STEP
 from typer.testing import CliRunner
 
 from fp8tower.trace import TraceError, diff_traces, load_trace
@@ -177,3 +177,34 @@ def test_bad_values_in_nsys_runtime_and_nvtx_tables(tmp_path):
         con.close()
         with pytest.raises(TraceError, match=rf"{table}\.{column} holds str 'later'"):
             load_trace(path)
+
+
+# -- HTML report of arms given with a map file -----------------------------------------------
+
+VLLM = f"{DATA / 'vllm_2.json.gz'},{DATA / 'vllm_6.json.gz'}"
+VLLM_OPTS = ("--steps", 2, 6, "--step-range", "^execute_model$")
+
+
+def test_report_html_of_a_map_arm(tmp_path):
+    """Issue 9: the template read att.meta.model, absent for a map arm: UndefinedError."""
+    html = tmp_path / "r.html"
+    r = _cli("report", VLLM, "--map-a", DATA / "vllm_map.json", *VLLM_OPTS, "--html", html)
+    assert r.exit_code == 0, r.output
+    page = html.read_text()
+    assert "<h2>Arm vllm_6" in page and "gdn.in_proj" in page
+
+
+def test_compare_html_of_a_map_arm_against_a_capture(tmp_path):
+    html = tmp_path / "c.html"
+    r = _cli(
+        "compare",
+        VLLM,
+        DATA / "arm_merged",
+        "--map-a",
+        DATA / "vllm_map.json",
+        *VLLM_OPTS,
+        "--html",
+        html,
+    )
+    assert r.exit_code == 0, r.output
+    assert "<h2>Arm vllm_6" in html.read_text() and "<h2>Arm merged" in html.read_text()
