@@ -208,3 +208,23 @@ def test_compare_html_of_a_map_arm_against_a_capture(tmp_path):
     )
     assert r.exit_code == 0, r.output
     assert "<h2>Arm vllm_6" in html.read_text() and "<h2>Arm merged" in html.read_text()
+
+
+# -- option values ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("command", ["attribute", "report", "compare"])
+@pytest.mark.parametrize("ceiling", ["0", "-5", "nan", "inf"])
+def test_bad_ceiling_gbps(tmp_path, command, ceiling):
+    """Issue 9: --ceiling-gbps 0 was a ZeroDivisionError; negative, NaN, inf were printed."""
+    arm = DATA / "arm_merged"
+    extra = {"attribute": [], "report": ["--html", tmp_path / "r.html"], "compare": [arm]}[command]
+    r = _cli(command, arm, *extra, "--ceiling-gbps", ceiling)
+    assert r.exit_code == 2 and "--ceiling-gbps" in r.output and "must be a finite" in r.output
+
+
+@pytest.mark.parametrize("command", ["attribute", "report"])
+def test_bad_step_range_regex_cli(tmp_path, command):
+    extra = ["--html", tmp_path / "r.html"] if command == "report" else []
+    r = _cli(command, DATA / "arm_merged", *extra, "--step-range", "([")
+    assert r.exit_code == 2 and "is not a regular expression" in r.output
