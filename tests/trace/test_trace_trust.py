@@ -12,8 +12,8 @@ from nsys_db import K, build_nsys
 from trace_helpers import DATA, STEP
 from typer.testing import CliRunner
 
+from fp8tower.cli.trace import app
 from fp8tower.trace import TraceError, diff_traces, load_trace
-from fp8tower.trace.cli import app
 from fp8tower.trace.steps import segment_steps
 from fp8tower.trace.synth import write_torch_trace
 
