@@ -228,3 +228,40 @@ def test_bad_step_range_regex_cli(tmp_path, command):
     extra = ["--html", tmp_path / "r.html"] if command == "report" else []
     r = _cli(command, DATA / "arm_merged", *extra, "--step-range", "([")
     assert r.exit_code == 2 and "is not a regular expression" in r.output
+
+
+# -- trace capture ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("args", "match"),
+    [
+        (["--model", "nosuch"], "--model: model: got 'nosuch'; expected a shipped name"),
+        (["--model", "tiny-hybrid", "--backend", "nosuch"], "--backend nosuch: unknown backend"),
+    ],
+)
+def test_capture_unknown_model_or_backend(tmp_path, args, match):
+    out = tmp_path / "cap"
+    r = _cli("capture", *args, "--arm", "merged", "--out", out, "--steps", "1,2")
+    assert r.exit_code == 2 and match in " ".join(r.output.split()), r.output
+    assert not out.exists()
+
+
+def test_capture_force(tmp_path):
+    out = tmp_path / "cap"
+    out.mkdir()
+    (out / "manifest.json").write_text("{}")  # an existing (old) capture
+    (out / "trace_8.json.gz").write_bytes(b"old")
+    args = ["capture", "--model", "tiny-hybrid", "--arm", "merged", "--out", out, "--steps", "1,2"]
+    r = _cli(*args)
+    assert r.exit_code == 2 and "already holds a capture; pass --force" in r.output
+    assert (out / "trace_8.json.gz").read_bytes() == b"old"
+    r = _cli(*args, "--force")
+    assert r.exit_code == 0, r.output
+    assert sorted(p.name for p in out.iterdir()) == [
+        "manifest.json",
+        "trace_1.json.gz",
+        "trace_2.json.gz",
+    ]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cap"]
+    assert _cli("attribute", out).exit_code == 0

@@ -153,7 +153,7 @@ def capture_pair(
     if device not in ("cuda", "cpu"):
         raise TraceError(f"device must be 'cuda' or 'cpu', got {device!r}")
     out = Path(out_dir)
-    _check_target(out, force)
+    check_capture_dir(out, force)
 
     ops = list(manifest_ops)
     counted = None
@@ -190,9 +190,10 @@ def capture_pair(
     return CaptureResult(out, manifest, (paths[0], paths[1]), counted)
 
 
-def _check_target(out: Path, force: bool) -> None:
-    """An absent or empty directory is fine; an existing capture only with ``force``; any
+def check_capture_dir(out: str | Path, force: bool = False) -> None:
+    """Whether a capture may be written to ``out``: an absent or empty directory is fine; an existing capture only with ``force``; any
     other non-empty directory never (replacing it would delete files that are not ours)."""
+    out = Path(out)
     if out.exists() and not out.is_dir():
         raise TraceError("capture output exists and is not a directory", out)
     if not out.is_dir() or not any(out.iterdir()):
@@ -214,7 +215,7 @@ def _move_into_place(tmp: Path, out: Path, force: bool) -> None:
     aside first and deleted after, so ``out`` is always one whole capture or absent."""
     old = None
     if out.is_dir():
-        _check_target(out, force)  # again: another process may have written it meanwhile
+        check_capture_dir(out, force)  # again: another process may have written it meanwhile
         old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=out.parent))
         os.replace(out, old / out.name)
     try:
