@@ -182,3 +182,13 @@ def test_module_build_and_load_check_scale_values():
         broken[key].fill_(bad)
         with pytest.raises(ValueError, match="must be finite and > 0"):
             lin.load_state_dict(broken)
+
+
+@pytest.mark.parametrize("bad", BAD_SCALES)
+def test_fp8_linear_refuses_a_bad_number_act_scale(bad):
+    """Issue 9: fp8_linear(act_scale=0 / negative / NaN / inf) gave zeros, flipped signs, NaN."""
+    from fp8tower import fp8_linear
+
+    w = quantize_weight(torch.randn(8, 16), "per_tensor")
+    with pytest.raises(ValueError, match="act_scale must be a finite number > 0"):
+        fp8_linear(torch.randn(2, 16), w, act_scale=bad, backend="reference")
