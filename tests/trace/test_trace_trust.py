@@ -265,3 +265,11 @@ def test_capture_force(tmp_path):
     ]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["cap"]
     assert _cli("attribute", out).exit_code == 0
+
+
+def test_write_json_refuses_non_finite_figures(tmp_path):
+    from fp8tower.trace import report
+
+    with pytest.raises(TraceError, match="non-finite figure"):
+        report.write_json(tmp_path / "x.json", {"ms_per_step": float("nan")})
+    assert not (tmp_path / "x.json").exists()
