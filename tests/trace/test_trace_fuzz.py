@@ -341,7 +341,7 @@ def test_fuzz_manifest(tmp_path, edits):
 # -- deep nesting ------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("kind", ["trace", "map", "manifest"])
+@pytest.mark.parametrize("kind", ["trace", "map", "map_toml", "manifest"])
 def test_deeply_nested_json_is_a_trace_error(tmp_path, kind):
     deep = "[" * 100_000 + "]" * 100_000
     if kind == "trace":
@@ -351,6 +351,10 @@ def test_deeply_nested_json_is_a_trace_error(tmp_path, kind):
     elif kind == "map":
         path = tmp_path / "map.json"
         path.write_text('{"rules": ' + deep + "}")
+        call = lambda: read_map(path)
+    elif kind == "map_toml":
+        path = tmp_path / "map.toml"
+        path.write_text("rules = " + deep + "\n")
         call = lambda: read_map(path)
     else:
         path = tmp_path / "manifest.json"
