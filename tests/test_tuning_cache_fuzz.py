@@ -4,6 +4,7 @@ Seeded with a real entry of the committed H200 cache."""
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 import os
@@ -80,7 +81,7 @@ def _set(d, keys, value) -> None:
         except (KeyError, IndexError, TypeError):
             return
     if isinstance(d, dict) or (isinstance(d, list) and d and isinstance(keys[-1], int)):
-        d[keys[-1]] = value
+        d[keys[-1]] = copy.deepcopy(value)  # sampled values are shared between examples
 
 
 def _finite_nonneg(v) -> bool:

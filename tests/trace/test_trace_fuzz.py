@@ -6,6 +6,7 @@ never in another traceback; what a reader accepts agrees with a count made here.
 from __future__ import annotations
 
 import collections
+import copy
 import json
 import math
 import os
@@ -317,8 +318,10 @@ def test_fuzz_manifest(tmp_path, edits):
             except (KeyError, IndexError, TypeError):
                 target = None
                 break
-        if isinstance(target, dict) or (isinstance(target, list) and target):
-            target[keys[-1]] = value
+        if isinstance(target, dict) or (
+            isinstance(target, list) and target and isinstance(keys[-1], int)
+        ):
+            target[keys[-1]] = copy.deepcopy(value)  # sampled values are shared
     (tmp_path / "manifest.json").write_text(json.dumps(d))
     try:
         m = read_manifest(tmp_path)
