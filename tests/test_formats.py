@@ -76,6 +76,50 @@ def test_fp8weight_validates_scale_shape():
         Fp8Weight(torch.zeros(4, 8), torch.ones(4), Scheme.CHANNEL_TOKEN)
 
 
+BAD_SCALES = [0.0, -1.0, float("nan"), float("inf"), -float("inf")]
+
+
+@pytest.mark.parametrize("bad", BAD_SCALES)
+@pytest.mark.parametrize("scheme", list(Scheme))
+def test_fp8weight_refuses_bad_weight_scale_values(scheme, bad):
+    """Issue 9: scales are checked once when a weight is built (finite, > 0)."""
+    w = quantize_weight(torch.randn(130, 260), scheme)
+    scale = w.scale.clone()
+    scale.view(-1)[-1] = bad
+    with pytest.raises(ValueError, match=rf"{scheme} weight scale .* must be finite and > 0"):
+        Fp8Weight(w.data, scale, scheme)
+
+
+@pytest.mark.parametrize("bad", BAD_SCALES)
+def test_fp8weight_refuses_bad_static_act_scale(bad):
+    """Issue 9: a static act_scale of 0 (all outputs 0), negative (every sign flips) or NaN."""
+    w = quantize_weight(torch.randn(8, 16), "per_tensor")
+    with pytest.raises(ValueError, match=r"act_scale .* must be finite and > 0"):
+        Fp8Weight(w.data, w.scale, w.scheme, torch.tensor(bad))
+    with pytest.raises(ValueError, match="act_scale must be a finite positive number"):
+        quantize_weight(torch.randn(8, 16), "per_tensor", act_scale=bad)
+
+
+def test_fp8weight_scale_must_be_floating_point():
+    w = quantize_weight(torch.randn(8, 16), "channel_token")
+    with pytest.raises(ValueError, match="floating-point tensor"):
+        Fp8Weight(w.data, torch.ones(8, dtype=torch.int32), w.scheme)
+
+
+def test_scale_values_checked_at_build_not_per_call(monkeypatch):
+    """The check runs at construction; moving a weight or a call does not repeat it."""
+    from fp8tower import formats
+
+    w = quantize_weight(torch.randn(8, 16), "per_tensor", act_scale=0.5)
+    calls = []
+    monkeypatch.setattr(formats, "check_scale_values", lambda t, what: calls.append(what))
+    w.to("cpu")
+    Fp8Weight(w.data, w.scale, w.scheme, w.act_scale, check_values=False)
+    assert calls == []
+    Fp8Weight(w.data, w.scale, w.scheme, w.act_scale)
+    assert len(calls) == 2  # weight scale and act_scale
+
+
 def test_activation_quantizers():
     x = torch.randn(5, 300)
     q, s = quantize_act_per_token(x)
@@ -125,3 +169,26 @@ def test_scale_table_matches_quantized_weights(scheme, n, k):
     assert p.bytes_moved() == w.nbytes() + 3 * k * act + 3 * n * 2
     channel = weight_scale_bytes(scheme, n, k, channel=True)
     assert channel == (4 * n if scheme is not Scheme.BLOCK128 else weight_scale_bytes(scheme, n, k))
+
+
+def test_module_build_and_load_check_scale_values():
+    """Fp8Linear: a bad scale in a state_dict is refused at load, before any call."""
+    from fp8tower import Fp8Linear
+
+    lin = Fp8Linear.from_linear(torch.nn.Linear(16, 8), "per_tensor", act_scale=0.25)
+    sd = lin.state_dict()
+    for key, bad in (("weight_scale", 0.0), ("input_scale", -1.0), ("input_scale", float("nan"))):
+        broken = {k: v.clone() for k, v in sd.items()}
+        broken[key].fill_(bad)
+        with pytest.raises(ValueError, match="must be finite and > 0"):
+            lin.load_state_dict(broken)
+
+
+@pytest.mark.parametrize("bad", BAD_SCALES)
+def test_fp8_linear_refuses_a_bad_number_act_scale(bad):
+    """Issue 9: fp8_linear(act_scale=0 / negative / NaN / inf) gave zeros, flipped signs, NaN."""
+    from fp8tower import fp8_linear
+
+    w = quantize_weight(torch.randn(8, 16), "per_tensor")
+    with pytest.raises(ValueError, match="act_scale must be a finite number > 0"):
+        fp8_linear(torch.randn(2, 16), w, act_scale=bad, backend="reference")

@@ -261,7 +261,7 @@ def test_entry_json_round_trip():
     [
         (lambda r: r.update(backend="b"), "not the fastest"),
         (lambda r: r.update(config=5), "config must be"),
-        (lambda r: r["candidates"][0].update(median_us=-1.0), "positive time"),
+        (lambda r: r["candidates"][0].update(median_us=-1.0), "median_us must be a finite number >= 0"),
         (lambda r: r["candidates"][0].update(median_us="fast"), "median_us"),
         (lambda r: r["problem"].update(n=64), "key"),
         (lambda r: r["problem"].update(act_dtype="float99"), "dtype"),

@@ -27,7 +27,7 @@ from __future__ import annotations
 import enum
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import InitVar, dataclass, field
 
 import torch
 
@@ -71,6 +71,41 @@ class Scheme(ChoiceEnum):
         return self is not Scheme.WEIGHT_ONLY
 
 
+def check_scale_values(t: torch.Tensor, what: str) -> None:
+    """A scale tensor must be floating point, finite and > 0 everywhere: a zero or negative
+    scale flips or erases every output it touches, a NaN poisons them all. One pass over the
+    tensor (a device sync on a GPU): for build and load time, never per call."""
+    if not t.is_floating_point():
+        raise ValueError(f"{what} must be a floating-point tensor, got {t.dtype}")
+    if t.numel() == 0 or t.device.type == "meta":
+        return
+    t = t.detach()
+    bad = ~(torch.isfinite(t) & (t > 0))
+    if bool(bad.any()):
+        idx = tuple(int(i) for i in bad.nonzero()[0].tolist())
+        value = float(t[idx]) if idx else float(t)
+        where = f" at index {idx}" if idx else ""
+        raise ValueError(
+            f"{what} must be finite and > 0, got {value}{where} "
+            f"({int(bad.sum())} bad value(s) of {t.numel()})"
+        )
+
+
+def _values_checkable(*tensors: torch.Tensor | None) -> bool:
+    """False while tracing (torch.compile: fake tensors) or capturing a CUDA graph, where
+    reading values is impossible; the weights were checked when they were built."""
+    if torch.compiler.is_compiling():
+        return False
+    for t in tensors:
+        if t is None:
+            continue
+        if type(t) is not torch.Tensor and not isinstance(t, torch.nn.Parameter):
+            return False  # FakeTensor and other subclasses
+        if t.is_cuda and torch.cuda.is_current_stream_capturing():
+            return False
+    return True
+
+
 def _check_finite(t: torch.Tensor, what: str) -> None:
     bad = ~torch.isfinite(t)
     if bool(bad.any()):
@@ -109,6 +144,10 @@ class Fp8Weight:
     ``scale`` decodes ``data`` (see the module docstring for its shape per scheme).
     ``act_scale`` is the static per-tensor activation scale of the per_tensor scheme
     (None: dynamic). ``packed`` caches each backend's prepared form (``prepare`` runs once).
+
+    Construction checks the shapes, and the scale values (finite, > 0: `check_scale_values`)
+    unless ``check_values=False`` (a temporary view of tensors already checked) or while
+    tracing or capturing a CUDA graph.
     """
 
     data: torch.Tensor
@@ -116,8 +155,9 @@ class Fp8Weight:
     scheme: Scheme
     act_scale: torch.Tensor | None = None
     packed: dict = field(default_factory=dict, repr=False, compare=False)
+    check_values: InitVar[bool] = True
 
-    def __post_init__(self) -> None:
+    def __post_init__(self, check_values: bool) -> None:
         self.scheme = Scheme.parse(self.scheme)
         if self.data.dtype != FP8_DTYPE or self.data.dim() != 2:
             raise ValueError(
@@ -133,6 +173,10 @@ class Fp8Weight:
             )
         if self.act_scale is not None and self.act_scale.numel() != 1:
             raise ValueError(f"act_scale must be one value, got shape {tuple(self.act_scale.shape)}")
+        if check_values and _values_checkable(self.scale, self.act_scale):
+            check_scale_values(self.scale, f"{self.scheme} weight scale ({n}x{k} weight)")
+            if self.act_scale is not None:
+                check_scale_values(self.act_scale, "act_scale (static activation scale)")
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -161,7 +205,10 @@ class Fp8Weight:
 
     def to(self, device: torch.device | str) -> Fp8Weight:
         act = None if self.act_scale is None else self.act_scale.to(device)
-        return Fp8Weight(self.data.to(device), self.scale.to(device), self.scheme, act)
+        # values were checked when this weight was built; a move does not change them
+        return Fp8Weight(
+            self.data.to(device), self.scale.to(device), self.scheme, act, check_values=False
+        )
 
     def dequantize(self, dtype: torch.dtype = torch.float32) -> torch.Tensor:
         return dequantize(self, dtype)

@@ -178,3 +178,74 @@ def test_fake_workload_smoke(tmp_path):
     )
     att = attribute(load_arm(res.directory))
     assert [op.launches_per_step for op in att.ops] == [1, 1, 1] and not att.mismatches
+
+
+# -- atomic capture (issue 9) ------------------------------------------------------------------
+
+
+def _capture(out, steps=(1, 2), force=False, run_steps=None):
+    rs, ops, _ = fake_workload()
+    return capture_pair(
+        run_steps or rs, ops, steps, out, {"arm": "fake"}, device="cpu", warmup_steps=0,
+        force=force,
+    )
+
+
+def _files(d):
+    return sorted(p.name for p in d.iterdir())
+
+
+def test_capture_refuses_an_existing_capture_without_force(tmp_path):
+    out = tmp_path / "cap"
+    _capture(out)
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    with pytest.raises(TraceError, match="already holds a capture; pass --force"):
+        _capture(out, (2, 3))
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    assert _files(tmp_path) == ["cap"]  # no temporary directory left behind
+
+
+def test_capture_force_replaces_the_capture_whole(tmp_path):
+    out = tmp_path / "cap"
+    _capture(out, (1, 2))
+    res = _capture(out, (2, 3), force=True)
+    assert _files(out) == ["manifest.json", "trace_2.json.gz", "trace_3.json.gz"]
+    assert res.manifest.steps == (2, 3) and res.traces[0] == out / "trace_2.json.gz"
+    att = attribute(load_arm(out))
+    assert [op.launches_per_step for op in att.ops] == [1, 1, 1]
+    assert _files(tmp_path) == ["cap"]
+
+
+def test_interrupted_capture_leaves_the_old_one_whole(tmp_path):
+    out = tmp_path / "cap"
+    _capture(out, (1, 2))
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    rs, _, _ = fake_workload()
+
+    def dies_in_the_long_run(n):
+        if n == 3:
+            raise KeyboardInterrupt
+        rs(n)
+
+    with pytest.raises(KeyboardInterrupt):
+        _capture(out, (2, 3), force=True, run_steps=dies_in_the_long_run)
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    assert _files(tmp_path) == ["cap"]
+
+
+def test_capture_never_replaces_a_directory_that_is_not_a_capture(tmp_path):
+    out = tmp_path / "mine"
+    out.mkdir()
+    (out / "notes.txt").write_text("keep me")
+    with pytest.raises(TraceError, match="non-empty directory without a capture manifest"):
+        _capture(out, force=True)
+    assert (out / "notes.txt").read_text() == "keep me"
+
+
+def test_capture_refuses_a_bad_read_ceiling_before_capturing(tmp_path):
+    rs, ops, _ = fake_workload()
+    for bad in (0, -1.0, float("nan"), "fast"):
+        with pytest.raises(TraceError, match="read_ceiling_gbps must be a finite number > 0"):
+            capture_pair(rs, ops, (1, 2), tmp_path / "c", {"arm": "x", "read_ceiling_gbps": bad},
+                         device="cpu")
+    assert not (tmp_path / "c").exists()

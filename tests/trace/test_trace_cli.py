@@ -227,6 +227,7 @@ def test_capture_calls_the_tower(monkeypatch, tmp_path):
             "steps": (8, 136),
             "out_dir": tmp_path,
             "scheme": "block128",
+            "force": False,
         }
     ]
 

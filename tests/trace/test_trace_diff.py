@@ -10,6 +10,7 @@ import pytest
 from trace_helpers import DATA, GEMM, NORM, REDUCE, STEP
 
 from fp8tower.trace import TraceError, diff_traces, load_trace
+from fp8tower.trace.diff import is_integral
 from fp8tower.trace.steps import segment_steps, step_times, trace_span_us
 from fp8tower.trace.synth import write_torch_trace
 
@@ -64,10 +65,15 @@ def test_fractional_launches_are_flagged(tmp_path):
     assert d.to_json()["integral"] is False
 
 
-def test_negative_counts_are_not_integral(tmp_path):
+def test_negative_counts_are_not_integral():
+    assert not is_integral(-4.0) and is_integral(4.0)
+
+
+def test_swapped_pair_is_named(tmp_path):
+    """Issue 9: a swapped pair used to give -4 launches per step; it is named as such."""
     short, long = _pair(tmp_path)
-    d = diff_traces(long, short, (2, 6))  # swapped: -4 launches per step
-    assert not d.integral
+    with pytest.raises(TraceError, match="SHORT and LONG are swapped"):
+        diff_traces(long, short, (2, 6))
 
 
 @pytest.mark.parametrize("steps", [(6, 2), (4, 4), (-1, 3)])

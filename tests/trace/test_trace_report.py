@@ -1,4 +1,5 @@
-"""Report outputs: terminal tables, JSON, CSV, and the HTML page rendered by headless Chromium."""
+"""Report outputs: terminal tables, JSON, CSV, the HTML page (rendered by headless Chromium in
+test_trace_report_browser.py)."""
 
 from __future__ import annotations
 
@@ -6,10 +7,7 @@ import csv
 import io
 import json
 import re
-import shutil
-import subprocess
 
-import numpy as np
 import pytest
 from rich.console import Console
 from trace_helpers import DATA
@@ -109,45 +107,3 @@ def test_html_shows_verification_errors(tmp_path, arms):
     finally:
         a.mismatches = []
     assert "Verification failed" in page and "nvjet_x" in page
-
-
-def _chromium() -> str | None:
-    for name in ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable"):
-        if path := shutil.which(name):
-            return path
-    return None
-
-
-@pytest.mark.skipif(
-    _chromium() is None, reason="headless Chromium not installed (apt-get install -y chromium)"
-)
-def test_html_renders_in_headless_chromium(arms, tmp_path):
-    _needs_html_deps()
-    Image = pytest.importorskip("PIL.Image")
-
-    a, b, cmp = arms
-    page = report.write_html(tmp_path / "r.html", [a, b], cmp)
-    shot = tmp_path / "r.png"
-    subprocess.run(
-        [
-            _chromium(),
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--hide-scrollbars",
-            f"--user-data-dir={tmp_path / 'profile'}",
-            "--window-size=1300,1800",
-            f"--screenshot={shot}",
-            page.resolve().as_uri(),
-        ],
-        check=True,
-        capture_output=True,
-        timeout=120,
-    )
-    img = np.asarray(Image.open(shot).convert("RGB")).astype(int)
-    assert img.shape[0] >= 1000 and img.shape[1] >= 1000
-    not_white = (img < 240).any(axis=2).mean()
-    assert not_white > 0.03, "screenshot is (nearly) blank"
-    # the two arms' bar colours of the embedded plots are on screen
-    for rgb in ((0x3B, 0x6E, 0xA8), (0xD9, 0x82, 0x2B)):
-        assert (np.abs(img - rgb).sum(axis=2) < 30).sum() > 500

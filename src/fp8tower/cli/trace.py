@@ -330,20 +330,39 @@ def capture(
     scheme: Annotated[
         str, typer.Option("--scheme", help="per_tensor, channel_token, block128, weight_only.")
     ] = "per_tensor",
+    force: Annotated[
+        bool, typer.Option("--force", help="Replace an existing capture in --out, whole.")
+    ] = False,
 ) -> None:
-    """Capture a two-length trace pair of a model's FP8 tower (the GPU, or the CPU's ops)."""
+    """Capture a two-length trace pair of a model's FP8 tower (the GPU, or the CPU's ops).
+
+    The traces and manifest are written to a temporary directory and renamed into place when
+    complete; an existing capture in --out is refused unless --force."""
     from rich.markup import escape
 
+    from ..backends import BackendError
     from ..formats import Scheme
-    from ..tower.capture import capture_arm
+    from ..models import ConfigError, get_spec
+    from ..trace.capture import check_capture_dir
 
     short_long = _parse_steps(steps)
     try:
         scheme_v = Scheme.parse(scheme)
     except ValueError as e:
         raise _fail(f"--scheme: {e}") from None
-    result = capture_arm(
-        model=model, arm=arm.value, backend=backend, m=m, steps=short_long, out_dir=out,
-        scheme=scheme_v,
-    )
+    try:
+        get_spec(model)  # a clear --model error before anything is built
+    except ConfigError as e:
+        raise _fail(f"--model: {e}") from None
+    check_capture_dir(out, force)  # before the (slow) tower build
+
+    from ..tower.capture import capture_arm
+
+    try:
+        result = capture_arm(
+            model=model, arm=arm.value, backend=backend, m=m, steps=short_long, out_dir=out,
+            scheme=scheme_v, force=force,
+        )
+    except BackendError as e:
+        raise _fail(f"--backend {backend}: {e}") from None
     _console().print(f"wrote {escape(str(getattr(result, 'directory', out)))}")

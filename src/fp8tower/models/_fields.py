@@ -26,9 +26,9 @@ class Fields:
             if default is None:
                 raise self.error(field, None, "a positive integer")
             return default
-        # bool is an int subclass; JSON true is never a size.
-        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-            raise self.error(field, value, "a positive integer")
+        # bool is an int subclass; JSON true is never a size. Sizes become tensor dims: int64.
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 < value < 1 << 63:
+            raise self.error(field, value, "a positive integer (int64)")
         return value
 
     def flag(self, field: str, default: bool) -> bool:

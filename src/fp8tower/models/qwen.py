@@ -48,6 +48,8 @@ def layer_types(f: Fields, num_layers: int) -> tuple[str, ...]:
         raise f.error("layer_types", raw, f"a list of {LINEAR!r} / {FULL!r} entries")
     types = []
     for i, t in enumerate(raw):
+        if not isinstance(t, str):
+            raise f.error(f"layer_types[{i}]", t, f"{LINEAR!r} or {FULL!r}")
         t = LEGACY_LAYER_TYPES.get(t, t)
         if t not in (LINEAR, FULL):
             raise f.error(f"layer_types[{i}]", raw[i], f"{LINEAR!r} or {FULL!r}")

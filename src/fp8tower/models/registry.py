@@ -34,6 +34,8 @@ def _parse_json(text: str, where: str) -> dict[str, Any]:
         config = json.loads(text)
     except json.JSONDecodeError as e:
         raise ConfigError("config.json", where, f"valid JSON ({e})") from None
+    except RecursionError:
+        raise ConfigError("config.json", where, "valid JSON not nested too deeply") from None
     if not isinstance(config, dict):
         raise ConfigError("config.json", where, "a JSON object at the top level")
     return config
@@ -60,7 +62,14 @@ def load_config(path_or_name: str | os.PathLike[str]) -> dict[str, Any]:
     name, path = _resolve(path_or_name)
     if path is None:
         return _parse_json(_shipped()[name].read_text(encoding="utf-8"), name)
-    return _parse_json(path.read_text(encoding="utf-8"), str(path))
+    return _parse_json(_read_text(path), str(path))
+
+
+def _read_text(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        raise ConfigError("config.json", str(path), f"UTF-8 JSON text ({e.reason})") from None
 
 
 def text_config(config: dict[str, Any]) -> tuple[dict[str, Any], bool]:
@@ -85,7 +94,10 @@ def tower_spec_from_config(
         raise ConfigError("config", type(config).__name__, "a dict parsed from config.json")
     text, nested = text_config(config)
     model_type = text.get("model_type") or config.get("model_type")
-    name = name or config.get("_name_or_path") or model_type or "model"
+    if model_type is not None and not isinstance(model_type, str):
+        raise ConfigError("model_type", model_type, f"one of {', '.join(SUPPORTED_MODEL_TYPES)}")
+    name_or_path = config.get("_name_or_path")
+    name = name or (name_or_path if isinstance(name_or_path, str) else None) or model_type or "model"
     if model_type not in BUILDERS:
         raise ConfigError("model_type", model_type,
                           f"one of {', '.join(SUPPORTED_MODEL_TYPES)}", context=name)
@@ -137,5 +149,5 @@ def get_spec(
         text, _ = text_config(config)
         if hf_quant.is_file() and not (config.get("quantization_config")
                                        or text.get("quantization_config")):
-            quant_config = _parse_json(hf_quant.read_text(encoding="utf-8"), str(hf_quant))
+            quant_config = _parse_json(_read_text(hf_quant), str(hf_quant))
     return tower_spec_from_config(config, name=name or model, quant_config=quant_config)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import torch
 from torch import nn
 
@@ -53,10 +55,14 @@ def fp8_linear(
 
     ``act_scale``: the activation scale of FP8 ``x`` (per_tensor), or a static per-tensor
     scale overriding ``weight.act_scale``. ``out_dtype`` defaults to x's dtype (bfloat16
-    for FP8 x).
+    for FP8 x). A number ``act_scale`` must be finite and > 0 (a Python check, no sync); a
+    tensor one is the caller's (reading it would sync the GPU on every call).
     """
     if act_scale is not None and not isinstance(act_scale, torch.Tensor):
-        act_scale = torch.tensor(float(act_scale), dtype=torch.float32, device=x.device)
+        value = float(act_scale)
+        if not (math.isfinite(value) and value > 0):
+            raise ValueError(f"act_scale must be a finite number > 0, got {act_scale!r}")
+        act_scale = torch.tensor(value, dtype=torch.float32, device=x.device)
     _validate(x, weight, act_scale)
     if out_dtype is None:
         out_dtype = torch.bfloat16 if x.dtype == FP8_DTYPE else x.dtype
@@ -296,7 +302,8 @@ class Fp8Linear(nn.Module):
         if torch.compiler.is_compiling():
             # No fp8_weight() here: data_ptr() cannot be traced. This Fp8Weight only carries
             # the buffers to the op, which finds the registered one (ops.weight_for).
-            weight = Fp8Weight(self.weight, self.weight_scale, self.scheme, self.input_scale)
+            weight = Fp8Weight(self.weight, self.weight_scale, self.scheme, self.input_scale,
+                               check_values=False)
         else:
             weight = self.fp8_weight()
         return fp8_linear(x, weight, bias=self.bias, backend=self.backend, out_dtype=self.out_dtype)

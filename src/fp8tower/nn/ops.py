@@ -79,7 +79,9 @@ def weight_for(
     scheme = Scheme.parse(scheme)
     ref = _LIVE.get(_key(data, scale, act_scale, scheme)) if data.data_ptr() else None
     w = ref() if ref is not None else None
-    return w if w is not None else Fp8Weight(data, scale, scheme, act_scale)
+    # a temporary view of buffers checked when their module was built or loaded: no value
+    # check here, which would read the scales (a GPU sync) on every call
+    return w if w is not None else Fp8Weight(data, scale, scheme, act_scale, check_values=False)
 
 
 def run_2d(  # the op's body; eager fp8_linear calls it directly (no dispatcher overhead)

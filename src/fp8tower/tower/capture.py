@@ -11,7 +11,7 @@ from .. import backends
 from ..formats import Scheme
 from ..models import DEFAULT_PARTS, TowerSpec
 from ..nn.merged import MergeMode
-from ..trace.capture import capture_pair, step_range
+from ..trace.capture import capture_pair, check_capture_dir, step_range
 from ..trace.manifest import OpRecord
 from ..tuning.ceiling import measure_read_ceiling
 from ..tuning.timer import event_times_ms
@@ -31,11 +31,14 @@ def capture_arm(
     parts: Sequence[str] | str = DEFAULT_PARTS,
     merge_mode: MergeMode | str = MergeMode.EXACT,
     seed: int = 0,
+    force: bool = False,
 ):
     """Build and warm up a tower, then capture its two-length trace pair with
     fp8tower.trace.capture.capture_pair: one-step CUDA graph replayed n times (eager steps on
     the CPU), each step in a step range; the manifest's ops are :meth:`Tower.ops`, their
-    kernel counts from one eager step's op calls. Returns capture_pair's CaptureResult."""
+    kernel counts from one eager step's op calls. Returns capture_pair's CaptureResult.
+    An existing capture in ``out_dir`` is refused unless ``force`` (checked before building)."""
+    check_capture_dir(out_dir, force)
     tower = build_tower(model, scheme=scheme, arm=arm, backend=backend, m=m, device=device,
                         seed=seed, parts=parts, merge_mode=merge_mode)
     reason = tower.unservable()
@@ -69,4 +72,4 @@ def capture_arm(
         "read_ceiling_gbps": ceiling,
     }
     return capture_pair(run_steps, ops, steps, out_dir, meta, eager_ops=tower.op_calls(),
-                        device=tower.device.type)
+                        device=tower.device.type, force=force)

@@ -27,6 +27,7 @@ from .errors import TraceError
 from .events import Trace
 from .manifest import OpRecord
 from .mapfile import Rule
+from .validate import num_field
 from .steps import (
     Steps,
     StepTimes,
@@ -346,6 +347,14 @@ def _op_rows(arm: Arm, units: list[np.ndarray], n_units: int) -> dict[str, OpRow
 
 def attribute(arm: Arm, ceiling_gbps: float | None = None) -> Attribution:
     """Per-op launches, ms, bytes and GB/s per step of ``arm`` (pure: no printing)."""
+    if ceiling_gbps is not None:
+        ceiling_gbps = num_field(
+            ceiling_gbps,
+            "the read ceiling (--ceiling-gbps)",
+            lo=0.0,
+            lo_open=True,
+            expected="a finite number of GB/s > 0",
+        )
     steps = arm.steps
     d = steps[1] - steps[0]
     notes: list[str] = []
@@ -367,7 +376,7 @@ def attribute(arm: Arm, ceiling_gbps: float | None = None) -> Attribution:
     use_map = arm.rules is not None
     rows = _op_rows(arm, units, n_units)
 
-    diff = diff_traces(arm.short, arm.long, steps)
+    diff = diff_traces(arm.short, arm.long, steps, arm.step_pattern)
     un = [_unattributed(t, u) for t, u in zip((arm.short, arm.long), units)]
     unattributed = [
         delta(nm, un[0].get(nm, (0, 0.0)), un[1].get(nm, (0, 0.0)), steps)

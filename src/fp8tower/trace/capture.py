@@ -19,7 +19,9 @@ On a CPU-only machine the same pipeline runs on the profiler's CPU op events: th
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
+import shutil
 import tempfile
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -29,8 +31,9 @@ from .. import provenance
 from .chrome import load_chrome
 from .errors import TraceError
 from .events import STEP_RANGE
-from .manifest import Manifest, OpRecord
+from .manifest import FILENAME, Manifest, OpRecord
 from .steps import segment_steps
+from .validate import num_field
 
 OP_RANGE_PREFIX = "fp8tower.op:"
 
@@ -123,8 +126,13 @@ def capture_pair(
     eager_ops: Iterable[tuple[str, Callable[[], object]]] | None = None,
     device: str | None = None,
     warmup_steps: int = 2,
+    force: bool = False,
 ) -> CaptureResult:
     """Profile ``run_steps`` at both lengths; write trace_<n>.json.gz twice and manifest.json.
+
+    Everything is written into a temporary directory next to ``out_dir`` and renamed into
+    place when complete, so an interrupted or concurrent capture never leaves a mixed pair.
+    An existing capture in ``out_dir`` is refused unless ``force``; then it is replaced whole.
 
     ``meta`` must name the ``arm``; ``model``, ``m`` and ``read_ceiling_gbps`` (a measured
     read bandwidth) go to their manifest fields, everything else to the manifest's meta.
@@ -139,11 +147,13 @@ def capture_pair(
     short, long = (int(s) for s in steps)
     if not 0 < short < long:
         raise TraceError(f"steps must be 0 < SHORT < LONG, got {short} {long}")
+    if meta.get("read_ceiling_gbps") is not None:
+        num_field(meta["read_ceiling_gbps"], "read_ceiling_gbps", lo=0.0, lo_open=True)
     device = device or meta.pop("device", None) or default_device()
     if device not in ("cuda", "cpu"):
         raise TraceError(f"device must be 'cuda' or 'cpu', got {device!r}")
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    check_capture_dir(out, force)
 
     ops = list(manifest_ops)
     counted = None
@@ -159,19 +169,75 @@ def capture_pair(
     if warmup_steps:
         run_steps(warmup_steps)
         _sync(device)
-    paths, event_ms = [], []
-    for n in (short, long):
-        path = out / f"trace_{n}.json.gz"
-        with torch.profiler.profile(activities=_activities(device)) as prof:
-            ret = run_steps(n)
-            _sync(device)
-        prof.export_chrome_trace(str(path))
-        paths.append(path)
-        event_ms.append(None if ret is None else float(ret))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
+    try:
+        paths, event_ms = [], []
+        for n in (short, long):
+            path = tmp / f"trace_{n}.json.gz"
+            with torch.profiler.profile(activities=_activities(device)) as prof:
+                ret = run_steps(n)
+                _sync(device)
+            prof.export_chrome_trace(str(path))
+            paths.append(out / path.name)
+            event_ms.append(None if ret is None else float(ret))
+        manifest = _manifest(torch, device, meta, ops, short, long, paths, event_ms, out)
+        manifest.write(tmp)
+        _move_into_place(tmp, out, force)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return CaptureResult(out, manifest, (paths[0], paths[1]), counted)
 
+
+def check_capture_dir(out: str | Path, force: bool = False) -> None:
+    """Whether a capture may be written to ``out``: an absent or empty directory is fine; an existing capture only with ``force``; any
+    other non-empty directory never (replacing it would delete files that are not ours)."""
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise TraceError("capture output exists and is not a directory", out)
+    if not out.is_dir() or not any(out.iterdir()):
+        return
+    if not (out / FILENAME).exists():
+        raise TraceError(
+            "capture output is a non-empty directory without a capture manifest: not "
+            "replaced (choose a new or empty directory)",
+            out,
+        )
+    if not force:
+        raise TraceError(
+            "already holds a capture; pass --force (force=True) to replace it whole", out
+        )
+
+
+def _move_into_place(tmp: Path, out: Path, force: bool) -> None:
+    """Rename the complete capture ``tmp`` to ``out``; an old capture there (force) is moved
+    aside first and deleted after, so ``out`` is always one whole capture or absent."""
+    old = None
+    if out.is_dir():
+        check_capture_dir(out, force)  # again: another process may have written it meanwhile
+        old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=out.parent))
+        os.replace(out, old / out.name)
+    try:
+        os.rename(tmp, out)
+    except OSError as e:
+        if old is not None and not out.exists():
+            os.rename(old / out.name, out)  # put the old capture back, whole
+        raise TraceError(
+            f"cannot move the finished capture into place ({e.strerror}): did another "
+            "capture write it meanwhile?",
+            out,
+        ) from None
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def _manifest(torch, device, meta, ops, short, long, paths, event_ms, out) -> Manifest:
     info = provenance.record(gpu_name=torch.cuda.get_device_name() if device == "cuda" else "")
     ceiling = meta.pop("read_ceiling_gbps", None)
-    manifest = Manifest(
+    if ceiling is not None:
+        ceiling = num_field(ceiling, "read_ceiling_gbps", lo=0.0, lo_open=True)
+    return Manifest(
         arm=str(meta.pop("arm")),
         steps=(short, long),
         device=device,
@@ -181,12 +247,10 @@ def capture_pair(
         m=meta.pop("m", None),
         step_range=STEP_RANGE,
         event_ms=(event_ms[0], event_ms[1]) if None not in event_ms else None,
-        read_ceiling_gbps=None if ceiling is None else float(ceiling),
+        read_ceiling_gbps=ceiling,
         meta={**info, **meta},
         directory=out,
     )
-    manifest.write(out)
-    return CaptureResult(out, manifest, (paths[0], paths[1]), counted)
 
 
 def fake_workload(

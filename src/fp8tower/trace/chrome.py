@@ -32,6 +32,7 @@ import numpy as np
 
 from .errors import TraceError
 from .events import KernelTable, Launches, Range, Trace
+from .validate import DIM_MAX, EXACT_MAX, INT64_MAX, INT64_MIN, int_field, is_int, loads, num_field
 
 CHUNK = 8 << 20
 
@@ -43,8 +44,9 @@ _EVENT = re.compile(
 _KERNEL_MARK = re.compile(rb'"cat"\s*:\s*"[Kk]ernel"')
 _KARG = re.compile(
     rb'"(stream|correlation|grid|block|graph id|graph node id)":\s*'
-    rb"(\[[^\]]*\]|-?\d+)"
+    rb"(\[\s*(?:\d+\s*(?:,\s*\d+\s*)*)?\]|-?\d+)(?=\s*(?:,|$))"
 )
+_KARG_KEY = re.compile(rb'"(?:stream|correlation|grid|block|graph id|graph node id)":')
 _CORR = re.compile(rb'"correlation":\s*(\d+)')
 _INT = re.compile(rb"-?\d+")
 _LAUNCH_NAMES = re.compile(rb"Launch|launch")
@@ -59,24 +61,85 @@ class _LayoutMismatch(Exception):
 
 
 def _parse_kernel_args(args: bytes) -> tuple[int, ...]:
-    """(stream, correlation, gx, gy, gz, bx, by, bz, graph id, graph node id); absent = -1/0."""
+    """(stream, correlation, gx, gy, gz, bx, by, bz, graph id, graph node id); absent = -1/0.
+    ValueError for any value out of range: the json path then names it."""
     out = [-1, -1, 0, 0, 0, 0, 0, 0, -1, -1]
-    for key, value in _KARG.findall(args):
+    found = _KARG.findall(args)
+    if len(found) != len(_KARG_KEY.findall(args)):
+        raise ValueError("args")  # a value of another form (null, a float, a string)
+    for key, value in found:
         if key == b"grid" or key == b"block":
-            dims = [int(v) for v in _INT.findall(value)[:3]]
+            dims = [int(v) for v in _INT.findall(value)]
+            if len(dims) > 3 or not all(0 <= d <= DIM_MAX for d in dims):
+                raise ValueError(key)
             dims += [1] * (3 - len(dims))
             j = 2 if key == b"grid" else 5
             out[j : j + 3] = dims
         else:
-            out[_KARG_INDEX[key]] = int(value)
+            v = int(value)
+            if not INT64_MIN <= v <= INT64_MAX:
+                raise ValueError(key)
+            out[_KARG_INDEX[key]] = v
     return tuple(out)
 
 
 def _int_or(value, default: int = -1) -> int:
+    """A thread id as torch writes it (an int, sometimes a string label): default if not an
+    int64."""
     try:
-        return int(value)
-    except (TypeError, ValueError):
+        v = int(value)
+    except (TypeError, ValueError, OverflowError):
         return default
+    return v if INT64_MIN <= v <= INT64_MAX else default
+
+
+def _times_ok(ts: np.ndarray, dur: np.ndarray) -> bool:
+    """Finite start times within float64's exact integers, finite durations >= 0."""
+    return bool(
+        np.all(np.abs(ts) <= EXACT_MAX) and np.all(dur >= 0) and np.all(dur <= EXACT_MAX)
+    )  # NaN fails every comparison
+
+
+def _event_time(ev: dict, key: str, where: str, path, *, required: bool) -> float:
+    value = ev.get(key)
+    if value is None and not required:
+        return 0.0
+    if value is None:
+        raise TraceError(f"{where}: {key!r} is missing (a kernel needs its duration)", path)
+    return num_field(
+        value,
+        f"{where}: {key!r}",
+        path,
+        lo=0.0 if key == "dur" else -EXACT_MAX,
+        hi=EXACT_MAX,
+        expected=(
+            "a finite number of microseconds >= 0"
+            if key == "dur"
+            else "a finite number of microseconds (|ts| <= 2^53)"
+        ),
+    )
+
+
+def _opt_id(args: dict, key: str, where: str, path, default: int = -1) -> int:
+    value = args.get(key)
+    if value is None:
+        return default
+    return int_field(value, f"{where}: args[{key!r}]", path, expected="an integer (int64)")
+
+
+def _dims_of(args: dict, key: str, where: str, path) -> list[int]:
+    value = args.get(key, [0, 0, 0])
+    if (
+        not isinstance(value, list)
+        or len(value) > 3
+        or not all(is_int(v) and 0 <= v <= DIM_MAX for v in value)
+    ):
+        raise TraceError(
+            f"{where}: args[{key!r}] must be a list of up to 3 integers in [0, 2^31), "
+            f"got {str(value)[:60]}",
+            path,
+        )
+    return (list(value) + [1, 1, 1])[:3]
 
 
 class _Builder:
@@ -124,12 +187,10 @@ class _Builder:
             if p is None:
                 p = cache[a] = _parse_kernel_args(a)
             parsed.append(p)
-        self._add_part(
-            ids,
-            np.array(tss).astype(np.float64),
-            np.array(durs).astype(np.float64),
-            np.array(parsed, np.int64).reshape(len(parsed), 10),
-        )
+        ts, dur = np.array(tss).astype(np.float64), np.array(durs).astype(np.float64)
+        if not _times_ok(ts, dur):
+            raise ValueError("time")  # NaN, inf, negative: the json path names the event
+        self._add_part(ids, ts, dur, np.array(parsed, np.int64).reshape(len(parsed), 10))
         return len(kern)
 
     def _add_part(self, ids, ts, dur, cols) -> None:
@@ -149,10 +210,14 @@ class _Builder:
         )
 
     def _add_other(self, cat: bytes, name: bytes, tid, ts: float, dur: float, args) -> None:
+        if not _times_ok(np.array([ts]), np.array([dur])):
+            raise ValueError("time")
         if cat in (b"cuda_runtime", b"cuda_driver"):
             if _LAUNCH_NAMES.search(name):
                 m = _CORR.search(args or b"")
                 if m:
+                    if int(m.group(1)) > INT64_MAX:
+                        raise ValueError("correlation")
                     self.launch_rows.append(
                         (int(m.group(1)), ts, _int_or(tid), name in _GRAPH_LAUNCH)
                     )
@@ -165,10 +230,12 @@ class _Builder:
             )
 
     # -- slow path: dicts from json.load ------------------------------------------------
-    def add_json_event(self, ev: dict) -> None:
-        cat = str(ev.get("cat", ""))
+    def add_json_event(self, ev: dict, where: str, path) -> None:
+        """Add one event of the json.load path, validating every field it uses."""
+        cat = ev.get("cat", "")
         if (
-            cat
+            not isinstance(cat, str)
+            or cat
             not in (
                 "kernel",
                 "Kernel",
@@ -182,18 +249,20 @@ class _Builder:
         ):
             return
         name = json.dumps(str(ev.get("name", "")))[1:-1].encode()
-        ts, dur = float(ev.get("ts", 0.0)), float(ev.get("dur", 0.0))
+        is_kernel = cat in ("kernel", "Kernel")
+        ts = _event_time(ev, "ts", where, path, required=True)
+        dur = _event_time(ev, "dur", where, path, required=is_kernel)
         args = ev.get("args") or {}
-        if cat in ("kernel", "Kernel"):
-            g = (list(args.get("grid", [0, 0, 0])) + [1, 1, 1])[:3]
-            b = (list(args.get("block", [0, 0, 0])) + [1, 1, 1])[:3]
+        if not isinstance(args, dict):
+            raise TraceError(f"{where}: 'args' must be an object, got {str(args)[:60]}", path)
+        if is_kernel:
             row = (
-                _int_or(args.get("stream", ev.get("tid"))),
-                _int_or(args.get("correlation")),
-                *map(int, g),
-                *map(int, b),
-                _int_or(args.get("graph id")),
-                _int_or(args.get("graph node id")),
+                _opt_id(args, "stream", where, path, _int_or(ev.get("tid"))),
+                _opt_id(args, "correlation", where, path),
+                *_dims_of(args, "grid", where, path),
+                *_dims_of(args, "block", where, path),
+                _opt_id(args, "graph id", where, path),
+                _opt_id(args, "graph node id", where, path),
             )
             nid = self.name_index.setdefault(name, len(self.name_index))
             self.json_rows.append((nid, ts, dur, row))
@@ -201,7 +270,9 @@ class _Builder:
                 self.flush_json_rows()
         else:
             corr = args.get("correlation")
-            fake_args = b'"correlation": %d' % int(corr) if corr is not None else b""
+            if corr is not None:
+                corr = int_field(corr, f"{where}: args['correlation']", path, lo=0)
+            fake_args = b'"correlation": %d' % corr if corr is not None else b""
             self._add_other(cat.encode(), name, ev.get("tid"), ts, dur, fake_args)
 
     # -- result ------------------------------------------------------------------------
@@ -305,15 +376,12 @@ def _check_end(tail: bytes, path: Path) -> None:
     and the document."""
     start = tail.find(b'"ph"')
     if start < 0:  # no event at all: the (small) document must be valid JSON as a whole
-        try:
-            json.loads(tail)
-        except ValueError as e:
-            raise TraceError(f"malformed JSON ({e})", path) from None
+        loads(tail, path, "the trace")
         return
     text = "{" + tail[start:].decode("utf-8", errors="replace")
     try:
         _, end = json.JSONDecoder().raw_decode(text)
-    except ValueError:
+    except (ValueError, RecursionError):
         raise TraceError("truncated or malformed: the last event is cut off", path) from None
     text = text[end:]
     rest = text.strip()
@@ -324,7 +392,7 @@ def _check_end(tail: bytes, path: Path) -> None:
         return
     try:  # the keys after "traceEvents" and the closing brace
         json.loads("{" + rest)
-    except ValueError:
+    except (ValueError, RecursionError):
         raise TraceError(
             "truncated or malformed: the document does not close after the event list", path
         ) from None
@@ -431,19 +499,13 @@ def _scan_region(buf: bytes, end: int, b: _Builder, saw_events: bool) -> bool:
 def _scan_json(path: Path, b: _Builder) -> bool:
     data = b"".join(_read_chunks(path))
     _check_start(data[:4096], path)
-    try:
-        doc = json.loads(data)
-    except ValueError as e:
-        raise TraceError(f"malformed JSON ({e})", path) from None
+    doc = loads(data, path, "the trace")
     del data
     events = doc.get("traceEvents") if isinstance(doc, dict) else doc
     if not isinstance(events, list):
         return False
     for i, ev in enumerate(events):
         if isinstance(ev, dict):
-            try:
-                b.add_json_event(ev)
-            except (TypeError, ValueError) as e:
-                raise TraceError(f"malformed event #{i} ({e}): {str(ev)[:120]}", path) from None
+            b.add_json_event(ev, f"event #{i} ({str(ev.get('name', ''))[:60]!r})", path)
     b.flush_json_rows()
     return True

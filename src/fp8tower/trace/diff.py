@@ -8,12 +8,15 @@ one) or two runs that did not do the same work per step, and the numbers cannot 
 
 from __future__ import annotations
 
+import os
+import re
 from dataclasses import dataclass
 
 import numpy as np
 
 from .errors import TraceError
-from .events import KernelTable, Trace
+from .events import STEP_RANGE, KernelTable, Trace
+from .steps import count_step_ranges
 
 #: |launches per step - nearest integer| above this is "fractional"
 INTEGRAL_TOL = 1e-3
@@ -128,9 +131,61 @@ class DiffResult:
         )
 
 
-def diff_traces(short: Trace, long: Trace, steps: tuple[int, int]) -> DiffResult:
-    """Per kernel name, (long - short) / (steps_long - steps_short) launches and ms."""
+def _same_file(a: str, b: str) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return os.path.abspath(a) == os.path.abspath(b)
+
+
+def check_pair(
+    short: Trace, long: Trace, steps: tuple[int, int], pattern: str = re.escape(STEP_RANGE)
+) -> None:
+    """The two traces are two different runs whose step ranges (when they have any) agree
+    with the declared step counts: otherwise the per-step figures come out doubled, halved
+    or zero with nothing to show for it."""
+    if _same_file(short.path, long.path):
+        raise TraceError(f"SHORT and LONG are the same file ({long.path}): give two runs")
+    k_s, k_l = short.kernels, long.kernels
+    if (
+        len(k_s)
+        and len(k_s) == len(k_l)
+        and k_s.names == k_l.names
+        and np.array_equal(k_s.start_us, k_l.start_us)
+        and np.array_equal(k_s.dur_us, k_l.dur_us)
+    ):
+        raise TraceError(
+            f"SHORT ({short.path}) and LONG ({long.path}) hold the same trace: give two runs"
+        )
+    found = (count_step_ranges(short, pattern), count_step_ranges(long, pattern))
+    if found == (steps[1], steps[0]):
+        raise TraceError(
+            f"SHORT and LONG are swapped: {short.path} holds {found[0]} step ranges and "
+            f"{long.path} {found[1]}, but the steps are declared as {steps[0]} {steps[1]} "
+            "(give the shorter run first)"
+        )
+    for trace, n, want, which in (
+        (short, found[0], steps[0], "SHORT"),
+        (long, found[1], steps[1], "LONG"),
+    ):
+        if n and n != want:
+            raise TraceError(
+                f"{n} step ranges matching {pattern!r}, but {which} is declared as {want} "
+                "steps (mismatched --steps, or the profile covered warm-up steps too): the "
+                "per-step figures would be wrong",
+                trace.path,
+            )
+
+
+def diff_traces(
+    short: Trace, long: Trace, steps: tuple[int, int], step_pattern: str = re.escape(STEP_RANGE)
+) -> DiffResult:
+    """Per kernel name, (long - short) / (steps_long - steps_short) launches and ms.
+
+    The pair is checked first (`check_pair`): two different runs, step ranges (if any)
+    agreeing with ``steps``."""
     steps = check_steps(steps)
+    check_pair(short, long, steps, step_pattern)
     if short.device != long.device:
         raise TraceError(
             f"cannot diff a {short.device} trace ({short.path}) against a "

@@ -29,6 +29,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from .errors import TraceError
+from .validate import int_field, loads, num_field, show, str_field
 
 SCHEMA = "fp8tower.trace.manifest/1"
 FILENAME = "manifest.json"
@@ -61,25 +62,23 @@ class OpRecord:
         missing = [f for f in ("label", "n", "k", "bytes", "backend", "kernel_regex") if f not in d]
         if missing:
             raise TraceError(f"{where}: missing field(s) {', '.join(missing)}")
-        try:
-            op = cls(
-                str(d["label"]),
-                int(d["n"]),
-                int(d["k"]),
-                int(d["bytes"]),
-                str(d["backend"]),
-                str(d["kernel_regex"]),
-                int(d.get("kernels", 1)),
-                None if d.get("group") is None else str(d["group"]),
-            )
-        except (TypeError, ValueError) as e:
-            raise TraceError(f"{where}: bad value ({e})") from None
-        if op.kernels < 1:
-            raise TraceError(f"{where}: kernels must be >= 1, got {op.kernels}")
+        group = d.get("group")
+        op = cls(
+            str_field(d["label"], f"{where}.label"),
+            int_field(d["n"], f"{where}.n", lo=1),
+            int_field(d["k"], f"{where}.k", lo=1),
+            int_field(d["bytes"], f"{where}.bytes", lo=1),
+            str_field(d["backend"], f"{where}.backend"),
+            str_field(d["kernel_regex"], f"{where}.kernel_regex"),
+            int_field(d.get("kernels", 1), f"{where}.kernels", lo=1),
+            None if group is None else str_field(group, f"{where}.group"),
+        )
         try:
             re.compile(op.kernel_regex)
-        except re.error as e:
-            raise TraceError(f"{where}: kernel_regex {op.kernel_regex!r} is not a regex ({e})")
+        except (re.error, RecursionError, OverflowError) as e:
+            raise TraceError(
+                f"{where}: kernel_regex {show(op.kernel_regex)} is not a regex ({e})"
+            ) from None
         return op
 
 
@@ -141,35 +140,72 @@ def read_manifest(path: str | Path) -> Manifest:
     if not path.exists():
         raise TraceError("no manifest.json here (is this a capture directory?)", path)
     try:
-        d = json.loads(path.read_text())
-    except (ValueError, UnicodeDecodeError) as e:
-        raise TraceError(f"manifest is not valid JSON ({e})", path) from None
+        raw = path.read_bytes()
+    except OSError as e:
+        raise TraceError(f"cannot read the manifest ({e.strerror})", path) from None
+    d = loads(raw, path, "manifest")
     if not isinstance(d, dict) or d.get("schema") != SCHEMA:
         raise TraceError(f"not an fp8tower capture manifest (schema must be {SCHEMA!r})", path)
     try:
-        steps = (int(d["steps"]["short"]), int(d["steps"]["long"]))
-        traces = (str(d["traces"]["short"]), str(d["traces"]["long"]))
-        ops = [OpRecord.from_json(o, f"ops[{i}]") for i, o in enumerate(d["ops"])]
-        ev = d.get("event_ms")
-        return Manifest(
-            arm=str(d["arm"]),
-            steps=steps,
-            device=str(d.get("device", "cuda")),
-            ops=ops,
-            traces=traces,
-            model=d.get("model"),
-            m=d.get("m"),
-            step_range=str(d.get("step_range", "fp8tower.step")),
-            event_ms=(float(ev["short"]), float(ev["long"])) if ev else None,
-            read_ceiling_gbps=(
-                float(d["read_ceiling_gbps"]) if d.get("read_ceiling_gbps") else None
-            ),
-            meta=dict(d.get("meta") or {}),
-            directory=path.parent,
-        )
+        return _manifest(d, path)
     except TraceError as e:
         raise TraceError(str(e), path) from None
-    except (KeyError, TypeError, ValueError) as e:
-        raise TraceError(
-            f"manifest field missing or invalid ({type(e).__name__}: {e})", path
-        ) from None
+
+
+def _pair(d: dict, key: str) -> tuple[object, object]:
+    v = d.get(key)
+    if not isinstance(v, dict) or "short" not in v or "long" not in v:
+        raise TraceError(f"{key} must be an object with 'short' and 'long', got {show(v)}")
+    return v["short"], v["long"]
+
+
+def _manifest(d: dict, path: Path) -> Manifest:
+    s, lg = _pair(d, "steps")
+    steps = (int_field(s, "steps.short", lo=1), int_field(lg, "steps.long", lo=1))
+    if steps[1] <= steps[0]:
+        raise TraceError(f"steps must have short < long, got short {steps[0]}, long {steps[1]}")
+    t_s, t_l = _pair(d, "traces")
+    traces = (str_field(t_s, "traces.short"), str_field(t_l, "traces.long"))
+    if traces[0] == traces[1]:
+        raise TraceError(f"traces.short and traces.long are the same file {traces[0]!r}")
+    ops = d.get("ops")
+    if not isinstance(ops, list):
+        raise TraceError(f"ops must be a list of op objects, got {show(ops)}")
+    ops = [OpRecord.from_json(o, f"ops[{i}]") for i, o in enumerate(ops)]
+    event_ms = None
+    if d.get("event_ms") is not None:
+        e_s, e_l = _pair(d, "event_ms")
+        event_ms = (
+            num_field(e_s, "event_ms.short", lo=0.0),
+            num_field(e_l, "event_ms.long", lo=0.0),
+        )
+    ceiling = d.get("read_ceiling_gbps")
+    if ceiling is not None:
+        ceiling = num_field(ceiling, "read_ceiling_gbps", lo=0.0, lo_open=True)
+    device = d.get("device", "cuda")
+    if device not in ("cuda", "cpu"):
+        raise TraceError(f"device must be 'cuda' or 'cpu', got {show(device)}")
+    m = d.get("m")
+    if m is not None:
+        m = int_field(m, "m", lo=1)
+    model = d.get("model")
+    if model is not None:
+        model = str_field(model, "model")
+    meta = d.get("meta") or {}
+    if not isinstance(meta, dict):
+        raise TraceError(f"meta must be an object, got {show(meta)}")
+    step_range = str_field(d.get("step_range", "fp8tower.step"), "step_range")
+    return Manifest(
+        arm=str_field(d.get("arm"), "arm"),
+        steps=steps,
+        device=device,
+        ops=ops,
+        traces=traces,
+        model=model,
+        m=m,
+        step_range=step_range,
+        event_ms=event_ms,
+        read_ceiling_gbps=ceiling,
+        meta=dict(meta),
+        directory=path.parent,
+    )

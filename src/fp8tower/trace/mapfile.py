@@ -46,6 +46,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import TraceError
+from .validate import DIM_MAX, INT64_MAX, show
 
 _KEYS = {"match", "grid", "block", "ordinal", "label", "group", "n", "k", "bytes"}
 
@@ -93,18 +94,19 @@ def _dims(value, where: str) -> tuple | None:
     for v in value:
         if v == "*" or v is None:
             out.append(None)
-        elif isinstance(v, int) and not isinstance(v, bool) and v >= 0:
+        elif isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= DIM_MAX:
             out.append(v)
         else:
-            raise TraceError(f'{where}: dims must be non-negative integers or "*", got {v!r}')
+            raise TraceError(f'{where}: dims must be integers in [0, 2^31) or "*", got {show(v)}')
     return tuple(out + [None] * (3 - len(out)))
 
 
-def _int(value, where: str) -> int | None:
+def _int(value, where: str, lo: int = 0) -> int | None:
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise TraceError(f"{where}: expected a non-negative integer, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= INT64_MAX:
+        what = "a non-negative" if lo == 0 else "a positive"
+        raise TraceError(f"{where}: expected {what} integer (int64), got {show(value)}")
     return value
 
 
@@ -120,6 +122,8 @@ def parse_rule(d: dict, where: str) -> Rule:
     for key in ("match", "label"):
         if not isinstance(d.get(key), str) or not d[key]:
             raise TraceError(f"{where}: {key!r} is required and must be a non-empty string")
+    if d.get("group") is not None and (not isinstance(d["group"], str) or not d["group"]):
+        raise TraceError(f"{where}: 'group' must be a non-empty string, got {show(d['group'])}")
     try:
         rx = re.compile(d["match"])
     except re.error as e:
@@ -154,9 +158,9 @@ def parse_rule(d: dict, where: str) -> Rule:
         _dims(d.get("block"), f"{where}.block"),
         ordinal,
         every,
-        _int(d.get("n"), f"{where}.n"),
-        _int(d.get("k"), f"{where}.k"),
-        _int(d.get("bytes"), f"{where}.bytes"),
+        _int(d.get("n"), f"{where}.n", 1),
+        _int(d.get("k"), f"{where}.k", 1),
+        _int(d.get("bytes"), f"{where}.bytes", 1),
     )
 
 
@@ -177,6 +181,8 @@ def read_map(path: str | Path) -> list[Rule]:
             doc = json.loads(raw)
         else:
             raise TraceError("map file must end in .json or .toml", path)
+    except RecursionError:
+        raise TraceError("cannot parse map (nested too deeply)", path) from None
     except (ValueError, UnicodeDecodeError) as e:  # JSONDecodeError, TOMLDecodeError
         raise TraceError(f"cannot parse map ({e})", path) from None
     rules = doc.get("rules") if isinstance(doc, dict) else None

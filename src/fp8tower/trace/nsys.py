@@ -21,6 +21,7 @@ import numpy as np
 
 from .errors import TraceError
 from .events import KernelTable, Launches, Range, Trace
+from .validate import DIM_MAX, show
 
 _KERNEL_TABLE = "CUPTI_ACTIVITY_KIND_KERNEL"
 _REQUIRED = ("start", "end", "streamId", "correlationId")
@@ -32,6 +33,35 @@ def _columns(con: sqlite3.Connection, table: str) -> set[str]:
 
 def _tables(con: sqlite3.Connection) -> set[str]:
     return {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+
+
+def _check_integers(
+    con: sqlite3.Connection,
+    table: str,
+    columns: list[str],
+    path: Path,
+    nullable: tuple[str, ...] = (),
+    where: str = "",
+) -> None:
+    """Every value of ``columns`` is an SQLite integer (NULL too for ``nullable``): a text,
+    real or blob value is one TraceError naming the table, the column and the value."""
+    if not columns:
+        return
+    allowed = {c: ("'integer', 'null'" if c in nullable else "'integer'") for c in columns}
+    cond = " OR ".join(f"typeof({c}) NOT IN ({allowed[c]})" for c in columns)
+    sel = ", ".join(columns)
+    extra = f"({where}) AND " if where else ""
+    row = con.execute(f"SELECT {sel} FROM {table} WHERE {extra}({cond}) LIMIT 1").fetchone()
+    if row is None:
+        return
+    for c, v in zip(columns, row):
+        if not (isinstance(v, int) or (v is None and c in nullable)):
+            kind = "NULL" if v is None else type(v).__name__
+            raise TraceError(
+                f"{table}.{c} holds {kind} {show(v, 40)}: expected an integer"
+                + (" or NULL" if c in nullable else ""),
+                path,
+            )
 
 
 def graph_trace_mode(con: sqlite3.Connection, tables: set[str]) -> str | None:
@@ -116,43 +146,66 @@ def _load(con: sqlite3.Connection, path: Path, name_column: str) -> Trace:
             path,
         )
 
-    def col(name: str, default: str) -> str:
-        return f"k.{name}" if name in cols else default
+    dims = [c for c in ("gridX", "gridY", "gridZ", "blockX", "blockY", "blockZ") if c in cols]
+    optional = [c for c in ("graphId", "graphNodeId") if c in cols]
+    _check_integers(
+        con,
+        _KERNEL_TABLE,
+        ["start", "end", "streamId", "correlationId", *dims, *optional, name_column],
+        path,
+        nullable=("streamId", "correlationId", *optional, name_column),
+    )
+
+    def col(name: str, default: str) -> str:  # NULL -> absent (-1; grid/block 0)
+        return f"COALESCE(k.{name}, {default})" if name in cols else default
 
     sql = (
-        f"SELECT k.start, k.end, k.streamId, k.correlationId, "
+        f"SELECT k.start, k.end, {col('streamId', '-1')}, {col('correlationId', '-1')}, "
         f"{col('gridX', '0')}, {col('gridY', '0')}, {col('gridZ', '0')}, "
         f"{col('blockX', '0')}, {col('blockY', '0')}, {col('blockZ', '0')}, "
-        f"{col('graphId', '-1')}, {col('graphNodeId', '-1')}, k.{name_column} "
+        f"{col('graphId', '-1')}, {col('graphNodeId', '-1')}, {col(name_column, '-1')} "
         f"FROM {_KERNEL_TABLE} k ORDER BY k.start"
     )
     rows = con.execute(sql).fetchall()
     if not rows:
         raise TraceError(f"no kernel events ({_KERNEL_TABLE} is empty)", path)
-    num = np.array([r[:12] for r in rows], dtype=np.float64)
-    name_ids_raw = np.array([r[12] if r[12] is not None else -1 for r in rows], np.int64)
-    uniq, name_id = np.unique(name_ids_raw, return_inverse=True)
+    ints = np.array(rows, dtype=np.int64)  # SQLite integers are int64: checked above
+    if np.any(ints[:, 1] < ints[:, 0]):
+        i = int(np.flatnonzero(ints[:, 1] < ints[:, 0])[0])
+        raise TraceError(
+            f"{_KERNEL_TABLE}: a kernel ends before it starts (start {ints[i, 0]}, "
+            f"end {ints[i, 1]}): expected end >= start",
+            path,
+        )
+    bad = (ints[:, 4:10] < 0) | (ints[:, 4:10] > DIM_MAX)
+    if bad.any():
+        i, j = (int(v) for v in np.argwhere(bad)[0])
+        name = ("gridX", "gridY", "gridZ", "blockX", "blockY", "blockZ")[j]
+        raise TraceError(
+            f"{_KERNEL_TABLE}.{name} holds {ints[i, 4 + j]}: expected an integer in [0, 2^31)",
+            path,
+        )
+    uniq, name_id = np.unique(ints[:, 12], return_inverse=True)
     strings = dict(con.execute("SELECT id, value FROM StringIds"))
     names = [str(strings.get(int(u), f"<unknown name id {int(u)}>")) for u in uniq]
-    num[np.isnan(num)] = -1  # NULL graph ids -> absent
-    ints = num.astype(np.int64)
+    start = ints[:, 0].astype(np.float64)
     kernels = KernelTable(
         names,
-        name_id.astype(np.int32),
-        num[:, 0] / 1000.0,
-        (num[:, 1] - num[:, 0]) / 1000.0,
-        ints[:, 2],
-        ints[:, 3],
+        name_id.reshape(-1).astype(np.int32),
+        start / 1000.0,
+        (ints[:, 1] - ints[:, 0]).astype(np.float64) / 1000.0,
+        ints[:, 2].copy(),
+        ints[:, 3].copy(),
         ints[:, 4:7].astype(np.int32),
         ints[:, 7:10].astype(np.int32),
-        ints[:, 10],
-        ints[:, 11],
+        ints[:, 10].copy(),
+        ints[:, 11].copy(),
     )
     # graphNodeId 0 means "not from a graph" in nsys exports
     kernels.graph_node_id[kernels.graph_node_id == 0] = -1
     kernels.graph_id[kernels.graph_id == 0] = -1
 
-    launches = _launches(con, tables)
+    launches = _launches(con, tables, path)
     if mode == "graph" and launches.is_graph.any():
         raise TraceError(
             f"graph-level CUDA graph trace (mode graph, {int(launches.is_graph.sum())} graph "
@@ -162,7 +215,7 @@ def _load(con: sqlite3.Connection, path: Path, name_column: str) -> Trace:
             path,
         )
     trace = Trace(
-        str(path), "nsys", "cuda", kernels.sorted(), _nvtx_ranges(con, tables), launches, mode
+        str(path), "nsys", "cuda", kernels.sorted(), _nvtx_ranges(con, tables, path), launches, mode
     )
     if mode is None:
         trace.notes.append(
@@ -174,7 +227,7 @@ def _load(con: sqlite3.Connection, path: Path, name_column: str) -> Trace:
     return trace
 
 
-def _nvtx_ranges(con: sqlite3.Connection, tables: set[str]) -> list[Range]:
+def _nvtx_ranges(con: sqlite3.Connection, tables: set[str], path: Path) -> list[Range]:
     if "NVTX_EVENTS" not in tables:
         return []
     cols = _columns(con, "NVTX_EVENTS")
@@ -186,6 +239,13 @@ def _nvtx_ranges(con: sqlite3.Connection, tables: set[str]) -> list[Range]:
         text = f"COALESCE({text}, s.value)"
         join = "LEFT JOIN StringIds s ON e.textId = s.id"
     tid = "e.globalTid" if "globalTid" in cols else "-1"
+    _check_integers(
+        con,
+        "NVTX_EVENTS",
+        ["start", "end"] + (["globalTid"] if "globalTid" in cols else []),
+        path,
+        nullable=("end", "globalTid"),
+    )
     rows = con.execute(
         f"SELECT e.start, e.end, {text}, {tid} FROM NVTX_EVENTS e {join} "
         "WHERE e.end IS NOT NULL AND e.end > e.start"
@@ -199,7 +259,7 @@ def _nvtx_ranges(con: sqlite3.Connection, tables: set[str]) -> list[Range]:
     )
 
 
-def _launches(con: sqlite3.Connection, tables: set[str]) -> Launches:
+def _launches(con: sqlite3.Connection, tables: set[str], path: Path) -> Launches:
     table = "CUPTI_ACTIVITY_KIND_RUNTIME"
     if table not in tables:
         return Launches.empty()
@@ -207,10 +267,17 @@ def _launches(con: sqlite3.Connection, tables: set[str]) -> Launches:
     if not {"start", "correlationId", "nameId"} <= cols:
         return Launches.empty()
     tid = "r.globalTid" if "globalTid" in cols else "-1"
+    _check_integers(
+        con,
+        table,
+        ["correlationId", "start"] + (["globalTid"] if "globalTid" in cols else []),
+        path,
+        nullable=("correlationId", "globalTid"),
+    )
     rows = con.execute(
         f"SELECT r.correlationId, r.start, {tid}, s.value "
         f"FROM {table} r JOIN StringIds s ON r.nameId = s.id "
-        "WHERE s.value LIKE '%aunch%'"
+        "WHERE s.value LIKE '%aunch%' AND r.correlationId IS NOT NULL"
     ).fetchall()
     if not rows:
         return Launches.empty()

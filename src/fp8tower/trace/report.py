@@ -361,8 +361,14 @@ def comparison_json(cmp: Comparison, gib: bool = False) -> dict:
 
 
 def write_json(path: str | Path, doc: dict) -> Path:
+    """Strict JSON: a NaN or infinite figure is an error, never a `NaN` token in the file
+    (readers validate their inputs, so this is a last guard, not the check)."""
     path = Path(path)
-    path.write_text(json.dumps(doc, indent=1) + "\n")
+    try:
+        text = json.dumps(doc, indent=1, allow_nan=False)
+    except ValueError as e:
+        raise TraceError(f"not writing JSON with a non-finite figure ({e})", path) from None
+    path.write_text(text + "\n")
     return path
 
 

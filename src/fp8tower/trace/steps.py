@@ -32,12 +32,32 @@ class Steps:
         return np.flatnonzero(self.step_of == step)
 
 
+def compile_step_pattern(pattern: str) -> re.Pattern:
+    """The step range regex (--step-range); a bad one is a TraceError, not a traceback."""
+    try:
+        return re.compile(pattern)
+    except (re.error, RecursionError, OverflowError) as e:
+        raise TraceError(
+            f"step range pattern {pattern!r} (--step-range) is not a regular expression ({e})"
+        ) from None
+
+
+def count_step_ranges(trace: Trace, pattern: str = re.escape(STEP_RANGE)) -> int:
+    """How many steps the trace's own ranges mark: host ranges (one per step the run did),
+    else their GPU projections; 0 when it has none."""
+    host, _ = step_ranges(trace, pattern, prefer_gpu=False)
+    if host:
+        return len(host)
+    gpu, on_gpu = step_ranges(trace, pattern, prefer_gpu=True)
+    return len(gpu) if on_gpu else 0
+
+
 def step_ranges(
     trace: Trace, pattern: str = re.escape(STEP_RANGE), prefer_gpu: bool = True
 ) -> tuple[list[Range], bool]:
     """The step ranges of a trace (GPU ones when present and preferred) and whether they are
     GPU ranges."""
-    rx = re.compile(pattern)
+    rx = compile_step_pattern(pattern)
     gpu = [r for r in trace.ranges if r.on_gpu and rx.search(r.name)]
     if gpu and prefer_gpu and not trace.is_cpu:
         return gpu, True

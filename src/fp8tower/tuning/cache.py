@@ -156,7 +156,7 @@ class Entry:
         pruned = _get(raw, "pruned", dict)
         if not all(isinstance(k, str) and _is_int(v) and v >= 0 for k, v in pruned.items()):
             raise EntryError("pruned must map backend names to counts")
-        ceiling = _opt_num(raw, "read_ceiling_gbps")
+        ceiling = _opt_num(raw, "read_ceiling_gbps", positive=True)
         seeded_from = raw.get("seeded_from")  # absent in files written before it existed
         if seeded_from is not None and not isinstance(seeded_from, str):
             raise EntryError(f"seeded_from must be a key or null, got {seeded_from!r:.60}")
@@ -175,29 +175,51 @@ class EntryError(ValueError):
     """A cache entry is malformed."""
 
 
+_INT64_MAX = (1 << 63) - 1
+
+
 def _is_int(v: Any) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
+    """An int (not a bool) that fits in int64."""
+    return isinstance(v, int) and not isinstance(v, bool) and -_INT64_MAX - 1 <= v <= _INT64_MAX
 
 
 def _get(d: dict, name: str, typ: type) -> Any:
     v = d.get(name)
-    if not isinstance(v, typ) or isinstance(v, bool):
+    if not isinstance(v, typ) or isinstance(v, bool) or (typ is int and not _is_int(v)):
         raise EntryError(f"{name} must be a {typ.__name__}, got {v!r:.60}")
     return v
 
 
-def _opt_num(d: dict, name: str) -> float | None:
+def _opt_num(d: dict, name: str, positive: bool = False) -> float | None:
+    """A finite number >= 0 (> 0 when ``positive``), or null: times, spreads, bandwidths."""
     v = d.get(name)
     if v is None:
         return None
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-        raise EntryError(f"{name} must be a finite number or null, got {v!r:.60}")
+    ok = isinstance(v, (int, float)) and not isinstance(v, bool)
+    try:
+        ok = ok and math.isfinite(v) and (v > 0 if positive else v >= 0)
+    except OverflowError:  # an int beyond float range
+        ok = False
+    if not ok:
+        bound = "> 0" if positive else ">= 0"
+        raise EntryError(f"{name} must be a finite number {bound} or null, got {v!r:.60}")
     return float(v)
 
 
 def _config(v: Any, what: str) -> dict | None:
-    if v is not None and not (isinstance(v, dict) and all(isinstance(k, str) for k in v)):
+    """A kernel config: an object of JSON scalars (int64, finite float, str, bool, null)."""
+    if v is None:
+        return None
+    if not (isinstance(v, dict) and all(isinstance(k, str) for k in v)):
         raise EntryError(f"{what} must be an object or null, got {v!r:.60}")
+    for key, value in v.items():
+        if isinstance(value, int) and not _is_int(value) and not isinstance(value, bool):
+            raise EntryError(f"{what}.{key} must fit in int64, got {value!r:.60}")
+        if isinstance(value, float) and not math.isfinite(value):
+            raise EntryError(f"{what}.{key} must be finite, got {value!r}")
+        if not (value is None or isinstance(value, (bool, int, float, str))):
+            raise EntryError(f"{what}.{key} must be a number, string, boolean or null, "
+                             f"got {value!r:.60}")
     return v
 
 
@@ -304,6 +326,8 @@ def read_cache_file(path: Path) -> CacheFile:
         raw = json.loads(text)
     except json.JSONDecodeError as e:
         return CacheFile(path, None, {}, [f"{path}: corrupt or truncated JSON ({e}); ignored"])
+    except RecursionError:
+        return CacheFile(path, None, {}, [f"{path}: JSON nested too deeply to read; ignored"])
     if not isinstance(raw, dict) or not isinstance(raw.get("entries"), dict):
         return CacheFile(path, None, {}, [f"{path}: not a tuning cache (no 'entries'); ignored"])
     entries, issues = {}, []

@@ -1,0 +1,102 @@
+"""Typed reads of values that come from files (traces, manifests, map files): each check
+fails with one `TraceError` line naming the file, the field and what was expected.
+
+Values are validated where they enter, so nothing downstream sums a NaN duration, wraps an
+integer beyond int64 or takes a boolean for a count.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+from .errors import TraceError
+
+INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
+#: grid and block dims are 32-bit in CUDA (gridDim.x < 2^31)
+DIM_MAX = (1 << 31) - 1
+#: float64 holds every integer up to 2^53 exactly; trace times beyond it lose microseconds
+EXACT_MAX = float(1 << 53)
+
+
+def show(value: object, limit: int = 60) -> str:
+    """A short repr of a bad value for an error message."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def loads(raw: bytes | str, path: object, what: str) -> Any:
+    """json.loads that turns malformed, undecodable or too deeply nested input into one line."""
+    try:
+        return json.loads(raw)
+    except RecursionError:
+        raise TraceError(f"{what}: JSON nested too deeply to read", path) from None
+    except (ValueError, UnicodeDecodeError) as e:  # JSONDecodeError is a ValueError
+        raise TraceError(f"{what}: malformed JSON ({e})", path) from None
+
+
+def is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def int_field(
+    value: object,
+    where: str,
+    path: object = None,
+    *,
+    lo: int = INT64_MIN,
+    hi: int = INT64_MAX,
+    expected: str | None = None,
+) -> int:
+    """An integer (not a bool, not a float) in [lo, hi]."""
+    if not is_int(value) or not lo <= value <= hi:
+        if expected is None:
+            expected = (
+                "an integer"
+                if (lo, hi) == (INT64_MIN, INT64_MAX)
+                else f"an integer >= {lo}"
+                if hi == INT64_MAX
+                else f"an integer in [{lo}, {hi}]"
+            )
+        raise TraceError(f"{where} must be {expected}, got {show(value)}", path)
+    return value
+
+
+def num_field(
+    value: object,
+    where: str,
+    path: object = None,
+    *,
+    lo: float | None = None,
+    lo_open: bool = False,
+    hi: float | None = None,
+    expected: str | None = None,
+) -> float:
+    """A finite number (int or float, not a bool) >= lo (> lo when ``lo_open``), <= hi."""
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if ok:
+        try:
+            f = float(value)
+        except OverflowError:  # an int beyond float range
+            ok = False
+        else:
+            ok = math.isfinite(f)
+            if ok and lo is not None:
+                ok = f > lo if lo_open else f >= lo
+            if ok and hi is not None:
+                ok = f <= hi
+    if not ok:
+        if expected is None:
+            bound = "" if lo is None else f" {'>' if lo_open else '>='} {lo:g}"
+            expected = f"a finite number{bound}"
+        raise TraceError(f"{where} must be {expected}, got {show(value)}", path)
+    return f
+
+
+def str_field(value: object, where: str, path: object = None, *, empty: bool = False) -> str:
+    if not isinstance(value, str) or (not empty and not value):
+        raise TraceError(
+            f"{where} must be a {'' if empty else 'non-empty '}string, got {show(value)}", path
+        )
+    return value
