@@ -1,8 +1,9 @@
-"""Which sibling projections merge, per ``config.model_type`` (Liger-Kernel style table).
+"""Per ``config.model_type``: which sibling projections merge (Liger-Kernel style table), and
+how checkpoint tensor names map onto the causal LM's module names.
 
 Each entry of :data:`MODEL_TYPE_TO_MERGE` is a patch function ``fn(model, mode) -> records``
 that replaces sibling :class:`~fp8tower.nn.linear.Fp8Linear` modules reading one input by one
-merged GEMM (see :func:`fp8tower.convert.merge_group`). A group merges only inside the
+merged GEMM (see :func:`fp8tower.hf.conversion.merge_group`). A group merges only inside the
 parent classes named here: their ``forward`` was read (transformers 5.17.0, 2026-11-30) and
 calls every member on the same, unmodified tensor, one after the other:
 
@@ -55,7 +56,7 @@ GROUPS["qwen3_5_text"] = GROUPS["qwen3_5"]
 
 def _patch(groups: tuple[SiblingGroup, ...]) -> Callable:
     def apply(model, mode) -> list[dict]:
-        from .convert import merge_siblings  # convert imports this module at top level
+        from .conversion import merge_siblings  # conversion imports this module at top level
 
         return merge_siblings(model, groups, mode)
 
@@ -63,3 +64,29 @@ def _patch(groups: tuple[SiblingGroup, ...]) -> Callable:
 
 
 MODEL_TYPE_TO_MERGE: dict[str, Callable] = {t: _patch(g) for t, g in GROUPS.items()}
+
+
+# Stored name -> model name, per model_type: (regex, replacement) rules applied in order (see
+# fp8tower.checkpoint.keymap). Qwen3.5 / 3.6 checkpoints are Qwen3_5ForConditionalGeneration's:
+# text model under model.language_model.*, vision tower under model.visual.*, MTP head under
+# mtp.*; Qwen3_5ForCausalLM names the text model model.* and ignores model.visual.* / mtp.*
+# (transformers 5.17: conversion_mapping.py "qwen3_5_text": PrefixChange(prefix_to_remove=
+# "language_model", model_prefix="model"); modeling_qwen3_5.py Qwen3_5ForCausalLM.
+# _keys_to_ignore_on_load_unexpected = [r"^mtp.*", r"^model.visual.*"]). A checkpoint already
+# in the causal LM's names (no language_model) is left as it is.
+CHECKPOINT_KEY_MAPPING: dict[str, tuple[tuple[str, str], ...]] = {
+    "qwen3_5": ((r"^model\.language_model\.", "model."),),
+}
+CHECKPOINT_KEY_MAPPING["qwen3_5_text"] = CHECKPOINT_KEY_MAPPING["qwen3_5"]
+
+
+def config_model_type(config: dict) -> str | None:
+    """The model_type that selects a family: the top-level one if it has an entry here, else
+    the text_config's (a multimodal checkpoint whose text model is a known family)."""
+    mt = config.get("model_type")
+    if mt in GROUPS or mt in CHECKPOINT_KEY_MAPPING:
+        return mt
+    text = config.get("text_config")
+    if isinstance(text, dict) and text.get("model_type"):
+        return text["model_type"]
+    return mt
