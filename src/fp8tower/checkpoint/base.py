@@ -164,6 +164,10 @@ class Checkpoint:
         spec = self._linears.get(fqn)
         return None if spec is None else spec.scheme
 
+    def linear_spec(self, fqn: str) -> LinearSpec:
+        """Shape, scheme and scale tensor names of a quantized linear (from the headers)."""
+        return self._spec(fqn)
+
     def _spec(self, fqn: str) -> LinearSpec:
         spec = self._linears.get(fqn)
         if spec is None:

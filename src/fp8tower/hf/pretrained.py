@@ -138,13 +138,37 @@ def merge_groups_of(names: Iterable[str], model_type: str | None) -> list[dict]:
     return out
 
 
+def _exact_merge_reason(ck, members: list[str], scheme: Scheme) -> str | None:
+    """Why an exact merge of these quantized members would fail (merge.py's rules), from
+    the headers and the static input scales (a scalar each)."""
+    from ..formats import BLOCK
+
+    specs = [ck.linear_spec(m) for m in members]
+    if scheme is Scheme.BLOCK128:
+        bad = [f"{m.rpartition('.')[2]}: N={s.n}" for m, s in zip(members[:-1], specs[:-1])
+               if s.n % BLOCK]
+        if bad:
+            return (f"block128: {', '.join(bad)} not a multiple of {BLOCK} (a block row "
+                    "would straddle two members)")
+    static = [s.input_scale is not None for s in specs]
+    if any(static) and not all(static):
+        return "members mix static and dynamic input scales"
+    if all(static):
+        values = [float(ck.load_tensor(s.input_scale).float().reshape(-1)[0]) for s in specs]
+        if len(set(values)) > 1:
+            listed = ", ".join(f"{m.rpartition('.')[2]}={v:.6g}" for m, v in zip(members, values))
+            return f"static input scales differ ({listed}); requant_max merges with their max"
+    return None
+
+
 def describe(path, *, scheme: Scheme | str | None = None) -> dict:
     """What a checkpoint (a path or an opened one) holds, in its stored names: format, scheme
     per module, ignored modules, bytes (the checkpoint's own ``describe()``), and the merge
     groups ``convert`` would form, each ``"merge"`` (all members FP8, one scheme), ``"keep"``
     with the reason, or ``"stored merged"`` (an fp8tower checkpoint holding it as one tensor).
-    Whether an exact merge succeeds also depends on values (equal static input scales) and
-    block alignment: ``write_merged`` and ``convert`` report those in their records."""
+    The reasons are those of an exact merge (fp8tower.merge), checked from the headers and
+    the static input scales alone (no weight is read): members not all quantized, mixed
+    schemes, block128 members not 128-aligned, static input scales that differ."""
     if hasattr(path, "load_linear"):
         ck = getattr(path, "stored", path)
     else:
@@ -167,7 +191,8 @@ def describe(path, *, scheme: Scheme | str | None = None) -> dict:
         elif len(set(schemes)) > 1:
             g["action"], g["reason"] = "keep", f"mixed schemes {sorted(map(str, schemes))}"
         else:
-            g["action"], g["reason"] = "merge", None
+            reason = _exact_merge_reason(ck, g["members"], schemes[0])
+            g["action"], g["reason"] = ("keep", reason) if reason else ("merge", None)
         g["scheme"] = None if schemes[0] is None else str(schemes[0])
     info["model_type"] = mt
     info["merge_groups"] = groups
