@@ -40,8 +40,10 @@ from .families import (
 FilterFn = Callable[[nn.Module, str], bool]
 
 # Not converted unless a filter asks: the output head (kept in high precision by every FP8
-# checkpoint we read) and vision towers (BF16 in Qwen3.5 FP8 checkpoints).
-SKIPPED_BY_DEFAULT = ("lm_head", "visual", "vision_tower", "vision_model")
+# checkpoint we read), vision towers (BF16 in Qwen3.5 FP8 checkpoints) and Qwen3.5's
+# multi-token-prediction head ``mtp.*`` (not part of transformers' causal LM: write_merged
+# copies it as stored).
+SKIPPED_BY_DEFAULT = ("lm_head", "visual", "vision_tower", "vision_model", "mtp")
 
 
 def default_filter(module: nn.Module, fqn: str) -> bool:
