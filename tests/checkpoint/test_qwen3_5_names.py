@@ -91,7 +91,7 @@ def _oracle(spec):
     sd = {("model." + n[len(PREFIX):] if n.startswith(PREFIX) else n): t.float()
           for n, t in spec.tensors.items() if not n.startswith(("model.visual", "mtp"))
           and t.dtype != torch.float8_e4m3fn and not n.endswith("_scale_inv")}
-    missing, unexpected = model.load_state_dict(sd, strict=False)
+    _, unexpected = model.load_state_dict(sd, strict=False)
     assert not unexpected
     for fqn, (q, s, _) in spec.reference.items():
         name = "model." + fqn[len(PREFIX):]
