@@ -17,7 +17,7 @@ from fp8tower.checkpoint import CheckpointError, open_checkpoint
 from fp8tower.checkpoint.reader import read_header
 from fp8tower.hf import describe, from_pretrained, write_merged
 from fp8tower.hf.conversion import MergedProjection
-from fp8tower.linear import Fp8Linear
+from fp8tower.nn.linear import Fp8Linear
 
 
 def _ids():
