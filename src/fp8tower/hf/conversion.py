@@ -29,13 +29,7 @@ from torch import nn
 from ..formats import Scheme
 from ..nn.linear import Fp8Linear
 from ..nn.merged import MergedFp8Linear, MergeError, MergeMode
-from .families import (
-    CHECKPOINT_KEY_MAPPING,
-    GROUPS,
-    MODEL_TYPE_TO_MERGE,
-    SiblingGroup,
-    config_model_type,
-)
+from .families import CHECKPOINT_KEY_MAPPING, GROUPS, SiblingGroup, config_model_type
 
 FilterFn = Callable[[nn.Module, str], bool]
 
@@ -146,6 +140,17 @@ def merge_siblings(model: nn.Module, groups: Iterable[SiblingGroup],
                     rec["reason"] = str(e)
             records.append(rec)
     return records
+
+
+def _patch(groups: tuple[SiblingGroup, ...]) -> Callable:
+    def apply(model, mode) -> list[dict]:
+        return merge_siblings(model, groups, mode)
+
+    return apply
+
+
+# config.model_type -> patch(model, mode) -> records (Liger-Kernel's MODEL_TYPE_TO_APPLY_LIGER_FN)
+MODEL_TYPE_TO_MERGE: dict[str, Callable] = {t: _patch(g) for t, g in GROUPS.items()}
 
 
 # ----------------------------------------------------------------------------- swapping

@@ -1,8 +1,8 @@
 """Per ``config.model_type``: which sibling projections merge (Liger-Kernel style table), and
 how checkpoint tensor names map onto the causal LM's module names.
 
-Each entry of :data:`MODEL_TYPE_TO_MERGE` is a patch function ``fn(model, mode) -> records``
-that replaces sibling :class:`~fp8tower.nn.linear.Fp8Linear` modules reading one input by one
+Each entry of :data:`GROUPS` becomes a patch function ``fn(model, mode) -> records`` (the
+table ``conversion.MODEL_TYPE_TO_MERGE``) that replaces sibling :class:`~fp8tower.nn.linear.Fp8Linear` modules reading one input by one
 merged GEMM (see :func:`fp8tower.hf.conversion.merge_group`). A group merges only inside the
 parent classes named here: their ``forward`` was read (transformers 5.17.0, 2026-11-30) and
 calls every member on the same, unmodified tensor, one after the other:
@@ -20,7 +20,6 @@ list only keeps that slow path from being taken.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
 
@@ -54,16 +53,7 @@ GROUPS: dict[str, tuple[SiblingGroup, ...]] = {
 GROUPS["qwen3_5_text"] = GROUPS["qwen3_5"]
 
 
-def _patch(groups: tuple[SiblingGroup, ...]) -> Callable:
-    def apply(model, mode) -> list[dict]:
-        from .conversion import merge_siblings  # conversion imports this module at top level
 
-        return merge_siblings(model, groups, mode)
-
-    return apply
-
-
-MODEL_TYPE_TO_MERGE: dict[str, Callable] = {t: _patch(g) for t, g in GROUPS.items()}
 
 
 # Stored name -> model name, per model_type: (regex, replacement) rules applied in order (see

@@ -166,7 +166,7 @@ def describe(path, *, scheme: Scheme | str | None = None) -> dict:
     per module, ignored modules, bytes (the checkpoint's own ``describe()``), and the merge
     groups ``convert`` would form, each ``"merge"`` (all members FP8, one scheme), ``"keep"``
     with the reason, or ``"stored merged"`` (an fp8tower checkpoint holding it as one tensor).
-    The reasons are those of an exact merge (fp8tower.merge), checked from the headers and
+    The reasons are those of an exact merge (fp8tower.nn.merged), checked from the headers and
     the static input scales alone (no weight is read): members not all quantized, mixed
     schemes, block128 members not 128-aligned, static input scales that differ."""
     if hasattr(path, "load_linear"):
