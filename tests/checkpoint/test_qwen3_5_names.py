@@ -133,3 +133,12 @@ def test_describe_qwen3_5_real_names(tmp_path):
     assert all(g["parent"].startswith(PREFIX) for g in info["merge_groups"])
     assert "model.visual.merger.linear_fc1" in info["ignored"]
     assert PREFIX + "layers.0.linear_attn.in_proj_a" in info["ignored"]
+
+
+def test_from_pretrained_then_generate(tmp_path):
+    """README's use: from_pretrained(path) then generate (bf16 activations, merged)."""
+    path = save(build_qwen3_5("block_fp8"), tmp_path / "q35")
+    ids = torch.tensor([[1, 2, 3, 4]])
+    outs = [from_pretrained(path, backend="reference", merge=merge).generate(
+        ids, max_new_tokens=5, do_sample=False, pad_token_id=0) for merge in (False, True)]
+    assert outs[0].shape == (1, 9) and torch.equal(outs[0], outs[1])
