@@ -85,7 +85,8 @@ def main(argv=None) -> int:
     import transformers
 
     from fp8tower import dispatch
-    from fp8tower.convert import MergedProjection, MergedShard, convert, params_on_meta
+    from fp8tower.hf.conversion import MergedProjection, MergedShard, convert
+    from fp8tower.hf.pretrained import params_on_meta
     from fp8tower.nn.linear import Fp8Linear
 
     on_cuda = a.device.startswith("cuda")

@@ -15,7 +15,7 @@ from fp8tower.formats import sqnr_db
 
 transformers = pytest.importorskip("transformers")
 
-from fp8tower.convert import (
+from fp8tower.hf.conversion import (
     ConvertError,
     MergedProjection,
     MergedShard,
@@ -288,11 +288,15 @@ def test_unknown_family_converts_unmerged():
     assert type(m.model.layers[0].self_attn.q_proj) is Fp8Linear
 
 
-def test_package_level_convert_is_callable():
+def test_package_level_exports_are_the_functions():
+    import inspect
+
     import fp8tower
+    import fp8tower.hf
 
     m = fp8tower.convert(_model("llama"), "weight_only", backend="reference")
     assert type(m.model.layers[0].mlp.down_proj) is Fp8Linear
-    import fp8tower.convert as mod  # the package attribute is now the module: still callable
-
-    assert callable(fp8tower.convert) and mod.from_pretrained is fp8tower.from_pretrained
+    # plain functions, the same objects however they are reached; no module shadows them
+    assert inspect.isfunction(fp8tower.convert) and inspect.isfunction(fp8tower.from_pretrained)
+    assert fp8tower.convert is fp8tower.hf.convert is convert
+    assert fp8tower.from_pretrained is fp8tower.hf.from_pretrained

@@ -14,12 +14,13 @@ _EXPORTS = {
     "Scheme": "formats",
     "quantize_weight": "formats",
     "GemmProblem": "problem",
-    "convert": "convert",
-    "from_pretrained": "convert",
+    "convert": "hf.conversion",
+    "from_pretrained": "hf.pretrained",
 }
 # Submodules reachable as attributes without importing them first (fp8tower.backends...).
 _SUBMODULES = frozenset({
-    "backends", "cli", "dispatch", "formats", "kernels", "models", "nn", "problem",
+    "backends", "checkpoint", "cli", "dispatch", "formats", "hf", "kernels", "models", "nn",
+    "problem",
     "provenance", "tower", "trace", "tuning",
 })
 __all__ = [

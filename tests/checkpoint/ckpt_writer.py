@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
+import torch.nn.functional as F
 from safetensors.torch import save_file
 
 E4M3_MAX = 448.0
@@ -98,11 +99,15 @@ def q_block(w: torch.Tensor, b: int = 128) -> tuple[torch.Tensor, torch.Tensor]:
     return q, s
 
 
-def expand_ref(data: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
-    """Dequantize with plain loops over blocks/broadcasting (independent of fp8tower)."""
+def expand_ref(data: torch.Tensor, scale: torch.Tensor, blocks: bool | None = None) -> torch.Tensor:
+    """Dequantize with plain loops over blocks/broadcasting (independent of fp8tower).
+    ``blocks``: the scale is [ceil(N/128), ceil(K/128)] (None: guessed from its shape, which
+    cannot tell a K <= 128 block scale [nb, 1] from a per-channel [N, 1] one)."""
     d = data.float()
     s = scale.float()
-    if s.dim() == 2 and s.shape[1] != 1:  # blocks
+    if blocks is None:
+        blocks = s.dim() == 2 and s.shape[1] != 1
+    if blocks:
         out = torch.empty_like(d)
         for i in range(s.shape[0]):
             for j in range(s.shape[1]):
@@ -112,6 +117,41 @@ def expand_ref(data: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
     if s.numel() == 1:
         return d * s.reshape(())
     return d * s.reshape(-1, 1)
+
+
+# (format, preset, activation mode of OracleLinear)
+CASES = [("modelopt", "FP8", "static"), ("modelopt", "FP8_PER_CHANNEL_PER_TOKEN", "token"),
+         ("compressed_tensors", "FP8", "static"), ("compressed_tensors", "FP8_DYNAMIC", "token"),
+         ("compressed_tensors", "FP8_BLOCK", "group"), ("block_fp8", "FP8", "group")]
+
+
+def _fq(t, s):
+    return (t / s).clamp(-E4M3_MAX, E4M3_MAX).to(torch.float8_e4m3fn).float() * s
+
+
+class OracleLinear(torch.nn.Module):
+    """A linear holding a dequantized weight, its input fake-quantized in plain torch:
+    mode 'static' (per-tensor, given scale), 'token' (per row), 'group' (1x128)."""
+
+    def __init__(self, w, act, mode, bias=None):
+        super().__init__()
+        self.w, self.act, self.mode, self.b = w, act, mode, bias
+
+    def forward(self, x):
+        x2 = x.reshape(-1, x.shape[-1]).float()
+        if self.mode == "static":
+            x2 = _fq(x2, self.act.float().reshape(()))
+        elif self.mode == "token":
+            x2 = _fq(x2, x2.abs().amax(dim=1, keepdim=True) / E4M3_MAX)
+        else:
+            m, k = x2.shape
+            kb = -(-k // 128)
+            pad = torch.zeros(m, kb * 128)
+            pad[:, :k] = x2
+            s = pad.abs().view(m, kb, 128).amax(-1) / E4M3_MAX
+            x2 = _fq(pad.view(m, kb, 128), s[..., None]).view(m, -1)[:, :k]
+        return F.linear(x2, self.w).to(x.dtype).reshape(*x.shape[:-1], -1)
+
 
 
 # --- building ------------------------------------------------------------------------------
@@ -241,3 +281,88 @@ def save(spec: Spec, path: Path, *, shards: int = 1) -> Path:
     (path / "model.safetensors.index.json").write_text(json.dumps(
         {"metadata": {"total_size": total}, "weight_map": weight_map}, indent=2))
     return path
+
+
+# --- Qwen3.5 as its checkpoints ship: Qwen3_5ForConditionalGeneration's names -----------------
+
+# A tiny Qwen3.5 (config.json as the real ones: model_type qwen3_5, text_config, vision_config).
+# Chosen so that some groups are 128-aligned (in_proj_qkv 2*2*32 + 4*32 = 256, in_proj_z 128,
+# gate/up 256, q_proj with its output gate 2*64*2 = 256) and some are not (k/v 64, b/a 4).
+QWEN3_5_CONFIG = {
+    "architectures": ["Qwen3_5ForConditionalGeneration"],
+    "model_type": "qwen3_5",
+    "tie_word_embeddings": False,
+    "image_token_id": 250, "video_token_id": 251,
+    "vision_start_token_id": 252, "vision_end_token_id": 253,
+    "text_config": {
+        "model_type": "qwen3_5_text", "vocab_size": 256, "hidden_size": 160,
+        "intermediate_size": 256, "num_hidden_layers": 2, "num_attention_heads": 2,
+        "num_key_value_heads": 1, "head_dim": 64, "layer_types": ["linear_attention",
+                                                                  "full_attention"],
+        "linear_num_key_heads": 2, "linear_key_head_dim": 32, "linear_num_value_heads": 4,
+        "linear_value_head_dim": 32, "linear_conv_kernel_dim": 4, "tie_word_embeddings": False,
+        "rms_norm_eps": 1e-6, "max_position_embeddings": 128, "dtype": "bfloat16",
+    },
+    "vision_config": {"depth": 1, "hidden_size": 64, "intermediate_size": 128, "num_heads": 2,
+                      "out_hidden_size": 160, "patch_size": 16, "spatial_merge_size": 2,
+                      "temporal_patch_size": 2, "in_channels": 3},
+}
+QWEN3_5_PREFIX = "model.language_model."  # where the real checkpoints keep the text model
+
+
+def qwen3_5_text_tensors(seed: int = 0, dtype=torch.bfloat16) -> tuple[dict, list[str]]:
+    """The causal LM's tensors in its own names (model.*, lm_head.*), random (std 0.08 for
+    matrices so that logits vary), and the names of its linears (lm_head excluded)."""
+    import transformers
+
+    cfg = dict(QWEN3_5_CONFIG["text_config"])
+    config = transformers.AutoConfig.for_model(cfg.pop("model_type"), **cfg)
+    torch.manual_seed(seed)
+    model = transformers.AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.dim() == 2:
+                p.normal_(0, 0.08)
+    linears = [n for n, m in model.named_modules()
+               if isinstance(m, torch.nn.Linear) and n != "lm_head"]
+    return {n: t.to(dtype) for n, t in model.state_dict().items()}, linears
+
+
+QWEN3_5_NOT_QUANTIZED = ("in_proj_a", "in_proj_b")  # as Qwen's own FP8 checkpoints keep them
+
+
+def build_qwen3_5(fmt: str = "unquantized", seed: int = 0) -> Spec:
+    """A Qwen3.5 checkpoint in its real names: the text model under model.language_model.*,
+    a vision tower under model.visual.* and an MTP head under mtp.* (bf16, not part of the
+    causal LM). fmt "block_fp8": linears block-quantized except lm_head, the vision tower,
+    mtp and in_proj_a/b, listed in modules_to_not_convert by their stored names."""
+    cfg = json.loads(json.dumps(QWEN3_5_CONFIG))
+    text, linears = qwen3_5_text_tensors(seed)
+    g = torch.Generator().manual_seed(seed + 1)
+    t = {(QWEN3_5_PREFIX + n[len("model."):] if n.startswith("model.") else n): v
+         for n, v in text.items()}
+    for name, shape in (("model.visual.blocks.0.attn.qkv.weight", (192, 64)),
+                        ("model.visual.blocks.0.mlp.linear_fc1.weight", (128, 64)),
+                        ("model.visual.merger.linear_fc1.weight", (256, 256)),
+                        ("mtp.fc.weight", (160, 320)),
+                        ("mtp.layers.0.mlp.gate_proj.weight", (256, 160))):
+        t[name] = (0.05 * torch.randn(*shape, generator=g)).to(torch.bfloat16)
+    spec = Spec(fmt, cfg, t)
+    stored_linears = [QWEN3_5_PREFIX + n[len("model."):] for n in linears]
+    if fmt == "unquantized":
+        return spec
+    if fmt != "block_fp8":
+        raise ValueError(fmt)
+    keep = [n for n in stored_linears if n.rsplit(".", 1)[-1] in QWEN3_5_NOT_QUANTIZED]
+    for fqn in stored_linears:
+        if fqn in keep:
+            continue
+        q, s = q_block(t[f"{fqn}.weight"].float())
+        t[f"{fqn}.weight"], t[f"{fqn}.weight_scale_inv"] = q, s
+        spec.reference[fqn] = (q, s, None)
+    spec.ignored = keep
+    cfg["quantization_config"] = {"quant_method": "fp8", "fmt": "e4m3",
+                                  "activation_scheme": "dynamic", "weight_block_size": [128, 128],
+                                  "modules_to_not_convert": ["lm_head", "model.visual", "mtp",
+                                                             *keep]}
+    return spec

@@ -6,46 +6,16 @@ from __future__ import annotations
 
 import pytest
 import torch
-import torch.nn.functional as F
 
 pytest.importorskip("fp8tower.checkpoint")
 transformers = pytest.importorskip("transformers")
 
-from ckpt_writer import build, expand_ref, linear_shapes, save
+from ckpt_writer import CASES, OracleLinear, build, expand_ref, linear_shapes, save
 
-from fp8tower.convert import MergedProjection, describe, from_pretrained
 from fp8tower.formats import sqnr_db
+from fp8tower.hf.conversion import MergedProjection
+from fp8tower.hf.pretrained import describe, from_pretrained
 from fp8tower.nn.linear import Fp8Linear
-
-MAX = 448.0
-CASES = [("modelopt", "FP8", "static"), ("modelopt", "FP8_PER_CHANNEL_PER_TOKEN", "token"),
-         ("compressed_tensors", "FP8", "static"), ("compressed_tensors", "FP8_DYNAMIC", "token"),
-         ("compressed_tensors", "FP8_BLOCK", "group"), ("block_fp8", "FP8", "group")]
-
-
-def _fq(t, s):
-    return (t / s).clamp(-MAX, MAX).to(torch.float8_e4m3fn).float() * s
-
-
-class _Oracle(torch.nn.Module):
-    def __init__(self, w, act, mode, bias=None):
-        super().__init__()
-        self.w, self.act, self.mode, self.b = w, act, mode, bias
-
-    def forward(self, x):
-        x2 = x.reshape(-1, x.shape[-1]).float()
-        if self.mode == "static":
-            x2 = _fq(x2, self.act.float().reshape(()))
-        elif self.mode == "token":
-            x2 = _fq(x2, x2.abs().amax(dim=1, keepdim=True) / MAX)
-        else:
-            m, k = x2.shape
-            kb = -(-k // 128)
-            pad = torch.zeros(m, kb * 128)
-            pad[:, :k] = x2
-            s = pad.abs().view(m, kb, 128).amax(-1) / MAX
-            x2 = _fq(pad.view(m, kb, 128), s[..., None]).view(m, -1)[:, :k]
-        return F.linear(x2, self.w).to(x.dtype).reshape(*x.shape[:-1], -1)
 
 
 def _oracle_model(spec, mode):
@@ -61,7 +31,7 @@ def _oracle_model(spec, mode):
             continue
         q, s, act = spec.reference[fqn]
         parent, _, attr = fqn.rpartition(".")
-        setattr(model.get_submodule(parent), attr, _Oracle(expand_ref(q, s), act, mode))
+        setattr(model.get_submodule(parent), attr, OracleLinear(expand_ref(q, s), act, mode))
     return model
 
 

@@ -19,6 +19,9 @@ compressed_tensors    quant_method "compressed-tensors", format               pe
                                                                               weight_only
 block_fp8             quant_method "fp8", weight_block_size [128, 128]        block128
                       (Qwen3-*-FP8, DeepSeek-V3)
+fp8tower              quant_method "fp8tower" (written by                     any, merged
+                      fp8tower.hf.write_merged; see native.py)               groups stored
+                                                                              as one tensor
 unquantized           no quantization_config: bf16/fp16/fp32, quantized at    the one given
                       load to the scheme the caller names
 ====================  =====================================================  ===============
@@ -36,9 +39,9 @@ from .reader import CheckpointError, CheckpointReader
 
 __all__ = ["FORMATS", "Checkpoint", "CheckpointError", "LoadedLinear", "open_checkpoint"]
 
-FORMATS = ("modelopt", "compressed_tensors", "block_fp8", "unquantized")
+FORMATS = ("modelopt", "compressed_tensors", "block_fp8", "fp8tower", "unquantized")
 _QUANT_METHODS = {"modelopt": "modelopt", "compressed-tensors": "compressed_tensors",
-                  "fp8": "block_fp8"}
+                  "fp8": "block_fp8", "fp8tower": "fp8tower"}
 
 
 def open_checkpoint(path: str | Path, *, scheme: Scheme | str | None = None) -> Checkpoint:
@@ -81,6 +84,10 @@ def open_checkpoint(path: str | Path, *, scheme: Scheme | str | None = None) -> 
             from .compressed_tensors import CompressedTensorsCheckpoint
 
             ckpt = CompressedTensorsCheckpoint(reader, qc)
+        elif fmt == "fp8tower":
+            from .native import NativeCheckpoint
+
+            ckpt = NativeCheckpoint(reader, qc)
         else:
             from .block_fp8 import BlockFp8Checkpoint
 

@@ -164,6 +164,10 @@ class Checkpoint:
         spec = self._linears.get(fqn)
         return None if spec is None else spec.scheme
 
+    def linear_spec(self, fqn: str) -> LinearSpec:
+        """Shape, scheme and scale tensor names of a quantized linear (from the headers)."""
+        return self._spec(fqn)
+
     def _spec(self, fqn: str) -> LinearSpec:
         spec = self._linears.get(fqn)
         if spec is None:
@@ -230,7 +234,14 @@ class Checkpoint:
             "not_quantized": [f for f in weights if f not in self._linears],
             "n_tensors": len(self._reader.tensors),
             "bytes": self.nbytes(),
+            "bytes_by_dtype": self._bytes_by_dtype(),
         }
+
+    def _bytes_by_dtype(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for t in self._reader.tensors.values():
+            out[t.dtype] = out.get(t.dtype, 0) + t.nbytes
+        return dict(sorted(out.items(), key=lambda kv: -kv[1]))
 
     def close(self) -> None:
         self._reader.close()

@@ -149,15 +149,22 @@ class CheckpointReader:
 
     def load(self, name: str, device=None, dtype: torch.dtype | None = None) -> torch.Tensor:
         """One tensor, read from its shard (memory-mapped), then moved/cast if asked."""
-        info = self.info(name)
+        t = self._handle(self.info(name)).get_tensor(name)
+        if device is not None or dtype is not None:
+            t = t.to(device=device, dtype=dtype)
+        return t
+
+    def _handle(self, info: TensorInfo):
         handle = self._handles.get(info.file)
         if handle is None:
             handle = safe_open(str(info.file), framework="pt")
             self._handles[info.file] = handle
-        t = handle.get_tensor(name)
-        if device is not None or dtype is not None:
-            t = t.to(device=device, dtype=dtype)
-        return t
+        return handle
+
+    def load_rows(self, name: str, start: int, stop: int, device=None) -> torch.Tensor:
+        """Rows [start, stop) of a tensor (its first dimension), reading only those bytes."""
+        t = self._handle(self.info(name)).get_slice(name)[start:stop]
+        return t if device is None else t.to(device)
 
     def nbytes(self) -> int:
         return sum(t.nbytes for t in self.tensors.values())

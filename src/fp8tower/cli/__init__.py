@@ -1,7 +1,7 @@
 """The `fp8tower` command. Thin: parses, calls the library, prints.
 
-One module per command group: info.py (`info`), tune.py (`tune`, `dispatch`), bench.py
-(`bench ...`), trace.py (`trace ...`). At startup only typer and these modules load; each
+One module per command group: info.py (`info`), tune.py (`tune`, `dispatch`), convert.py
+(`convert`), bench.py (`bench ...`), trace.py (`trace ...`). At startup only typer and these modules load; each
 command imports what it needs (torch, rich, the library) inside its function, so
 `fp8tower --help` / `--version` and the torch-free `trace diff` start at once
 (benchmarks/cli_startup.py times them).
@@ -12,7 +12,7 @@ from __future__ import annotations
 import typer
 
 from .. import __version__
-from . import bench, info, trace, tune
+from . import bench, convert, info, trace, tune
 
 app = typer.Typer(
     help="fp8tower: fast FP8 linear layers for LLM decode, and paired-trace attribution "
@@ -40,6 +40,7 @@ def _main(
 
 
 app.command()(info.info)
+app.command(name="convert")(convert.convert)
 for _cmd in tune.app.registered_commands:  # `tune` and `dispatch` at the top level
     app.registered_commands.append(_cmd)
 app.add_typer(trace.app, name="trace")

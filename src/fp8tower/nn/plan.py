@@ -130,7 +130,7 @@ def _aligned(t) -> bool:
     return isinstance(t, torch.Tensor) and t.data_ptr() % 16 == 0
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _triton_knobs():
     """triton.knobs (triton >= 3.4 keeps the launch hooks there), imported on first bind so
     that importing fp8tower imports no triton; None: generic launches only."""

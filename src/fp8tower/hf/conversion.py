@@ -1,12 +1,14 @@
 """Convert a Hugging Face transformers model's linears to FP8 in place; load FP8 checkpoints.
 
     >>> model = fp8tower.convert(model, "per_tensor")                 # quantize bf16 weights
-    >>> model = fp8tower.from_pretrained("path/to/Qwen3.5-27B-FP8")   # an FP8 checkpoint
+    >>> model = fp8tower.convert(model, checkpoint="path/to/Qwen3.5-27B-FP8")  # FP8 weights
+
+(``fp8tower.from_pretrained`` in pretrained.py builds the model too.)
 
 :func:`convert` swaps each ``nn.Linear`` that ``filter(module, fqn)`` accepts for an
 :class:`~fp8tower.nn.linear.Fp8Linear` (torchao's ``swap_linear_layers`` style); ``lm_head``
 and vision towers stay as they are unless a filter asks for them (embeddings are not
-linears). With ``merge=True``, the family's sibling projections (convert_families.py) become
+linears). With ``merge=True``, the family's sibling projections (families.py) become
 one :class:`MergedProjection` GEMM, installed on the parent under the merged name
 (``qkv_proj``, ``gate_up_proj``, ``in_proj_qkvz``, ``in_proj_ba``); each member's attribute
 becomes a :class:`MergedShard` view, so the model's own, unchanged forward runs one GEMM
@@ -18,28 +20,24 @@ CUDA graphs and torch.compile: the views do pure tensor work and Python bookkeep
 
 from __future__ import annotations
 
-import collections
-import contextlib
-import os
-import sys
-import types
 from collections.abc import Callable, Iterable, Sequence
-from pathlib import Path
 from typing import Any
 
 import torch
 from torch import nn
 
-from .convert_families import GROUPS, MODEL_TYPE_TO_MERGE, SiblingGroup
-from .formats import Scheme
-from .nn.linear import Fp8Linear
-from .nn.merged import MergedFp8Linear, MergeError, MergeMode
+from ..formats import Scheme
+from ..nn.linear import Fp8Linear
+from ..nn.merged import MergedFp8Linear, MergeError, MergeMode
+from .families import CHECKPOINT_KEY_MAPPING, GROUPS, SiblingGroup, config_model_type
 
 FilterFn = Callable[[nn.Module, str], bool]
 
 # Not converted unless a filter asks: the output head (kept in high precision by every FP8
-# checkpoint we read) and vision towers (BF16 in Qwen3.5 FP8 checkpoints).
-SKIPPED_BY_DEFAULT = ("lm_head", "visual", "vision_tower", "vision_model")
+# checkpoint we read), vision towers (BF16 in Qwen3.5 FP8 checkpoints) and Qwen3.5's
+# multi-token-prediction head ``mtp.*`` (not part of transformers' causal LM: write_merged
+# copies it as stored).
+SKIPPED_BY_DEFAULT = ("lm_head", "visual", "vision_tower", "vision_model", "mtp")
 
 
 def default_filter(module: nn.Module, fqn: str) -> bool:
@@ -144,6 +142,17 @@ def merge_siblings(model: nn.Module, groups: Iterable[SiblingGroup],
     return records
 
 
+def _patch(groups: tuple[SiblingGroup, ...]) -> Callable:
+    def apply(model, mode) -> list[dict]:
+        return merge_siblings(model, groups, mode)
+
+    return apply
+
+
+# config.model_type -> patch(model, mode) -> records (Liger-Kernel's MODEL_TYPE_TO_APPLY_LIGER_FN)
+MODEL_TYPE_TO_MERGE: dict[str, Callable] = {t: _patch(g) for t, g in GROUPS.items()}
+
+
 # ----------------------------------------------------------------------------- swapping
 
 
@@ -180,12 +189,27 @@ def _model_type(model: nn.Module) -> str | None:
     return mt
 
 
-def _open_checkpoint(checkpoint, scheme):
-    if checkpoint is None or hasattr(checkpoint, "load_linear"):
-        return checkpoint
-    from .checkpoint import open_checkpoint
+def open_mapped(checkpoint, scheme=None, key_mapping: dict[str, str] | Sequence[tuple[str, str]] | None = None):
+    """A checkpoint (a path, or one already opened) seen under the model's names:
+    ``key_mapping`` ({regex: replacement}, as transformers' ``from_pretrained(key_mapping=)``)
+    or else the family's :data:`~fp8tower.hf.families.CHECKPOINT_KEY_MAPPING`; None stays None."""
+    if checkpoint is None:
+        return None
+    if not hasattr(checkpoint, "load_linear"):
+        from ..checkpoint import open_checkpoint
 
-    return open_checkpoint(checkpoint, scheme=scheme)
+        checkpoint = open_checkpoint(checkpoint, scheme=scheme)
+    if hasattr(checkpoint, "stored_name"):  # already mapped
+        return checkpoint
+    if key_mapping is None:
+        rules = CHECKPOINT_KEY_MAPPING.get(config_model_type(checkpoint.config), ())
+    else:
+        rules = tuple(key_mapping.items()) if isinstance(key_mapping, dict) else tuple(key_mapping)
+    if not rules:
+        return checkpoint
+    from ..checkpoint.keymap import KeyMappedCheckpoint
+
+    return KeyMappedCheckpoint(checkpoint, rules)
 
 
 def _device_of(lin: nn.Linear, device) -> torch.device:
@@ -206,6 +230,7 @@ def convert(
     filter: FilterFn | None = None,
     requant_max: bool = False,
     device: torch.device | str | None = None,
+    key_mapping: dict[str, str] | Sequence[tuple[str, str]] | None = None,
 ) -> nn.Module:
     """Swap ``model``'s linears for FP8 ones in place and return it.
 
@@ -216,9 +241,11 @@ def convert(
     checkpoint ignores stay as they are; ``scheme`` only names the scheme for a bf16
     checkpoint. ``merge``: merge the family's siblings (:data:`MODEL_TYPE_TO_MERGE`),
     exactly, or with one rescaled per-tensor scale per group when ``requant_max``.
+    ``key_mapping``: checkpoint names -> the model's ({regex: replacement}); default: the
+    family's (e.g. Qwen3.5's ``model.language_model.`` -> ``model.``).
     The result: ``model.fp8tower_merges`` lists each merge group and why it did not merge.
     """
-    ck = _open_checkpoint(checkpoint, scheme)
+    ck = open_mapped(checkpoint, scheme, key_mapping)
     if ck is None and scheme is None:
         raise ConvertError("convert needs a scheme (per_tensor, channel_token, block128, "
                            "weight_only) to quantize with, or a checkpoint to load")
@@ -262,158 +289,3 @@ def convert(
             records = patch(model, MergeMode.REQUANT_MAX if requant_max else MergeMode.EXACT)
     model.fp8tower_merges = records
     return model
-
-
-# ----------------------------------------------------------------------------- from_pretrained
-
-
-@contextlib.contextmanager
-def params_on_meta():
-    """Create every nn.Parameter on the meta device (buffers stay real: rotary tables etc.
-    are computed as usual); accelerate's ``init_empty_weights(include_buffers=False)``."""
-    orig = nn.Module.register_parameter
-
-    def register(self, name, param):
-        if param is not None and param.device.type != "meta":
-            param = nn.Parameter(param.to("meta"), requires_grad=param.requires_grad)
-        orig(self, name, param)
-
-    nn.Module.register_parameter = register
-    try:
-        yield
-    finally:
-        nn.Module.register_parameter = orig
-
-
-def empty_model(config, *, dtype: torch.dtype = torch.bfloat16, cls=None) -> nn.Module:
-    """A transformers causal LM of ``config`` (a dict or PretrainedConfig) with its parameters
-    on the meta device (no memory, no init time); buffers are real, on the CPU."""
-    import transformers
-
-    if isinstance(config, dict):
-        cfg = dict(config)
-        mt = cfg.pop("model_type", None)
-        if mt is None:
-            raise ConvertError("config.json has no model_type")
-        config = transformers.AutoConfig.for_model(mt, **cfg)
-    if cls is None:
-        cls = transformers.AutoModelForCausalLM
-        build = cls.from_config
-    else:
-        build = cls._from_config
-    with params_on_meta():
-        return build(config, dtype=dtype)
-
-
-def _set_tensor(model: nn.Module, name: str, value: torch.Tensor) -> None:
-    parent_name, _, attr = name.rpartition(".")
-    parent = model.get_submodule(parent_name) if parent_name else model
-    if attr in parent._parameters:
-        old = parent._parameters[attr]
-        if tuple(old.shape) != tuple(value.shape):
-            raise ConvertError(f"{name}: the checkpoint has shape {tuple(value.shape)}, the "
-                               f"model {tuple(old.shape)}")
-        parent._parameters[attr] = nn.Parameter(value, requires_grad=False)
-    else:
-        parent._buffers[attr] = value
-
-
-def from_pretrained(
-    path: str | os.PathLike[str],
-    *,
-    scheme: Scheme | str | None = None,
-    merge: bool = True,
-    backend: str = "auto",
-    device: torch.device | str = "cpu",
-    dtype: torch.dtype = torch.bfloat16,
-    requant_max: bool = False,
-    filter: FilterFn | None = None,
-    cls=None,
-) -> nn.Module:
-    """The transformers model of a local checkpoint, already converted: built with its
-    parameters on the meta device, FP8 linears filled from the checkpoint (never through a
-    bf16 copy), every other tensor loaded with ``load_tensor`` in ``dtype`` on ``device``.
-    ``scheme``: the scheme to quantize a bf16 checkpoint to (an FP8 one brings its own)."""
-    ck = _open_checkpoint(Path(path), scheme)
-    model = empty_model(ck.config, dtype=dtype, cls=cls)
-    convert(model, scheme, checkpoint=ck, merge=merge, backend=backend, filter=filter,
-            requant_max=requant_max, device=device)
-    stored = set(ck.tensor_names())
-    missing = []
-    for name, p in list(model.named_parameters()):
-        if p.device.type != "meta":
-            continue
-        if name not in stored:
-            missing.append(name)
-            continue
-        _set_tensor(model, name, ck.load_tensor(name, device=device, dtype=p.dtype))
-    tied = getattr(model, "_tied_weights_keys", None) or {}
-    for name in list(missing):
-        # transformers 5: {target: source} (e.g. lm_head.weight -> embed_tokens.weight)
-        src = tied.get(name) if isinstance(tied, dict) else None
-        if src is not None and src in dict(model.named_parameters()):
-            _set_tensor(model, name, model.get_parameter(src))
-            missing.remove(name)
-    if missing:
-        raise ConvertError(f"{len(missing)} parameter(s) of the model are not in the checkpoint "
-                           f"{path}: {', '.join(missing[:5])}{' ...' if len(missing) > 5 else ''}")
-    model.to(device)  # the buffers (computed on the CPU); Fp8Linear keeps its dtypes
-    model.eval()
-    return model
-
-
-# ----------------------------------------------------------------------------- describe
-
-
-def merge_groups_of(names: Iterable[str], model_type: str | None) -> list[dict]:
-    """The family's sibling groups among module names (no model needed): one record per
-    parent holding every member: ``{"parent", "merged", "members"}`` (member fqns)."""
-    present = set(names)
-    parents = sorted({n.rpartition(".")[0] for n in present})
-    out = []
-    for parent in parents:
-        for g in GROUPS.get(model_type, ()):
-            members = [f"{parent}.{m}" if parent else m for m in g.members]
-            if all(m in present for m in members):
-                out.append({"parent": parent, "merged": g.merged_name, "members": members})
-    return out
-
-
-def describe(path: str | os.PathLike[str], *, scheme: Scheme | str | None = None) -> dict:
-    """What a checkpoint holds (format, scheme per module, ignored modules, bytes: the
-    checkpoint's own ``describe()``) and the merge groups ``convert`` would form, each
-    ``"merge"`` (all members FP8, one scheme) or ``"keep"`` with the reason."""
-    ck = _open_checkpoint(Path(path), scheme)
-    info = dict(ck.describe())
-    config = ck.config
-    mt = config.get("model_type")
-    if mt not in GROUPS and isinstance(config.get("text_config"), dict):
-        mt = config["text_config"].get("model_type", mt)
-    weights = [n[: -len(".weight")] for n in ck.tensor_names() if n.endswith(".weight")]
-    groups = merge_groups_of(weights, mt)
-    for g in groups:
-        schemes = [ck.scheme_for(m) for m in g["members"]]
-        ck.check_merge_group(g["members"])  # an ignore list splitting a group: an error
-        if any(s is None for s in schemes):
-            g["action"], g["reason"] = "keep", "not quantized in the checkpoint"
-        elif len(set(schemes)) > 1:
-            g["action"], g["reason"] = "keep", f"mixed schemes {sorted(map(str, schemes))}"
-        else:
-            g["action"], g["reason"] = "merge", None
-        g["scheme"] = None if schemes[0] is None else str(schemes[0])
-    info["model_type"] = mt
-    info["merge_groups"] = groups
-    info["merge_counts"] = dict(collections.Counter(
-        f"{g['merged']}:{g['action']}" for g in groups))
-    return info
-
-
-class _CallableModule(types.ModuleType):
-    """``fp8tower.convert(model, ...)`` works even once this module is imported (the package
-    attribute is then the module): calling the module calls :func:`convert`."""
-
-    def __call__(self, *args, **kwargs):
-        return convert(*args, **kwargs)
-
-
-sys.modules[__name__].__class__ = _CallableModule

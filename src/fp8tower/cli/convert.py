@@ -1,0 +1,147 @@
+"""`fp8tower convert PATH`: what a checkpoint holds, and optionally fp8tower's merged copy of it
+(fp8tower.hf.describe / write_merged).
+
+Exit codes: 0 ok; 2 bad input (not a checkpoint directory, a malformed checkpoint, a bad
+option value, an output directory that is not empty).
+"""
+
+from __future__ import annotations
+
+import collections
+import re
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from ._common import console as _console
+from ._common import fail as _fail
+
+HELP = """Report what a local checkpoint holds, as fp8tower reads it: its format (modelopt,
+compressed_tensors, block_fp8, fp8tower, or unquantized bf16 with --scheme), the scheme of each
+quantized linear (layers collapsed to *), the modules kept in high precision (ignore lists,
+lm_head, embeddings, vision towers), the sibling groups fp8tower merges into one GEMM (and why
+a group cannot merge), and the bytes per dtype. --write-merged OUT_DIR writes fp8tower's own
+checkpoint with those groups stored merged (per-member scales; fp8tower.from_pretrained reads
+it back). Nothing is loaded into a model; only headers and scalar scales are read unless
+--write-merged is given."""
+
+
+def _pattern(name: str) -> str:
+    """model.layers.12.mlp.up_proj -> model.layers.*.mlp.up_proj (layers, experts)."""
+    return re.sub(r"(?<=\.)\d+(?=\.|$)", "*", name)
+
+
+def _gb(n: int) -> str:
+    return f"{n / 1e9:.3f} GB" if n >= 1e7 else f"{n / 1e6:.3f} MB"
+
+
+def _collapse(names) -> list[tuple[str, int]]:
+    return sorted(collections.Counter(_pattern(n) for n in names).items())
+
+
+def _print(info: dict, written: dict | None) -> None:
+    from rich.table import Table
+
+    con = _console()
+    head = Table(title=f"checkpoint {info['path']}", show_header=False)
+    head.add_row("format", f"{info['format']}  ({Path(info['quant_config_file']).name})")
+    head.add_row("model_type", str(info["model_type"]))
+    head.add_row("tensors", str(info["n_tensors"]))
+    head.add_row("bytes", f"{info['bytes']:,} ({_gb(info['bytes'])}, decimal)")
+    for dtype, n in info.get("bytes_by_dtype", {}).items():
+        head.add_row(f"  {dtype}", f"{n:,} ({_gb(n)})")
+    con.print(head)
+
+    static = set(info["static_act_scale"])
+    rows = collections.Counter((_pattern(f), s, f in static) for f, s in info["schemes"].items())
+    st = Table(title=f"quantized linears: {len(info['schemes'])}")
+    for col in ("module", "scheme", "activation scale", "count"):
+        st.add_column(col)
+    for (pat, scheme, is_static), n in sorted(rows.items()):
+        act = "static" if is_static else ("none" if scheme == "weight_only" else "dynamic")
+        st.add_row(pat, scheme, act, str(n))
+    con.print(st)
+
+    kept = info["not_quantized"]
+    if kept:
+        kt = Table(title=f"kept in high precision: {len(kept)} linear weight(s)")
+        kt.add_column("module")
+        kt.add_column("why")
+        kt.add_column("count")
+        ignored = set(info["ignored"])
+        for pat, n in _collapse(kept):
+            why = ("in the ignore list" if any(_pattern(f) == pat and f in ignored for f in kept)
+                   else "not quantized in the checkpoint")
+            kt.add_row(pat, why, str(n))
+        con.print(kt)
+
+    groups = info["merge_groups"]
+    mt = Table(title=f"merge groups: {len(groups)}")
+    for col in ("merged", "members", "action", "scheme", "count", "reason"):
+        mt.add_column(col, overflow="fold")
+    by = collections.defaultdict(list)
+    for g in groups:
+        members = "+".join(m.rpartition(".")[2] for m in g["members"])
+        by[(_pattern(g["parent"]) + "." + g["merged"], members, g["action"], g["scheme"])].append(g)
+    for (merged, members, action, scheme), gs in sorted(by.items()):
+        reasons = {g["reason"] for g in gs if g["reason"]}
+        reason = next(iter(reasons), "") if len(reasons) <= 1 else (
+            f"e.g. {min(reasons)} ({len(reasons)} different)")
+        mt.add_row(merged, members, action, str(scheme), str(len(gs)), reason)
+    if groups:
+        con.print(mt)
+    else:
+        con.print(f"no merge groups (model_type {info['model_type']!r}: fp8tower merges "
+                  "llama, qwen3, qwen3_5)")
+
+    if written is not None:
+        done = collections.Counter(g["written"] for g in written["groups"])
+        con.print(f"wrote {written['path']}: {len(written['files'])} file(s), "
+                  f"{written['bytes']:,} bytes ({_gb(written['bytes'])}); groups stored merged: "
+                  f"{done.get('merged', 0)}, kept separate: {done.get('separate', 0)}")
+        for g in written["groups"]:
+            if g["written"] == "separate":
+                con.print(f"  kept separate: {g['merged']}: {g['reason']}")
+
+
+def convert(
+    path: Annotated[Path, typer.Argument(help="Checkpoint directory (config.json + "
+                                         "*.safetensors).", show_default=False)],
+    json_out: Annotated[Path | None, typer.Option(
+        "--json", help="Also write the report as JSON to this file.")] = None,
+    write_merged: Annotated[Path | None, typer.Option(
+        "--write-merged", help="Write fp8tower's merged checkpoint to this (new or empty) "
+        "directory.")] = None,
+    scheme: Annotated[str | None, typer.Option(
+        help="For an unquantized (bf16/fp16) checkpoint: the scheme to quantize to "
+        "(per_tensor, channel_token, block128, weight_only).")] = None,
+    requant_max: Annotated[bool, typer.Option(
+        "--requant-max", help="With --write-merged: merge per_tensor groups with one rescaled "
+        "scale (the largest) instead of keeping one scale per member.")] = False,
+) -> None:
+    """What a checkpoint holds (format, schemes, ignored modules, merge groups, bytes)."""
+    import json
+
+    from ..checkpoint import CheckpointError
+    from ..hf.conversion import ConvertError
+    from ..hf.pretrained import describe
+
+    try:
+        info = describe(path, scheme=scheme)
+        written = None
+        if write_merged is not None:
+            from ..hf.write import write_merged as _write
+
+            written = _write(path, write_merged, scheme=scheme, requant_max=requant_max)
+    except (CheckpointError, ConvertError, OSError) as e:
+        raise _fail(str(e)) from None
+    _print(info, written)
+    if json_out is not None:
+        try:
+            json_out.write_text(json.dumps({"checkpoint": info, "written": written}, indent=2))
+        except OSError as e:
+            raise _fail(f"{json_out}: cannot write the JSON report ({e.strerror})") from None
+
+
+convert.__doc__ = HELP

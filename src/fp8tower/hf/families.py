@@ -1,0 +1,82 @@
+"""Per ``config.model_type``: which sibling projections merge (Liger-Kernel style table), and
+how checkpoint tensor names map onto the causal LM's module names.
+
+Each entry of :data:`GROUPS` becomes a patch function ``fn(model, mode) -> records`` (the
+table ``conversion.MODEL_TYPE_TO_MERGE``) that replaces sibling :class:`~fp8tower.nn.linear.Fp8Linear` modules reading one input by one
+merged GEMM (see :func:`fp8tower.hf.conversion.merge_group`). A group merges only inside the
+parent classes named here: their ``forward`` was read (transformers 5.17.0, 2026-11-30) and
+calls every member on the same, unmodified tensor, one after the other:
+
+- ``LlamaAttention`` / ``Qwen3Attention`` / ``Qwen3_5Attention``: ``q_proj``, ``k_proj``,
+  ``v_proj`` on ``hidden_states`` (Qwen3.5's q_proj carries query + output gate);
+- ``LlamaMLP`` / ``Qwen3MLP`` / ``Qwen3_5MLP``: ``gate_proj``, ``up_proj`` on ``x``;
+- ``Qwen3_5GatedDeltaNet``: ``in_proj_qkv``, ``in_proj_z``, then ``in_proj_b``,
+  ``in_proj_a``, on ``hidden_states`` after ``apply_mask_to_padding_states`` (one tensor).
+
+A family without an entry converts unmerged. Merging is always exact in value (a member
+called on another tensor computes the merged GEMM afresh, see ``MergedShard``); the class
+list only keeps that slow path from being taken.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class SiblingGroup:
+    """Members (attribute names on one parent) merged into ``merged_name`` on that parent."""
+
+    merged_name: str
+    members: tuple[str, ...]
+    parent_classes: tuple[str, ...]
+
+
+def _attn(*classes: str) -> SiblingGroup:
+    return SiblingGroup("qkv_proj", ("q_proj", "k_proj", "v_proj"), classes)
+
+
+def _mlp(*classes: str) -> SiblingGroup:
+    return SiblingGroup("gate_up_proj", ("gate_proj", "up_proj"), classes)
+
+
+GROUPS: dict[str, tuple[SiblingGroup, ...]] = {
+    "llama": (_attn("LlamaAttention"), _mlp("LlamaMLP")),
+    "qwen3": (_attn("Qwen3Attention"), _mlp("Qwen3MLP")),
+    "qwen3_5": (
+        SiblingGroup("in_proj_qkvz", ("in_proj_qkv", "in_proj_z"), ("Qwen3_5GatedDeltaNet",)),
+        SiblingGroup("in_proj_ba", ("in_proj_b", "in_proj_a"), ("Qwen3_5GatedDeltaNet",)),
+        _attn("Qwen3_5Attention"),
+        _mlp("Qwen3_5MLP"),
+    ),
+}
+GROUPS["qwen3_5_text"] = GROUPS["qwen3_5"]
+
+
+
+
+
+# Stored name -> model name, per model_type: (regex, replacement) rules applied in order (see
+# fp8tower.checkpoint.keymap). Qwen3.5 / 3.6 checkpoints are Qwen3_5ForConditionalGeneration's:
+# text model under model.language_model.*, vision tower under model.visual.*, MTP head under
+# mtp.*; Qwen3_5ForCausalLM names the text model model.* and ignores model.visual.* / mtp.*
+# (transformers 5.17: conversion_mapping.py "qwen3_5_text": PrefixChange(prefix_to_remove=
+# "language_model", model_prefix="model"); modeling_qwen3_5.py Qwen3_5ForCausalLM.
+# _keys_to_ignore_on_load_unexpected = [r"^mtp.*", r"^model.visual.*"]). A checkpoint already
+# in the causal LM's names (no language_model) is left as it is.
+CHECKPOINT_KEY_MAPPING: dict[str, tuple[tuple[str, str], ...]] = {
+    "qwen3_5": ((r"^model\.language_model\.", "model."),),
+}
+CHECKPOINT_KEY_MAPPING["qwen3_5_text"] = CHECKPOINT_KEY_MAPPING["qwen3_5"]
+
+
+def config_model_type(config: dict) -> str | None:
+    """The model_type that selects a family: the top-level one if it has an entry here, else
+    the text_config's (a multimodal checkpoint whose text model is a known family)."""
+    mt = config.get("model_type")
+    if mt in GROUPS or mt in CHECKPOINT_KEY_MAPPING:
+        return mt
+    text = config.get("text_config")
+    if isinstance(text, dict) and text.get("model_type"):
+        return text["model_type"]
+    return mt

@@ -1,0 +1,203 @@
+"""Build a transformers model from a local checkpoint, already converted; describe one.
+
+    >>> model = fp8tower.from_pretrained("path/to/Qwen3.5-27B-FP8")
+    >>> info = fp8tower.hf.describe("path/to/Qwen3.5-27B-FP8")   # what `fp8tower convert` prints
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import os
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from ..formats import Scheme
+from .conversion import ConvertError, FilterFn, convert, open_mapped
+from .families import GROUPS, config_model_type
+
+# ----------------------------------------------------------------------------- from_pretrained
+
+
+@contextlib.contextmanager
+def params_on_meta():
+    """Create every nn.Parameter on the meta device (buffers stay real: rotary tables etc.
+    are computed as usual); accelerate's ``init_empty_weights(include_buffers=False)``."""
+    orig = nn.Module.register_parameter
+
+    def register(self, name, param):
+        if param is not None and param.device.type != "meta":
+            param = nn.Parameter(param.to("meta"), requires_grad=param.requires_grad)
+        orig(self, name, param)
+
+    nn.Module.register_parameter = register
+    try:
+        yield
+    finally:
+        nn.Module.register_parameter = orig
+
+
+def empty_model(config, *, dtype: torch.dtype = torch.bfloat16, cls=None) -> nn.Module:
+    """A transformers causal LM of ``config`` (a dict or PretrainedConfig) with its parameters
+    on the meta device (no memory, no init time); buffers are real, on the CPU."""
+    import transformers
+
+    if isinstance(config, dict):
+        cfg = dict(config)
+        mt = cfg.pop("model_type", None)
+        if mt is None:
+            raise ConvertError("config.json has no model_type")
+        config = transformers.AutoConfig.for_model(mt, **cfg)
+    if cls is None:
+        cls = transformers.AutoModelForCausalLM
+        build = cls.from_config
+    else:
+        build = cls._from_config
+    with params_on_meta():
+        return build(config, dtype=dtype)
+
+
+def _set_tensor(model: nn.Module, name: str, value: torch.Tensor) -> None:
+    parent_name, _, attr = name.rpartition(".")
+    parent = model.get_submodule(parent_name) if parent_name else model
+    if attr in parent._parameters:
+        old = parent._parameters[attr]
+        if tuple(old.shape) != tuple(value.shape):
+            raise ConvertError(f"{name}: the checkpoint has shape {tuple(value.shape)}, the "
+                               f"model {tuple(old.shape)}")
+        parent._parameters[attr] = nn.Parameter(value, requires_grad=False)
+    else:
+        parent._buffers[attr] = value
+
+
+def from_pretrained(
+    path: str | os.PathLike[str],
+    *,
+    scheme: Scheme | str | None = None,
+    merge: bool = True,
+    backend: str = "auto",
+    device: torch.device | str = "cpu",
+    dtype: torch.dtype = torch.bfloat16,
+    requant_max: bool = False,
+    filter: FilterFn | None = None,
+    cls=None,
+    key_mapping: dict[str, str] | Sequence[tuple[str, str]] | None = None,
+) -> nn.Module:
+    """The transformers model of a local checkpoint, already converted: built with its
+    parameters on the meta device, FP8 linears filled from the checkpoint (never through a
+    bf16 copy), every other tensor loaded with ``load_tensor`` in ``dtype`` on ``device``.
+    ``scheme``: the scheme to quantize a bf16 checkpoint to (an FP8 one brings its own).
+    ``key_mapping``: stored names -> the model's ({regex: replacement}); default: the family's
+    (Qwen3.5: ``model.language_model.`` -> ``model.``; its ``model.visual.*`` and ``mtp.*``
+    tensors are not part of the causal LM and are not read)."""
+    ck = open_mapped(Path(path), scheme, key_mapping)
+    model = empty_model(ck.config, dtype=dtype, cls=cls)
+    convert(model, scheme, checkpoint=ck, merge=merge, backend=backend, filter=filter,
+            requant_max=requant_max, device=device)
+    stored = set(ck.tensor_names())
+    missing = []
+    for name, p in list(model.named_parameters()):
+        if p.device.type != "meta":
+            continue
+        if name not in stored:
+            missing.append(name)
+            continue
+        _set_tensor(model, name, ck.load_tensor(name, device=device, dtype=p.dtype))
+    tied = getattr(model, "_tied_weights_keys", None) or {}
+    for name in list(missing):
+        # transformers 5: {target: source} (e.g. lm_head.weight -> embed_tokens.weight)
+        src = tied.get(name) if isinstance(tied, dict) else None
+        if src is not None and src in dict(model.named_parameters()):
+            _set_tensor(model, name, model.get_parameter(src))
+            missing.remove(name)
+    if missing:
+        raise ConvertError(f"{len(missing)} parameter(s) of the model are not in the checkpoint "
+                           f"{path}: {', '.join(missing[:5])}{' ...' if len(missing) > 5 else ''}")
+    model.to(device)  # the buffers (computed on the CPU); Fp8Linear keeps its dtypes
+    model.eval()
+    return model
+
+
+# ----------------------------------------------------------------------------- describe
+
+
+def merge_groups_of(names: Iterable[str], model_type: str | None) -> list[dict]:
+    """The family's sibling groups among module names (no model needed): one record per
+    parent holding every member: ``{"parent", "merged", "members"}`` (member fqns)."""
+    present = set(names)
+    parents = sorted({n.rpartition(".")[0] for n in present})
+    out = []
+    for parent in parents:
+        for g in GROUPS.get(model_type, ()):
+            members = [f"{parent}.{m}" if parent else m for m in g.members]
+            if all(m in present for m in members):
+                out.append({"parent": parent, "merged": g.merged_name, "members": members})
+    return out
+
+
+def _exact_merge_reason(ck, members: list[str], scheme: Scheme) -> str | None:
+    """Why an exact merge of these quantized members would fail (merge.py's rules), from
+    the headers and the static input scales (a scalar each)."""
+    from ..formats import BLOCK
+
+    specs = [ck.linear_spec(m) for m in members]
+    if scheme is Scheme.BLOCK128:
+        bad = [f"{m.rpartition('.')[2]}: N={s.n}" for m, s in zip(members[:-1], specs[:-1])
+               if s.n % BLOCK]
+        if bad:
+            return (f"block128: {', '.join(bad)} not a multiple of {BLOCK} (a block row "
+                    "would straddle two members)")
+    static = [s.input_scale is not None for s in specs]
+    if any(static) and not all(static):
+        return "members mix static and dynamic input scales"
+    if all(static):
+        values = [float(ck.load_tensor(s.input_scale).float().reshape(-1)[0]) for s in specs]
+        if len(set(values)) > 1:
+            listed = ", ".join(f"{m.rpartition('.')[2]}={v:.6g}" for m, v in zip(members, values))
+            return f"static input scales differ ({listed}); requant_max merges with their max"
+    return None
+
+
+def describe(path, *, scheme: Scheme | str | None = None) -> dict:
+    """What a checkpoint (a path or an opened one) holds, in its stored names: format, scheme
+    per module, ignored modules, bytes (the checkpoint's own ``describe()``), and the merge
+    groups ``convert`` would form, each ``"merge"`` (all members FP8, one scheme), ``"keep"``
+    with the reason, or ``"stored merged"`` (an fp8tower checkpoint holding it as one tensor).
+    The reasons are those of an exact merge (fp8tower.nn.merged), checked from the headers and
+    the static input scales alone (no weight is read): members not all quantized, mixed
+    schemes, block128 members not 128-aligned, static input scales that differ."""
+    if hasattr(path, "load_linear"):
+        ck = getattr(path, "stored", path)
+    else:
+        from ..checkpoint import open_checkpoint
+
+        ck = open_checkpoint(Path(path), scheme=scheme)
+    info = dict(ck.describe())
+    mt = config_model_type(ck.config)
+    stored_merged = ck.stored_merged() if hasattr(ck, "stored_merged") else {}
+    weights = {n[: -len(".weight")] for n in ck.tensor_names() if n.endswith(".weight")}
+    groups = merge_groups_of(weights | set(ck.linear_names()), mt)
+    merged_members = {tuple(g["members"]): name for name, g in stored_merged.items()}
+    for g in groups:
+        schemes = [ck.scheme_for(m) for m in g["members"]]
+        ck.check_merge_group(g["members"])  # an ignore list splitting a group: an error
+        if tuple(g["members"]) in merged_members:
+            g["action"], g["reason"] = "stored merged", None
+        elif any(s is None for s in schemes):
+            g["action"], g["reason"] = "keep", "not quantized in the checkpoint"
+        elif len(set(schemes)) > 1:
+            g["action"], g["reason"] = "keep", f"mixed schemes {sorted(map(str, schemes))}"
+        else:
+            reason = _exact_merge_reason(ck, g["members"], schemes[0])
+            g["action"], g["reason"] = ("keep", reason) if reason else ("merge", None)
+        g["scheme"] = None if schemes[0] is None else str(schemes[0])
+    info["model_type"] = mt
+    info["merge_groups"] = groups
+    info["merge_counts"] = dict(collections.Counter(
+        f"{g['merged']}:{g['action']}" for g in groups))
+    return info
+
+

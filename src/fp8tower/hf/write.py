@@ -1,0 +1,192 @@
+"""Write fp8tower's own merged FP8 checkpoint (format: fp8tower/checkpoint/native.py).
+
+    >>> fp8tower.hf.write_merged("Qwen3.5-27B-FP8", "Qwen3.5-27B-FP8-merged")
+
+Reads the source checkpoint module by module (any format fp8tower reads; a bf16 one with a
+``scheme``), merges each sibling group that ``describe`` marks ``merge`` into one stored
+tensor with per-member scales (exact; one rescaled per-tensor scale with
+``requant_max``), and writes the other linears and every other tensor under their stored
+names, in shards of at most ``max_shard_bytes``, with an index, a config.json whose
+``quantization_config`` fp8tower's loader reads, and the source's other files (tokenizer,
+generation config). No model is built and transformers is not imported.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import torch
+
+from ..formats import Scheme
+from ..nn.merged import MergeError, MergeMode, merge_weights
+from .conversion import ConvertError, default_filter
+from .pretrained import describe
+
+_SKIP_FILES = {"config.json", "hf_quant_config.json", "model.safetensors.index.json"}
+
+
+class _ShardWriter:
+    def __init__(self, out: Path, max_bytes: int):
+        from safetensors.torch import save_file
+
+        self._save = save_file
+        self.out, self.max_bytes = out, max_bytes
+        self.pending: dict[str, torch.Tensor] = {}
+        self.pending_bytes = 0
+        self.files: list[tuple[Path, list[str]]] = []
+        self.total = 0
+
+    def add(self, name: str, t: torch.Tensor) -> None:
+        t = t.detach().to("cpu").contiguous()
+        n = t.numel() * t.element_size()
+        if self.pending and self.pending_bytes + n > self.max_bytes:
+            self.flush()
+        self.pending[name] = t
+        self.pending_bytes += n
+        self.total += n
+
+    def flush(self) -> None:
+        if not self.pending:
+            return
+        tmp = self.out / f".part-{len(self.files):05d}.safetensors"
+        self._save(self.pending, str(tmp), metadata={"format": "pt"})
+        self.files.append((tmp, sorted(self.pending)))
+        self.pending, self.pending_bytes = {}, 0
+
+    def finish(self) -> list[str]:
+        self.flush()
+        if len(self.files) == 1:
+            self.files[0][0].rename(self.out / "model.safetensors")
+            return ["model.safetensors"]
+        weight_map, names = {}, []
+        for i, (tmp, tensors) in enumerate(self.files):
+            name = f"model-{i + 1:05d}-of-{len(self.files):05d}.safetensors"
+            tmp.rename(self.out / name)
+            names.append(name)
+            weight_map.update(dict.fromkeys(tensors, name))
+        (self.out / "model.safetensors.index.json").write_text(json.dumps(
+            {"metadata": {"total_size": self.total}, "weight_map": weight_map}, indent=2))
+        return names
+
+
+def _stored_scale(w) -> torch.Tensor:
+    """An Fp8Weight's scale in native.py's stored shape."""
+    s = w.scale.float()
+    if w.scheme is Scheme.PER_TENSOR:
+        return s.reshape(())
+    if w.scheme is Scheme.BLOCK128:
+        return s
+    return s.reshape(-1)
+
+
+def write_merged(
+    path: str | os.PathLike[str],
+    out: str | os.PathLike[str],
+    *,
+    scheme: Scheme | str | None = None,
+    requant_max: bool = False,
+    max_shard_bytes: int = 4 * 10**9,
+) -> dict:
+    """Write ``path``'s checkpoint to ``out`` in fp8tower's format, sibling groups merged.
+
+    ``scheme``: for a bf16/fp16 checkpoint, the scheme its linears are quantized to (lm_head,
+    embeddings and vision towers stay as stored, as ``convert`` leaves them). Returns a
+    report: ``{"path", "files", "bytes", "groups": [{"merged", "members", "written",
+    "reason"}]}`` (``written``: "merged" or "separate", with the reason)."""
+    from ..checkpoint import open_checkpoint
+
+    src, dst = Path(path).expanduser(), Path(out).expanduser()
+    if dst.exists() and (dst.resolve() == src.resolve() or any(dst.iterdir())):
+        raise ConvertError(f"{dst}: exists and is not empty (write_merged writes a new "
+                           "checkpoint directory)")
+    mode = MergeMode.REQUANT_MAX if requant_max else MergeMode.EXACT
+    ck = open_checkpoint(src, scheme=scheme)
+    info = describe(ck)
+    linears = [f for f in ck.linear_names()
+               if ck.format != "unquantized" or default_filter(None, f)]
+    stored_merged = ck.stored_merged() if hasattr(ck, "stored_merged") else {}
+    owners = set(linears) | set(stored_merged)
+    dst.mkdir(parents=True, exist_ok=True)
+    writer = _ShardWriter(dst, max_shard_bytes)
+    modules: dict[str, dict] = {}
+    merged_cfg: dict[str, dict] = {}
+    report_groups: list[dict] = []
+
+    def put_linear(fqn: str, w, bias) -> None:
+        writer.add(f"{fqn}.weight", w.data)
+        writer.add(f"{fqn}.weight_scale", _stored_scale(w))
+        if w.act_scale is not None:
+            writer.add(f"{fqn}.input_scale", w.act_scale.float().reshape(()))
+        if bias is not None:
+            writer.add(f"{fqn}.bias", bias)
+        modules[fqn] = {"scheme": str(w.scheme), "static_input_scale": w.act_scale is not None}
+
+    done: set[str] = set()
+    wanted = set(linears)
+    for g in info["merge_groups"]:
+        members = g["members"]
+        if g["action"] not in ("merge", "stored merged") or not set(members) <= wanted:
+            continue
+        name = f"{g['parent']}.{g['merged']}" if g["parent"] else g["merged"]
+        rec = {"merged": name, "members": members, "written": "merged", "reason": None}
+        loaded = [ck.load_linear(m) for m in members]
+        weights = [x.weight for x in loaded]
+        biases = [x.bias for x in loaded]
+        try:
+            merged = merge_weights(weights, mode, members)
+            if any(b is not None for b in biases) and any(b is None for b in biases):
+                raise MergeError(f"some members have a bias and some do not: {members}")
+        except MergeError as e:
+            rec["written"], rec["reason"] = "separate", str(e)
+            report_groups.append(rec)
+            continue
+        if merged.scheme is Scheme.PER_TENSOR and mode is MergeMode.EXACT:
+            scalars = torch.stack([w.scale.float().reshape(()) for w in weights])
+            same = bool((scalars == scalars[0]).all())
+            scale = scalars[0] if same else scalars  # [] or [len(members)]: per member
+        else:
+            scale = _stored_scale(merged)
+        bias = None if biases[0] is None else torch.cat(biases)
+        writer.add(f"{name}.weight", merged.data)
+        writer.add(f"{name}.weight_scale", scale)
+        if merged.act_scale is not None:
+            writer.add(f"{name}.input_scale", merged.act_scale.float().reshape(()))
+        if bias is not None:
+            writer.add(f"{name}.bias", bias)
+        modules[name] = {"scheme": str(merged.scheme),
+                         "static_input_scale": merged.act_scale is not None}
+        merged_cfg[name] = {"members": members, "sizes": [w.n for w in weights]}
+        done.update(members)
+        report_groups.append(rec)
+    for fqn in linears:
+        if fqn not in done:
+            loaded = ck.load_linear(fqn)
+            put_linear(fqn, loaded.weight, loaded.bias)
+    from ..checkpoint.base import module_of
+
+    for name in ck.tensor_names():
+        if module_of(name) not in owners:
+            writer.add(name, ck.load_tensor(name))
+    files = writer.finish()
+
+    cfg = dict(ck.config)
+    cfg.pop("compression_config", None)
+    from .. import __version__
+
+    cfg["quantization_config"] = {
+        "quant_method": "fp8tower", "format_version": 1,
+        "producer": {"name": "fp8tower", "version": __version__},
+        "source": {"format": ck.format, "path": str(src)},
+        "merge_mode": mode.value,
+        "modules": modules, "merged": merged_cfg,
+        "ignore": sorted(set(info["not_quantized"]) | (set(ck.linear_names()) - set(linears))),
+    }
+    (dst / "config.json").write_text(json.dumps(cfg, indent=2))
+    for f in sorted(src.iterdir()):
+        if f.is_file() and f.name not in _SKIP_FILES and f.suffix != ".safetensors":
+            shutil.copy2(f, dst / f.name)
+    ck.close()
+    return {"path": str(dst), "files": files, "bytes": writer.total, "groups": report_groups}

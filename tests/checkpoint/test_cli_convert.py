@@ -1,0 +1,70 @@
+"""`fp8tower convert PATH`: the report on a checkpoint written by ckpt_writer, --json,
+--write-merged, and one clear line with exit code 2 on bad input."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+pytest.importorskip("transformers")
+
+from ckpt_writer import build, build_qwen3_5, save
+
+from fp8tower.cli import app
+
+
+def _run(*args):
+    return CliRunner().invoke(app, ["convert", *map(str, args)])
+
+
+def test_report_json_and_write_merged(tmp_path):
+    src = save(build_qwen3_5("block_fp8"), tmp_path / "q35", shards=2)
+    r = _run(src, "--json", tmp_path / "r.json", "--write-merged", tmp_path / "out")
+    assert r.exit_code == 0, r.output
+    for word in ("block_fp8", "qwen3_5", "F8_E4M3", "block128",
+                 "model.language_model.layers.*.linear_attn.in_proj_qkv",
+                 "in the ignore list", "in_proj_qkv+in_proj_z", "merge",
+                 "k_proj: N=64 not a multiple of 128", "groups stored merged: 3"):
+        assert word in r.output, word
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert report["checkpoint"]["merge_counts"]["gate_up_proj:merge"] == 2
+    assert report["written"]["bytes"] > 0
+    r = _run(tmp_path / "out")  # the merged checkpoint, read back
+    assert r.exit_code == 0, r.output
+    assert "fp8tower" in r.output and "stored merged" in r.output
+
+
+def test_unquantized_with_scheme(tmp_path):
+    src = save(build("unquantized"), tmp_path / "bf16")
+    r = _run(src, "--scheme", "channel_token")
+    assert r.exit_code == 0, r.output
+    assert "unquantized" in r.output and "channel_token" in r.output
+
+
+@pytest.mark.parametrize("make,args,match", [
+    (None, (), "not a directory"),
+    (lambda p: (p / "config.json").write_text("{not json"), (), "not valid JSON"),
+    (lambda p: (p / "config.json").unlink(), (), "config.json: missing"),
+    (None, ("--scheme", "fp4"), "unknown scheme 'fp4'"),
+    (None, ("--write-merged", "SRC"), "exists and is not empty"),
+])
+def test_bad_input_is_one_line_exit_2(tmp_path, make, args, match):
+    src = save(build("unquantized" if "--scheme" in args else "block_fp8"), tmp_path / "ck")
+    target = tmp_path / "nothing" if make is None and not args else src
+    if make is not None:
+        make(src)
+    args = [str(src) if a == "SRC" else a for a in args]
+    r = _run(target, *args)
+    assert r.exit_code == 2, r.output
+    lines = [ln for ln in r.output.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error:") and match in lines[0], r.output
+    assert "Traceback" not in r.output
+
+
+def test_help_explains():
+    r = CliRunner().invoke(app, ["convert", "--help"])
+    assert r.exit_code == 0
+    for word in ("--write-merged", "--json", "--scheme", "merge", "ignore", "format"):
+        assert word in r.output, word
