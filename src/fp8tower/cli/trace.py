@@ -185,7 +185,7 @@ def attribute(
         report.write_json(json_out, report.attribution_json(att, gib))
     if csv_out:
         report.write_attribution_csv(csv_out, att)
-    if att.mismatches:
+    if att.mismatches or any(not c.ok for c in att.launch_checks):
         raise typer.Exit(1)
 
 
