@@ -25,7 +25,6 @@ from .compare import Comparison
 from .diff import DiffResult
 from .errors import TraceError
 
-
 GIB = float(1 << 30)
 CPU_BANNER = "CPU run: the 'kernels' are top-level aten ops timed on the CPU; no GPU was traced"
 
