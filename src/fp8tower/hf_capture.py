@@ -44,7 +44,9 @@ STEP_LABEL = "(step)"
 MODEL_LABEL = "(model)"
 #: GEMM kernels of the FP8 backends (Triton, cuBLASLt nvjet/xmma, CUTLASS, cuDNN); not the
 #: activation-quant pre-pass, aten's reductions/elementwise or cuBLAS' split-K reduction.
-GEMM_KERNELS = r"^(?!.*(act_quant|elementwise|reduce|splitK))(.*(gemm|nvjet|xmma|cutlass|cudnn))"
+#: (cuBLASLt's split-K GEMMs are named ..._splitK_...; its separate reduction splitKreduce_kernel)
+GEMM_KERNELS = (r"^(?!.*(act_quant|elementwise|reduce_kernel|splitKreduce))"
+                r"(.*(gemm|nvjet|xmma|cutlass|cudnn))")
 #: kernels a converted module may launch besides its GEMM: dynamic activation scale (amax,
 #: divide: aten reductions/elementwise ops) and the activation-quant pre-pass.
 ACT_KERNELS = r"elementwise|reduce|_fp8_act_quant|fill|copy|Memset|memset"
