@@ -212,8 +212,8 @@ def _merged_name(model_type: str | None) -> dict[str, str]:
 
 def _fp8_modules(model: nn.Module) -> dict[str, nn.Module]:
     """fqn -> each module that runs one FP8 GEMM per call (Fp8Linear, MergedFp8Linear)."""
-    from .linear import Fp8Linear
-    from .merge import MergedFp8Linear
+    from .nn.linear import Fp8Linear
+    from .nn.merged import MergedFp8Linear
 
     out = {}
     for fqn, mod in model.named_modules():
@@ -389,7 +389,7 @@ def capture_model(
         mo = model_ops(model, names, fqns, m, dev.type)
         ceiling = None
         if dev.type == "cuda":
-            from .tuning import measure_read_ceiling
+            from .tuning.ceiling import measure_read_ceiling
 
             ceiling = measure_read_ceiling(dev)
         fp8 = _fp8_modules(model)

@@ -378,7 +378,9 @@ def capture_model(
 ) -> None:
     """Capture a two-length trace pair of a transformers model's decode step; op groups are
     its modules (layers.*.linear_attn.in_proj_qkvz, layers.*.self_attn, ...)."""
-    from fp8tower.hf_capture import capture_model as run
+    from rich.markup import escape
+
+    from ..hf_capture import capture_model as run
 
     short_long = _parse_steps(steps)
     try:
