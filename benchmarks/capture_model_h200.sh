@@ -2,7 +2,8 @@
 # Paired traces of the Qwen3.5-27B-shaped transformers model's decode step (random bf16
 # weights from the embedded config, converted to FP8 per_tensor by fp8tower.convert, merged
 # and unmerged, M=1, one CUDA graph per step), attributed per module group, compared, and
-# reported; plus (EAGER=1) an eager capture of the merged arm for the host launch statistics.
+# reported; plus (EAGER=1) 2,6 eager steps of the same merged model (no second build) for the
+# host launch statistics (CPU time per launch call, launch delay) of eager decoding.
 #
 # Usage (H200, repository root):  benchmarks/capture_model_h200.sh OUTDIR
 #   env: MODEL (qwen3.5-27b), STEPS (4,36: short,long decode steps; 8,136 is the tower's
@@ -36,15 +37,15 @@ run() {  # run a command, log it, remember a failure
 }
 start=$SECONDS
 for arm in merged unmerged; do
-  spec=fp8:per_tensor; [ $arm = merged ] && spec=fp8:per_tensor:merged
+  spec=fp8:per_tensor; extra=()
+  if [ $arm = merged ]; then
+    spec=fp8:per_tensor:merged
+    [ "$EAGER" = 1 ] && extra=(--eager-out "$W/merged_eager")
+  fi
   LOG=$arm.log run fp8 trace capture-model --model "$MODEL" --arm $spec --backend "$BACKEND" \
-      --m 1 --steps "$STEPS" --out "$W/$arm"
+      --m 1 --steps "$STEPS" --out "$W/$arm" "${extra[@]}"
   echo "capture $arm done at $((SECONDS - start)) s" | tee -a "$W/commands.log"
 done
-if [ "$EAGER" = 1 ]; then
-  LOG=eager.log run fp8 trace capture-model --model "$MODEL" --arm fp8:per_tensor:merged \
-      --backend "$BACKEND" --m 1 --steps 2,6 --eager --out "$W/merged_eager"
-fi
 for arm in merged unmerged merged_eager; do
   [ -f "$W/$arm/manifest.json" ] || continue
   LOG=attribute_$arm.log run fp8 trace attribute "$W/$arm" --json "$W/attribute_$arm.json" \

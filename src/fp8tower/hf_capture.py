@@ -100,16 +100,26 @@ def build_model(config, device: torch.device, seed: int = 0) -> nn.Module:
     return model.to(device).eval()
 
 
-def apply_arm(model: nn.Module, arm: str, backend: str = "auto") -> None:
-    """``bf16`` (nothing), ``fp8:<scheme>`` (unmerged) or ``fp8:<scheme>:merged``."""
+def parse_arm(arm: str) -> tuple[str | None, bool]:
+    """``bf16`` -> (None, False); ``fp8:<scheme>[:merged]`` -> (scheme, merged)."""
+    from .formats import Scheme
+
     parts = arm.split(":")
     if parts == ["bf16"]:
-        return
+        return None, False
     if parts[0] != "fp8" or len(parts) not in (2, 3) or (len(parts) == 3 and parts[2] != "merged"):
         raise ValueError(f"arm {arm!r}: expected bf16, fp8:<scheme> or fp8:<scheme>:merged")
+    return Scheme.parse(parts[1]).value, len(parts) == 3
+
+
+def apply_arm(model: nn.Module, arm: str, backend: str = "auto") -> None:
+    """``bf16`` (nothing), ``fp8:<scheme>`` (unmerged) or ``fp8:<scheme>:merged``."""
+    scheme, merged = parse_arm(arm)
+    if scheme is None:
+        return
     from .convert import convert
 
-    convert(model, parts[1], merge=len(parts) == 3, backend=backend)
+    convert(model, scheme, merge=merged, backend=backend)
 
 
 # ----------------------------------------------------------------------------- module ranges
@@ -315,9 +325,13 @@ def capture_model(
     graph: bool | None = None,
     layers: int | None = None,
     seed: int = 0,
+    eager_out: str | Path | None = None,
+    eager_steps: tuple[int, int] = (2, 6),
 ):
     """Build ``model_name``, turn it into ``arm``, capture the paired trace into ``out_dir``.
-    Returns capture_pair's CaptureResult."""
+    With ``eager_out`` (GPU, graph mode), the same model's eager steps are captured there too
+    (``eager_steps``), for the host launch statistics, without building it twice.
+    Returns capture_pair's CaptureResult (of ``out_dir``)."""
     from transformers import StaticCache
 
     from .trace.capture import capture_pair, step_range
@@ -326,6 +340,7 @@ def capture_model(
     graph = dev.type == "cuda" if graph is None else graph
     if graph and dev.type != "cuda":
         raise ValueError("graph capture needs a CUDA device (pass graph=False on the CPU)")
+    parse_arm(arm)  # before the (minutes-long) build
     config = text_config(model_name, layers)
     model = build_model(config, dev, seed)
     apply_arm(model, arm, backend)
@@ -406,4 +421,15 @@ def capture_model(
             "expected_launches": mo.expected, "min_attributed_share": 0.99,
         }
         result = capture_pair(run_steps, mo.ops, steps, out_dir, meta, device=dev.type)
+        if eager_out is not None and graph:
+            def run_eager(n: int) -> None:
+                for _ in range(n):
+                    with step_range():
+                        step()
+
+            eo = model_ops(model, e_names, e_fqns, m, dev.type)
+            emeta = {**meta, "arm": f"{arm} (eager)", "mode": "eager",
+                     "kernels_per_step": len(e_names), "labelled_by_neighbour": 0,
+                     "expected_launches": eo.expected}
+            capture_pair(run_eager, eo.ops, eager_steps, eager_out, emeta, device=dev.type)
     return result

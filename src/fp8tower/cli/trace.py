@@ -375,6 +375,10 @@ def capture_model(
         int | None, typer.Option("--layers", min=1, help="Keep only the first N layers.")
     ] = None,
     device: Annotated[str | None, typer.Option("--device", help="cuda or cpu.")] = None,
+    eager_out: Annotated[
+        Path | None, typer.Option("--eager-out", help="Also capture 2,6 eager steps of the same "
+                                  "model here (GPU; host launch statistics).")
+    ] = None,
 ) -> None:
     """Capture a two-length trace pair of a transformers model's decode step; op groups are
     its modules (layers.*.linear_attn.in_proj_qkvz, layers.*.self_attn, ...)."""
@@ -385,7 +389,8 @@ def capture_model(
     short_long = _parse_steps(steps)
     try:
         result = run(model, arm, out, steps=short_long, m=m, context=context, backend=backend,
-                     device=device, graph=False if eager else None, layers=layers)
+                     device=device, graph=False if eager else None, layers=layers,
+                     eager_out=eager_out)
     except ValueError as e:
         raise _fail(str(e)) from None
     _console().print(f"wrote {escape(str(result.directory))}: "
