@@ -7,8 +7,9 @@
 #
 # Usage (H200, repository root):  benchmarks/capture_model_h200.sh OUTDIR
 #   env: MODEL (qwen3.5-27b), STEPS (4,36: short,long decode steps; 8,136 is the tower's
-#   pair, ~4x the trace size), BACKEND (auto), EAGER (1), PYTHON (python), FP8TOWER_TUNE (0:
-#   safe defaults, no tuning inside the capture).
+#   pair, ~4x the trace size), BACKEND (auto), EAGER (1), PYTHON (python3), FP8TOWER_TUNE (0:
+#   safe defaults, no tuning inside the capture), MAX_TRACE_MB (40: the traces' tarball is
+#   dropped, with a note, when larger).
 # Writes OUTDIR/capture_model.tar.gz (reports, manifests, logs; small) and
 # OUTDIR/capture_model_traces.tar.gz (the trace pairs), and prints the attribution tables.
 # Expected: attribute exits 0 for both arms (kernel families, FP8 GEMM launches per step
@@ -17,13 +18,16 @@
 # 96 -> 48 (in_proj_ba).
 set -uo pipefail
 DEST=${1:?usage: $0 OUTDIR}
+mkdir -p "$DEST" && DEST=$(cd "$DEST" && pwd)
+cd "$(dirname "$0")/.."
 MODEL=${MODEL:-qwen3.5-27b}
 STEPS=${STEPS:-4,36}
 BACKEND=${BACKEND:-auto}
 EAGER=${EAGER:-1}
-PY=${PYTHON:-python}
+PY=${PYTHON:-python3}
+MAX_TRACE_MB=${MAX_TRACE_MB:-40}
 export FP8TOWER_TUNE=${FP8TOWER_TUNE:-0}
-export PYTHONPATH=src${PYTHONPATH:+:$PYTHONPATH}
+export PYTHONPATH=$PWD/src${PYTHONPATH:+:$PYTHONPATH}
 W=$(mktemp -d)/capture_model
 mkdir -p "$W" "$DEST"
 fp8() { "$PY" -m fp8tower "$@"; }
@@ -79,5 +83,10 @@ PYEOF
 echo "total $((SECONDS - start)) s" | tee -a "$W/commands.log"
 tar czf "$DEST/capture_model.tar.gz" -C "$(dirname "$W")" --exclude='trace_*.json.gz' capture_model
 tar czf "$DEST/capture_model_traces.tar.gz" -C "$(dirname "$W")" capture_model
+if [ "$(du -m "$DEST/capture_model_traces.tar.gz" | cut -f1)" -gt "$MAX_TRACE_MB" ]; then
+  echo "traces tarball over $MAX_TRACE_MB MB: dropped (MAX_TRACE_MB=... to keep it)" \
+    | tee "$DEST/traces_dropped.txt"
+  rm -f "$DEST/capture_model_traces.tar.gz"
+fi
 ls -la "$DEST"
 exit $status

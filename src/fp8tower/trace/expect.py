@@ -68,6 +68,7 @@ def check_expected(manifest, rows, steps, total_ms: float | None = None) -> list
         named = sum(r.ms_per_step for r in rows)
         total = total_ms if total_ms else named
         got = named / total if total > 0 else 0.0
+        detail = "" if total > 0 else f"(kernel time per step {total:g} ms is not positive)"
         out.append(LaunchCheck("(all op rows)", "share of kernel time attributed", float(share),
-                               round(got, 5), got >= float(share) - 1e-9))
+                               round(got, 5), got >= float(share) - 1e-9, detail))
     return out
