@@ -345,7 +345,9 @@ def capture_model(
     model = build_model(config, dev, seed)
     apply_arm(model, arm, backend)
     warm = 3
-    max_len = context + (warm * 3 + 4 + steps[0] + steps[1]) + 8
+    # every decode step run below (warm-ups, profiled step, graph warm-up, capture_pair's 2
+    # warm-up steps, both lengths, the eager pair), with room to spare
+    max_len = context + 3 * warm + 16 + sum(steps) + (sum(eager_steps) + 2 if eager_out else 0)
     g = torch.Generator(device="cpu").manual_seed(seed + 1)
     ids = torch.randint(0, config.vocab_size, (m, context), generator=g).to(dev)
     cache = StaticCache(config=config, max_cache_len=max_len)
