@@ -185,7 +185,7 @@ def attribute(
         report.write_json(json_out, report.attribution_json(att, gib))
     if csv_out:
         report.write_attribution_csv(csv_out, att)
-    if att.mismatches:
+    if att.mismatches or any(not c.ok for c in att.launch_checks):
         raise typer.Exit(1)
 
 
@@ -366,3 +366,52 @@ def capture(
     except BackendError as e:
         raise _fail(f"--backend {backend}: {e}") from None
     _console().print(f"wrote {escape(str(getattr(result, 'directory', out)))}")
+
+
+@app.command("capture-model")
+@_handles_errors
+def capture_model(
+    model: Annotated[
+        str, typer.Option("--model", help="Shipped config name (qwen3.5-27b, tiny-hybrid) or a "
+                          "config.json / directory: a transformers model with random weights.")
+    ],
+    arm: Annotated[
+        str, typer.Option("--arm", help="bf16, fp8:<scheme> (unmerged) or fp8:<scheme>:merged.")
+    ],
+    out: Annotated[
+        Path, typer.Option("--out", help="Capture directory to write (traces + manifest).")
+    ],
+    backend: Annotated[str, typer.Option("--backend", help="FP8 GEMM backend, or auto.")] = "auto",
+    m: Annotated[int, typer.Option("--m", min=1, help="Batch (tokens per decode step).")] = 1,
+    steps: Annotated[
+        str, typer.Option("--steps", help="Short and long step counts, SHORT,LONG.")
+    ] = "8,136",
+    context: Annotated[int, typer.Option("--context", min=1, help="Prefill tokens.")] = 64,
+    eager: Annotated[
+        bool, typer.Option("--eager", help="Eager steps instead of CUDA-graph replays (host cost).")
+    ] = False,
+    layers: Annotated[
+        int | None, typer.Option("--layers", min=1, help="Keep only the first N layers.")
+    ] = None,
+    device: Annotated[str | None, typer.Option("--device", help="cuda or cpu.")] = None,
+    eager_out: Annotated[
+        Path | None, typer.Option("--eager-out", help="Also capture 2,6 eager steps of the same "
+                                  "model here (GPU; host launch statistics).")
+    ] = None,
+) -> None:
+    """Capture a two-length trace pair of a transformers model's decode step; op groups are
+    its modules (layers.*.linear_attn.in_proj_qkvz, layers.*.self_attn, ...)."""
+    from rich.markup import escape
+
+    from ..hf_capture import capture_model as run
+
+    short_long = _parse_steps(steps)
+    try:
+        result = run(model, arm, out, steps=short_long, m=m, context=context, backend=backend,
+                     device=device, graph=False if eager else None, layers=layers,
+                     eager_out=eager_out)
+    except ValueError as e:
+        raise _fail(str(e)) from None
+    _console().print(f"wrote {escape(str(result.directory))}: "
+                     f"{result.manifest.kernels_per_step} kernels per step, "
+                     f"{len(result.manifest.ops)} ops")

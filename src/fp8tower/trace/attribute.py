@@ -25,6 +25,8 @@ from .diff import (
 )
 from .errors import TraceError
 from .events import Trace
+from .expect import LaunchCheck, check_expected
+from .launches import HostStats, host_stats, load_launch_calls
 from .manifest import OpRecord
 from .mapfile import Rule
 from .validate import num_field
@@ -113,6 +115,8 @@ class Attribution:
     mismatches: list[Mismatch] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     meta: dict = field(default_factory=dict)
+    host: HostStats | None = None  # host launch statistics (launches.py), GPU traces
+    launch_checks: list[LaunchCheck] = field(default_factory=list)  # expect.py
 
     @property
     def ms_per_step(self) -> float:
@@ -415,7 +419,14 @@ def attribute(arm: Arm, ceiling_gbps: float | None = None) -> Attribution:
     meta = {}
     if arm.manifest is not None:
         meta = {"model": arm.manifest.model, "m": arm.manifest.m, **arm.manifest.meta}
+    host = None
+    if arm.device == "cuda":
+        labels = [r.label for r in arm.rules] if use_map else [op.label for op in arm.manifest.ops]
+        host = _host(arm, units, labels, notes)
+    checks = [] if use_map else check_expected(arm.manifest, op_rows, arm.steps, total_ms)
     return Attribution(
+        host=host,
+        launch_checks=checks,
         arm=arm.name,
         device=arm.device,
         steps=steps,
@@ -436,3 +447,16 @@ def attribute(arm: Arm, ceiling_gbps: float | None = None) -> Attribution:
 
 def _unattributed(trace: Trace, unit: np.ndarray) -> dict[str, tuple[int, float]]:
     return name_totals(trace.kernels, np.flatnonzero(unit < 0))
+
+
+def _host(arm: Arm, units: list[np.ndarray], labels: list[str], notes: list[str]):
+    """Host launch statistics per op label; None (with a note) where the calls cannot be read."""
+    names = list(dict.fromkeys(labels))
+    of_unit = np.array([names.index(lb) for lb in labels] + [-1], np.int64)
+    try:
+        calls = tuple(load_launch_calls(t) for t in (arm.short, arm.long))
+    except TraceError as e:
+        notes.append(f"no host launch statistics: {e}")
+        return None
+    lab = tuple(of_unit[np.where(u >= 0, u, len(labels))] for u in units)
+    return host_stats((arm.short, arm.long), calls, lab, names, arm.steps)

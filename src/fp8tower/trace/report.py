@@ -19,6 +19,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from . import report_host
 from .attribute import UNATTRIBUTED, Attribution, OpRow
 from .compare import Comparison
 from .diff import DiffResult
@@ -197,6 +198,8 @@ def print_attribution(att: Attribution, console: Console, gib: bool = False) -> 
     console.print(t)
     for note in att.notes:
         console.print(f"[yellow]note:[/] {escape(note)}")
+    report_host.print_host(att, console)
+    report_host.print_launch_checks(att, console)
     print_mismatches(att, console)
 
 
@@ -325,6 +328,8 @@ def attribution_json(att: Attribution, gib: bool = False) -> dict:
         "integral": att.integral,
         "notes": att.notes,
         "meta": att.meta,
+        "host": report_host.host_json(att),
+        "launch_checks": report_host.checks_json(att),
     }
 
 
@@ -393,6 +398,7 @@ def write_attribution_csv(path: str | Path, att: Attribution) -> Path:
                 "gbps",
                 "ceiling_pct",
                 "excess_us_per_call",
+                *report_host.HOST_CSV_COLUMNS,
             ]
         )
         for op in att.ops:
@@ -413,6 +419,7 @@ def write_attribution_csv(path: str | Path, att: Attribution) -> Path:
                     op.gbps,
                     att.ceiling_pct(op),
                     att.excess_us_per_call(op),
+                    *report_host.host_csv_cells(att, op.label),
                 ]
             )
         for kd in att.unattributed:
