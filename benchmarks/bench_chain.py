@@ -30,15 +30,15 @@ import torch
 
 from fp8tower import __version__, backends
 from fp8tower.backends import triton_gemm as tg
-from fp8tower.kernels import configs as kconfigs
 from fp8tower.backends.reference import fp8_linear_ref
 from fp8tower.formats import Scheme, quantize_weight, sqnr_db
+from fp8tower.kernels import configs as kconfigs
 from fp8tower.problem import GemmProblem
 from fp8tower.tuning.ceiling import read_ceiling
 from fp8tower.tuning.timer import l2_cache_bytes, rotation_copies, time_cuda_graph
 
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
-from bench_gemm import TOWER_SHAPES, random_weights  # noqa: E402  (needs rich installed)
+from bench_gemm import TOWER_SHAPES, random_weights
 
 
 def _wave(p):

@@ -27,13 +27,13 @@ from pathlib import Path
 import torch
 
 from fp8tower import __version__
-from fp8tower.tuning import cache as tcache
-from fp8tower.tuning import ceiling as tceiling
-from fp8tower.tuning import timer as ttimer
 from fp8tower.backends import cublaslt, cutlass
 from fp8tower.backends.act_quant import quantize as quantize_act
 from fp8tower.formats import FP8_DTYPE, Fp8Weight, Scheme, sqnr_db
 from fp8tower.problem import GemmProblem
+from fp8tower.tuning import cache as tcache
+from fp8tower.tuning import ceiling as tceiling
+from fp8tower.tuning import timer as ttimer
 
 TOWER = ["10240x5120", "6144x5120", "16384x5120", "5120x6144", "12288x5120", "1024x5120",
          "14336x5120", "34816x5120", "5120x17408"]

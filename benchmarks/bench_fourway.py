@@ -36,16 +36,15 @@ import torch
 from rich.console import Console
 from rich.table import Table
 
-from fp8tower import __version__, backends
-from fp8tower.tuning import cache as tcache
-from fp8tower.tuning import ceiling as tceiling
-from fp8tower.tuning import search as tsearch
-from fp8tower.tuning import timer as ttimer
-from fp8tower import provenance
+from fp8tower import __version__, backends, provenance
 from fp8tower.backends import BackendError
 from fp8tower.dispatch import Dispatcher
 from fp8tower.formats import Scheme
 from fp8tower.problem import GemmProblem
+from fp8tower.tuning import cache as tcache
+from fp8tower.tuning import ceiling as tceiling
+from fp8tower.tuning import search as tsearch
+from fp8tower.tuning import timer as ttimer
 
 TOWER_SHAPES = {
     "10240x5120": "GDN in_proj_qkv", "6144x5120": "GDN in_proj_z",

@@ -63,7 +63,7 @@ LOG=report.log run fp8 trace report "$W/unmerged" "$W/merged" --html "$W/report.
 "$PY" - "$W" <<'PYEOF' | tee "$W/summary.txt"
 import json, re, sys, pathlib
 w = pathlib.Path(sys.argv[1])
-from fp8tower.hf_capture import GEMM_KERNELS
+from fp8tower.hf.capture import GEMM_KERNELS
 gemm = re.compile(GEMM_KERNELS)
 for arm in ("unmerged", "merged", "merged_eager"):
     p = w / f"attribute_{arm}.json"

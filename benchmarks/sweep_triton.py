@@ -102,7 +102,7 @@ def bench(be, ws, x, cfg, out_dtype=torch.bfloat16):
 
 
 def triton_configs(p, quick):
-    from fp8tower.kernels.configs import default_config, block_m_for
+    from fp8tower.kernels.configs import block_m_for, default_config
 
     d = default_config(p)
     out = [d]

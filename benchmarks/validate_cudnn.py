@@ -9,13 +9,13 @@ import torch
 
 T0 = time.time()
 from fp8tower import backends
-from fp8tower.tuning import cache as tcache
-from fp8tower.tuning import search as tsearch
-from fp8tower.tuning import timer as ttimer
 from fp8tower.backends import cudnn as cb
 from fp8tower.backends.reference import fp8_linear_ref
 from fp8tower.formats import Scheme, quantize_weight, sqnr_db
 from fp8tower.problem import GemmProblem
+from fp8tower.tuning import cache as tcache
+from fp8tower.tuning import search as tsearch
+from fp8tower.tuning import timer as ttimer
 
 SHAPES = [(10240, 5120), (6144, 5120), (16384, 5120), (5120, 6144), (12288, 5120),
           (1024, 5120), (14336, 5120), (34816, 5120), (5120, 17408)]

@@ -153,7 +153,12 @@ def test_triton_wave_fits():
     """The configs the tuner times first: the default tile with a grid that fills its waves
     better (see kernels.configs.wave_fits for the H200 evidence)."""
     from fp8tower.kernels.configs import (
-        _tile_default, configs, default_config, wave_fill, wave_fits, waves,
+        _tile_default,
+        configs,
+        default_config,
+        wave_fill,
+        wave_fits,
+        waves,
     )
 
     p = GemmProblem(1, 10240, 5120, Scheme.PER_TENSOR)

@@ -14,10 +14,10 @@ from test_tuning import FakeClock, FakeTimer, entry_with
 from typer.testing import CliRunner
 
 from fp8tower import backends
-from fp8tower.tuning import cache as tcache
-from fp8tower.tuning import search as tsearch
 from fp8tower.backends import cutlass
 from fp8tower.problem import GemmProblem
+from fp8tower.tuning import cache as tcache
+from fp8tower.tuning import search as tsearch
 
 
 def sm90(m=8, n=10240, k=5120, scheme="per_tensor", **kw) -> GemmProblem:

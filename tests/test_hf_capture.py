@@ -1,4 +1,4 @@
-"""Model capture (hf_capture): labels, graph/eager alignment, the manifest's op grouping and
+"""Model capture (fp8tower.hf.capture): labels, graph/eager alignment, the manifest's op grouping and
 expected launches, the launch checks, and the whole capture of tiny-hybrid on the CPU (eager
 steps, top-level aten ops as 'kernels'; the CUDA-graph path needs a GPU:
 benchmarks/capture_model_h200.sh)."""
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from fp8tower.hf_capture import GEMM_KERNELS, align, label_of
+from fp8tower.hf.capture import GEMM_KERNELS, align, label_of
 from fp8tower.trace.attribute import OpRow
 from fp8tower.trace.expect import check_expected
 from fp8tower.trace.manifest import Manifest
@@ -46,16 +46,16 @@ def test_gemm_regex_counts_gemms_only():
 
 def _tiny(merge: bool):
     import torch
-
     from fp8tower.convert import convert
-    from fp8tower.hf_capture import build_model, text_config
+
+    from fp8tower.hf.capture import build_model, text_config
 
     model = build_model(text_config("tiny-hybrid"), torch.device("cpu"))
     return convert(model, "per_tensor", merge=merge, backend="reference")
 
 
 def test_model_ops_group_runs_and_expected_from_modules():
-    from fp8tower.hf_capture import model_ops
+    from fp8tower.hf.capture import model_ops
 
     model = _tiny(merge=False)
     # a fake step: 2 kernels of layer 0's in_proj_qkv, 1 of in_proj_z, 3 of the GDN core,
@@ -111,7 +111,7 @@ def test_launch_checks_fail_on_wrong_gemm_count_and_low_share():
 
 def test_capture_tiny_hybrid_on_cpu(tmp_path):
     """The whole path on the CPU: eager steps, module ranges, manifest, attribution."""
-    from fp8tower.hf_capture import capture_model
+    from fp8tower.hf.capture import capture_model
     from fp8tower.trace import attribute, load_arm
 
     res = capture_model("tiny-hybrid", "fp8:per_tensor:merged", tmp_path / "cap",

@@ -97,8 +97,8 @@ def test_precompile_builds_what_a_launch_looks_up(tmp_path, monkeypatch):
     """offline.precompile builds each distinct variant once, in worker processes, into
     triton's on-disk cache; the backend's own launch path (real tensors, the JIT's own
     specialization) then finds every one there and builds nothing new."""
-    from fp8tower.kernels.configs import default_config
     from fp8tower.kernels import offline
+    from fp8tower.kernels.configs import default_config
     from fp8tower.problem import GemmProblem
 
     monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path))

@@ -10,9 +10,9 @@ import torch
 
 pytest.importorskip("triton")
 
-from fp8tower.formats import FP8_DTYPE, Scheme  # noqa: E402
-from fp8tower.kernels import act_quant, fp8_gemm  # noqa: E402
-from fp8tower.kernels.configs import SCHEME_ID  # noqa: E402
+from fp8tower.formats import FP8_DTYPE, Scheme
+from fp8tower.kernels import act_quant, fp8_gemm
+from fp8tower.kernels.configs import SCHEME_ID
 
 
 def _covered(jitfn, args, kwargs) -> set[str]:

@@ -243,7 +243,7 @@ def generate(
     from rich.markup import escape
     from rich.table import Table
 
-    from ..generate import bench_generate
+    from ..hf.generate import bench_generate
 
     cuda = torch.cuda.is_available()
     console = _console()

@@ -403,7 +403,7 @@ def capture_model(
     its modules (layers.*.linear_attn.in_proj_qkvz, layers.*.self_attn, ...)."""
     from rich.markup import escape
 
-    from ..hf_capture import capture_model as run
+    from ..hf.capture import capture_model as run
 
     short_long = _parse_steps(steps)
     try:

@@ -29,7 +29,6 @@ from .expect import LaunchCheck, check_expected
 from .launches import HostStats, host_stats, load_launch_calls
 from .manifest import OpRecord
 from .mapfile import Rule
-from .validate import num_field
 from .steps import (
     Steps,
     StepTimes,
@@ -38,6 +37,7 @@ from .steps import (
     step_times,
     trace_span_us,
 )
+from .validate import num_field
 
 UNATTRIBUTED = "(unattributed)"
 

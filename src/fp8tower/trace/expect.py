@@ -1,6 +1,6 @@
 """Check a capture's launches per step against what the model should launch.
 
-A model capture (fp8tower.hf_capture) writes, into the manifest's meta, what the model's own
+A model capture (fp8tower.hf.capture) writes, into the manifest's meta, what the model's own
 structure says each step must launch, counted from its modules, not from any trace::
 
     "expected_launches": [{"label": "layers.*.linear_attn.in_proj_qkvz", "modules": 48,

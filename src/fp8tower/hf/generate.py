@@ -56,7 +56,7 @@ def hf_config(model: str):
     """A transformers config from a shipped name or a local path (its text part if nested)."""
     from transformers import AutoConfig
 
-    from .models.registry import load_config, text_config
+    from ..models.registry import load_config, text_config
 
     raw = load_config(model)
     text, nested = text_config(raw)
@@ -111,7 +111,7 @@ def calibrate(model: nn.Module, names: list[str], run) -> dict[str, float]:
 
 def swap_fp8(model: nn.Module, scheme: str, backend: str, scales: dict[str, float] | None) -> int:
     """Replace the decoder's nn.Linear by Fp8Linear (unmerged); the count."""
-    from .nn.linear import Fp8Linear
+    from ..nn.linear import Fp8Linear
 
     count = 0
     for name, lin in decoder_linears(model):
@@ -123,7 +123,7 @@ def swap_fp8(model: nn.Module, scheme: str, backend: str, scales: dict[str, floa
 
 def apply_arm(model: nn.Module, arm: str, backend: str, calib) -> tuple[int, list[str]]:
     """Turn the bf16 model into ``arm`` in place; (linears swapped, notes)."""
-    from .formats import Scheme
+    from ..formats import Scheme
 
     parts = arm.split(":")
     if parts[0] == "bf16" and len(parts) == 1:
@@ -137,7 +137,7 @@ def apply_arm(model: nn.Module, arm: str, backend: str, calib) -> tuple[int, lis
         scales = calibrate(model, names, calib) if scheme is Scheme.PER_TENSOR else None
         count = swap_fp8(model, scheme.value, backend, scales)
         if merged:  # the family's siblings (same input, so the same calibrated scale) merged
-            from .convert import convert
+            from .conversion import convert
 
             convert(model, scheme.value, merge=True, backend=backend)
             done = [r for r in model.fp8tower_merges if r.get("merged_ok")]
@@ -258,7 +258,7 @@ def _version(package: str) -> str:
 
 
 def provenance(command: str, device: torch.device) -> dict[str, Any]:
-    from . import __version__
+    from .. import __version__
 
     gpu = torch.cuda.get_device_name(device) if device.type == "cuda" else None
     return {

@@ -67,8 +67,8 @@ def text_config(name: str, layers: int | None = None):
     """A transformers config of the text decoder of ``name`` (shipped name or config.json)."""
     import transformers
 
-    from .models import load_config
-    from .models import text_config as text_part
+    from ..models import load_config
+    from ..models import text_config as text_part
 
     text, _ = text_part(load_config(name))
     text = {k: v for k, v in text.items() if not k.startswith("_")}
@@ -85,7 +85,7 @@ def build_model(config, device: torch.device, seed: int = 0) -> nn.Module:
     (no CPU-side init: the 27B-shaped model materializes in seconds on the H200)."""
     import transformers
 
-    from .convert import params_on_meta
+    from .pretrained import params_on_meta
 
     with params_on_meta():
         model = transformers.AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16)
@@ -102,7 +102,7 @@ def build_model(config, device: torch.device, seed: int = 0) -> nn.Module:
 
 def parse_arm(arm: str) -> tuple[str | None, bool]:
     """``bf16`` -> (None, False); ``fp8:<scheme>[:merged]`` -> (scheme, merged)."""
-    from .formats import Scheme
+    from ..formats import Scheme
 
     parts = arm.split(":")
     if parts == ["bf16"]:
@@ -117,7 +117,7 @@ def apply_arm(model: nn.Module, arm: str, backend: str = "auto") -> None:
     scheme, merged = parse_arm(arm)
     if scheme is None:
         return
-    from .convert import convert
+    from .conversion import convert
 
     convert(model, scheme, merge=merged, backend=backend)
 
@@ -215,15 +215,15 @@ def align(eager_names: list[str], eager_fqns: list[str], graph_names: list[str])
 
 def _merged_name(model_type: str | None) -> dict[str, str]:
     """member attribute -> merged attribute (in_proj_qkv -> in_proj_qkvz), for the group key."""
-    from .convert_families import GROUPS
+    from .families import GROUPS
 
     return {m: g.merged_name for g in GROUPS.get(model_type or "", ()) for m in g.members}
 
 
 def _fp8_modules(model: nn.Module) -> dict[str, nn.Module]:
     """fqn -> each module that runs one FP8 GEMM per call (Fp8Linear, MergedFp8Linear)."""
-    from .nn.linear import Fp8Linear
-    from .nn.merged import MergedFp8Linear
+    from ..nn.linear import Fp8Linear
+    from ..nn.merged import MergedFp8Linear
 
     out = {}
     for fqn, mod in model.named_modules():
@@ -241,7 +241,7 @@ def _gemm_info(mod: nn.Module, m: int) -> tuple[int, int, int, str]:
 
 
 def _family(name: str) -> str:
-    from .trace.attribute import kernel_family
+    from ..trace.attribute import kernel_family
 
     return kernel_family(name)
 
@@ -257,8 +257,8 @@ def model_ops(model: nn.Module, names: list[str], fqns: list[str], m: int = 1,
               device: str = "cuda") -> ModelOps:
     """The manifest's op sequence from a step's kernels and their modules: consecutive
     kernels of one module call make one op."""
-    from .backends import all_backends
-    from .trace.manifest import OpRecord
+    from ..backends import all_backends
+    from ..trace.manifest import OpRecord
 
     fp8 = _fp8_modules(model)
     # kernels inside an FP8 module's own children (MergedFp8Linear.linear) are the module's
@@ -300,8 +300,8 @@ def model_ops(model: nn.Module, names: list[str], fqns: list[str], m: int = 1,
 
 
 def _profile_kernels(fn: Callable[[], object], device: str):
-    from .trace.capture import _activities, _sync
-    from .trace.chrome import load_chrome
+    from ..trace.capture import _activities, _sync
+    from ..trace.chrome import load_chrome
 
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "one.json"
@@ -334,7 +334,7 @@ def capture_model(
     Returns capture_pair's CaptureResult (of ``out_dir``)."""
     from transformers import StaticCache
 
-    from .trace.capture import capture_pair, step_range
+    from ..trace.capture import capture_pair, step_range
 
     dev = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
     graph = dev.type == "cuda" if graph is None else graph
@@ -406,7 +406,7 @@ def capture_model(
         mo = model_ops(model, names, fqns, m, dev.type)
         ceiling = None
         if dev.type == "cuda":
-            from .tuning.ceiling import measure_read_ceiling
+            from ..tuning.ceiling import measure_read_ceiling
 
             ceiling = measure_read_ceiling(dev)
         fp8 = _fp8_modules(model)
