@@ -46,7 +46,7 @@ def test_gemm_regex_counts_gemms_only():
 
 def _tiny(merge: bool):
     import torch
-    from fp8tower.convert import convert
+    from fp8tower.hf import convert
 
     from fp8tower.hf.capture import build_model, text_config
 

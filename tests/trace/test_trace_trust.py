@@ -273,3 +273,17 @@ def test_write_json_refuses_non_finite_figures(tmp_path):
     with pytest.raises(TraceError, match="non-finite figure"):
         report.write_json(tmp_path / "x.json", {"ms_per_step": float("nan")})
     assert not (tmp_path / "x.json").exists()
+
+
+def test_manifest_op_that_is_not_a_gemm():
+    """n = k = bytes = 0 marks a model capture's non-GEMM op (attention core, GDN core);
+    one zero among real sizes is still refused."""
+    from fp8tower.trace.manifest import OpRecord
+
+    core = {"label": "layers.*.self_attn", "n": 0, "k": 0, "bytes": 0, "backend": "torch",
+            "kernel_regex": "flash"}
+    assert OpRecord.from_json(core).n == 0
+    with pytest.raises(TraceError, match=r"op\.n must be an integer >= 1"):
+        OpRecord.from_json({**core, "k": 5120, "bytes": 10})
+    with pytest.raises(TraceError, match=r"op\.n"):
+        OpRecord.from_json({**core, "n": False})

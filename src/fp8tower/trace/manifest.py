@@ -63,11 +63,13 @@ class OpRecord:
         if missing:
             raise TraceError(f"{where}: missing field(s) {', '.join(missing)}")
         group = d.get("group")
+        # n = k = bytes = 0: an op that is not a GEMM (a model capture's attention or GDN core)
+        lo = 0 if all(d[f] == 0 and type(d[f]) is int for f in ("n", "k", "bytes")) else 1
         op = cls(
             str_field(d["label"], f"{where}.label"),
-            int_field(d["n"], f"{where}.n", lo=1),
-            int_field(d["k"], f"{where}.k", lo=1),
-            int_field(d["bytes"], f"{where}.bytes", lo=1),
+            int_field(d["n"], f"{where}.n", lo=lo),
+            int_field(d["k"], f"{where}.k", lo=lo),
+            int_field(d["bytes"], f"{where}.bytes", lo=lo),
             str_field(d["backend"], f"{where}.backend"),
             str_field(d["kernel_regex"], f"{where}.kernel_regex"),
             int_field(d.get("kernels", 1), f"{where}.kernels", lo=1),
