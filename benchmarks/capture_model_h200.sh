@@ -6,7 +6,7 @@
 # host launch statistics (CPU time per launch call, launch delay) of eager decoding.
 #
 # Usage (H200, repository root):  benchmarks/capture_model_h200.sh OUTDIR
-#   env: MODEL (qwen3.5-27b), STEPS (4,36: short,long decode steps; 8,136 is the tower's
+#   env: MODEL (qwen3.5-27b), DECODE_STEPS (4,36: short,long decode steps; 8,136 is the tower's
 #   pair, ~4x the trace size), BACKEND (auto), EAGER (1), PYTHON (python3), FP8TOWER_TUNE (0:
 #   safe defaults, no tuning inside the capture), MAX_TRACE_MB (40: the traces' tarball is
 #   dropped, with a note, when larger).
@@ -21,7 +21,7 @@ DEST=${1:?usage: $0 OUTDIR}
 mkdir -p "$DEST" && DEST=$(cd "$DEST" && pwd)
 cd "$(dirname "$0")/.."
 MODEL=${MODEL:-qwen3.5-27b}
-STEPS=${STEPS:-4,36}
+DECODE_STEPS=${DECODE_STEPS:-4,36}
 BACKEND=${BACKEND:-auto}
 EAGER=${EAGER:-1}
 PY=${PYTHON:-python3}
@@ -47,7 +47,7 @@ for arm in merged unmerged; do
     [ "$EAGER" = 1 ] && extra=(--eager-out "$W/merged_eager")
   fi
   LOG=$arm.log run fp8 trace capture-model --model "$MODEL" --arm $spec --backend "$BACKEND" \
-      --m 1 --steps "$STEPS" --out "$W/$arm" "${extra[@]}"
+      --m 1 --steps "$DECODE_STEPS" --out "$W/$arm" "${extra[@]}"
   echo "capture $arm done at $((SECONDS - start)) s" | tee -a "$W/commands.log"
 done
 for arm in merged unmerged merged_eager; do

@@ -10,6 +10,7 @@
 #   fourway  cuBLASLt / cuDNN / CUTLASS / Triton / auto per shape and M (bench_fourway.py, #13)
 #   tower    the 27B tower: unmerged/merged x cublaslt/auto x schemes x M (#5, #12)
 #   trace    paired trace of the tuned merged tower with auto: which library ran each group
+#   trace2   the same, channel_token unmerged at M=32 (where auto mixes CUTLASS and Triton)
 #   gen8b    end-to-end decode, Qwen3-8B-shaped transformers model (bench generate, #11)
 #   gen27b   the same, Qwen3.5-27B-shaped, bf16 against per_tensor unmerged/merged (#11)
 #   convert  convert the 27B transformers model per scheme, timed (benchmarks/convert_27b.py, #10)
@@ -53,7 +54,7 @@ step() {  # step NAME SECONDS CMD...: run under timeout, log, record exit status
 
 for s in $STEPS; do
   case $s in
-    tests) step tests 120 $PY -m pytest -q -x -m gpu -p no:cacheprovider tests ;;
+    tests) step tests 240 $PY -m pytest -q -x -m gpu -p no:cacheprovider --timeout 120 tests ;;
     variants) step variants 110 $PY benchmarks/bench_variants.py --json "$V/variants.json" --budget-s 80 ;;
     host) step host 60 $PY benchmarks/bench_host.py --shapes 4096x4096,17408x5120 --m 1 \
             --json "$V/host.json" ;;
@@ -67,6 +68,9 @@ for s in $STEPS; do
     trace) step trace 120 $FP8 trace capture --model qwen3.5-27b --arm merged --backend auto --m 1 \
              --out "$V/trace_merged_auto"
            step trace_attr 60 $FP8 trace attribute "$V/trace_merged_auto" --json "$V/trace_attr.json" ;;
+    trace2) step trace2 120 $FP8 trace capture --model qwen3.5-27b --arm unmerged --backend auto --m 32 \
+              --scheme channel_token --out "$V/trace_ct_m32_auto"
+            step trace2_attr 60 $FP8 trace attribute "$V/trace_ct_m32_auto" --json "$V/trace2_attr.json" ;;
     gen8b) step gen8b 200 $FP8 bench generate --model qwen3-8b --batch 1 --context 512 --steps 16 \
              --arms bf16,fp8:per_tensor,fp8:per_tensor:merged,fp8:channel_token,fp8:block128 \
              --json "$V/gen8b.json" ;;
