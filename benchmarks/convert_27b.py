@@ -44,34 +44,6 @@ def _args(argv):
     return p.parse_args(argv)
 
 
-def _text_config(name, layers):
-    import transformers
-
-    from fp8tower.models import load_config, text_config
-
-    text, _ = text_config(load_config(name))
-    text = {k: v for k, v in text.items() if not k.startswith("_")}
-    if layers is not None:
-        text["num_hidden_layers"] = layers
-        if isinstance(text.get("layer_types"), list):
-            text["layer_types"] = text["layer_types"][:layers]
-    mt = text.pop("model_type")
-    return transformers.AutoConfig.for_model(mt, **text)
-
-
-def _materialize(model, device, torch):
-    """Every meta parameter -> a fresh random tensor on ``device``; buffers moved."""
-    g = torch.Generator(device=device).manual_seed(0)
-    for mod in model.modules():
-        for name, p in list(mod._parameters.items()):
-            if p is None:
-                continue
-            t = torch.empty(p.shape, dtype=p.dtype, device=device)
-            t.normal_(0.0, 0.02, generator=g)
-            mod._parameters[name] = torch.nn.Parameter(t, requires_grad=False)
-    model.to(device)  # buffers (rotary tables), computed on the CPU at build time
-
-
 def _sync(torch, device):
     if str(device).startswith("cuda"):
         torch.cuda.synchronize()
@@ -86,14 +58,14 @@ def main(argv=None) -> int:
 
     from fp8tower import dispatch
     from fp8tower.hf.conversion import MergedProjection, MergedShard, convert
-    from fp8tower.hf.pretrained import params_on_meta
+    from fp8tower.hf.random_model import random_model, text_config
     from fp8tower.nn.linear import Fp8Linear
 
     on_cuda = a.device.startswith("cuda")
     if on_cuda and not torch.cuda.is_available():
         print("no CUDA GPU: pass --device cpu (with --model tiny-hybrid) for a smoke run")
         return 2
-    cfg = _text_config(a.model, a.layers)
+    cfg = text_config(a.model, a.layers)
     result = {
         "command": " ".join([sys.executable, *sys.argv]),
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
@@ -113,13 +85,9 @@ def main(argv=None) -> int:
     for scheme in a.schemes.split(","):
         row = {}
         t0 = time.perf_counter()
-        with params_on_meta():
-            model = transformers.AutoModelForCausalLM.from_config(cfg, dtype=torch.bfloat16)
-        row["build_meta_s"] = round(time.perf_counter() - t0, 3)
-        t0 = time.perf_counter()
-        _materialize(model, a.device, torch)
+        model = random_model(cfg, a.device)
         _sync(torch, a.device)
-        row["materialize_s"] = round(time.perf_counter() - t0, 3)
+        row["build_s"] = round(time.perf_counter() - t0, 3)
         row["bf16_linear_bytes"] = sum(m.weight.numel() * 2 for m in model.modules()
                                        if isinstance(m, torch.nn.Linear))
         if on_cuda:

@@ -48,9 +48,9 @@ def _tiny(merge: bool):
     import torch
     from fp8tower.hf import convert
 
-    from fp8tower.hf.capture import build_model, text_config
+    from fp8tower.hf.random_model import random_model, text_config
 
-    model = build_model(text_config("tiny-hybrid"), torch.device("cpu"))
+    model = random_model(text_config("tiny-hybrid"), torch.device("cpu"))
     return convert(model, "per_tensor", merge=merge, backend="reference")
 
 

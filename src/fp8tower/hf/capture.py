@@ -63,43 +63,6 @@ def label_of(fqn: str) -> str:
     return _LAYER.sub("*", "." + name)[1:] if name != MODEL_LABEL else name
 
 
-def text_config(name: str, layers: int | None = None):
-    """A transformers config of the text decoder of ``name`` (shipped name or config.json)."""
-    import transformers
-
-    from ..models import load_config
-    from ..models import text_config as text_part
-
-    text, _ = text_part(load_config(name))
-    text = {k: v for k, v in text.items() if not k.startswith("_")}
-    if layers is not None:
-        text["num_hidden_layers"] = layers
-        if isinstance(text.get("layer_types"), list):
-            text["layer_types"] = text["layer_types"][:layers]
-    mt = text.pop("model_type")
-    return transformers.AutoConfig.for_model(mt, **text)
-
-
-def build_model(config, device: torch.device, seed: int = 0) -> nn.Module:
-    """Random bf16 weights (N(0, 0.02)) made on ``device``; parameters created on meta first
-    (no CPU-side init: the 27B-shaped model materializes in seconds on the H200)."""
-    import transformers
-
-    from .pretrained import params_on_meta
-
-    with params_on_meta():
-        model = transformers.AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16)
-    g = torch.Generator(device=device).manual_seed(seed)
-    for mod in model.modules():
-        for pname, p in list(mod._parameters.items()):
-            if p is None:
-                continue
-            t = torch.empty(p.shape, dtype=p.dtype, device=device)
-            t.normal_(0.0, 0.02, generator=g)
-            mod._parameters[pname] = nn.Parameter(t, requires_grad=False)
-    return model.to(device).eval()
-
-
 def parse_arm(arm: str) -> tuple[str | None, bool]:
     """``bf16`` -> (None, False); ``fp8:<scheme>[:merged]`` -> (scheme, merged)."""
     from ..formats import Scheme
@@ -341,8 +304,10 @@ def capture_model(
     if graph and dev.type != "cuda":
         raise ValueError("graph capture needs a CUDA device (pass graph=False on the CPU)")
     parse_arm(arm)  # before the (minutes-long) build
+    from .random_model import random_model, text_config
+
     config = text_config(model_name, layers)
-    model = build_model(config, dev, seed)
+    model = random_model(config, dev, seed=seed)
     apply_arm(model, arm, backend)
     warm = 3
     # every decode step run below (warm-ups, profiled step, graph warm-up, capture_pair's 2

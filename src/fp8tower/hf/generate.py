@@ -17,9 +17,6 @@ transformers is imported lazily (optional dependency).
 
 from __future__ import annotations
 
-import datetime
-import importlib.metadata
-import platform
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -50,35 +47,6 @@ class GenerateResult:
     linears_swapped: int = 0
     skipped: str | None = None
     notes: list[str] = field(default_factory=list)
-
-
-def hf_config(model: str):
-    """A transformers config from a shipped name or a local path (its text part if nested)."""
-    from transformers import AutoConfig
-
-    from ..models.registry import load_config, text_config
-
-    raw = load_config(model)
-    text, nested = text_config(raw)
-    d = {k: v for k, v in text.items() if not k.startswith("_")}
-    model_type = d.pop("model_type", None) or raw.get("model_type")
-    if nested and not model_type.endswith("_text"):
-        model_type += "_text"
-    try:
-        return AutoConfig.for_model(model_type, **d)
-    except (KeyError, ValueError) as e:
-        raise ValueError(f"transformers {_version('transformers')} cannot build model_type "
-                         f"{model_type!r} of {model}: {e}") from None
-
-
-def build_model(config, device: torch.device, dtype=torch.bfloat16) -> nn.Module:
-    """Random weights, created directly on ``device``."""
-    from transformers import AutoModelForCausalLM
-
-    torch.manual_seed(0)
-    with torch.device(device):
-        model = AutoModelForCausalLM.from_config(config, dtype=dtype)
-    return model.eval()
 
 
 def decoder_linears(model: nn.Module) -> list[tuple[str, nn.Linear]]:
@@ -172,8 +140,10 @@ def run_arm(model_name: str, arm: str, *, batch: int, context: int, steps: int,
     from transformers import StaticCache
 
     res = GenerateResult(arm, batch, context, steps)
-    config = config if config is not None else hf_config(model_name)
-    model = build_model(config, device)
+    from .random_model import random_model, text_config
+
+    config = config if config is not None else text_config(model_name)
+    model = random_model(config, device)
     warm = 3
     max_len = context + 2 * (steps + warm) + 8
     g = torch.Generator(device="cpu").manual_seed(1)
@@ -251,31 +221,33 @@ def _graph_decode(step, tok, pos, steps: int, warm: int) -> float:
 
 
 def _version(package: str) -> str:
-    try:
-        return importlib.metadata.version(package)
-    except importlib.metadata.PackageNotFoundError:
-        return "not installed"
+    from ..provenance import package_version
+
+    return package_version(package, "not installed")
 
 
 def provenance(command: str, device: torch.device) -> dict[str, Any]:
-    from .. import __version__
+    """The run's record: fp8tower's one provenance record (provenance.record), its versions
+    grouped, plus the transformers and torchao versions this benchmark depends on."""
+    from .. import provenance as prov
 
     gpu = torch.cuda.get_device_name(device) if device.type == "cuda" else None
-    return {
-        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "command": command, "device": str(device), "gpu": gpu,
-        "versions": {"fp8tower": __version__, "python": platform.python_version(),
-                     "torch": torch.__version__, "cuda": torch.version.cuda,
-                     "triton": _version("triton"), "transformers": _version("transformers"),
-                     "torchao": _version("torchao")},
-    }
+    rec = prov.record(gpu_name=gpu)
+    keys = ("fp8tower", "python", "torch", "cuda", "triton", "driver", "cudnn",
+            "cudnn_frontend", "cutlass")
+    versions = {k: rec[k] for k in keys if k in rec}
+    versions.update(transformers=_version("transformers"), torchao=_version("torchao"))
+    return {"date": rec["date"], "command": command, "device": str(device), "gpu": gpu,
+            "host": rec["host"], "versions": versions}
 
 
 def bench_generate(model: str, arms: list[str], batches: list[int], *, context: int, steps: int,
                    device: str, backend: str, graph: bool, command: str, progress=None) -> dict:
     """Every (arm, batch); the JSON record (schema ``SCHEMA``)."""
     dev = torch.device(device)
-    config = hf_config(model)
+    from .random_model import text_config
+
+    config = text_config(model)
     results = []
     for batch in batches:
         for arm in arms:

@@ -1,0 +1,59 @@
+"""A transformers model of a shipped or local config with random weights, for benchmarks
+and traces (`bench generate`, `trace capture-model`, benchmarks/convert_27b.py).
+
+Parameters are created on the meta device and then drawn once on the target device
+(N(0, 0.02), norms included): no CPU-side init, so the Qwen3.5-27B-shaped model
+materializes in seconds on an H200 and never exists twice. Buffers (rotary tables) are
+computed as usual and moved.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+
+def text_config(name: str, layers: int | None = None):
+    """A transformers config of the text decoder of ``name`` (a shipped config name or a
+    config.json path); ``layers`` keeps only the first N decoder layers."""
+    import transformers
+
+    from ..models.registry import load_config
+    from ..models.registry import text_config as text_part
+    from ..provenance import package_version
+
+    raw = load_config(name)
+    text, nested = text_part(raw)
+    d = {k: v for k, v in text.items() if not k.startswith("_")}
+    if layers is not None:
+        d["num_hidden_layers"] = layers
+        if isinstance(d.get("layer_types"), list):
+            d["layer_types"] = d["layer_types"][:layers]
+    model_type = d.pop("model_type", None) or raw.get("model_type")
+    if nested and not model_type.endswith("_text"):
+        model_type += "_text"
+    try:
+        return transformers.AutoConfig.for_model(model_type, **d)
+    except (KeyError, ValueError) as e:
+        raise ValueError(f"transformers {package_version('transformers')} cannot build "
+                         f"model_type {model_type!r} of {name}: {e}") from None
+
+
+def random_model(config, device: torch.device | str, *, dtype: torch.dtype = torch.bfloat16,
+                 seed: int = 0) -> nn.Module:
+    """The causal LM of ``config`` with N(0, 0.02) weights drawn on ``device``, in eval mode."""
+    import transformers
+
+    from .pretrained import params_on_meta
+
+    with params_on_meta():
+        model = transformers.AutoModelForCausalLM.from_config(config, dtype=dtype)
+    g = torch.Generator(device=device).manual_seed(seed)
+    for mod in model.modules():
+        for name, p in list(mod._parameters.items()):
+            if p is None:
+                continue
+            t = torch.empty(p.shape, dtype=p.dtype, device=device)
+            t.normal_(0.0, 0.02, generator=g)
+            mod._parameters[name] = nn.Parameter(t, requires_grad=False)
+    return model.to(device).eval()
