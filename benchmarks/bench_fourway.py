@@ -45,6 +45,7 @@ from fp8tower.tuning import cache as tcache
 from fp8tower.tuning import ceiling as tceiling
 from fp8tower.tuning import search as tsearch
 from fp8tower.tuning import timer as ttimer
+from fp8tower.tuning import tuner
 
 TOWER_SHAPES = {
     "10240x5120": "GDN in_proj_qkv", "6144x5120": "GDN in_proj_z",
@@ -169,8 +170,8 @@ def main(argv=None):
             if not group:
                 continue
             if auto is not None:  # tuned as the product tunes: bucket order, seeded siblings
-                auto.pretune(group, progress=False, max_configs=args.max_configs,
-                             read_ceiling_gbps=ceiling, precompile=False)
+                tuner.pretune(auto, group, progress=False, max_configs=args.max_configs,
+                              read_ceiling_gbps=ceiling, precompile=False)
             for p in group:
                 rows.extend(measure(p, arms, auto, timer, args.max_configs, ceiling))
             path.parent.mkdir(parents=True, exist_ok=True)
