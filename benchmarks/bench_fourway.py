@@ -26,17 +26,15 @@ import argparse
 import dataclasses
 import functools
 import json
-import platform
 import sys
 import time
-from datetime import datetime, timezone
 from pathlib import Path
 
 import torch
 from rich.console import Console
 from rich.table import Table
 
-from fp8tower import __version__, backends, provenance
+from fp8tower import backends, provenance
 from fp8tower.backends import BackendError
 from fp8tower.dispatch import Dispatcher
 from fp8tower.formats import Scheme
@@ -128,7 +126,7 @@ def main(argv=None):
 
     cap = torch.cuda.get_device_capability()
     gpu = torch.cuda.get_device_name()
-    date = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    date = provenance.now_iso()
     path = Path(args.json or f"benchmarks/results/fourway_{gpu.replace(' ', '-')}_{date[:10]}.json")
     rows = []
     if args.resume and path.exists():
@@ -149,12 +147,11 @@ def main(argv=None):
 
     def result():
         return {
-            "benchmark": "bench_fourway", "date": date,
-            "command": " ".join(["python", "benchmarks/bench_fourway.py", *(argv or sys.argv[1:])]),
-            "gpu": gpu, "capability": list(cap), "torch": torch.__version__,
-            "cuda": torch.version.cuda, "triton": provenance.package_version("triton"),
-            **_cudnn_versions(),
-            "fp8tower": __version__, "python": platform.python_version(),
+            "benchmark": "bench_fourway",
+            **provenance.record(["python", "benchmarks/bench_fourway.py",
+                                 *(argv or sys.argv[1:])], gpu_name=gpu),
+            "date": date,  # the run's start (also in the file name)
+            "capability": list(cap), **_cudnn_versions(),
             "read_ceiling_gbs": round(ceiling, 1), "read_ceiling_methods": ceilings,
             "max_configs": args.max_configs, "replays": args.replays,
             "auto_tolerance": AUTO_TOLERANCE, "unavailable_arms": unavailable,
