@@ -20,22 +20,25 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import statistics
 import sys
 import time
-from datetime import datetime, timezone
 
 import torch
 
-from fp8tower import __version__, backends
+from fp8tower import backends, provenance
 from fp8tower.backends import triton_gemm as tg
 from fp8tower.backends.reference import fp8_linear_ref
 from fp8tower.formats import Scheme, quantize_weight, sqnr_db
 from fp8tower.kernels import configs as kconfigs
 from fp8tower.problem import GemmProblem
 from fp8tower.tuning.ceiling import read_ceiling
-from fp8tower.tuning.timer import l2_cache_bytes, rotation_copies, time_cuda_graph
+from fp8tower.tuning.timer import (
+    event_times_ms,
+    l2_cache_bytes,
+    rotation_copies,
+    time_cuda_graph,
+)
 
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
 from bench_gemm import TOWER_SHAPES, random_weights
@@ -93,14 +96,7 @@ def time_chain(calls, replays=20):
             c()
     for _ in range(3):
         g.replay()
-    ts = []
-    for _ in range(replays):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        g.replay()
-        b.record()
-        b.synchronize()
-        ts.append(a.elapsed_time(b) * 1e3)
+    ts = [ms * 1e3 for ms in event_times_ms(g.replay, replays, sync_each=True)]  # us
     del g
     return statistics.median(ts)
 
@@ -150,11 +146,7 @@ def main(argv=None):
     plan = [(Scheme.parse(s.split(":")[0]), [int(v) for v in s.split(":")[1].split(",")])
             for s in args.plan.split(";")]
     arms0, arms1 = args.arms.split(","), args.other_arms.split(",")
-    res = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
-           "triton": __import__("triton").__version__, "cuda": torch.version.cuda,
-           "fp8tower": __version__, "python": platform.python_version(),
-           "date": datetime.now(timezone.utc).isoformat(), "command": " ".join(sys.argv),
-           "per_gemm": [], "chains": [], "numerics": []}
+    res = {**provenance.record(), "per_gemm": [], "chains": [], "numerics": []}
 
     def save():
         res["seconds"] = round(time.time() - t0, 1)

@@ -18,15 +18,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import sys
 import time
-from datetime import datetime, timezone
 from pathlib import Path
 
 import torch
 
-from fp8tower import __version__
+from fp8tower import provenance
 from fp8tower.backends import cublaslt, cutlass
 from fp8tower.backends.act_quant import quantize as quantize_act
 from fp8tower.formats import FP8_DTYPE, Fp8Weight, Scheme, sqnr_db
@@ -242,14 +240,12 @@ def main(argv=None):
     print(f"kernel names: {json.dumps(names)[:1500]}", flush=True)
     bad = [r for r in numerics for kk, v in r.items() if isinstance(v, dict)
            and (v["nan"] or v["sqnr_db"] is None or v["sqnr_db"] < MIN_SQNR_DB)]
-    import triton
 
     result = {
-        "benchmark": "bench_cutlass", "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "command": " ".join(["python", "benchmarks/bench_cutlass.py", *(argv or sys.argv[1:])]),
-        "gpu": gpu, "capability": list(cap), "torch": torch.__version__, "cuda": torch.version.cuda,
-        "triton": triton.__version__, "fp8tower": __version__, "python": platform.python_version(),
-        "cutlass": cutlass.cutlass_version(), "nvcc": cutlass.nvcc_version(cutlass.nvcc_path()),
+        "benchmark": "bench_cutlass",
+        **provenance.record(["python", "benchmarks/bench_cutlass.py", *(argv or sys.argv[1:])],
+                            gpu_name=gpu),
+        "capability": list(cap), "cutlass": cutlass.cutlass_version(), "nvcc": cutlass.nvcc_version(cutlass.nvcc_path()),
         "build_report": report.summary(), "builds": builds,
         "read_ceiling_gbs": round(ceiling, 1),
         "units": {"us": "microseconds, median of CUDA-graph replays, cold L2", "gbs": "1e9 B/s",

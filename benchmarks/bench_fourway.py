@@ -26,17 +26,15 @@ import argparse
 import dataclasses
 import functools
 import json
-import platform
 import sys
 import time
-from datetime import datetime, timezone
 from pathlib import Path
 
 import torch
 from rich.console import Console
 from rich.table import Table
 
-from fp8tower import __version__, backends, provenance
+from fp8tower import backends, provenance
 from fp8tower.backends import BackendError
 from fp8tower.dispatch import Dispatcher
 from fp8tower.formats import Scheme
@@ -45,6 +43,7 @@ from fp8tower.tuning import cache as tcache
 from fp8tower.tuning import ceiling as tceiling
 from fp8tower.tuning import search as tsearch
 from fp8tower.tuning import timer as ttimer
+from fp8tower.tuning import tuner
 
 TOWER_SHAPES = {
     "10240x5120": "GDN in_proj_qkv", "6144x5120": "GDN in_proj_z",
@@ -127,7 +126,7 @@ def main(argv=None):
 
     cap = torch.cuda.get_device_capability()
     gpu = torch.cuda.get_device_name()
-    date = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    date = provenance.now_iso()
     path = Path(args.json or f"benchmarks/results/fourway_{gpu.replace(' ', '-')}_{date[:10]}.json")
     rows = []
     if args.resume and path.exists():
@@ -148,12 +147,11 @@ def main(argv=None):
 
     def result():
         return {
-            "benchmark": "bench_fourway", "date": date,
-            "command": " ".join(["python", "benchmarks/bench_fourway.py", *(argv or sys.argv[1:])]),
-            "gpu": gpu, "capability": list(cap), "torch": torch.__version__,
-            "cuda": torch.version.cuda, "triton": provenance.package_version("triton"),
-            **_cudnn_versions(),
-            "fp8tower": __version__, "python": platform.python_version(),
+            "benchmark": "bench_fourway",
+            **provenance.record(["python", "benchmarks/bench_fourway.py",
+                                 *(argv or sys.argv[1:])], gpu_name=gpu),
+            "date": date,  # the run's start (also in the file name)
+            "capability": list(cap), **_cudnn_versions(),
             "read_ceiling_gbs": round(ceiling, 1), "read_ceiling_methods": ceilings,
             "max_configs": args.max_configs, "replays": args.replays,
             "auto_tolerance": AUTO_TOLERANCE, "unavailable_arms": unavailable,
@@ -169,8 +167,8 @@ def main(argv=None):
             if not group:
                 continue
             if auto is not None:  # tuned as the product tunes: bucket order, seeded siblings
-                auto.pretune(group, progress=False, max_configs=args.max_configs,
-                             read_ceiling_gbps=ceiling, precompile=False)
+                tuner.pretune(auto, group, progress=False, max_configs=args.max_configs,
+                              read_ceiling_gbps=ceiling, precompile=False)
             for p in group:
                 rows.extend(measure(p, arms, auto, timer, args.max_configs, ceiling))
             path.parent.mkdir(parents=True, exist_ok=True)

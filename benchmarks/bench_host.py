@@ -20,7 +20,6 @@ import platform
 import statistics
 import sys
 import time
-from datetime import datetime, timezone
 from pathlib import Path
 
 import torch
@@ -91,9 +90,8 @@ def main(argv=None) -> None:
     args = ap.parse_args(argv)
     if not torch.cuda.is_available():
         sys.exit("bench_host.py needs a CUDA GPU")
-    import triton
 
-    from fp8tower import __version__
+    from fp8tower import provenance
 
     rows = []
     for shape in args.shapes.split(","):
@@ -117,11 +115,10 @@ def main(argv=None) -> None:
                       f"idle {r['idle_us']:7.1f} us ({r['idle_ratio']:.2f}x)", flush=True)
     gpu = torch.cuda.get_device_name()
     result = {
-        "benchmark": "bench_host", "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "command": " ".join(["python", "benchmarks/bench_host.py", *(argv if argv is not None else sys.argv[1:])]),
-        "gpu": gpu, "capability": list(torch.cuda.get_device_capability()),
-        "torch": torch.__version__, "cuda": torch.version.cuda, "triton": triton.__version__,
-        "fp8tower": __version__, "python": platform.python_version(), "cpu": platform.processor(),
+        "benchmark": "bench_host",
+        **provenance.record(["python", "benchmarks/bench_host.py",
+                             *(argv if argv is not None else sys.argv[1:])], gpu_name=gpu),
+        "capability": list(torch.cuda.get_device_capability()), "cpu": platform.processor(),
         "backend": args.backend,
         "units": {"b2b_us": "microseconds of wall time per call, back to back, one sync at the end",
                   "idle_us": "microseconds of host time of one call with the GPU idle (median)",

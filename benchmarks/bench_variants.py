@@ -28,14 +28,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import sys
 import time
-from datetime import datetime, timezone
 
 import torch
 
-from fp8tower import __version__
+from fp8tower import provenance
 from fp8tower.formats import Scheme
 from fp8tower.kernels import configs as kc
 from fp8tower.problem import GemmProblem
@@ -243,10 +241,7 @@ def main(argv=None):
 
     cap = torch.cuda.get_device_capability()
     l2 = l2_cache_bytes()
-    res = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
-           "triton": __import__("triton").__version__, "cuda": torch.version.cuda,
-           "fp8tower": __version__, "python": platform.python_version(),
-           "date": datetime.now(timezone.utc).isoformat(), "command": " ".join(sys.argv),
+    res = {**provenance.record(),
            "plan": {s.value: ms for s, ms in PLAN.items()}, "per_gemm": [], "chains": [],
            "numerics": [], "skipped": []}
 

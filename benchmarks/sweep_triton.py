@@ -13,11 +13,11 @@ import statistics
 import time
 
 import torch
-import triton
 
-from fp8tower import backends
+from fp8tower import backends, provenance
 from fp8tower.formats import FP8_DTYPE, Fp8Weight, Scheme
 from fp8tower.problem import GemmProblem
+from fp8tower.tuning.timer import event_times_ms
 
 SHAPES = [(10240, 5120), (6144, 5120), (16384, 5120), (5120, 6144), (12288, 5120),
           (1024, 5120), (14336, 5120), (34816, 5120), (5120, 17408)]
@@ -32,19 +32,11 @@ def read_ceiling_gbs(nbytes=4 << 30):
     for progs, block in ((132 * 4, 2048), (132 * 8, 1024), (132 * 2, 4096)):
         f = lambda: streaming_read(buf, out, progs, block)
         f()
-        ts = []
-        for _ in range(10):
-            a, b = torch.cuda.Event(True), torch.cuda.Event(True)
-            a.record(); f(); b.record(); torch.cuda.synchronize()
-            ts.append(a.elapsed_time(b) * 1e-3)
+        ts = [ms * 1e-3 for ms in event_times_ms(f, 10, sync_each=True)]  # s
         best = max(best, nbytes / statistics.median(ts) / 1e9)
     f2 = lambda: buf.sum()
     f2()
-    ts = []
-    for _ in range(10):
-        a, b = torch.cuda.Event(True), torch.cuda.Event(True)
-        a.record(); f2(); b.record(); torch.cuda.synchronize()
-        ts.append(a.elapsed_time(b) * 1e-3)
+    ts = [ms * 1e-3 for ms in event_times_ms(f2, 10, sync_each=True)]  # s
     torch_gbs = nbytes / statistics.median(ts) / 1e9
     del buf
     return max(best, torch_gbs), best, torch_gbs
@@ -83,11 +75,7 @@ def time_calls(calls, replays=20):
             c()
     g.replay()
     torch.cuda.synchronize()
-    ts = []
-    for _ in range(replays):
-        a, b = torch.cuda.Event(True), torch.cuda.Event(True)
-        a.record(); g.replay(); b.record(); torch.cuda.synchronize()
-        ts.append(a.elapsed_time(b) * 1e3 / len(calls))
+    ts = [ms * 1e3 / len(calls) for ms in event_times_ms(g.replay, replays, sync_each=True)]
     del g
     return statistics.median(ts), min(ts)
 
@@ -138,8 +126,7 @@ def main():
     ceil, tri, tor = read_ceiling_gbs()
     f = open(args.out, "a")
     f.write(json.dumps({"read_ceiling_gbs": ceil, "triton_read": tri, "torch_sum": tor,
-                        "gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
-                        "triton": triton.__version__}) + "\n")
+                        **provenance.record()}) + "\n")
     print(f"read ceiling {ceil:.0f} GB/s (triton {tri:.0f}, torch.sum {tor:.0f})", flush=True)
     shapes = SHAPES if args.shapes == "all" else [tuple(map(int, s.split("x"))) for s in args.shapes.split(",")]
     tri_be, cub = backends.get("triton"), backends.get("cublaslt")

@@ -15,6 +15,7 @@ from fp8tower.backends import cudnn as cudnn_backend
 from fp8tower.dispatch import Dispatcher
 from fp8tower.formats import FP8_DTYPE, Fp8Weight, Scheme
 from fp8tower.problem import GemmProblem
+from fp8tower.tuning import tuner
 
 GPU = (9, 0)
 HAS_CUDNN_AND_GPU = importlib.util.find_spec("cudnn") is not None and torch.cuda.is_available()
@@ -198,7 +199,7 @@ def test_auto_skips_it_with_its_reason():
     cudnn = backends.get("cudnn")
     ref = backends.get("reference")
     d = Dispatcher(candidates=[cudnn, ref], tune=False, persist=False)
-    assert cudnn not in d.tunable(gpu_problem())
+    assert cudnn not in tuner.tunable(d, gpu_problem())
     assert d.resolve(gpu_problem(), "auto")[0] is not cudnn
     alone = Dispatcher(candidates=[cudnn], tune=False, persist=False)
     with pytest.raises(BackendError, match=r"no backend can serve .*cudnn: "):

@@ -17,6 +17,7 @@ from fp8tower.cli.tune import app
 from fp8tower.dispatch import Dispatcher
 from fp8tower.problem import GemmProblem
 from fp8tower.tuning import cache as tcache
+from fp8tower.tuning import tuner
 
 
 @pytest.fixture(autouse=True)
@@ -298,10 +299,10 @@ def test_sibling_buckets_are_seeded_from_the_explored_one():
     clock = FakeClock()
     timer = FakeTimer(clock)
     d = Dispatcher(candidates=many(clock), timer=timer, tune=True, persist=False)
-    m1 = d.tune(cpu_problem(m=1))
+    m1 = tuner.tune(d, cpu_problem(m=1))
     assert m1.seeded_from is None and timer.calls == 7  # 2 defaults + 5 configs
     clock.ran.clear()
-    m8 = d.tune(cpu_problem(m=8))
+    m8 = tuner.tune(d, cpu_problem(m=8))
     assert m8.seeded_from == m1.key
     # The defaults, then m1's 3 best (f1 5 us, f2 6 us, f4 7 us); f3 and f5 are not timed.
     assert clock.ran == [("slow", "default"), ("fast", "default"), ("fast", "f1"),
@@ -309,28 +310,28 @@ def test_sibling_buckets_are_seeded_from_the_explored_one():
     assert (m8.backend, m8.config["id"]) == ("fast", "f1")
     assert m8.pruned == {"fast": 2}
     # A seeded entry does not seed (M=16 is seeded from M=1, not M=8); M=32 is explored.
-    assert d.tune(cpu_problem(m=16)).seeded_from == m1.key
-    assert d.tune(cpu_problem(m=32)).seeded_from is None
+    assert tuner.tune(d, cpu_problem(m=16)).seeded_from == m1.key
+    assert tuner.tune(d, cpu_problem(m=32)).seeded_from is None
 
 
 def test_full_and_retune_explore_every_bucket():
     clock = FakeClock()
     d = Dispatcher(candidates=many(clock), timer=FakeTimer(clock), tune=True)
-    d.tune(cpu_problem(m=1))
-    assert d.tune(cpu_problem(m=2), full=True).seeded_from is None
+    tuner.tune(d, cpu_problem(m=1))
+    assert tuner.tune(d, cpu_problem(m=2), full=True).seeded_from is None
     # A new dispatcher retuning does not trust the cached M=1 entry as a seed...
     d2 = Dispatcher(candidates=many(clock), timer=FakeTimer(clock), tune=True, retune=True)
-    assert d2.tune(cpu_problem(m=4)).seeded_from is None
+    assert tuner.tune(d2, cpu_problem(m=4)).seeded_from is None
     # ... but without retuning, a cached explored sibling seeds.
     d3 = Dispatcher(candidates=many(clock), timer=FakeTimer(clock), tune=True)
-    assert d3.tune(cpu_problem(m=4)).seeded_from == cpu_problem(m=1).key()
+    assert tuner.tune(d3, cpu_problem(m=4)).seeded_from == cpu_problem(m=1).key()
 
 
 def test_seeded_from_round_trips_and_old_entries_load():
     clock = FakeClock()
     d = Dispatcher(candidates=many(clock), timer=FakeTimer(clock), tune=True, persist=False)
-    d.tune(cpu_problem(m=1))
-    e = d.tune(cpu_problem(m=2))
+    tuner.tune(d, cpu_problem(m=1))
+    e = tuner.tune(d, cpu_problem(m=2))
     raw = e.to_json()
     back = tcache.Entry.from_json(e.key, json.loads(json.dumps(raw)))
     assert back.seeded_from == cpu_problem(m=1).key()
@@ -360,9 +361,9 @@ def test_pretune_precompiles_planned_configs_for_cuda_problems(monkeypatch):
     d = Dispatcher(candidates=[b], timer=FakeTimer(clock), tune=True, persist=False,
                    gpu_name="Fake GPU")
     tuned = []
-    monkeypatch.setattr(d, "tune", lambda p, **kw: tuned.append(len(built))
+    monkeypatch.setattr(tuner, "tune", lambda d, p, **kw: tuned.append(len(built))
                         or entry_with({"fast": 5.0}, p))
-    d.pretune([gpu_problem(m=1), gpu_problem(m=3), cpu_problem()], progress=False,
+    tuner.pretune(d, [gpu_problem(m=1), gpu_problem(m=3), cpu_problem()], progress=False,
               max_configs=1)
     # CUDA problems only, at their buckets: default, the priority config, 1 spaced; built
     # before any tuning.
@@ -370,7 +371,7 @@ def test_pretune_precompiles_planned_configs_for_cuda_problems(monkeypatch):
         (1, None), (1, "f2"), (1, "f1"), (4, None), (4, "f2"), (4, "f1")]
     assert d.stats["precompiled_jobs"] == 6 and tuned == [6, 6, 6]
     built.clear()
-    d.pretune([gpu_problem(m=8)], progress=False, precompile=False)
+    tuner.pretune(d, [gpu_problem(m=8)], progress=False, precompile=False)
     assert built == []
 
 
@@ -386,3 +387,23 @@ def test_untuned_default_follows_untuned_defers_to():
     to_never = dataclasses.replace(slow, untuned_defers_to=lambda p: "never")
     d = Dispatcher(candidates=[to_never, fast, never], tune=False, persist=False)
     assert d.resolve(cpu_problem())[0] is to_never
+
+
+def test_the_hot_path_does_not_load_the_tuner():
+    """nn/ imports dispatch (resolution); the tuning half loads only when a miss may tune."""
+    import subprocess
+    import sys
+
+    code = ("import sys, fp8tower.nn.linear, fp8tower.nn.plan; "
+            "print('fp8tower.tuning.tuner' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True)
+    assert out.stdout.split() == ["False"], out.stdout + out.stderr
+
+
+def test_a_miss_that_tunes_loads_the_tuner_and_bumps_the_generation():
+    clock = FakeClock()
+    d = Dispatcher(candidates=three(clock), timer=FakeTimer(clock), tune=True, persist=False)
+    before = dispatch.generation()
+    assert d.resolve(cpu_problem())[0].name == "fast"
+    assert dispatch.generation() == before + 1 and d.is_fresh(cpu_problem().key())

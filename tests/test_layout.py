@@ -173,6 +173,8 @@ def test_no_import_cycles():
 @pytest.mark.parametrize(("pkg", "forbidden"), [
     ("fp8tower.kernels", ("fp8tower.backends",)),
     ("fp8tower.trace", ("fp8tower.tower", "fp8tower.nn", "fp8tower.dispatch")),
+    ("fp8tower.tuning", ("fp8tower.dispatch", "fp8tower.nn", "fp8tower.tower")),
+    ("fp8tower.trace.tables", ("fp8tower.trace.report", "fp8tower.trace.report_host")),
 ])
 def test_layers(pkg, forbidden):
     bad = {m: sorted(w for w in _reachable(m) if any(w == f or w.startswith(f + ".")

@@ -238,9 +238,12 @@ def test_auto_warmup_pretunes_the_step_together(monkeypatch):
     clock = FakeClock()
     fakes = [fake_backend("fast", clock, {"default": 5.0, "f1": 4.0})]
     d = dispatch.Dispatcher(candidates=fakes, timer=FakeTimer(clock), tune=True, persist=False)
+    from fp8tower.tuning import tuner
+
     calls = []
-    real = d.pretune
-    monkeypatch.setattr(d, "pretune", lambda ps, **kw: calls.append(len(ps)) or real(ps, **kw))
+    real = tuner.pretune
+    monkeypatch.setattr(tuner, "pretune",
+                        lambda d, ps, **kw: calls.append(len(ps)) or real(d, ps, **kw))
     monkeypatch.setattr(dispatch, "_default", d)
     tower = build_tower(SPEC, scheme=Scheme.PER_TENSOR, m=1, backend="auto")
     tower.warmup()

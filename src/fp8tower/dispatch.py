@@ -13,8 +13,9 @@
   entry is still used), is counted (``stats()["capture_misses"]``) and warns once per
   process with the ``fp8tower tune`` command that would have tuned it. It is not memoized,
   so the first eager call afterwards tunes.
-- Tuning times each key at M = its bucket (tuning.search.tune_problem) and saves the entry with
-  its evidence. If every candidate fails, the safe default serves and nothing is saved.
+- Tuning (tune one key, pretune many, precompile, seeding, saving) lives in
+  :mod:`fp8tower.tuning.tuner`, imported only when a miss may tune; this module is the
+  resolution half the hot path imports (nn/ops.py, nn/linear.py, nn/plan.py).
 
 Limitation: one GPU model per process (the memo is keyed by the problem, whose capability
 does not tell an H100 from an H200).
@@ -22,8 +23,6 @@ does not tell an H100 from an H200).
 
 from __future__ import annotations
 
-import dataclasses
-import logging
 import os
 import threading
 import warnings
@@ -41,8 +40,6 @@ from .tuning import cache as tcache
 from .tuning import search
 from .tuning.cache import Entry
 from .tuning.timer import Timer
-
-log = logging.getLogger(__name__)
 
 
 def _env_flag(name: str, default: bool) -> bool:
@@ -93,7 +90,7 @@ class Dispatcher:
         gpu_name: str | None = None,
     ) -> None:
         self._candidates = None if candidates is None else list(candidates)
-        self._timer = timer
+        self.timer = timer  # what tuning times with (None: CUDA graphs)
         self._tune_policy = tune  # None: CUDA only, unless FP8TOWER_TUNE=0
         self._tune_env = _env_flag("FP8TOWER_TUNE", True)
         self.retune = _env_flag("FP8TOWER_RETUNE", False) if retune is None else retune
@@ -115,7 +112,8 @@ class Dispatcher:
         """All candidate backends, in fallback order."""
         return backends.all_backends() if self._candidates is None else self._candidates
 
-    def _able(self, b: Backend, problem: GemmProblem) -> str | None:
+    def able(self, b: Backend, problem: GemmProblem) -> str | None:
+        """Why ``b`` cannot serve ``problem`` here, or None."""
         return b.unavailable_reason() or b.check(problem)
 
     def safe_default(self, problem: GemmProblem) -> tuple[Backend, Any]:
@@ -123,20 +121,15 @@ class Dispatcher:
         backend its ``untuned_defers_to`` names: Triton -> cuBLASLt where its default lost)."""
         reasons = []
         for b in self.pool():
-            reason = self._able(b, problem)
+            reason = self.able(b, problem)
             if reason is None:
                 other = b.untuned_defers_to(problem)  # an evidence rule, e.g. -> cuBLASLt
                 alt = next((a for a in self.pool() if a.name == other), None) if other else None
-                if alt is not None and self._able(alt, problem) is None:
+                if alt is not None and self.able(alt, problem) is None:
                     return alt, alt.default_config(problem)
                 return b, b.default_config(problem)
             reasons.append(f"{b.name}: {reason}")
         raise BackendError(f"no backend can serve {problem.key()}: " + "; ".join(reasons))
-
-    def tunable(self, problem: GemmProblem) -> list[Backend]:
-        """The backends the tuner times for ``problem`` (able ones, the oracle excluded)."""
-        return [b for b in self.pool()
-                if b.name not in search.TUNING_EXCLUDED and self._able(b, problem) is None]
 
     def _require(self, backend: str | Backend, problem: GemmProblem) -> Backend:
         pool = self.pool()
@@ -147,7 +140,7 @@ class Dispatcher:
             b = next((b for b in pool if b.name == backend), None)
             if b is None:
                 raise BackendError(f"unknown backend {backend!r}: registered backends are {names}")
-        reason = self._able(b, problem)
+        reason = self.able(b, problem)
         if reason is not None:
             raise BackendError(
                 f"backend {b.name!r} cannot serve {problem.key()}: {reason} "
@@ -178,7 +171,7 @@ class Dispatcher:
             key = problem.key()
             entry = self.entries_for(problem).get(key)
             if entry is not None and (not self.retune or key in self._fresh or capturing):
-                choice = self._choice(problem, entry)
+                choice = self.choice(problem, entry)
                 if choice is not None:
                     self.stats["hits"] += 1
                     self._memo[problem] = choice
@@ -197,7 +190,9 @@ class Dispatcher:
                 return self.safe_default(problem)  # not memoized: tune on the next eager call
             choice = None
             if self._may_tune(problem):
-                choice = self._choice(problem, self.tune(problem))
+                from .tuning import tuner  # the tuning half, loaded on the first miss that tunes
+
+                choice = self.choice(problem, tuner.tune(self, problem))
             if choice is None:
                 self.stats["defaults"] += 1
                 choice = self.safe_default(problem)
@@ -213,7 +208,7 @@ class Dispatcher:
             return self._tune_policy
         return self._tune_env and problem.on_cuda
 
-    def _choice(self, problem: GemmProblem, entry: Entry) -> tuple[Backend, Any] | None:
+    def choice(self, problem: GemmProblem, entry: Entry) -> tuple[Backend, Any] | None:
         """The entry's (backend, native config) if still valid here, else None (warned once)."""
         if not entry.ranked():
             return None  # a tuning where everything failed
@@ -222,7 +217,7 @@ class Dispatcher:
         if b is None:
             why = f"backend {entry.backend!r} is not registered"
         else:
-            why = self._able(b, problem)
+            why = self.able(b, problem)
             if why is None:
                 found, config = search.native_config(b, problem, entry.config)
                 if found:
@@ -258,76 +253,14 @@ class Dispatcher:
         """The valid cached entries of the file that serves ``problem`` (loaded once)."""
         return self._cache(problem)[1]
 
-    def _precompile(self, problems: list[GemmProblem], max_configs: int) -> None:
-        """Build ahead what tuning ``problems`` may launch (CUDA problems, backends with a
-        ``precompile`` hook); failures are logged, tuning then builds as it goes."""
-        jobs: dict[str, list] = {}
-        hooks = {}
-        for p in problems:
-            if not p.on_cuda:
-                continue
-            for b in self.tunable(p):
-                if b.precompile is None:
-                    continue
-                hooks[b.name] = b.precompile
-                jobs.setdefault(b.name, []).extend(
-                    (dataclasses.replace(p, m=p.bucket), c)
-                    for c in search.planned_configs(p, b, max_configs))
-        for name, js in jobs.items():
-            report = hooks[name](js)
-            self.stats["precompiled_jobs"] += len(js)
-            if report.failures:  # tuning still works: it builds what it times, one by one
-                warnings.warn(f"fp8tower: {name} precompile: {report.summary()}",
-                              RuntimeWarning, stacklevel=3)
-            else:
-                log.info("%s: %s", name, report.summary())
+    def is_fresh(self, key: str) -> bool:
+        """Whether ``key`` was tuned by this dispatcher (not only read from the cache file)."""
+        return key in self._fresh
 
-    def seed_for(self, problem: GemmProblem, *, cached: bool = True) -> Entry | None:
-        """A fully explored entry of a sibling bucket (same seed group, tuning.search.SEED_TOP):
-        one tuned by this dispatcher, or (``cached``) one from the cache file."""
-        entries = self.entries_for(problem)
-        group = search.seed_group(problem.bucket)
-        for b in (1, 2, 4, 8, 16, 32, 64):
-            if b == problem.bucket or search.seed_group(b) != group:
-                continue
-            key = dataclasses.replace(problem, m=b).key()
-            e = entries.get(key)
-            if e is not None and e.seeded_from is None and e.ranked() and \
-                    (cached or key in self._fresh):
-                return e
-        return None
-
-    def tune(
-        self,
-        problem: GemmProblem,
-        *,
-        read_ceiling_gbps: float | None = None,
-        max_configs: int = search.MAX_CONFIGS,
-        full: bool = False,
-        retune: bool | None = None,
-    ) -> Entry:
-        """Tune ``problem``'s key now (whatever the policy), record and save the entry.
-
-        Unless ``full``, a bucket whose sibling is already explored is seeded from it
-        (see tuning.search.SEED_TOP); cached siblings count unless retuning."""
-        if problem.on_cuda and _capturing():
-            raise RuntimeError(f"cannot tune {problem.key()} during CUDA graph capture")
-        retune = self.retune if retune is None else retune
-        seed = None if full else self.seed_for(problem, cached=not retune)
-        entry = search.tune_problem(problem, self.tunable(problem), timer=self._timer,
-                                    read_ceiling_gbps=read_ceiling_gbps, max_configs=max_configs,
-                                    seed=seed)
-        if not entry.ranked():
-            self.stats["tune_failed"] += 1
-            failures = "; ".join(f"{c.label}: {c.error}" for c in entry.failures()) or \
-                "no tunable backend can serve it"
-            warnings.warn(f"fp8tower: tuning {entry.key} measured nothing ({failures}); "
-                          "the safe default serves it", RuntimeWarning, stacklevel=3)
-            return entry
-        self.stats["tuned"] += 1
-        w, margin = entry.winner, entry.margin()
-        log.info("tuned %s: %s %.2f us %.0f GB/s (runner-up %s)", entry.key, w.label, w.median_us,
-                 w.gbps, "none" if margin is None else f"{margin:+.1%} slower")
+    def accept(self, problem: GemmProblem, entry: Entry) -> tcache.DecisionCache | None:
+        """Record a new tuning of ``problem``'s key: it serves from now on (memoized choices
+        and cached launch plans of that key are dropped). The cache file to save it to, or
+        None when not persisting."""
         with self._lock:
             cache, entries = self._cache(problem)
             entries[entry.key] = entry
@@ -335,82 +268,7 @@ class Dispatcher:
             self._bad.discard(entry.key)
             self._memo = {p: c for p, c in self._memo.items() if p.key() != entry.key}
             _bump()  # cached launch plans resolved before this tuning are stale
-        if cache is not None:
-            self._save(cache, entry)
-        return entry
-
-    def _save(self, cache: tcache.DecisionCache, entry: Entry) -> None:
-        from filelock import Timeout
-
-        try:
-            cache.save({entry.key: entry})
-        except (OSError, Timeout) as e:
-            warnings.warn(f"fp8tower: could not save the tuning of {entry.key} to "
-                          f"{cache.path}: {e}", tcache.TuningCacheWarning, stacklevel=4)
-
-    def pretune(
-        self,
-        problems: Iterable[GemmProblem],
-        *,
-        progress: bool = True,
-        retune: bool | None = None,
-        read_ceiling_gbps: float | None = None,
-        max_configs: int = search.MAX_CONFIGS,
-        full: bool = False,
-        precompile: bool = True,
-    ) -> list[Entry]:
-        """Tune each distinct key (skipping valid cached ones unless retuning); the entries.
-
-        Entries that measured nothing (every candidate failed) are returned but not cached.
-        Keys are tuned in bucket order within each shape, so M = 1 is explored and M = 2..16
-        are seeded from it (unless ``full``). With ``precompile``, backends that can build
-        their kernels ahead (Triton) first build every config the tuning may time, in
-        parallel processes.
-        """
-        retune = self.retune if retune is None else retune
-        todo: dict[str, GemmProblem] = {}
-        for p in problems:
-            todo.setdefault(p.key(), p)
-        out: list[Entry] = []
-
-        def cached(p: GemmProblem) -> Entry | None:
-            entry = self.entries_for(p).get(p.key())
-            if entry is None or retune or self._choice(p, entry) is None:
-                return None
-            return entry
-
-        if precompile:
-            self._precompile([p for p in todo.values() if cached(p) is None], max_configs)
-
-        def step(p: GemmProblem) -> None:
-            entry = cached(p)
-            if entry is None:
-                entry = self.tune(p, read_ceiling_gbps=read_ceiling_gbps,
-                                  max_configs=max_configs, full=full, retune=retune)
-            out.append(entry)
-
-        if not progress:
-            for p in todo.values():
-                step(p)
-            return out
-        from rich.console import Console
-        from rich.progress import (
-            BarColumn,
-            MofNCompleteColumn,
-            Progress,
-            TextColumn,
-            TimeElapsedColumn,
-        )
-
-        columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                   TimeElapsedColumn())
-        with Progress(*columns, console=Console(stderr=True)) as bar:
-            task = bar.add_task("tuning", total=len(todo))
-            for key, p in todo.items():
-                bar.update(task, description=f"tuning {key}")
-                step(p)
-                bar.advance(task)
-        return out
+        return cache
 
 
 # ---------------------------------------------------------------------- process default
@@ -461,8 +319,11 @@ def resolve(problem: GemmProblem, backend: str | Backend = "auto") -> tuple[Back
 
 
 def pretune(problems: Iterable[GemmProblem], progress: bool = True, **kw) -> list[Entry]:
-    """Tune many problems with the process's dispatcher (see :meth:`Dispatcher.pretune`)."""
-    return default_dispatcher().pretune(problems, progress=progress, **kw)
+    """Tune many problems with the process's dispatcher (see
+    :func:`fp8tower.tuning.tuner.pretune`)."""
+    from .tuning import tuner
+
+    return tuner.pretune(default_dispatcher(), problems, progress=progress, **kw)
 
 
 def stats() -> dict[str, int]:

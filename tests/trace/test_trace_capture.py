@@ -24,6 +24,7 @@ from fp8tower.trace import (
     read_manifest,
     report,
     step_range,
+    tables,
 )
 
 CPU_REGEX = r"^aten::(matmul|mm|linear|addmm|add)$"
@@ -130,7 +131,7 @@ def test_report_outputs_say_cpu(captures, tmp_path):
     a = attribute(load_arm(captures["unmerged"].directory))
     b = attribute(load_arm(captures["merged"].directory))
     cmp = compare(a, b)
-    doc = report.comparison_json(cmp)
+    doc = tables.comparison_json(cmp)
     assert doc["cpu_run"] is True and doc["device"] == "cpu"
     assert all(att["cpu_run"] for att in doc["attributions"])
     report.write_comparison_csv(tmp_path / "c.csv", cmp)

@@ -123,10 +123,10 @@ def test_eager_launch_stats_match_independent_count(tmp_path):
 
 
 def test_attribute_json_and_csv_carry_host_columns(tmp_path):
-    from fp8tower.trace import report
+    from fp8tower.trace import report, tables
 
     att = attribute(load_arm(H200))
-    doc = report.attribution_json(att)
+    doc = tables.attribution_json(att)
     assert doc["host"]["rows"][0]["label"] == GRAPH_LAUNCH
     assert doc["launch_checks"] == []  # the tower manifest asks for none
     path = report.write_attribution_csv(tmp_path / "a.csv", att)

@@ -12,7 +12,7 @@ import pytest
 from rich.console import Console
 from trace_helpers import DATA
 
-from fp8tower.trace import attribute, compare, diff_traces, load_arm, load_trace, report
+from fp8tower.trace import attribute, compare, diff_traces, load_arm, load_trace, report, tables
 
 
 @pytest.fixture(scope="module")
@@ -44,16 +44,16 @@ def test_terminal_tables(arms):
 
 def test_gib_is_labelled_and_converted(arms):
     a, _, _ = arms
-    doc = report.attribution_json(a, gib=True)
+    doc = tables.attribution_json(a, gib=True)
     op = doc["ops"][0]
     assert op["gibps"] == pytest.approx(op["gbps"] * 1e9 / 2**30)
     assert "2**30" in doc["units"]["bandwidth"]
-    assert "gibps" not in report.attribution_json(a)["ops"][0]
+    assert "gibps" not in tables.attribution_json(a)["ops"][0]
 
 
 def test_attribution_json(arms, tmp_path):
     a, _, _ = arms
-    path = report.write_json(tmp_path / "a.json", report.attribution_json(a))
+    path = report.write_json(tmp_path / "a.json", tables.attribution_json(a))
     doc = json.loads(path.read_text())
     assert doc["arm"] == "unmerged" and doc["cpu_run"] is False and doc["verify"]["ok"]
     assert doc["ceiling"] == {"gbps": 4000.0, "source": "measured"}

@@ -177,12 +177,12 @@ def attribute(
 
     With a capture manifest, also checks that each op's kernels match its backend's kernel
     regex: a mismatch is an error (exit code 1)."""
-    from ..trace import report
+    from ..trace import report, tables
 
     att = _attribution(arm, map_path, steps, step_range, ceiling_gbps, device, allow_fractional)
     report.print_attribution(att, _console(), gib)
     if json_out:
-        report.write_json(json_out, report.attribution_json(att, gib))
+        report.write_json(json_out, tables.attribution_json(att, gib))
     if csv_out:
         report.write_attribution_csv(csv_out, att)
     if att.mismatches or any(not c.ok for c in att.launch_checks):
@@ -217,7 +217,7 @@ def compare(
     device: DeviceOpt = Device.auto,
 ) -> None:
     """Both arms op group by op group, ranked by the delta (first - second): the levers."""
-    from ..trace import report
+    from ..trace import report, tables
     from ..trace.compare import compare as compare_arms
 
     a = _attribution(arm_a, map_a, steps, step_range, ceiling_gbps, device, allow_fractional)
@@ -227,7 +227,7 @@ def compare(
     cmp = compare_arms(a, b)
     report.print_comparison(cmp, _console(), gib)
     if json_out:
-        report.write_json(json_out, report.comparison_json(cmp, gib))
+        report.write_json(json_out, tables.comparison_json(cmp, gib))
     if csv_out:
         report.write_comparison_csv(csv_out, cmp)
     if html_out:
@@ -269,6 +269,7 @@ def report(
     from rich.markup import escape
 
     from ..trace import report as rep
+    from ..trace import tables
     from ..trace.compare import compare as compare_arms
 
     a = _attribution(arm_a, map_a, steps, step_range, ceiling_gbps, device, allow_fractional)
@@ -285,7 +286,7 @@ def report(
     rep.write_html(html_out, atts, cmp, gib)
     console.print(f"wrote {escape(str(html_out))}")
     if json_out:
-        doc = rep.comparison_json(cmp, gib) if cmp else rep.attribution_json(a, gib)
+        doc = tables.comparison_json(cmp, gib) if cmp else tables.attribution_json(a, gib)
         rep.write_json(json_out, doc)
     if csv_out:
         if cmp:

@@ -256,6 +256,7 @@ def tune(
     from ..tuning.cache import explain_row
     from ..tuning.ceiling import measure_read_ceiling
     from ..tuning.search import MAX_CONFIGS
+    from ..tuning.tuner import pretune
 
     max_configs = MAX_CONFIGS if max_configs is None else max_configs
 
@@ -273,9 +274,9 @@ def tune(
             gbps = measure_read_ceiling()
         except torch.cuda.OutOfMemoryError as e:
             typer.echo(f"read ceiling not measured (out of memory: {e})", err=True)
-    d = dispatch.default_dispatcher()
-    entries = d.pretune(problems, progress=not as_json, retune=retune, read_ceiling_gbps=gbps,
-                        max_configs=max_configs, full=full, precompile=precompile)
+    entries = pretune(dispatch.default_dispatcher(), problems, progress=not as_json,
+                      retune=retune, read_ceiling_gbps=gbps, max_configs=max_configs, full=full,
+                      precompile=precompile)
     rows = sorted((explain_row(e) for e in entries), key=_sort_key)
     name = torch.cuda.get_device_name()
     if as_json:

@@ -299,7 +299,7 @@ class Tower:
             d = dispatch.default_dispatcher()
             todo = [p for p in map(self.problem, self._gemms()) if d.may_tune(p)]
             if todo:
-                d.pretune(todo, progress=False)
+                dispatch.pretune(todo, progress=False)
         self.step(self.static_x)  # first on the current stream: tuning happens here
         if self.device.type == "cuda":  # the rest on a side stream, as torch advises
             side = torch.cuda.Stream(self.device)

@@ -1,6 +1,7 @@
 """Traces: what ran and where the time of a decode step went.
 
-Pipeline (pure functions from parsed events to tables, HTA style; printing in `report`):
+Pipeline (pure functions from parsed events to tables, HTA style; `tables` turns results
+into JSON documents and rows; printing and files in `report`):
 
     capture_pair  -> trace_<short>.json.gz, trace_<long>.json.gz, manifest.json
     load_trace    -> Trace (numpy kernel table, step ranges, launch calls)

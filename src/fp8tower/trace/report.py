@@ -1,8 +1,9 @@
-"""Printing and files: rich tables, JSON, CSV and a self-contained HTML page.
+"""Rendering: rich tables, JSON and CSV files and a self-contained HTML page.
 
-Everything here reads the pure results (DiffResult, Attribution, Comparison) and only
-formats them. Bandwidth is GB/s (1e9 B/s) unless ``gib=True`` asks for GiB/s (2**30 B/s),
-which is then labelled as such. matplotlib and jinja2 are imported inside `write_html` only.
+The figures, JSON documents and rows come from :mod:`fp8tower.trace.tables` (pure analysis);
+this module only formats and writes them. Bandwidth is GB/s (1e9 B/s) unless ``gib=True``
+asks for GiB/s (2**30 B/s), which is then labelled as such. matplotlib and jinja2 are
+imported inside `write_html` only.
 """
 
 from __future__ import annotations
@@ -19,22 +20,16 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from . import report_host
-from .attribute import UNATTRIBUTED, Attribution, OpRow
+from . import report_host, tables
+from .attribute import UNATTRIBUTED, Attribution
 from .compare import Comparison
 from .diff import DiffResult
 from .errors import TraceError
+from .tables import bandwidth as _bw
+from .tables import step_summary
+from .tables import unit as _unit
 
-GIB = float(1 << 30)
 CPU_BANNER = "CPU run: the 'kernels' are top-level aten ops timed on the CPU; no GPU was traced"
-
-
-def _bw(gbps: float | None, gib: bool) -> float | None:
-    return None if gbps is None else (gbps * 1e9 / GIB if gib else gbps)
-
-
-def _unit(gib: bool) -> str:
-    return "GiB/s" if gib else "GB/s"
 
 
 def _f(x: float | None, digits: int = 3) -> str:
@@ -157,35 +152,6 @@ def _op_table(att: Attribution, gib: bool) -> Table:
     return t
 
 
-def step_summary(att: Attribution) -> list[tuple[str, str]]:
-    """(what, value) lines on the time of one step."""
-    st = att.step_times
-    lines = [("kernel-busy time (two-length diff)", f"{att.ms_per_step:.4f} ms/step")]
-    if st.span_ms is not None:
-        lines.append(
-            (
-                (
-                    f"span, first kernel start to last kernel end (mean of {st.steps_seen} "
-                    f"steps, boundaries from {st.method})"
-                ),
-                f"{st.span_ms:.4f} ms/step",
-            )
-        )
-        lines.append(("kernel-busy time (mean of the same steps)", f"{st.busy_ms:.4f} ms/step"))
-    else:
-        lines.append(("span per step", "no step boundaries in the trace"))
-    lines.append(("whole-trace kernel span, two-length diff", f"{att.span_diff_ms:.4f} ms/step"))
-    lines.append(
-        (
-            "CUDA-event step time (capture)",
-            "–" if att.event_ms_per_step is None else f"{att.event_ms_per_step:.4f} ms/step",
-        )
-    )
-    if att.ceiling_gbps is not None:
-        lines.append((f"read ceiling ({att.ceiling_source})", f"{att.ceiling_gbps:,.1f} GB/s"))
-    return lines
-
-
 def print_attribution(att: Attribution, console: Console, gib: bool = False) -> None:
     if att.device == "cpu":
         console.print(f"[yellow]{CPU_BANNER}")
@@ -266,105 +232,6 @@ def print_comparison(cmp: Comparison, console: Console, gib: bool = False) -> No
 # -- JSON / CSV --------------------------------------------------------------------------------
 
 
-def op_json(att: Attribution, op: OpRow, gib: bool = False) -> dict:
-    d = {
-        "label": op.label,
-        "group": op.group,
-        "n": op.n,
-        "k": op.k,
-        "backends": op.backends,
-        "calls_per_step": op.calls_per_step,
-        "launches_per_step": op.launches_per_step,
-        "ms_per_step": op.ms_per_step,
-        "share": op.share,
-        "bytes_per_step": op.bytes_per_step,
-        "gbps": op.gbps,
-        "ceiling_pct": att.ceiling_pct(op),
-        "excess_us_per_call": att.excess_us_per_call(op),
-        "kernel_families": op.families,
-        "kernels": op.kernels,
-        "integral": op.integral,
-    }
-    if gib:
-        d["gibps"] = _bw(op.gbps, True)
-    return d
-
-
-def attribution_json(att: Attribution, gib: bool = False) -> dict:
-    st = att.step_times
-    return {
-        "arm": att.arm,
-        "device": att.device,
-        "cpu_run": att.device == "cpu",
-        "steps": {"short": att.steps[0], "long": att.steps[1]},
-        "source": att.source,
-        "units": {
-            "time": "ms per decode step",
-            "bandwidth": "GB/s = 1e9 B/s" + ("; gibps = 2**30 B/s" if gib else ""),
-        },
-        "ops": [op_json(att, op, gib) for op in att.ops],
-        "unattributed": [
-            {"name": k.name, "launches_per_step": k.launches_per_step, "ms_per_step": k.ms_per_step}
-            for k in att.unattributed
-        ],
-        "total": {
-            "launches_per_step": att.launches_per_step,
-            "ms_per_step": att.ms_per_step,
-            "attributed_ms_per_step": sum(op.ms_per_step for op in att.ops),
-        },
-        "step": {
-            "busy_ms": st.busy_ms,
-            "span_ms": st.span_ms,
-            "steps_seen": st.steps_seen,
-            "boundaries": st.method,
-            "span_diff_ms": att.span_diff_ms,
-            "event_ms": att.event_ms_per_step,
-        },
-        "ceiling": {"gbps": att.ceiling_gbps, "source": att.ceiling_source},
-        "verify": {
-            "ok": not att.mismatches,
-            "mismatches": [m.__dict__ | {"message": m.message()} for m in att.mismatches],
-        },
-        "integral": att.integral,
-        "notes": att.notes,
-        "meta": att.meta,
-        "host": report_host.host_json(att),
-        "launch_checks": report_host.checks_json(att),
-    }
-
-
-def comparison_json(cmp: Comparison, gib: bool = False) -> dict:
-    def side(s) -> dict:
-        d = {
-            "ops": s.labels,
-            "ms_per_step": s.ms_per_step,
-            "gbps": s.gbps,
-            "launches_per_step": s.launches_per_step,
-            "bytes_per_step": s.bytes_per_step,
-            "kernel_families": s.families,
-        }
-        if gib:
-            d["gibps"] = _bw(s.gbps, True)
-        return d
-
-    return {
-        "arms": [cmp.a.arm, cmp.b.arm],
-        "device": cmp.a.device,
-        "cpu_run": cmp.a.device == "cpu",
-        "delta": f"{cmp.a.arm} - {cmp.b.arm}, ms per step",
-        "levers": [
-            {"group": r.group, "a": side(r.a), "b": side(r.b), "delta_ms": r.delta_ms}
-            for r in cmp.rows
-        ],
-        "total": {
-            "a_ms_per_step": cmp.a.ms_per_step,
-            "b_ms_per_step": cmp.b.ms_per_step,
-            "delta_ms": cmp.delta_ms,
-        },
-        "attributions": [attribution_json(cmp.a, gib), attribution_json(cmp.b, gib)],
-    }
-
-
 def write_json(path: str | Path, doc: dict) -> Path:
     """Strict JSON: a NaN or infinite figure is an error, never a `NaN` token in the file
     (readers validate their inputs, so this is a last guard, not the check)."""
@@ -377,141 +244,26 @@ def write_json(path: str | Path, doc: dict) -> Path:
     return path
 
 
-def write_attribution_csv(path: str | Path, att: Attribution) -> Path:
+def _write_csv(path: str | Path, table: tuple[list[str], list[list]]) -> Path:
     path = Path(path)
+    header, rows = table
     with open(path, "w", newline="") as f:
         w = csv.writer(f)
-        w.writerow(
-            [
-                "arm",
-                "device",
-                "label",
-                "group",
-                "n",
-                "k",
-                "backends",
-                "kernel_families",
-                "launches_per_step",
-                "ms_per_step",
-                "share",
-                "bytes_per_step",
-                "gbps",
-                "ceiling_pct",
-                "excess_us_per_call",
-                *report_host.HOST_CSV_COLUMNS,
-            ]
-        )
-        for op in att.ops:
-            w.writerow(
-                [
-                    att.arm,
-                    att.device,
-                    op.label,
-                    op.group,
-                    op.n,
-                    op.k,
-                    ";".join(op.backends),
-                    ";".join(op.families),
-                    op.launches_per_step,
-                    op.ms_per_step,
-                    op.share,
-                    op.bytes_per_step,
-                    op.gbps,
-                    att.ceiling_pct(op),
-                    att.excess_us_per_call(op),
-                    *report_host.host_csv_cells(att, op.label),
-                ]
-            )
-        for kd in att.unattributed:
-            w.writerow(
-                [
-                    att.arm,
-                    att.device,
-                    UNATTRIBUTED,
-                    UNATTRIBUTED,
-                    "",
-                    "",
-                    "",
-                    kd.name,
-                    kd.launches_per_step,
-                    kd.ms_per_step,
-                    "",
-                    "",
-                    "",
-                    "",
-                ]
-            )
+        w.writerow(header)
+        w.writerows(rows)
     return path
+
+
+def write_attribution_csv(path: str | Path, att: Attribution) -> Path:
+    return _write_csv(path, tables.attribution_table(att))
 
 
 def write_comparison_csv(path: str | Path, cmp: Comparison) -> Path:
-    path = Path(path)
-    a, b = cmp.a.arm, cmp.b.arm
-    with open(path, "w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(
-            [
-                "device",
-                "group",
-                f"{a}_ops",
-                f"{a}_ms_per_step",
-                f"{a}_gbps",
-                f"{a}_launches_per_step",
-                f"{a}_kernel_families",
-                f"{b}_ops",
-                f"{b}_ms_per_step",
-                f"{b}_gbps",
-                f"{b}_launches_per_step",
-                f"{b}_kernel_families",
-                "delta_ms",
-            ]
-        )
-        for r in cmp.rows:
-            w.writerow(
-                [
-                    cmp.a.device,
-                    r.group,
-                    ";".join(r.a.labels),
-                    r.a.ms_per_step,
-                    r.a.gbps,
-                    r.a.launches_per_step,
-                    ";".join(r.a.families),
-                    ";".join(r.b.labels),
-                    r.b.ms_per_step,
-                    r.b.gbps,
-                    r.b.launches_per_step,
-                    ";".join(r.b.families),
-                    r.delta_ms,
-                ]
-            )
-        w.writerow(
-            [
-                cmp.a.device,
-                "total",
-                "",
-                cmp.a.ms_per_step,
-                "",
-                cmp.a.launches_per_step,
-                "",
-                "",
-                cmp.b.ms_per_step,
-                "",
-                cmp.b.launches_per_step,
-                "",
-                cmp.delta_ms,
-            ]
-        )
-    return path
+    return _write_csv(path, tables.comparison_table(cmp))
 
 
 def diff_csv(path: str | Path, diff: DiffResult) -> Path:
-    path = Path(path)
-    with open(path, "w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(["device", "kernel", "launches_per_step", "ms_per_step", "integral"])
-        for k in diff.kernels:
-            w.writerow([diff.device, k.name, k.launches_per_step, k.ms_per_step, k.integral])
-    return path
+    return _write_csv(path, tables.diff_table(diff))
 
 
 # -- HTML ---------------------------------------------------------------------------------------
@@ -533,21 +285,7 @@ def _plots(atts: list[Attribution], cmp: Comparison | None, gib: bool) -> list[d
     plots = []
     colors = ["#3b6ea8", "#d9822b"]
     # 1: ms per step per op group, both arms
-    if cmp is not None:
-        largest = max(
-            (max(abs(r.a.ms_per_step), abs(r.b.ms_per_step)) for r in cmp.rows), default=0.0
-        )
-        shown = [
-            r
-            for r in cmp.rows
-            if r.group != UNATTRIBUTED
-            or max(abs(r.a.ms_per_step), abs(r.b.ms_per_step)) > 0.005 * largest
-        ]
-        groups = [r.group for r in shown]
-        series = [[r.a.ms_per_step for r in shown], [r.b.ms_per_step for r in shown]]
-    else:
-        groups = [op.label for op in atts[0].ops]
-        series = [[op.ms_per_step for op in atts[0].ops]]
+    groups, series = tables.time_bars(atts, cmp)
     y = np.arange(len(groups))
     h = 0.8 / len(series)
     fig, ax = plt.subplots(figsize=(9, 0.45 * len(groups) + 1.6))
@@ -562,12 +300,7 @@ def _plots(atts: list[Attribution], cmp: Comparison | None, gib: bool) -> list[d
     plots.append({"title": "ms per step by op", "src": _png(fig)})
     plt.close(fig)
     # 2: bandwidth per op against the read ceiling
-    rows = [
-        (att.arm, op.label, _bw(op.gbps, gib))
-        for att in atts
-        for op in att.ops
-        if op.gbps is not None
-    ]
+    rows = tables.bandwidth_bars(atts, gib)
     if rows:
         fig, ax = plt.subplots(figsize=(9, 0.4 * len(rows) + 1.6))
         labels = [f"{arm}: {label}" for arm, label, _ in rows]

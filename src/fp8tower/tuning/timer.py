@@ -131,9 +131,11 @@ def time_cuda_graph(
 # Default read size for the ceiling: 4 GB (decimal), far above any L2.
 
 
-def event_times_ms(fn: Callable[[], Any], repeats: int, stream=None) -> list[float]:
+def event_times_ms(fn: Callable[[], Any], repeats: int, stream=None, *,
+                   sync_each: bool = False) -> list[float]:
     """ms of each of ``repeats`` calls of ``fn``, each bracketed by CUDA events recorded on
-    ``stream`` (default: the current stream); one synchronize at the end."""
+    ``stream`` (default: the current stream); one synchronize at the end, or after each call
+    with ``sync_each`` (each call then starts on an idle GPU, its launch included)."""
     stream = stream or torch.cuda.current_stream()
     events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
               for _ in range(repeats)]
@@ -141,5 +143,7 @@ def event_times_ms(fn: Callable[[], Any], repeats: int, stream=None) -> list[flo
         start.record(stream)
         fn()
         end.record(stream)
+        if sync_each:
+            end.synchronize()
     end.synchronize()
     return [s.elapsed_time(e) for s, e in events]
