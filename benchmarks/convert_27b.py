@@ -18,11 +18,9 @@ from __future__ import annotations
 
 import argparse
 import collections
-import datetime
 import gc
 import json
 import os
-import platform
 import sys
 import time
 from pathlib import Path
@@ -56,7 +54,7 @@ def main(argv=None) -> int:
     import torch
     import transformers
 
-    from fp8tower import dispatch
+    from fp8tower import dispatch, provenance
     from fp8tower.hf.conversion import MergedProjection, MergedShard, convert
     from fp8tower.hf.random_model import random_model, text_config
     from fp8tower.nn.linear import Fp8Linear
@@ -67,20 +65,12 @@ def main(argv=None) -> int:
         return 2
     cfg = text_config(a.model, a.layers)
     result = {
-        "command": " ".join([sys.executable, *sys.argv]),
-        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "gpu": torch.cuda.get_device_name() if on_cuda else "cpu",
-        "torch": torch.__version__, "cuda": torch.version.cuda,
-        "transformers": transformers.__version__, "python": platform.python_version(),
+        **provenance.record([sys.executable, *sys.argv],
+                            gpu_name=torch.cuda.get_device_name() if on_cuda else "cpu"),
+        "transformers": transformers.__version__,
         "model": a.model, "num_hidden_layers": cfg.num_hidden_layers,
         "backend": a.backend, "tune": a.tune, "target_convert_s": 60, "schemes": {},
     }
-    try:
-        import triton
-
-        result["triton"] = triton.__version__
-    except ImportError:
-        result["triton"] = None
 
     for scheme in a.schemes.split(","):
         row = {}
