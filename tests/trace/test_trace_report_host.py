@@ -19,9 +19,15 @@ from fp8tower.trace.synth import KernelSpec, write_torch_trace
 
 H200 = DATA / "h200_27b_m1"
 #: host table columns: (JSON key, digits shown); the first two are text (label, APIs)
-NUMBERS = [("launches_per_step", 2), ("cpu_ms_per_step", 4), ("cpu_us_median", 2),
-           ("cpu_us_p90", 2), ("delay_us_median", 2), ("delay_us_p90", 2),
-           ("delay_us_max", 2)]
+NUMBERS = [
+    ("launches_per_step", 2),
+    ("cpu_ms_per_step", 4),
+    ("cpu_us_median", 2),
+    ("cpu_us_p90", 2),
+    ("delay_us_median", 2),
+    ("delay_us_p90", 2),
+    ("delay_us_max", 2),
+]
 
 
 @pytest.fixture(autouse=True)
@@ -122,17 +128,34 @@ def _eager_arm(tmp_path, gemms_per_layer_expected: int):
     one cudaLaunchKernel per kernel (4 us of CPU each, synth.py), with launch checks."""
     d = tmp_path / "eager"
     d.mkdir()
-    step = [KernelSpec("cutlass_fp8_gemm_kernel", 130.0, (128, 1, 1)),
-            KernelSpec("nvjet_sm90_tst_128x16", 40.0, (40, 1, 1))] * 2
+    step = [
+        KernelSpec("cutlass_fp8_gemm_kernel", 130.0, (128, 1, 1)),
+        KernelSpec("nvjet_sm90_tst_128x16", 40.0, (40, 1, 1)),
+    ] * 2
     for n in (2, 6):
-        write_torch_trace(d / f"trace_{n}.json.gz", n, step, graph=False, seed=n,
-                          prologue=[KernelSpec("fill_kernel", 2.0, (64, 1, 1))])
+        write_torch_trace(
+            d / f"trace_{n}.json.gz",
+            n,
+            step,
+            graph=False,
+            seed=n,
+            prologue=[KernelSpec("fill_kernel", 2.0, (64, 1, 1))],
+        )
     man = json.loads((DATA / "arm_merged" / "manifest.json").read_text())
     man["arm"] = "eager"
-    man["meta"] = {"mode": "eager", "min_attributed_share": 0.99, "expected_launches": [
-        {"label": "gdn.in_proj_qkvz", "modules": 2, "kernel_regex": "cutlass", "what": "GEMM"},
-        {"label": "gdn.out_proj", "modules": gemms_per_layer_expected, "kernel_regex": "nvjet",
-         "what": "GEMM"}]}
+    man["meta"] = {
+        "mode": "eager",
+        "min_attributed_share": 0.99,
+        "expected_launches": [
+            {"label": "gdn.in_proj_qkvz", "modules": 2, "kernel_regex": "cutlass", "what": "GEMM"},
+            {
+                "label": "gdn.out_proj",
+                "modules": gemms_per_layer_expected,
+                "kernel_regex": "nvjet",
+                "what": "GEMM",
+            },
+        ],
+    }
     (d / "manifest.json").write_text(json.dumps(man))
     return attribute(load_arm(d))
 
@@ -166,8 +189,12 @@ def test_failed_launch_check_is_an_error_on_top(tmp_path):
 
 
 def _vllm_arm(short, long):
-    return load_arm(f"{short},{long}", map_path=DATA / "vllm_map.json", steps=(2, 6),
-                    step_pattern="^execute_model$")
+    return load_arm(
+        f"{short},{long}",
+        map_path=DATA / "vllm_map.json",
+        steps=(2, 6),
+        step_pattern="^execute_model$",
+    )
 
 
 def test_map_file_report_with_eager_launches(tmp_path):
@@ -190,8 +217,9 @@ def _strip_launch_calls(src, dst):
 
 
 def test_map_file_report_without_launch_calls_says_why(tmp_path):
-    s, lg = (_strip_launch_calls(DATA / f"vllm_{n}.json.gz", tmp_path / f"v{n}.json.gz")
-             for n in (2, 6))
+    s, lg = (
+        _strip_launch_calls(DATA / f"vllm_{n}.json.gz", tmp_path / f"v{n}.json.gz") for n in (2, 6)
+    )
     att = attribute(_vllm_arm(s, lg))
     assert att.host is not None and not att.host.rows
     page = _Page(report.write_html(tmp_path / "m.html", [att]).read_text())
