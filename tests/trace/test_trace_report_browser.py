@@ -68,6 +68,7 @@ def test_tower_report_renders(tmp_path):
     a = attribute(load_arm(base / "unmerged_cublaslt"))
     b = attribute(load_arm(base / "merged_triton"))
     page = report.write_html(tmp_path / "tower.html", [a, b], compare(a, b))
+    assert page.read_text().count('<table class="host">') == 2  # each arm's host launches
     img = _screenshot(page, tmp_path)
     for rgb in ARM_COLOURS:  # both arms' bars of the embedded plots are on screen
         assert _colour_pixels(img, rgb) > 500
@@ -83,5 +84,6 @@ def test_map_file_report_renders(tmp_path):
     att = attribute(arm)
     page = report.write_html(tmp_path / "map.html", [att])
     assert "<h2>Arm vllm_6" in page.read_text()
+    assert '<table class="host">' in page.read_text()  # eager launches: a row per map label
     img = _screenshot(page, tmp_path)
     assert _colour_pixels(img, ARM_COLOURS[0]) > 500

@@ -333,7 +333,7 @@ def write_html(
     path: str | Path, atts: list[Attribution], cmp: Comparison | None = None, gib: bool = False
 ) -> Path:
     """One self-contained page (plots embedded as base64 PNG): levers, per-op tables, per-step
-    times, verification errors and notes."""
+    times, host launch statistics and launch-count checks, verification errors and notes."""
     try:
         import jinja2
         import matplotlib  # noqa: F401
@@ -360,6 +360,7 @@ def write_html(
         cpu_banner=CPU_BANNER,
         plots=_plots(atts, cmp, gib),
         step_summary=step_summary,
+        host_report=tables.host_report,
         unattributed=UNATTRIBUTED,
         escape=html.escape,
         generated=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),

@@ -90,6 +90,43 @@ def checks_json(att: Attribution) -> list[dict]:
     return [c.__dict__ | {"message": c.message()} for c in att.launch_checks]
 
 
+#: the one line the HTML report shows above each arm's host launch table
+HOST_EXPLAINED = (
+    "Host time per launch, as HTA's kernel launch statistics compute it: CPU us/launch is the "
+    "host CPU time of each launch call (cudaLaunchKernel, cuLaunchKernelEx, ...); delay = "
+    "kernel start - call start; a CUDA graph replay is one call (cudaGraphLaunch), its delay "
+    "to the replay's first kernel. Launches and host ms per step: two-length difference; "
+    "median / p90 / max: the long trace's launches."
+)
+
+
+def host_absent(att: Attribution) -> str | None:
+    """Why ``att`` has no host launch table (None: it has one, i.e. at least one row)."""
+    h = att.host
+    if h is not None and h.rows:
+        return None
+    if att.device == "cpu":
+        return "CPU run: no GPU launch calls were traced"
+    if h is None:
+        why = [n for n in att.notes if n.startswith("no host launch statistics")]
+        return why[0] if why else "no host launch statistics for this arm"
+    return "; ".join(h.notes) or "no launch call matched a kernel of the steps"
+
+
+def host_report(att: Attribution) -> dict:
+    """What the HTML report shows of one arm's host launches: the explanation, the table
+    (:func:`host_json`, None when absent), why it is absent, and the launch-count checks."""
+    absent = host_absent(att)
+    checks = checks_json(att)
+    return {
+        "explained": HOST_EXPLAINED,
+        "absent": absent,
+        "host": None if absent else host_json(att),
+        "checks": checks,
+        "failed_checks": [c for c in checks if not c["ok"]],
+    }
+
+
 def host_csv_cells(att: Attribution, label: str) -> list:
     r = att.host.row(label) if att.host is not None else None
     if r is None:
