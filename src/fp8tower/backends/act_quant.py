@@ -10,7 +10,7 @@ import importlib.util
 
 import torch
 
-from ..formats import Scheme, quantize_activation
+from ..formats import FP8_DTYPE, Fp8Weight, Scheme, quantize_activation
 
 _HAS_TRITON = importlib.util.find_spec("triton") is not None
 
@@ -27,3 +27,17 @@ def quantize(
         return triton_quantize(x, scheme, static_scale)
     q, s = quantize_activation(x, scheme, static_scale)
     return q, s
+
+
+def for_gemm(
+    x: torch.Tensor, weight: Fp8Weight, act_scale: torch.Tensor | None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(FP8 x, its scale) for a backend whose GEMM takes FP8 activations: FP8 x as given
+    (per_tensor with its ``act_scale`` only), else x quantized with the call's or the
+    weight's static scale, or dynamically."""
+    if x.dtype == FP8_DTYPE:
+        if weight.scheme is not Scheme.PER_TENSOR or act_scale is None:
+            raise ValueError("FP8 activations are taken by the per_tensor scheme with act_scale")
+        return x, act_scale
+    static = act_scale if act_scale is not None else weight.act_scale
+    return quantize(x, weight.scheme, static)

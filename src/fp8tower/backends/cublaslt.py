@@ -11,8 +11,7 @@ import torch
 
 from ..formats import FP8_DTYPE, Fp8Weight, Scheme
 from ..problem import GemmProblem
-from . import Backend
-from .act_quant import quantize as quantize_act
+from . import Backend, act_quant
 
 # cuBLASLt FP8 needs K and N multiples of 16 (torch checks the same).
 _ALIGN = 16
@@ -75,13 +74,9 @@ def _run(
     x, weight, packed, *, act_scale=None, bias=None, out_dtype=torch.bfloat16, config=None, out=None
 ):
     scheme = weight.scheme
+    xq, sa = act_quant.for_gemm(x, weight, act_scale)
     if x.dtype == FP8_DTYPE:
-        if scheme is not Scheme.PER_TENSOR or act_scale is None:
-            raise ValueError("FP8 activations are taken by the per_tensor scheme with act_scale")
-        xq, sa = x, act_scale.float().reshape(())
-    else:
-        static = act_scale if act_scale is not None else weight.act_scale
-        xq, sa = quantize_act(x, scheme, static)
+        sa = sa.float().reshape(())
     scale_b = packed["scale_b"]
     if scheme is Scheme.BLOCK128:
         F = _blockwise_api()

@@ -31,8 +31,7 @@ import torch
 
 from ..formats import FP8_DTYPE, Fp8Weight, Scheme
 from ..problem import GemmProblem
-from . import Backend, BackendError
-from .act_quant import quantize as quantize_act
+from . import Backend, BackendError, act_quant
 
 PACKAGE = "nvidia-cudnn-frontend"
 # FP8 operands: 16-byte aligned rows of K, and N a multiple of 16 (the cuBLASLt rule too).
@@ -279,13 +278,7 @@ def _run(
     x, weight, packed, *, act_scale=None, bias=None, out_dtype=torch.bfloat16, config=None, out=None
 ):
     scheme = weight.scheme
-    if x.dtype == FP8_DTYPE:
-        if scheme is not Scheme.PER_TENSOR or act_scale is None:
-            raise ValueError("FP8 activations are taken by the per_tensor scheme with act_scale")
-        xq, sa = x, act_scale
-    else:
-        static = act_scale if act_scale is not None else weight.act_scale
-        xq, sa = quantize_act(x, scheme, static)
+    xq, sa = act_quant.for_gemm(x, weight, act_scale)
     m = xq.shape[0]
     problem = GemmProblem(
         m=m, n=weight.n, k=weight.k, scheme=scheme, act_dtype=x.dtype, out_dtype=out_dtype,

@@ -39,10 +39,9 @@ from pathlib import Path
 
 import torch
 
-from ..formats import FP8_DTYPE, Fp8Weight, Scheme
+from ..formats import Fp8Weight, Scheme
 from ..problem import GemmProblem
-from . import Backend
-from .act_quant import quantize as quantize_act
+from . import Backend, act_quant
 
 PACKAGE = "nvidia-cutlass"
 SOURCE = Path(__file__).parent / "csrc" / "cutlass" / "fp8_gemm.cu"
@@ -349,13 +348,7 @@ def _run(x, weight, packed, *, act_scale=None, bias=None, out_dtype=torch.bfloat
     if out_dtype != torch.bfloat16:
         raise ValueError(f"the CUTLASS backend writes bfloat16 only, asked for {out_dtype}")
     scheme = weight.scheme
-    if x.dtype == FP8_DTYPE:
-        if scheme is not Scheme.PER_TENSOR or act_scale is None:
-            raise ValueError("FP8 activations are taken by the per_tensor scheme with act_scale")
-        xq, sa = x, act_scale
-    else:
-        static = act_scale if act_scale is not None else weight.act_scale
-        xq, sa = quantize_act(x, scheme, static)
+    xq, sa = act_quant.for_gemm(x, weight, act_scale)
     xq = xq.contiguous()
     sa = sa.float().reshape(-1).contiguous()
     m, k = xq.shape
