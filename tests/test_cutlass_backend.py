@@ -128,7 +128,7 @@ def test_build_spec_names_and_rejects_unknown_schedules():
 
 def test_build_key_covers_source_config_nvcc_and_cutlass():
     s = cutlass.BuildSpec("sk", 128, 16)
-    base = dict(source="src", nvcc_ver="release 13.0, V13.0.88", cutlass_ver="4.2.0.0")
+    base = {"source": "src", "nvcc_ver": "release 13.0, V13.0.88", "cutlass_ver": "4.2.0.0"}
     k = cutlass.build_key(s, **base)
     assert k == cutlass.build_key(s, **base) and len(k) == 16
     others = [

@@ -46,8 +46,8 @@ def test_gemm_regex_counts_gemms_only():
 
 def _tiny(merge: bool):
     import torch
-    from fp8tower.hf import convert
 
+    from fp8tower.hf import convert
     from fp8tower.hf.random_model import random_model, text_config
 
     model = random_model(text_config("tiny-hybrid"), torch.device("cpu"))
