@@ -67,17 +67,21 @@ def problem(m, n, k, scheme, cap):
 
 def call_for(arm, p, w, x, out):
     """A closure running one GEMM of ``arm`` (None: the arm has no config for p)."""
-    if arm == "cublaslt":
+    return call_with("cublaslt" if arm == "cublaslt" else ARMS[arm](p), p, w, x, out)
+
+
+def call_with(cfg, p, w, x, out):
+    """A closure running one GEMM: cuBLASLt for ``cfg == "cublaslt"``, else the Triton
+    backend with config ``cfg`` (None: no call for p)."""
+    if cfg == "cublaslt":
         be = backends.get("cublaslt")
         if be.check(p) is not None:
             return None
         packed = be.packed_for(w)
         return lambda: be.run(x, w, packed, out_dtype=torch.bfloat16)
-    cfg = ARMS[arm](p)
     if cfg is None:
         return None
-    tb = backends.get("triton")
-    packed = tb.packed_for(w)
+    packed = tg.BACKEND.packed_for(w)
     return lambda: tg._run(x, w, packed, out_dtype=torch.bfloat16, config=cfg, out=out)
 
 

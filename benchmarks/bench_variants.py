@@ -231,10 +231,9 @@ def main(argv=None):
     import statistics
 
     sys.path.insert(0, __file__.rsplit("/", 1)[0])
-    from bench_chain import time_chain
+    from bench_chain import call_with, time_chain
     from bench_gemm import random_weights
 
-    from fp8tower import backends
     from fp8tower.backends import triton_gemm as tg
     from fp8tower.tuning.ceiling import read_ceiling
     from fp8tower.tuning.timer import l2_cache_bytes, rotation_copies, time_cuda_graph
@@ -271,17 +270,8 @@ def main(argv=None):
     save()
 
     def make(scheme, arm, p, w, x, out):
-        if arm == "cublaslt":
-            be = backends.get("cublaslt")
-            if be.check(p) is not None:
-                return None
-            packed = be.packed_for(w)
-            return lambda: be.run(x, w, packed, out_dtype=torch.bfloat16)
-        cfg = config_of(scheme, arm, p)
-        if cfg is None:
-            return None
-        packed = tg.BACKEND.packed_for(w)
-        return lambda: tg._run(x, w, packed, out_dtype=torch.bfloat16, config=cfg, out=out)
+        cfg = "cublaslt" if arm == "cublaslt" else config_of(scheme, arm, p)
+        return call_with(cfg, p, w, x, out)
 
     sets, best = {}, {}  # best[(scheme, m, n, k)] = fastest Triton arm
     for scheme, ms in PLAN.items():
