@@ -101,7 +101,15 @@ def main(argv=None) -> None:
             x = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
             base = None
             for name, fn in arms:
-                r = {"arm": name, "n": n, "k": k, "m": m, **measure(fn, x, args.calls, args.idle_calls)}
+                try:
+                    r = {"arm": name, "n": n, "k": k, "m": m,
+                         **measure(fn, x, args.calls, args.idle_calls)}
+                except (ValueError, RuntimeError, NotImplementedError) as e:
+                    # a backend that does not serve this scheme: recorded, not fatal
+                    rows.append({"arm": name, "n": n, "k": k, "m": m,
+                                 "error": f"{type(e).__name__}: {str(e).splitlines()[0]}"})
+                    print(f"{n}x{k} M={m} {name:42s} {rows[-1]['error']}", flush=True)
+                    continue
                 if base is None:
                     base = r
                 r["b2b_ratio"] = round(r["b2b_us"] / base["b2b_us"], 2)

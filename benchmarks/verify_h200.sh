@@ -3,16 +3,24 @@
 #   STEPS="tests variants host tune fourway gen8b" bash benchmarks/verify_h200.sh
 # (on the GPU machine, from the repository root). Steps (each logs to $V/NAME.log; a failing
 # step is recorded in status.txt and the next one runs; each is capped by `timeout`):
+#   gplan    GPU tests of the launch plans only (tests/test_gpu_plan.py)
 #   tests    GPU tests: every backend against the reference on the tower shapes, plans, graphs
 #   variants kernel variants against the Triton default (benchmarks/bench_variants.py, #12)
 #   host     host time of one eager call per scheme against nn.Linear (bench_host.py, #11)
 #   tune     tune the 27B tower's GEMMs per scheme from a cold cache (all backends; #4, #13)
 #   fourway  cuBLASLt / cuDNN / CUTLASS / Triton / auto per shape and M (bench_fourway.py, #13)
+#   retune_ct  retune channel_token (27B tower and Qwen3-8B shapes): the fused_amax variants
+#   tower_ct the 27B tower, merged + auto, channel_token only
 #   tower    the 27B tower: unmerged/merged x cublaslt/auto x schemes x M (#5, #12)
 #   trace    paired trace of the tuned merged tower with auto: which library ran each group
 #   trace2   the same, channel_token unmerged at M=32 (where auto mixes CUTLASS and Triton)
 #   gen8b    end-to-end decode, Qwen3-8B-shaped transformers model (bench generate, #11)
-#   gen27b   the same, Qwen3.5-27B-shaped, bf16 against per_tensor unmerged/merged (#11)
+#   gen8b_triton  the same, every FP8 linear on the Triton backend (its planned eager path)
+#   hostbe   host time per eager call, per backend (triton cublaslt cutlass cudnn auto)
+#   explain  fp8tower dispatch --explain: what auto chose for every tuned key so far
+#   gen27b   the same, Qwen3.5-27B-shaped, bf16 against per_tensor unmerged/merged (#11);
+#            arms interleaved (~110 GB of weights at once; GEN27B_MODE=--one-at-a-time)
+#   profile  where an eager step's host time goes, per arm (benchmarks/profile_eager.py, #11)
 #   convert  convert the 27B transformers model per scheme, timed (benchmarks/convert_27b.py, #10)
 #   model    paired trace of the converted 27B transformers model (capture_model_h200.sh, #10/#11)
 # Optional packages travel as wheels in $RUN/whl; prebuilt CUTLASS libraries (built on the CPU
@@ -54,14 +62,28 @@ step() {  # step NAME SECONDS CMD...: run under timeout, log, record exit status
 
 for s in $STEPS; do
   case $s in
-    tests) step tests 240 $PY -m pytest -q -x -m gpu -p no:cacheprovider --timeout 120 tests ;;
+    # no -x: a test over 60 s fails with its stack (pytest-timeout) and the rest still run
+    gplan) step gplan 90 $PY -m pytest -q -m gpu -p no:cacheprovider --timeout 60 tests/test_gpu_plan.py ;;
+    tests) step tests 240 $PY -m pytest -q -m gpu -p no:cacheprovider --timeout 60 tests ;;
     variants) step variants 110 $PY benchmarks/bench_variants.py --json "$V/variants.json" --budget-s 80 ;;
     host) step host 60 $PY benchmarks/bench_host.py --shapes 4096x4096,17408x5120 --m 1 \
             --json "$V/host.json" ;;
+    hostbe) for be in ${HOST_BACKENDS:-triton cublaslt cutlass cudnn auto}; do  # the eager cost of each backend's path
+              step "host_$be" 60 $PY benchmarks/bench_host.py --shapes 4096x4096 --m 1 --calls 1000 \
+                --idle-calls 200 --backend $be --json "$V/host_$be.json"
+            done ;;
+    explain) step dispatch_explain 30 $FP8 dispatch --explain ;;
     tune) for sc in per_tensor channel_token block128; do
             step "tune_$sc" 150 $FP8 tune --model qwen3.5-27b --m 1,8,16,32 --scheme $sc --max-configs 4
           done
           step dispatch_explain 30 $FP8 dispatch --explain ;;
+    retune_ct) step retune_ct_27b 120 $FP8 tune --model qwen3.5-27b --m 1,8,16,32 --scheme channel_token \
+                 --max-configs 4 --retune
+               step retune_ct_8b 90 $FP8 tune --shapes 4096x4096,1024x4096,12288x4096,4096x12288 \
+                 --m 1 --scheme channel_token --max-configs 4 --retune
+               step dispatch_explain 30 $FP8 dispatch --explain ;;
+    tower_ct) step tower_ct 120 $FP8 bench tower --model qwen3.5-27b --m 1,8,32 --arms merged \
+                --backends auto --scheme channel_token --json "$V/tower_ct.json" ;;
     fourway) step fourway 220 $PY benchmarks/bench_fourway.py --max-configs 2 --json "$V/fourway.json" ;;
     tower) step tower 200 $FP8 bench tower --model qwen3.5-27b --m 1,8,32 --arms unmerged,merged \
              --backends cublaslt,auto --scheme per_tensor,channel_token,block128 --json "$V/tower.json" ;;
@@ -72,10 +94,19 @@ for s in $STEPS; do
               --scheme channel_token --out "$V/trace_ct_m32_auto"
             step trace2_attr 60 $FP8 trace attribute "$V/trace_ct_m32_auto" --json "$V/trace2_attr.json" ;;
     gen8b) step gen8b 200 $FP8 bench generate --model qwen3-8b --batch 1 --context 512 --steps 16 \
-             --arms bf16,fp8:per_tensor,fp8:per_tensor:merged,fp8:channel_token,fp8:block128,torchao:per_row,torchao:per_tensor \
+             --arms ${GEN8B_ARMS:-bf16,fp8:per_tensor,fp8:per_tensor:merged,fp8:channel_token,fp8:block128,torchao:per_row,torchao:per_tensor,transformers:block128} \
              --json "$V/gen8b.json" ;;
+    gen8b_triton) step gen8b_triton 200 $FP8 bench generate --model qwen3-8b --batch 1 --context 512 \
+             --steps 16 --backend triton --json "$V/gen8b_triton.json" \
+             --arms bf16,fp8:per_tensor,fp8:per_tensor:merged,fp8:channel_token,fp8:block128 ;;
     gen27b) step gen27b 240 $FP8 bench generate --model qwen3.5-27b --batch 1 --context 512 --steps 8 \
+             --rounds 3 ${GEN27B_MODE:-} \
              --arms bf16,fp8:per_tensor,fp8:per_tensor:merged --json "$V/gen27b.json" ;;
+    profile) step profile8b 150 $PY benchmarks/profile_eager.py --model qwen3-8b --steps 8 \
+               --arms bf16,fp8:per_tensor,fp8:per_tensor:merged,fp8:channel_token,fp8:block128 \
+               --json "$V/profile_eager_8b.json"
+             step profile27b 200 $PY benchmarks/profile_eager.py --model qwen3.5-27b --steps 4 \
+               --arms fp8:per_tensor,fp8:per_tensor:merged --json "$V/profile_eager_27b.json" ;;
     convert) step convert 240 $PY benchmarks/convert_27b.py --out "$V/convert.json" ;;
     # traces over 8 MB stay behind: verify.tgz must stay under the device tool's 16 MB a file
     model) step model 240 env MAX_TRACE_MB="${MAX_TRACE_MB:-8}" bash benchmarks/capture_model_h200.sh "$V/model" ;;

@@ -16,14 +16,23 @@ def test_bench_generate_tiny_hybrid_cpu(tmp_path):
     out = tmp_path / "gen.json"
     res = CliRunner().invoke(app, [
         "bench", "generate", "--model", "tiny-hybrid", "--context", "8", "--steps", "2",
-        "--batch", "1", "--arms", "bf16,fp8:per_tensor,torchao:per_row", "--json", str(out)])
+        "--batch", "1", "--rounds", "3", "--arms", "bf16,fp8:per_tensor,torchao:per_row",
+        "--json", str(out)])
     assert res.exit_code == 0, res.output
     rec = json.loads(out.read_text())
     assert rec["schema"] == "fp8tower.bench.generate/1"
     assert rec["model_type"] == "qwen3_5_text" and rec["device"] == "cpu"
     assert rec["versions"]["transformers"] and rec["command"].startswith("fp8tower bench generate")
+    assert [r["arm"] for r in rec["rows"]] == ["bf16", "fp8:per_tensor", "torchao:per_row"]
+    assert rec["rounds"] == 3 and rec["interleaved"] is True
     rows = {r["arm"]: r for r in rec["rows"]}
     assert rows["bf16"]["eager_ms"] > 0 and rows["bf16"]["graph_ms"] is None
+    for arm in ("bf16", "fp8:per_tensor"):  # the median of three timed rounds
+        rounds = rows[arm]["eager_rounds_ms"]
+        assert len(rounds) == 3 and rows[arm]["eager_ms"] == pytest.approx(sorted(rounds)[1],
+                                                                          abs=1e-3)
+    kernels = rec["linear_attention_kernels"]  # the hybrid's GDN: which implementation ran
+    assert set(kernels) == {"gated_delta_rule", "causal_conv1d"}
     fp8 = rows["fp8:per_tensor"]
     assert fp8["linears_swapped"] == 31 and fp8["eager_ms"] > 0 and fp8["skipped"] is None
     assert fp8["eager_speedup_vs_bf16"] > 0
@@ -39,3 +48,58 @@ def test_bench_generate_unknown_arm_is_one_line(tmp_path):
         "--batch", "1", "--arms", "fp9", "--json", str(tmp_path / "x.json")])
     assert res.exit_code == 2
     assert "unknown arm 'fp9'" in res.output
+
+
+def test_bench_generate_one_at_a_time(tmp_path):
+    out = tmp_path / "gen.json"
+    res = CliRunner().invoke(app, [
+        "bench", "generate", "--model", "tiny-hybrid", "--context", "4", "--steps", "1",
+        "--batch", "1", "--rounds", "2", "--one-at-a-time", "--arms", "fp8:block128,bf16",
+        "--json", str(out)])
+    assert res.exit_code == 0, res.output
+    rec = json.loads(out.read_text())
+    assert rec["interleaved"] is False and "--one-at-a-time" in rec["command"]
+    assert [(r["arm"], len(r["eager_rounds_ms"])) for r in rec["rows"]] == [
+        ("fp8:block128", 2), ("bf16", 2)]
+
+
+def test_bench_generate_transformers_fp8_arm_runs_or_says_why(tmp_path):
+    """transformers' own FP8Linear (block128): its matmul kernel comes from the kernels hub or
+    DeepGEMM; where neither loads (this CPU machine) the arm is skipped with the reason."""
+    out = tmp_path / "gen.json"
+    res = CliRunner().invoke(app, [
+        "bench", "generate", "--model", "tiny-hybrid", "--context", "4", "--steps", "1",
+        "--batch", "1", "--rounds", "1", "--arms", "bf16,transformers:block128",
+        "--json", str(out)])
+    assert res.exit_code == 0, res.output
+    row = json.loads(out.read_text())["rows"][1]
+    assert row["arm"] == "transformers:block128"
+    if row["skipped"] is not None:
+        assert "transformers" in row["skipped"]
+    else:
+        assert row["linears_swapped"] == 31 and row["eager_ms"] > 0
+
+
+def test_transformers_fp8_swap_holds_our_block128_weights(monkeypatch):
+    """The swap's FP8Linear holds what our block128 quantization gives: W = weight *
+    weight_scale_inv per 128x128 block (the convention of Qwen/DeepSeek FP8 checkpoints)."""
+    import torch
+    from torch import nn
+    from transformers.integrations import finegrained_fp8 as tf8
+
+    from fp8tower.formats import dequantize, quantize_weight
+    from fp8tower.hf import generate
+
+    monkeypatch.setattr(tf8, "is_deepgemm_loadable", lambda: False)
+    monkeypatch.setattr(tf8, "load_finegrained_fp8_kernel", lambda: None)
+    torch.manual_seed(0)
+    model = nn.Module()
+    model.layers = nn.ModuleList([nn.Module()])
+    model.layers[0].proj = nn.Linear(256, 384, bias=False)
+    w = model.layers[0].proj.weight.detach().clone()
+    assert generate.swap_transformers_fp8(model) == 1
+    new = model.layers[0].proj
+    assert isinstance(new, tf8.FP8Linear) and new.block_size == (128, 128)
+    blocks = new.weight_scale_inv.repeat_interleave(128, 0).repeat_interleave(128, 1)
+    ours = dequantize(quantize_weight(w, "block128"), torch.float32)
+    torch.testing.assert_close(new.weight.float() * blocks, ours, rtol=0, atol=0)

@@ -34,3 +34,61 @@ def test_direct_launch_equals_generic(scheme, m, shape):
     x.copy_(torch.randn(m, k, device="cuda", generator=g).bfloat16())
     graph.replay()
     torch.testing.assert_close(y, plain(x), rtol=0, atol=0)
+
+
+QUANT_FIRST_CASES = [("cublaslt", s) for s in (Scheme.PER_TENSOR, Scheme.CHANNEL_TOKEN,
+                                               Scheme.BLOCK128)] + \
+                    [("cutlass", s) for s in (Scheme.PER_TENSOR, Scheme.CHANNEL_TOKEN)]
+
+
+@pytest.mark.parametrize(("backend", "scheme"), QUANT_FIRST_CASES, ids=str)
+@pytest.mark.parametrize("m", [1, 3])
+def test_quant_first_plan_equals_unplanned(backend, scheme, m):
+    """cuBLASLt's and CUTLASS's plans launch the activation quant directly into their own
+    buffers and pass FP8 x on: the same bits as the unplanned call, also in a CUDA graph."""
+    from fp8tower import backends
+
+    why = backends.get(backend).unavailable_reason()
+    if why is not None:
+        pytest.skip(why)
+    n, k = 4096, 4096
+    g = torch.Generator(device="cuda").manual_seed(0)
+    w = quantize_weight(torch.randn(n, k, device="cuda", generator=g) * 0.02, scheme,
+                        act_scale=0.02 if scheme is Scheme.PER_TENSOR else None)
+    planned = Fp8Linear.from_weight(w, None, backend=backend)
+    plain = Fp8Linear.from_weight(w, None, backend=backend)
+    plain.use_plans = False
+    # CUTLASS's stream-K/split-K reductions may add partials in another order call to call
+    tol = {"rtol": 0, "atol": 0} if backend == "cublaslt" else {"rtol": 1e-2, "atol": 1e-3}
+    for _ in range(3):
+        x = torch.randn(m, k, device="cuda", generator=g).bfloat16()
+        torch.testing.assert_close(planned(x), plain(x), **tol)
+    (entry,) = planned._plans.values()
+    assert entry.plan.backend.name == backend and entry.plan.direct_launches > 0
+    x = torch.randn(m, k, device="cuda", generator=g).bfloat16()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        y = planned(x)
+    x.copy_(torch.randn(m, k, device="cuda", generator=g).bfloat16())
+    graph.replay()
+    torch.testing.assert_close(y, plain(x), **tol)
+
+
+@pytest.mark.parametrize("m", [1, 3, 16])
+@pytest.mark.parametrize("split", [1, 4])
+def test_channel_token_fused_amax_is_bit_exact_on_gpu(m, split):
+    """The fused per-token amax (one launch) gives the pre-pass's bits (two launches)."""
+    from fp8tower.backends import triton_gemm
+
+    n, k = 4096, 5120
+    g = torch.Generator(device="cuda").manual_seed(m)
+    w = quantize_weight(torch.randn(n, k, device="cuda", generator=g) * 0.02,
+                        Scheme.CHANNEL_TOKEN)
+    x = torch.randn(m, k, device="cuda", generator=g).bfloat16()
+    x[0, -7] = 40.0  # one token's amax in the last split's range
+    packed = triton_gemm.BACKEND.packed_for(w)
+    cfg = {"block_n": 64, "block_k": 256, "split_k": split, "num_warps": 4, "num_stages": 4,
+           "prequant": False}
+    pre = triton_gemm._run(x, w, packed, config=cfg)
+    fused = triton_gemm._run(x, w, packed, config={**cfg, "fused_amax": True})
+    torch.testing.assert_close(fused, pre, rtol=0, atol=0)

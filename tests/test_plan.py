@@ -161,3 +161,37 @@ def test_triton_plan_sees_in_place_scale_edit(interpret):
         with torch.no_grad():
             mod.weight_scale.mul_(2)
     torch.testing.assert_close(planned(x), plain(x), rtol=0, atol=0)
+
+
+# ------------------------------------------------------------ quant-first plans (cuBLASLt, CUTLASS)
+
+
+@pytest.mark.parametrize("scheme", [Scheme.PER_TENSOR, Scheme.CHANNEL_TOKEN, Scheme.BLOCK128])
+def test_quant_first_plan_hands_the_backend_fp8_x_and_its_scales(interpret, scheme):
+    """The plan of a backend that takes FP8 activations quantizes x in its own launch and
+    passes (FP8 x, scales) on; the backend's result equals the reference's on bf16 x."""
+    from fp8tower.backends import Backend
+    from fp8tower.backends.reference import fp8_linear_ref
+    from fp8tower.formats import FP8_DTYPE, dequantize, dequantize_activation
+    from fp8tower.nn import plan
+
+    planned, _ = _pair(scheme, bias=False)
+    weight = planned.fp8_weight()
+    seen = []
+
+    def run(x, weight, packed, *, act_scale=None, bias=None, out_dtype=torch.bfloat16,
+            config=None, out=None):
+        seen.append((x.dtype, tuple(act_scale.shape)))
+        xd = dequantize_activation(x, act_scale, weight.scheme)
+        return (xd @ dequantize(weight, torch.float32).t()).to(out_dtype)
+
+    fake = Backend(name="cutlass", kernel_family="", description="", unavailable_reason=lambda: None,
+                   check=lambda p: None, prepare=lambda w: None, run=run)
+    assert "cutlass" in plan.QUANT_FIRST
+    p = plan._quant_first_plan(_x((3, 160), scheme, 0), weight, None, fake, None, bias=None,
+                               out_dtype=torch.bfloat16)
+    for seed in range(2):  # the second call reuses the plan's buffers
+        x = _x((3, 160), scheme, seed)
+        torch.testing.assert_close(p(x), fp8_linear_ref(x, weight), rtol=0, atol=0)
+    want = {Scheme.PER_TENSOR: (), Scheme.CHANNEL_TOKEN: (3,), Scheme.BLOCK128: (3, 2)}[scheme]
+    assert seen == [(FP8_DTYPE, want)] * 2

@@ -431,3 +431,34 @@ def test_problem_json_round_trip_keeps_every_key_field():
     q = problem_from_json(problem_to_json(p))
     assert q == p and q.key() == p.key()
     assert set(problem_to_json(p)) == {f.name for f in dataclasses.fields(GemmProblem)}
+
+
+# ----------------------------------------------------------------------------- host ties
+
+
+def test_a_host_tie_goes_to_the_backend_with_the_cheaper_eager_path():
+    # cutlass 0.5% faster than triton (as 4096x4096 channel_token on the H200, 2026-12-01):
+    # triton wins, for its ~20 us host call against cutlass's ~75 us.
+    e = entry_with({"cutlass": 10.35, "triton": 10.40, "cudnn": 14.55})
+    assert e.winner.backend == "triton"
+    assert [c.backend for c in e.ties()] == ["cutlass", "triton"]
+    assert e.margin() == pytest.approx(10.35 / 10.40 - 1)  # negative: the winner took a tie
+    assert [c.backend for c in e.runners_up()] == ["cutlass", "cudnn"]
+
+
+def test_beyond_the_tie_the_fastest_wins_whatever_its_host_cost():
+    t = 10.0 * (1 + tcache.HOST_TIE) * 1.001
+    assert entry_with({"cutlass": 10.0, "triton": t}).winner.backend == "cutlass"
+    assert entry_with({"cudnn": 10.0, "cublaslt": 10.1, "cutlass": 10.05}).winner.backend \
+        == "cublaslt"
+
+
+def test_a_cache_entry_written_under_the_old_rule_serves_the_tie_winner():
+    e = entry_with({"cutlass": 10.35, "triton": 10.40})
+    raw = e.to_json()
+    raw["backend"], raw["config"] = "cutlass", None  # the fastest: the rule before host ties
+    back = Entry.from_json(e.key, raw)
+    assert back.backend == "triton"
+    raw["backend"] = "nope"
+    with pytest.raises(tcache.EntryError, match="nor within"):
+        Entry.from_json(e.key, raw)

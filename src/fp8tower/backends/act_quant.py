@@ -33,11 +33,12 @@ def for_gemm(
     x: torch.Tensor, weight: Fp8Weight, act_scale: torch.Tensor | None
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """(FP8 x, its scale) for a backend whose GEMM takes FP8 activations: FP8 x as given
-    (per_tensor with its ``act_scale`` only), else x quantized with the call's or the
-    weight's static scale, or dynamically."""
-    if x.dtype == FP8_DTYPE:
-        if weight.scheme is not Scheme.PER_TENSOR or act_scale is None:
-            raise ValueError("FP8 activations are taken by the per_tensor scheme with act_scale")
+    with its ``act_scale`` (as :func:`quantize` returns it for the scheme), else x quantized
+    with the call's or the weight's static scale, or dynamically."""
+    if x.dtype == FP8_DTYPE:  # Fp8Linear admits per_tensor only; a launch plan all schemes
+        if act_scale is None:
+            raise ValueError("FP8 activations need their act_scale: per_tensor's scalar, or the "
+                             "activation quantizer's per-token / per-group scales")
         return x, act_scale
     static = act_scale if act_scale is not None else weight.act_scale
     return quantize(x, weight.scheme, static)

@@ -75,7 +75,7 @@ def _run(
 ):
     scheme = weight.scheme
     xq, sa = act_quant.for_gemm(x, weight, act_scale)
-    if x.dtype == FP8_DTYPE:
+    if x.dtype == FP8_DTYPE and scheme is Scheme.PER_TENSOR:
         sa = sa.float().reshape(())
     scale_b = packed["scale_b"]
     if scheme is Scheme.BLOCK128:

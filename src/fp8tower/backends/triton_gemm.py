@@ -5,7 +5,9 @@ Activation quantization: per_tensor (static scale) is fused into the GEMM, or do
 light pre-pass launch (config "prequant": the tuner keeps the faster); block128 can fuse it
 too (1x128 groups are local to a K step) but the pre-pass measured faster (H200,
 2026-11-29: 10240x5120 M=1 fused 148 us); channel_token needs each token's amax over all
-of K first, so it always takes the per-token pre-pass (kernels/act_quant.py).
+of K first: the per-token pre-pass (kernels/act_quant.py). Config "fused_amax" (each
+program takes its tokens' amax itself: one launch) is exact but measured 1.7-4.7x slower,
+so the tuner does not search it (kernels/configs.py).
 """
 
 from __future__ import annotations
@@ -102,7 +104,7 @@ def _run(x, weight, packed, *, act_scale=None, bias=None, out_dtype=torch.bfloat
     if scheme is Scheme.BLOCK128 and (128 % block_n or block_k % 128):
         raise ValueError(f"block128 needs BLOCK_N dividing 128 and BLOCK_K a multiple of 128: {cfg}")
     xs, xs_stride = packed["ws"], 0  # xs: any valid pointer when unused
-    x_fp8 = x_is_fp8(scheme, x.dtype == FP8_DTYPE, cfg.get("prequant", False))
+    x_fp8 = x_is_fp8(scheme, x.dtype == FP8_DTYPE, cfg)
     if scheme is Scheme.PER_TENSOR:
         if x.dtype == FP8_DTYPE:
             xs = act_scale.float().reshape(1)
@@ -154,7 +156,7 @@ def _precompile(jobs: list):
 
 BACKEND = Backend(
     name="triton",
-    # Our GEMM kernel, plus the per-token pre-pass (channel_token).
+    # Our GEMM kernel, plus the activation pre-pass (channel_token unless fused_amax).
     kernel_family=r"_fp8_gemm_decode_kernel|_fp8_act_quant_kernel",
     description="fp8tower's Triton decode GEMMs (swap-AB, split-K, fused activation quant)",
     unavailable_reason=_unavailable,

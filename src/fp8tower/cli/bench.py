@@ -212,7 +212,7 @@ def tower(
 
 
 GEN_GPU_ARMS = ("bf16,fp8:per_tensor,fp8:channel_token,fp8:block128,fp8:per_tensor:merged,"
-                "torchao:per_row,torchao:per_tensor")
+                "torchao:per_row,torchao:per_tensor,transformers:block128")
 GEN_CPU_ARMS = "bf16,fp8:per_tensor,fp8:channel_token"
 
 
@@ -223,11 +223,18 @@ def generate(
         f"directory; default qwen3-8b on a GPU, {CPU_MODEL} on a CPU-only machine.")] = None,
     arms: Annotated[str | None, typer.Option(
         "--arms", help="Comma list of arms: bf16, fp8:<scheme>[:merged], torchao:per_row, "
-        f"torchao:per_tensor. Default on a GPU: {GEN_GPU_ARMS}; on the CPU: {GEN_CPU_ARMS}.")
+        "torchao:per_tensor, transformers:block128 (transformers' own FP8Linear). "
+        f"Default on a GPU: {GEN_GPU_ARMS}; on the CPU: {GEN_CPU_ARMS}.")
                     ] = None,
     batch: Annotated[str, typer.Option("--batch", help="Batch sizes, comma list.")] = "1,8",
     context: Annotated[int, typer.Option("--context", min=1, help="Prefilled tokens.")] = 512,
-    steps: Annotated[int, typer.Option("--steps", min=1, help="Timed decode steps.")] = 32,
+    steps: Annotated[int, typer.Option("--steps", min=1, help="Timed decode steps a round.")] = 32,
+    rounds: Annotated[int, typer.Option(
+        "--rounds", min=1, help="Eager rounds per arm; the median round is reported.")] = 5,
+    interleave: Annotated[bool, typer.Option(
+        "--interleave/--one-at-a-time", help="Build every arm first and time the eager rounds "
+        "arm after arm (side by side: the host drifts); --one-at-a-time holds one model at a "
+        "time, for models too large to hold every arm.")] = True,
     backend: Annotated[str, typer.Option(
         "--backend", help="Fp8Linear backend (auto; reference on a CPU-only machine).")] = "auto",
     graph: Annotated[bool, typer.Option(
@@ -254,7 +261,8 @@ def generate(
         backend = CPU_BACKENDS
     command = (f"fp8tower bench generate --model {model} --arms {','.join(arm_list)} "
                f"--batch {','.join(map(str, batches))} --context {context} --steps {steps} "
-               f"--backend {backend}" + ("" if graph else " --no-graph"))
+               f"--rounds {rounds} --backend {backend}" + ("" if graph else " --no-graph")
+               + ("" if interleave else " --one-at-a-time"))
 
     def progress(r) -> None:
         Console(stderr=True).print(f"{r.arm} batch {r.batch}: "
@@ -266,7 +274,8 @@ def generate(
     try:
         record = bench_generate(model, arm_list, batches, context=context, steps=steps,
                                 device="cuda" if cuda else "cpu", backend=backend,
-                                graph=graph and cuda, command=command, progress=progress)
+                                graph=graph and cuda, command=command, rounds=rounds,
+                                interleave=interleave, progress=progress)
     except ImportError as e:
         raise _fail(f"bench generate needs transformers (pip install transformers): {e}") from None
     except ValueError as e:
@@ -285,6 +294,9 @@ def generate(
                       _fmt(r["graph_tok_s"], ".1f"), _fmt(r["graph_speedup_vs_bf16"], ".3f"),
                       note)
     table.caption = "vs bf16: bf16 ms / arm ms (same batch, same run)"
+    if record["model_type"].startswith(("qwen3_5", "qwen3_next")):  # hybrid: say which GDN ran
+        kern = record["linear_attention_kernels"]
+        table.caption += "\n" + "; ".join(f"{k}: {v}" for k, v in kern.items())
     console.print(table)
     if json_out is None:
         day = record["date"][:10]

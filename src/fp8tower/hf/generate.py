@@ -3,20 +3,27 @@
 The model is built from a config (a shipped name: qwen3-8b, qwen3.5-27b, tiny-hybrid; or a
 local directory / config.json) with random bf16 weights created directly on the target
 device. Per batch size: prefill ``context`` tokens into a StaticCache, then time decode
-steps eagerly (back to back, one synchronize at the end) and, on a GPU, as replays of one
-decode step captured in a torch.cuda.CUDAGraph (argmax and the position bump inside).
+steps eagerly (``rounds`` rounds of ``steps`` steps back to back, one synchronize at the end
+of each; the median round; interleaved across arms, see :func:`run_arms`) and, on a GPU, as
+replays of one decode step captured in a torch.cuda.CUDAGraph (argmax and the position bump
+inside). An eager step is host-bound, and the host drifts (the same bf16 arm measured
+32.3 and 48.7 ms/step in two runs on the H200 machine, 2026-12-01, one arm after another):
+only arms timed side by side compare.
 
 Arms: ``bf16``; ``fp8:<scheme>`` (the decoder layers' nn.Linear swapped for Fp8Linear,
 unmerged; per_tensor gets a static activation scale calibrated on the prefill);
 ``fp8:<scheme>:merged`` (fp8tower.convert with merge=True, when this fp8tower has it);
 ``torchao:per_row`` / ``torchao:per_tensor`` (torchao float8 dynamic activation + weight,
-when torchao is installed). An arm that cannot run is recorded with its reason.
+when torchao is installed); ``transformers:block128`` (transformers' own FP8Linear, when its
+matmul kernel loads). An arm that cannot run is recorded with its reason.
 
 transformers is imported lazily (optional dependency).
 """
 
 from __future__ import annotations
 
+import gc
+import statistics
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -26,7 +33,7 @@ from torch import nn
 
 SCHEMA = "fp8tower.bench.generate/1"
 ARM_HELP = ("bf16, fp8:<scheme>[:merged] (scheme: per_tensor, channel_token, block128, "
-            "weight_only), torchao:per_row, torchao:per_tensor")
+            "weight_only), torchao:per_row, torchao:per_tensor, transformers:block128")
 
 
 class ArmSkipped(Exception):
@@ -39,7 +46,8 @@ class GenerateResult:
     batch: int
     context: int
     steps: int
-    eager_ms: float | None = None
+    eager_ms: float | None = None  # median of the eager rounds
+    eager_rounds_ms: list[float] = field(default_factory=list)
     graph_ms: float | None = None
     eager_tok_s: float | None = None
     graph_tok_s: float | None = None
@@ -126,7 +134,42 @@ def apply_arm(model: nn.Module, arm: str, backend: str, calib) -> tuple[int, lis
         quantize_(model, Float8DynamicActivationFloat8WeightConfig(granularity=gran),
                   filter_fn=lambda mod, fqn: id(mod) in decoder)
         return len(decoder), [f"torchao {_version('torchao')}"]
+    if arm == "transformers:block128":
+        return swap_transformers_fp8(model), [f"transformers {_version('transformers')} FP8Linear"]
     raise ValueError(f"unknown arm {arm!r}: arms are {ARM_HELP}")
+
+
+def swap_transformers_fp8(model: nn.Module) -> int:
+    """transformers' own FP8 path for block128 (FineGrainedFP8: Qwen/DeepSeek FP8
+    checkpoints): its FP8Linear, 128x128 weight blocks, dynamic per-token-group activations,
+    with our block128 quantization of the weights (weight_scale_inv is the dequantization
+    multiplier, as in those checkpoints). Its matmul comes from the kernels hub
+    (``kernels-community/finegrained-fp8``) or DeepGEMM; where neither loads, ArmSkipped."""
+    try:
+        from transformers.integrations import finegrained_fp8 as tf8
+    except ImportError as e:
+        raise ArmSkipped(f"transformers has no finegrained_fp8 integration here ({e})") from None
+    if not tf8.is_deepgemm_loadable():
+        try:
+            tf8.load_finegrained_fp8_kernel()
+        except Exception as e:  # noqa: BLE001 - a hub download, an import, a build mismatch
+            raise ArmSkipped(f"transformers' FP8 matmul kernel does not load here: "
+                             f"{str(e).splitlines()[0][:200]}") from None
+    from ..formats import quantize_weight
+
+    count = 0
+    for name, lin in decoder_linears(model):
+        w = quantize_weight(lin.weight.detach(), "block128")
+        new = tf8.FP8Linear(lin.in_features, lin.out_features, block_size=(128, 128),
+                            has_bias=lin.bias is not None).to(lin.weight.device)
+        with torch.no_grad():
+            new.weight = nn.Parameter(w.data, requires_grad=False)
+            new.weight_scale_inv = nn.Parameter(w.scale.float(), requires_grad=False)
+            if lin.bias is not None:
+                new.bias = nn.Parameter(lin.bias.detach().clone(), requires_grad=False)
+        _set(model, name, new)
+        count += 1
+    return count
 
 
 def _sync(device: torch.device) -> None:
@@ -134,18 +177,36 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def run_arm(model_name: str, arm: str, *, batch: int, context: int, steps: int,
-            device: torch.device, backend: str, graph: bool, config=None) -> GenerateResult:
-    """Build the model, convert it to ``arm``, prefill and time decode steps."""
+WARM = 3  # eager steps before timing: they build the launch plans (and tune where allowed)
+
+
+@dataclass
+class _Live:
+    """One arm's model, ready to decode: ``step(tok, pos)`` -> next tokens."""
+
+    res: GenerateResult
+    model: Any = None
+    cache: Any = None
+    step: Any = None
+    tok: Any = None
+    pos: Any = None
+    rounds_ms: list[float] = field(default_factory=list)
+
+
+def build_arm(model_name: str, arm: str, *, batch: int, context: int, steps: int, rounds: int,
+              device: torch.device, backend: str, config=None) -> _Live:
+    """Build the model, convert it to ``arm``, prefill (timed) and take WARM eager steps."""
     from transformers import StaticCache
 
-    res = GenerateResult(arm, batch, context, steps)
     from .random_model import random_model, text_config
 
+    live = _Live(GenerateResult(arm, batch, context, steps))
+    res = live.res
     config = config if config is not None else text_config(model_name)
     model = random_model(config, device)
-    warm = 3
-    max_len = context + 2 * (steps + warm) + 8
+    # every position a step can reach: warm-up, the eager rounds, the graph's warm-up,
+    # capture and timed replays
+    max_len = context + WARM + rounds * steps + 3 * WARM + steps + 8
     g = torch.Generator(device="cpu").manual_seed(1)
     ids = torch.randint(0, config.vocab_size, (batch, context), generator=g).to(device)
     cache = StaticCache(config=config, max_cache_len=max_len)
@@ -161,7 +222,7 @@ def run_arm(model_name: str, arm: str, *, batch: int, context: int, steps: int,
             res.linears_swapped, res.notes = apply_arm(model, arm, backend, prefill)
         except ArmSkipped as e:
             res.skipped = str(e)
-            return res
+            return live
         tok = prefill()
         _sync(device)
         t0 = time.perf_counter()
@@ -174,24 +235,81 @@ def run_arm(model_name: str, arm: str, *, batch: int, context: int, steps: int,
             out = model(input_ids=tok, past_key_values=cache, cache_position=pos, use_cache=True)
             return out.logits[:, -1:].argmax(-1)
 
-        for _ in range(warm):  # builds the launch plans, tunes where allowed
+        for _ in range(WARM):
             tok = step(tok, pos)
             pos += 1
+        _sync(device)
+    live.model, live.cache, live.step, live.tok, live.pos = model, cache, step, tok, pos
+    return live
+
+
+def eager_round(live: _Live, device: torch.device) -> None:
+    """``steps`` eager decode steps back to back, one synchronize at the end; ms per step."""
+    with torch.inference_mode():
+        tok, pos = live.tok, live.pos
         _sync(device)
         t0 = time.perf_counter()
-        for _ in range(steps):
-            tok = step(tok, pos)
+        for _ in range(live.res.steps):
+            tok = live.step(tok, pos)
             pos += 1
         _sync(device)
-        res.eager_ms = (time.perf_counter() - t0) * 1e3 / steps
-        res.eager_tok_s = batch * 1e3 / res.eager_ms
+        live.rounds_ms.append((time.perf_counter() - t0) * 1e3 / live.res.steps)
+    live.tok, live.pos = tok, pos
+
+
+def finish(live: _Live, device: torch.device, graph: bool) -> GenerateResult:
+    """The eager median over rounds, then (GPU) CUDA-graph replays; frees the model."""
+    res = live.res
+    if res.skipped is None:
+        res.eager_rounds_ms = [round(v, 3) for v in live.rounds_ms]
+        res.eager_ms = statistics.median(live.rounds_ms)
+        res.eager_tok_s = res.batch * 1e3 / res.eager_ms
         if graph and device.type == "cuda":
-            res.graph_ms = _graph_decode(step, tok, pos, steps, warm)
-            res.graph_tok_s = batch * 1e3 / res.graph_ms
-    model = cache = None  # free the weights before the next arm is built
+            with torch.inference_mode():
+                res.graph_ms = _graph_decode(live.step, live.tok, live.pos, res.steps, WARM)
+            res.graph_tok_s = res.batch * 1e3 / res.graph_ms
+    live.model = live.cache = live.step = None  # free the weights
+    # and the model's reference cycles now: left to the collector, the next arm's eager
+    # steps would pay for scanning them (later arms ran slower, one at a time, in
+    # results/profile_eager_qwen3-8b_H200_2026-12-01.json)
+    gc.collect()
     if device.type == "cuda":
         torch.cuda.empty_cache()
     return res
+
+
+def run_arms(model_name: str, arms: list[str], *, batch: int, context: int, steps: int,
+             rounds: int, device: torch.device, backend: str, graph: bool, interleave: bool,
+             config=None, progress=None) -> list[GenerateResult]:
+    """Every arm at one batch size. Interleaved: all arms are built first (bf16 last: it is
+    the largest), then ``rounds`` eager rounds go arm after arm, so drifts of the host (clock,
+    cache, allocator state) fall on every arm alike; the eager time is the median round. Not
+    interleaved: one arm at a time (for models too large to hold every arm at once)."""
+    kw = {"batch": batch, "context": context, "steps": steps, "rounds": rounds,
+          "device": device, "backend": backend, "config": config}
+    results: dict[str, GenerateResult] = {}
+
+    def done(live):
+        results[live.res.arm] = finish(live, device, graph)
+        if progress is not None:
+            progress(results[live.res.arm])
+
+    if not interleave:
+        for arm in arms:
+            live = build_arm(model_name, arm, **kw)
+            for _ in range(rounds if live.res.skipped is None else 0):
+                eager_round(live, device)
+            done(live)
+        return [results[a] for a in arms]
+    order = sorted(arms, key=lambda a: a == "bf16")  # stable: bf16 last, others as given
+    lives = [build_arm(model_name, arm, **kw) for arm in order]
+    ready = [lv for lv in lives if lv.res.skipped is None]
+    for _ in range(rounds):
+        for lv in ready:
+            eager_round(lv, device)
+    for lv in lives:
+        done(lv)
+    return [results[a] for a in arms]
 
 
 def _graph_decode(step, tok, pos, steps: int, warm: int) -> float:
@@ -236,26 +354,43 @@ def provenance(command: str, device: torch.device) -> dict[str, Any]:
     keys = ("fp8tower", "python", "torch", "cuda", "triton", "driver", "cudnn",
             "cudnn_frontend", "cutlass")
     versions = {k: rec[k] for k in keys if k in rec}
-    versions.update(transformers=_version("transformers"), torchao=_version("torchao"))
+    versions.update(transformers=_version("transformers"), torchao=_version("torchao"),
+                    fla_core=_version("fla-core"), causal_conv1d=_version("causal-conv1d"))
     return {"date": rec["date"], "command": command, "device": str(device), "gpu": gpu,
-            "host": rec["host"], "versions": versions}
+            "host": rec["host"], "versions": versions, "linear_attention_kernels": gdn_kernels()}
+
+
+def gdn_kernels() -> dict[str, str]:
+    """Which implementation transformers picks for the gated-delta-net core and its causal
+    conv1d (Qwen3.5/Qwen3-Next): the package's kernels when it imports, else transformers'
+    PyTorch fallback. transformers resolves them when its modeling module is imported, by the
+    same import tried here."""
+    import importlib
+
+    out = {}
+    for what, module in (("gated_delta_rule", "fla.ops.gated_delta_rule"),
+                         ("causal_conv1d", "causal_conv1d")):
+        try:
+            importlib.import_module(module)
+            out[what] = f"{module} (package kernels)"
+        except Exception as e:  # noqa: BLE001 - any import failure means the fallback runs
+            out[what] = f"transformers' PyTorch fallback ({module}: {type(e).__name__})"
+    return out
 
 
 def bench_generate(model: str, arms: list[str], batches: list[int], *, context: int, steps: int,
-                   device: str, backend: str, graph: bool, command: str, progress=None) -> dict:
-    """Every (arm, batch); the JSON record (schema ``SCHEMA``)."""
+                   device: str, backend: str, graph: bool, command: str, rounds: int = 5,
+                   interleave: bool = True, progress=None) -> dict:
+    """Every (arm, batch); the JSON record (schema ``SCHEMA``). See :func:`run_arms`."""
     dev = torch.device(device)
     from .random_model import text_config
 
     config = text_config(model)
     results = []
     for batch in batches:
-        for arm in arms:
-            r = run_arm(model, arm, batch=batch, context=context, steps=steps, device=dev,
-                        backend=backend, graph=graph, config=config)
-            results.append(r)
-            if progress is not None:
-                progress(r)
+        results += run_arms(model, arms, batch=batch, context=context, steps=steps,
+                            rounds=rounds, device=dev, backend=backend, graph=graph,
+                            interleave=interleave, config=config, progress=progress)
     base = {r.batch: r for r in results if r.arm == "bf16" and r.skipped is None}
     rows = []
     for r in results:
@@ -267,8 +402,11 @@ def bench_generate(model: str, arms: list[str], batches: list[int], *, context: 
         rows.append(row)
     return {
         "schema": SCHEMA, "model": model, "model_type": config.model_type,
-        "context": context, "steps": steps, "backend": backend,
-        "units": {"ms": "milliseconds per decode step (eager: wall, one sync at the end; "
-                        "graph: CUDA events over replays)", "tok_s": "batch tokens per second"},
+        "context": context, "steps": steps, "rounds": rounds, "interleaved": interleave,
+        "backend": backend,
+        "units": {"ms": "milliseconds per decode step (eager: wall clock over `steps` steps "
+                        "with one sync at the end, median of `rounds` rounds, interleaved "
+                        "across arms when `interleaved`; graph: CUDA events over replays)",
+                  "tok_s": "batch tokens per second"},
         **provenance(command, dev), "rows": rows,
     }

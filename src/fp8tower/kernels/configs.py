@@ -113,7 +113,7 @@ def programs_per_sm(cfg: dict, p: GemmProblem) -> int:
     (sm_90 builds by kernels/offline.py; tests/test_offline_sm90.py), weight_only at M >= 32
     excepted. Other tiles compile up to 32% smaller than this estimate (fewer buffers), so
     it is only used for those."""
-    x_item = 1 if x_is_fp8(p.scheme, p.act_dtype == FP8_DTYPE, cfg.get("prequant", False)) else 2
+    x_item = 1 if x_is_fp8(p.scheme, p.act_dtype == FP8_DTYPE, cfg) else 2
     smem = smem_bytes(cfg, block_m_for(p.m), x_item) + SMEM_RESERVED_PER_PROGRAM
     return max(1, SMEM_PER_SM // smem)
 
@@ -191,8 +191,20 @@ def _candidates(p: GemmProblem, base: dict) -> list[dict]:
     return out
 
 
-def x_is_fp8(scheme: Scheme, act_is_fp8: bool, prequant: bool) -> bool:
-    """Whether the GEMM kernel reads FP8 x (given, or from the pre-pass) or quantizes it."""
+# channel_token "fused_amax" (kernels/fp8_gemm.py): no pre-pass launch; each program takes
+# its tokens' amax over all of K itself. Exact (the pre-pass's bits), but not searched: on
+# the H200 (2026-12-01, `fp8tower tune --scheme channel_token --retune`, 27B tower and
+# Qwen3-8B shapes, M = 1..16) it ran 1.7-4.7x SLOWER than the pre-pass + GEMM (4096x4096
+# M=1: 33.35 vs 10.58 us; 16384x5120: 126.0 vs 28.96): its amax loop is a serial chain of
+# masked loads before the pipelined loop, and every element takes an exact division
+# (results/tuning_cache_fused_amax_H200_2026-12-01.json).
+
+
+def x_is_fp8(scheme: Scheme, act_is_fp8: bool, cfg: dict) -> bool:
+    """Whether the GEMM kernel reads FP8 x (given, or from the pre-pass) or quantizes it:
+    config ``prequant`` (per_tensor, block128) or, for channel_token, not ``fused_amax``."""
     if scheme is Scheme.PER_TENSOR:
-        return act_is_fp8 or prequant
-    return scheme is Scheme.CHANNEL_TOKEN or (scheme is Scheme.BLOCK128 and prequant)
+        return act_is_fp8 or cfg.get("prequant", False)
+    if scheme is Scheme.CHANNEL_TOKEN:
+        return not cfg.get("fused_amax", False)
+    return scheme is Scheme.BLOCK128 and cfg.get("prequant", False)

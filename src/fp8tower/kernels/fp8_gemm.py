@@ -6,7 +6,9 @@ tokens padded to BLOCK_M >= 16 (its narrow side), so W is streamed once per call
 
 Schemes (SCHEME constexpr):
   0 per_tensor     bf16/fp16 x quantized in-kernel with the static scale (or FP8 x given)
-  1 channel_token  FP8 x from a per-token pre-pass, (M,) scales; (N,) weight scales
+  1 channel_token  FP8 x from a per-token pre-pass, (M,) scales; (N,) weight scales; or
+                   (not X_FP8: config "fused_amax") bf16 x whose per-token amax each program
+                   takes over all of K itself first: the pre-pass's scales, bit for bit
   2 block128       bf16 x quantized in-kernel per 1x128 group (amax is local to the tile);
                    per-128x128-block weight scales applied per 128-wide K step
   3 weight_only    bf16 x, W upcast to x's dtype in registers; (N,) weight scales
@@ -165,6 +167,13 @@ def _fp8_gemm_decode_kernel(
     if SCHEME == 0 and not X_FP8:
         # One reciprocal per program; x * (1/s) differs from x / s by <= 1 fp32 ulp.
         inv_scale = 1.0 / tl.load(xs_ptr)
+    if SCHEME == 1 and not X_FP8:  # fused_amax: each token's scale over ALL of K (every
+        # split reads the whole row: M * K * 2 bytes from L2), as the pre-pass computes it
+        amax = tl.zeros((BLOCK_M,), dtype=tl.float32)
+        for ka in range(0, K, BLOCK_K):
+            xa = _load_x_tile(x_ptr, stride_xm, offs_m, ka + tl.arange(0, BLOCK_K), M, K)
+            amax = tl.maximum(amax, tl.max(tl.abs(xa.to(tl.float32)), axis=1))
+        tok_scale = tl.maximum(tl.math.div_rn(amax, FMAX), SMIN)
 
     for k0 in range(k_start, k_end, BLOCK_K):
         if SCHEME == 2:
@@ -199,6 +208,9 @@ def _fp8_gemm_decode_kernel(
                     acc = tl.dot(w.to(x.dtype), tl.trans(x), acc)
             elif X_FP8:
                 acc = tl.dot(w, tl.trans(x), acc)
+            elif SCHEME == 1:  # fused_amax: quantized as the pre-pass would
+                xq = tl.clamp(tl.math.div_rn(x.to(tl.float32), tok_scale[:, None]), -FMAX, FMAX)
+                acc = tl.dot(w, tl.trans(xq.to(w.dtype)), acc)
             else:
                 xq = tl.clamp(x.to(tl.float32) * inv_scale, -FMAX, FMAX)
                 acc = tl.dot(w, tl.trans(xq.to(w.dtype)), acc)
@@ -208,8 +220,10 @@ def _fp8_gemm_decode_kernel(
         acc = acc * tl.load(ws_ptr + offs_n, mask=n_mask, other=0.0)[:, None]
         if SCHEME == 0:
             acc = acc * tl.load(xs_ptr)
-        if SCHEME == 1:
+        if SCHEME == 1 and X_FP8:
             acc = acc * tl.load(xs_ptr + offs_m * stride_xsm, mask=offs_m < M, other=0.0)[None, :]
+        if SCHEME == 1 and not X_FP8:
+            acc = acc * tok_scale[None, :]
 
     y_ptrs = y_ptr + offs_m[None, :] * stride_ym + offs_n[:, None]
     y_mask = n_mask[:, None] & (offs_m[None, :] < M)

@@ -156,7 +156,7 @@ def compile_gemm(problem: GemmProblem, config: dict, capability: tuple[int, int]
             "compile offline in a process without the interpreter"
         )
     p, cfg = problem, config
-    x_fp8 = x_is_fp8(p.scheme, p.act_dtype == torch.float8_e4m3fn, cfg.get("prequant", False))
+    x_fp8 = x_is_fp8(p.scheme, p.act_dtype == torch.float8_e4m3fn, cfg)
     bm, bn, bk, split = block_m_for(p.m), cfg["block_n"], cfg["block_k"], cfg["split_k"]
     x_dtype = torch.float8_e4m3fn if x_fp8 else p.act_dtype
     k_per_split = math.ceil(math.ceil(p.k / bk) / split) * bk  # as fp8_gemm.launch

@@ -86,8 +86,9 @@ class DirectLaunch:
             stream = _RAW_STREAM(self.device_index)
             g = self.grid
             rt = self.knobs.runtime  # as JITFunction.run does (profiler hooks included)
+            enter = rt.launch_enter_hook  # launch_metadata is None without it (triton 3.4+)
             c.run(g[0], g[1], g[2], stream, c.function, c.packed_metadata,
-                  c.launch_metadata(g, stream, *full), rt.launch_enter_hook,
+                  None if enter is None else c.launch_metadata(g, stream, *full), enter,
                   rt.launch_exit_hook, *full)
             self.direct_launches += 1
             return
@@ -100,7 +101,7 @@ class DirectLaunch:
             self._bind(compiled)
 
     def _direct_ok(self, tensors) -> bool:
-        if torch.cuda.current_device() != self.device_index:
+        if _CURRENT_DEVICE() != self.device_index:
             return False
         return not self.aligned or all(t.data_ptr() % 16 == 0 for t in tensors)
 
@@ -142,6 +143,9 @@ def _triton_knobs():
 
 
 _RAW_STREAM = _raw_stream_fn()
+# torch.cuda.current_device() without its Python-level lazy-init check (a plan exists only
+# after a launch on the device, so CUDA is initialized)
+_CURRENT_DEVICE = getattr(torch._C, "_cuda_getDevice", None) or torch.cuda.current_device
 
 
 # ---------------------------------------------------------------------- plans
@@ -172,16 +176,42 @@ def build(x2: torch.Tensor, weight, *, bias, out_dtype, backend) -> Plan:
     problem = GemmProblem.for_call(x2, weight, out_dtype, None)
     be, config = dispatch.resolve(problem, backend)
     packed = be.packed_for(weight)
-    if be.name == "triton" and x2.dtype != FP8_DTYPE and not (
-        weight.scheme is Scheme.PER_TENSOR and weight.act_scale is None
-    ):
+    one_launch_quant = x2.dtype != FP8_DTYPE and not (
+        weight.scheme is Scheme.PER_TENSOR and weight.act_scale is None)  # no global amax
+    if be.name == "triton" and one_launch_quant:
         return _triton_plan(x2, weight, packed, be, config, bias=bias, out_dtype=out_dtype)
+    if be.name in QUANT_FIRST and one_launch_quant and x2.is_cuda:
+        return _quant_first_plan(x2, weight, packed, be, config, bias=bias, out_dtype=out_dtype)
 
     def run(x, be=be, weight=weight, packed=packed, bias=bias, out_dtype=out_dtype, config=config):
         return be.run(x, weight, packed, act_scale=None, bias=bias, out_dtype=out_dtype,
                       config=config)
 
     return Plan(be, config, x2.shape[0], run)
+
+
+# Backends whose GEMM takes FP8 activations from our separate quant launch
+# (backends/act_quant.for_gemm). Their plan launches that quant directly into the plan's
+# buffers and hands the backend FP8 x with its scales. Host time of a planned call,
+# 4096x4096 M=1 on the H200 machine (2026-12-01, results/host_per_backend_H200_2026-12-01/):
+# cuBLASLt per_tensor 58.7 -> 32.6 us, channel_token 67.3 -> 33.7; CUTLASS 87.5 -> 36.7
+# and 72.1 -> 35.1.
+QUANT_FIRST = ("cublaslt", "cutlass")  # cuDNN keys its graphs by the input dtype: not here
+
+
+def _quant_first_plan(x2, weight, packed, be, config, *, bias, out_dtype) -> Plan:
+    from ..kernels import act_quant as aq
+
+    static = weight.act_scale.float().reshape(1) if weight.scheme is Scheme.PER_TENSOR else None
+    grid, args, kw, q, s = aq.quantize_args(x2, weight.scheme, static)
+    quant = DirectLaunch(aq._fp8_act_quant_kernel, grid, args, kw, (0,), x2.device)
+
+    def run(x, run=be.run, weight=weight, packed=packed, bias=bias, out_dtype=out_dtype,
+            config=config):
+        quant(x)
+        return run(q, weight, packed, act_scale=s, bias=bias, out_dtype=out_dtype, config=config)
+
+    return Plan(be, config, x2.shape[0], run, [quant])
 
 
 def _triton_plan(x2, weight, packed, be, config, *, bias, out_dtype) -> Plan:
@@ -194,7 +224,7 @@ def _triton_plan(x2, weight, packed, be, config, *, bias, out_dtype) -> Plan:
     block_n, block_k, split = cfg["block_n"], cfg["block_k"], cfg["split_k"]
     if scheme is Scheme.BLOCK128 and (128 % block_n or block_k % 128):
         raise ValueError(f"block128 needs BLOCK_N dividing 128 and BLOCK_K a multiple of 128: {cfg}")
-    x_fp8 = configs.x_is_fp8(scheme, False, cfg.get("prequant", False))
+    x_fp8 = configs.x_is_fp8(scheme, False, cfg)
     block_m = configs.block_m_for(m)
     grid_m = -(-m // block_m)
     ws = packed["ws"]

@@ -149,7 +149,8 @@ def tune_problem(
     first included); the rest are counted in ``pruned``.
     With ``seed`` (a tuned sibling, see SEED_TOP), step (2) times instead the seed's SEED_TOP
     best candidates that are not a default, and the entry records ``seeded_from``.
-    The winner is the fastest measured candidate (ties: the first measured). A candidate that
+    The winner is ``Entry.winner``: the fastest measured candidate, or within cache.HOST_TIE
+    of it the one with the cheapest eager host path (ties: the first measured). A candidate that
     raises a GPU error (:func:`gpu_errors`) is recorded as failed; other errors propagate.
     The returned entry has no measured candidate if all failed (or there were none).
     """
