@@ -23,7 +23,10 @@
 #   profile  where an eager step's host time goes, per arm (benchmarks/profile_eager.py, #11)
 #   convert  convert the 27B transformers model per scheme, timed (benchmarks/convert_27b.py, #10)
 #   model    paired trace of the converted 27B transformers model (capture_model_h200.sh, #10/#11)
-# Optional packages travel as wheels in $RUN/whl; prebuilt CUTLASS libraries (built on the CPU
+# Optional packages travel as wheels in $RUN/whl (2026-12-01: nvidia-cudnn-frontend 1.32.0,
+# nvidia-cutlass 4.2.0.0, torchao 0.18.0, fla-core + flash-linear-attention 0.6.0 and einops
+# for the 27B's GDN kernels; `pip download --no-deps --only-binary=:all: --python-version
+# 3.12 --platform manylinux_2_28_x86_64 ...` on the CPU machine); prebuilt CUTLASS libraries (built on the CPU
 # machine with the same nvcc) in $RUN/cache/cutlass; a tuning cache from an earlier call in
 # $RUN/cache/*.json is reused. Everything lands in $OUT/verify.tgz (the device tool returns at
 # most 8 files).

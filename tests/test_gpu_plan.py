@@ -10,6 +10,17 @@ from fp8tower.nn.linear import Fp8Linear
 pytestmark = pytest.mark.gpu
 
 
+def _graph_replay_matches(planned, plain, m, k, g, **tol):
+    """The planned call captured in a CUDA graph, replayed on new x: the unplanned result."""
+    x = torch.randn(m, k, device="cuda", generator=g).bfloat16()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        y = planned(x)
+    x.copy_(torch.randn(m, k, device="cuda", generator=g).bfloat16())
+    graph.replay()
+    torch.testing.assert_close(y, plain(x), **tol)
+
+
 @pytest.mark.parametrize("scheme", list(Scheme), ids=str)
 @pytest.mark.parametrize("m", [1, 8])
 @pytest.mark.parametrize("shape", [(4096, 4096), (1000, 1160)], ids=lambda s: f"{s[0]}x{s[1]}")
@@ -27,13 +38,7 @@ def test_direct_launch_equals_generic(scheme, m, shape):
         torch.testing.assert_close(planned(x), plain(x), rtol=0, atol=0)
     (entry,) = planned._plans.values()
     assert entry.plan.direct_launches > 0, "the direct launch never ran"
-    x = torch.randn(m, k, device="cuda", generator=g).bfloat16()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        y = planned(x)
-    x.copy_(torch.randn(m, k, device="cuda", generator=g).bfloat16())
-    graph.replay()
-    torch.testing.assert_close(y, plain(x), rtol=0, atol=0)
+    _graph_replay_matches(planned, plain, m, k, g, rtol=0, atol=0)
 
 
 QUANT_FIRST_CASES = [("cublaslt", s) for s in (Scheme.PER_TENSOR, Scheme.CHANNEL_TOKEN,
@@ -65,13 +70,7 @@ def test_quant_first_plan_equals_unplanned(backend, scheme, m):
         torch.testing.assert_close(planned(x), plain(x), **tol)
     (entry,) = planned._plans.values()
     assert entry.plan.backend.name == backend and entry.plan.direct_launches > 0
-    x = torch.randn(m, k, device="cuda", generator=g).bfloat16()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        y = planned(x)
-    x.copy_(torch.randn(m, k, device="cuda", generator=g).bfloat16())
-    graph.replay()
-    torch.testing.assert_close(y, plain(x), **tol)
+    _graph_replay_matches(planned, plain, m, k, g, **tol)
 
 
 @pytest.mark.parametrize("m", [1, 3, 16])
