@@ -65,6 +65,16 @@ def problem(m, n, k, scheme, cap):
                        static_act_scale=scheme is Scheme.PER_TENSOR)
 
 
+def timed_gemm(make, copies: int, nbytes: int, ceiling_gbps: float) -> dict:
+    """One GEMM arm over rotated weight copies (tuning's timer, 10 replays): us, % of the
+    read ceiling and the time beyond its bytes at the ceiling (its fixed cost)."""
+    t = time_cuda_graph(make, copies, replays=10)
+    at_ceiling = nbytes / ceiling_gbps / 1e3
+    return {"us": round(t.median_us, 3), "copies": copies,
+            "pct_ceiling": round(100 * at_ceiling / t.median_us, 1),
+            "beyond_bytes_us": round(t.median_us - at_ceiling, 3)}
+
+
 def call_for(arm, p, w, x, out):
     """A closure running one GEMM of ``arm`` (None: the arm has no config for p)."""
     return call_with("cublaslt" if arm == "cublaslt" else ARMS[arm](p), p, w, x, out)
@@ -198,12 +208,10 @@ def main(argv=None):
                         if call_for(arm, p, ws[0], x, out) is None:
                             continue
                         row["config"] = ARMS[arm](p) if arm in ARMS else None
-                        t = time_cuda_graph(lambda j: call_for(arm, p, ws[j], x, out), copies,
-                                            replays=10)
-                        at_ceiling = p.bytes_moved() / ceiling / 1e3
-                        row.update(us=round(t.median_us, 3), copies=copies,
-                                   pct_ceiling=round(100 * at_ceiling / t.median_us, 1),
-                                   beyond_bytes_us=round(t.median_us - at_ceiling, 3))
+                        def mk(j, arm=arm, p=p, ws=ws, x=x, out=out):
+                            return call_for(arm, p, ws[j], x, out)
+
+                        row.update(timed_gemm(mk, copies, p.bytes_moved(), ceiling))
                     except Exception as e:  # noqa: BLE001
                         row["error"] = f"{type(e).__name__}: {e}"[:300]
                     res["per_gemm"].append(row)

@@ -231,12 +231,12 @@ def main(argv=None):
     import statistics
 
     sys.path.insert(0, __file__.rsplit("/", 1)[0])
-    from bench_chain import call_with, time_chain
+    from bench_chain import call_with, time_chain, timed_gemm
     from bench_gemm import random_weights
 
     from fp8tower.backends import triton_gemm as tg
     from fp8tower.tuning.ceiling import read_ceiling
-    from fp8tower.tuning.timer import l2_cache_bytes, rotation_copies, time_cuda_graph
+    from fp8tower.tuning.timer import l2_cache_bytes, rotation_copies
 
     cap = torch.cuda.get_device_capability()
     l2 = l2_cache_bytes()
@@ -297,12 +297,8 @@ def main(argv=None):
                         def mk(j, a=arm, sc=scheme, p=p, ws=ws, x=x, out=out):
                             return make(sc, a, p, ws[j], x, out)
 
-                        t = time_cuda_graph(mk, copies, replays=10)
-                        at_ceiling = p.bytes_moved() / ceiling / 1e3
-                        times[arm] = t.median_us
-                        row.update(us=round(t.median_us, 3), copies=copies,
-                                   pct_ceiling=round(100 * at_ceiling / t.median_us, 1),
-                                   beyond_bytes_us=round(t.median_us - at_ceiling, 3))
+                        row.update(timed_gemm(mk, copies, p.bytes_moved(), ceiling))
+                        times[arm] = row["us"]
                     except Exception as e:  # noqa: BLE001
                         row["error"] = f"{type(e).__name__}: {e}"[:300]
                     res["per_gemm"].append(row)

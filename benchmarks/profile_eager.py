@@ -18,7 +18,6 @@ import cProfile
 import json
 import pstats
 import sys
-import time
 from pathlib import Path
 
 import torch
@@ -35,7 +34,7 @@ def host_profile(live, steps: int, top: int) -> dict:
 
     prof = cProfile.Profile()
     prof.enable()
-    G.eager_round(live, live_device(live))
+    G.eager_round(live, live.pos.device)
     prof.disable()
     st = pstats.Stats(prof)
     rows = []
@@ -48,17 +47,14 @@ def host_profile(live, steps: int, top: int) -> dict:
     return {"profiled_us_per_step": total, "top_own": by_own, "top_cumulative": by_cum}
 
 
-def live_device(live) -> torch.device:
-    return live.pos.device
-
-
 def kernel_counts(live, steps: int) -> dict:
     from torch.profiler import ProfilerActivity, profile
 
     from fp8tower.hf import generate as G
 
-    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-        G.eager_round(live, live_device(live))
+    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if torch.cuda.is_available() else [])
+    with profile(activities=acts) as prof:
+        G.eager_round(live, live.pos.device)
     kernels = collections.Counter()
     launches = collections.Counter()
     for ev in prof.events():
@@ -93,8 +89,9 @@ def main(argv=None) -> None:
                                else None),
            "model": args.model, "steps": args.steps, "arms": {}}
     for arm in args.arms.split(","):
+        # rounds: positions for the 2 timed rounds, the cProfile one and the profiler one
         live = G.build_arm(args.model, arm, batch=1, context=args.context, steps=args.steps,
-                           rounds=6, device=dev, backend=args.backend)
+                           rounds=4, device=dev, backend=args.backend)
         if live.res.skipped:
             out["arms"][arm] = {"skipped": live.res.skipped}
             continue
@@ -105,13 +102,11 @@ def main(argv=None) -> None:
         rec["kernels"] = kernel_counts(live, args.steps)
         out["arms"][arm] = rec
         t = rec["host"]
-        print(f"== {arm}: eager {live.rounds_ms} ms/step; cProfile {t['profiled_us_per_step']:.0f}"
+        print(f"== {arm}: eager {rec['eager_ms_rounds']} ms/step; cProfile {t['profiled_us_per_step']:.0f}"
               f" us/step; kernels {rec['kernels']['kernels_per_step']:.0f}/step", flush=True)
         for r in t["top_own"][:15]:
             print(f"   {r['own_us_per_step']:9.0f} us {r['calls_per_step']:7.0f}x  {r['fn']}")
-        live.model = live.cache = live.step = None
-        G.finish(live, dev, graph=False)
-        time.sleep(0)
+        G.finish(live, dev, graph=False)  # frees the model before the next arm
     Path(args.json).parent.mkdir(parents=True, exist_ok=True)
     Path(args.json).write_text(json.dumps(out, indent=1))
     print(f"wrote {args.json}")

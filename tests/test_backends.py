@@ -254,3 +254,16 @@ def test_fused_amax_is_not_searched():
     for scheme in Scheme:
         p = GemmProblem(1, 4096, 4096, scheme, capability=(9, 0))
         assert not any(c.get("fused_amax") for c in kc.configs(p) + kc.wave_fits(p)), scheme
+
+
+def test_fp8_activations_without_their_scale_are_refused_by_for_gemm():
+    """A plan hands cuBLASLt/CUTLASS FP8 x with the quantizer's scales; FP8 x without any
+    scale is a clear error, not a silent unit scale."""
+    from fp8tower.backends.act_quant import for_gemm
+
+    w = _weight(64, 128, Scheme.CHANNEL_TOKEN)
+    xq = torch.zeros(2, 128).to(FP8_DTYPE)
+    with pytest.raises(ValueError, match="need their act_scale"):
+        for_gemm(xq, w, None)
+    s = torch.tensor([0.5, 0.25])
+    assert for_gemm(xq, w, s)[1] is s

@@ -103,3 +103,26 @@ def test_transformers_fp8_swap_holds_our_block128_weights(monkeypatch):
     blocks = new.weight_scale_inv.repeat_interleave(128, 0).repeat_interleave(128, 1)
     ours = dequantize(quantize_weight(w, "block128"), torch.float32)
     torch.testing.assert_close(new.weight.float() * blocks, ours, rtol=0, atol=0)
+
+
+def test_profile_eager_script_on_the_tiny_model(tmp_path):
+    """benchmarks/profile_eager.py on the CPU: per arm, the timed rounds, the top host
+    functions per step and the kernel counts (none on the CPU)."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "profile_eager.py"
+    spec = importlib.util.spec_from_file_location("profile_eager", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    out = tmp_path / "prof.json"
+    mod.main(["--model", "tiny-hybrid", "--arms", "bf16,fp8:per_tensor", "--backend",
+              "reference", "--context", "4", "--steps", "2", "--top", "5", "--json", str(out)])
+    rec = json.loads(out.read_text())
+    assert rec["benchmark"] == "profile_eager" and set(rec["arms"]) == {"bf16", "fp8:per_tensor"}
+    for arm in rec["arms"].values():
+        assert len(arm["eager_ms_rounds"]) == 2 and all(v > 0 for v in arm["eager_ms_rounds"])
+        assert len(arm["host"]["top_own"]) == 5 and arm["host"]["profiled_us_per_step"] > 0
+        assert arm["kernels"]["kernels_per_step"] == 0  # no GPU here
+    fns = " ".join(r["fn"] for r in rec["arms"]["fp8:per_tensor"]["host"]["top_cumulative"])
+    assert "eager_round" in fns and "_call_impl" in fns  # the step, then the modules

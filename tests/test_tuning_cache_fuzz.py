@@ -4,43 +4,19 @@ Seeded with a real entry of the committed H200 cache."""
 
 from __future__ import annotations
 
-import copy
 import json
 import math
-import os
 from pathlib import Path
 
-from hypothesis import HealthCheck, given, settings
+from fuzzhelpers import fuzz_settings, hostile, set_path
+from hypothesis import given
 from hypothesis import strategies as st
 
 from fp8tower.tuning.cache import read_cache_file
 
 REAL = Path(__file__).parent.parent / "benchmarks/results/tuning_cache_all_H200_2026-11-29.json"
-FUZZ = settings(
-    max_examples=int(os.environ.get("FP8TOWER_FUZZ_EXAMPLES", "80")),
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture],
-)
-HOSTILE = st.sampled_from(
-    [
-        math.nan,
-        math.inf,
-        -math.inf,
-        -1,
-        0,
-        -0.5,
-        True,
-        None,
-        "12",
-        [],
-        {},
-        {"a": {"b": 1}},
-        2**63,
-        2**70,
-        1e300,
-        [1, 2],
-    ]
-)
+FUZZ = fuzz_settings(80)
+HOSTILE = hostile({"a": {"b": 1}}, [1, 2])
 FIELDS = [
     ("backend",),
     ("config",),
@@ -74,16 +50,6 @@ def _seed() -> tuple[dict, str, dict]:
     return doc["meta"], key, entry
 
 
-def _set(d, keys, value) -> None:
-    for key in keys[:-1]:
-        try:
-            d = d[key]
-        except (KeyError, IndexError, TypeError):
-            return
-    if isinstance(d, dict) or (isinstance(d, list) and d and isinstance(keys[-1], int)):
-        d[keys[-1]] = copy.deepcopy(value)  # sampled values are shared between examples
-
-
 def _finite_nonneg(v) -> bool:
     return v is None or (math.isfinite(v) and v >= 0)
 
@@ -94,7 +60,7 @@ def test_fuzz_tuning_cache_entries(tmp_path, edits):
     meta, key, entry = _seed()
     bad = json.loads(json.dumps(entry))
     for keys, value in edits:
-        _set(bad, keys, value)
+        set_path(bad, keys, value)
     path = tmp_path / "cache.json"
     path.write_text(json.dumps({"meta": meta, "entries": {key: bad, "copy": entry}}))
     f = read_cache_file(path)  # never raises

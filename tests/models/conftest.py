@@ -14,22 +14,7 @@ except ImportError:  # running from a plain checkout
     sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "src"))
 
 
-QWEN35_TEXT = {
-    "model_type": "qwen3_5_text",
-    "hidden_size": 512,
-    "num_hidden_layers": 8,
-    "layer_types": ["linear_attention"] * 3 + ["full_attention"]
-    + ["linear_attention"] * 3 + ["full_attention"],
-    "linear_num_key_heads": 4,
-    "linear_key_head_dim": 32,
-    "linear_num_value_heads": 8,
-    "linear_value_head_dim": 48,
-    "num_attention_heads": 8,
-    "num_key_value_heads": 2,
-    "head_dim": 64,
-    "attn_output_gate": True,
-    "intermediate_size": 1376,
-}
+from model_configs import QWEN35_TEXT
 
 
 @pytest.fixture

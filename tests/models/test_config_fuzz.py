@@ -5,42 +5,18 @@ from __future__ import annotations
 
 import copy
 import json
-import math
-import os
 
 import pytest
-from conftest import QWEN35_TEXT
-from hypothesis import HealthCheck, given, settings
+from fuzzhelpers import fuzz_settings, hostile
+from hypothesis import given
 from hypothesis import strategies as st
+from model_configs import QWEN35_TEXT
 
 from fp8tower.models.registry import get_spec, tower_spec_from_config
 from fp8tower.models.spec import ConfigError
 
-FUZZ = settings(
-    max_examples=int(os.environ.get("FP8TOWER_FUZZ_EXAMPLES", "80")),
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture],
-)
-HOSTILE = st.sampled_from(
-    [
-        math.nan,
-        math.inf,
-        -1,
-        0,
-        0.5,
-        512.0,
-        True,
-        None,
-        "512",
-        [],
-        {},
-        [["x"]],
-        {"a": 1},
-        2**63,
-        2**70,
-        ["linear_attention"] * 8,
-    ]
-)
+FUZZ = fuzz_settings(80)
+HOSTILE = hostile(0.5, 512.0, "512", [["x"]], {"a": 1}, ["linear_attention"] * 8)
 KEYS = sorted(QWEN35_TEXT) + ["full_attention_interval", "text_config", "quantization_config"]
 
 

@@ -6,14 +6,13 @@ never in another traceback; what a reader accepts agrees with a count made here.
 from __future__ import annotations
 
 import collections
-import copy
 import json
 import math
-import os
 import sqlite3
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from fuzzhelpers import fuzz_settings, hostile, set_path
+from hypothesis import given
 from hypothesis import strategies as st
 
 from fp8tower.trace.chrome import load_chrome
@@ -22,36 +21,11 @@ from fp8tower.trace.manifest import Manifest, read_manifest
 from fp8tower.trace.mapfile import read_map
 from fp8tower.trace.nsys import load_nsys
 
-# FP8TOWER_FUZZ_EXAMPLES=2000 for a longer hunt; the default keeps each test a few seconds
-FUZZ = settings(
-    max_examples=int(os.environ.get("FP8TOWER_FUZZ_EXAMPLES", "60")),
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-)
+FUZZ = fuzz_settings(60)
 EXACT = 2**53
 NAMES = ["gemm", "void k<1>(int)", 'quo"te', "back\\slash", "é", ""]
 
-# Values a hostile or careless writer puts where a number belongs.
-HOSTILE = st.sampled_from(
-    [
-        math.nan,
-        math.inf,
-        -math.inf,
-        -1,
-        -0.5,
-        True,
-        False,
-        None,
-        "12",
-        [],
-        {},
-        2**63,
-        2**70,
-        -(2**64),
-        1e300,
-        2**53 + 1,
-    ]
-)
+HOSTILE = hostile(False, -(2**64), 2**53 + 1)
 GOOD_TIME = st.one_of(st.integers(0, 10**9), st.floats(0, 1e9, allow_nan=False))
 GOOD_DIMS = st.lists(st.integers(0, 2**31 - 1), min_size=0, max_size=3)
 
@@ -311,17 +285,7 @@ FIELDS = [
 def test_fuzz_manifest(tmp_path, edits):
     d = json.loads(json.dumps(GOOD_MANIFEST))
     for keys, value in edits:
-        target = d
-        for key in keys[:-1]:
-            try:
-                target = target[key]
-            except (KeyError, IndexError, TypeError):
-                target = None
-                break
-        if isinstance(target, dict) or (
-            isinstance(target, list) and target and isinstance(keys[-1], int)
-        ):
-            target[keys[-1]] = copy.deepcopy(value)  # sampled values are shared
+        set_path(d, keys, value)
     (tmp_path / "manifest.json").write_text(json.dumps(d))
     try:
         m = read_manifest(tmp_path)

@@ -39,6 +39,7 @@ from pathlib import Path
 
 import torch
 
+from .. import paths
 from ..formats import Fp8Weight, Scheme
 from ..problem import GemmProblem
 from . import Backend, act_quant
@@ -150,12 +151,8 @@ class BuildSpec:
 
 
 def cache_dir() -> Path:
-    """``<fp8tower cache dir>/cutlass``; the same rule as tuning.default_cache_dir (which sits
-    below the backends): FP8TOWER_CACHE_DIR, else $XDG_CACHE_HOME/fp8tower, else ~/.cache."""
-    env = os.environ.get("FP8TOWER_CACHE_DIR")
-    base = Path(env).expanduser() if env else \
-        Path(os.environ.get("XDG_CACHE_HOME") or "~/.cache").expanduser() / "fp8tower"
-    return base / "cutlass"
+    """``<fp8tower cache dir>/cutlass`` (fp8tower.paths.cache_dir)."""
+    return paths.cache_dir() / "cutlass"
 
 
 def build_key(spec: BuildSpec, *, source: str, nvcc_ver: str, cutlass_ver: str) -> str:

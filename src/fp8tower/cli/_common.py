@@ -3,7 +3,9 @@ startup."""
 
 from __future__ import annotations
 
+import json
 import sys
+from pathlib import Path
 
 import typer
 
@@ -37,3 +39,12 @@ def warn(message: str) -> None:
 def csv(text: str) -> list[str]:
     """'a, b,,c' -> ['a', 'b', 'c']."""
     return [t.strip() for t in text.split(",") if t.strip()]
+
+
+def write_json(path: Path, record, indent: int = 1) -> None:
+    """Write ``record`` as JSON (parent folders made); an OSError is one ``error:`` line."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(record, indent=indent) + "\n")
+    except OSError as e:
+        raise fail(f"cannot write {path}: {e.strerror or e}") from None

@@ -4,7 +4,6 @@ prints a rich table and writes the JSON record (DESIGN.md, "Measurement method")
 from __future__ import annotations
 
 import datetime
-import json
 import re
 import sys
 from pathlib import Path
@@ -15,6 +14,7 @@ import typer
 from ._common import console as _console
 from ._common import csv as _csv
 from ._common import fail as _fail
+from ._common import write_json
 
 app = typer.Typer(help="Benchmarks: the FP8 tower's decode step, arm by arm, side by side.",
                   no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
@@ -203,11 +203,7 @@ def tower(
         "timing": "cpu-eager wall clock" if not cuda else "CUDA events around graph replays",
         "rows": [asdict(r) for r in rows],
     }
-    try:
-        json_out.parent.mkdir(parents=True, exist_ok=True)
-        json_out.write_text(json.dumps(record, indent=1) + "\n")
-    except OSError as e:
-        raise _fail(f"cannot write {json_out}: {e.strerror or e}") from None
+    write_json(json_out, record)
     console.print(f"wrote {json_out}")
 
 
@@ -302,9 +298,5 @@ def generate(
         day = record["date"][:10]
         json_out = Path("benchmarks/results") / (
             f"generate_{_slug(model)}_{_slug(record['gpu']) if record['gpu'] else 'cpu'}_{day}.json")
-    try:
-        json_out.parent.mkdir(parents=True, exist_ok=True)
-        json_out.write_text(json.dumps(record, indent=1) + "\n")
-    except OSError as e:
-        raise _fail(f"cannot write {json_out}: {e.strerror or e}") from None
+    write_json(json_out, record)
     console.print(f"wrote {json_out}")

@@ -16,6 +16,7 @@ import typer
 
 from ._common import console as _console
 from ._common import fail as _fail
+from ._common import write_json
 
 HELP = """Report what a local checkpoint holds, as fp8tower reads it: its format (modelopt,
 compressed_tensors, block_fp8, fp8tower, or unquantized bf16 with --scheme), the scheme of each
@@ -121,7 +122,6 @@ def convert(
         "scale (the largest) instead of keeping one scale per member.")] = False,
 ) -> None:
     """What a checkpoint holds (format, schemes, ignored modules, merge groups, bytes)."""
-    import json
 
     from ..checkpoint import CheckpointError
     from ..hf.conversion import ConvertError
@@ -138,10 +138,7 @@ def convert(
         raise _fail(str(e)) from None
     _print(info, written)
     if json_out is not None:
-        try:
-            json_out.write_text(json.dumps({"checkpoint": info, "written": written}, indent=2))
-        except OSError as e:
-            raise _fail(f"{json_out}: cannot write the JSON report ({e.strerror})") from None
+        write_json(json_out, {"checkpoint": info, "written": written}, indent=2)
 
 
 convert.__doc__ = HELP

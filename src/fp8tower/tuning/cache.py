@@ -26,6 +26,7 @@ from typing import Any
 import torch
 
 from ..formats import Scheme
+from ..paths import cache_dir
 from ..problem import GemmProblem, dtype_name
 from ..provenance import versions
 
@@ -306,12 +307,7 @@ _META_KEYS = ("format", "gpu", "driver", "cuda", "torch", "triton", "fp8tower", 
               "cudnn_frontend", "cutlass")
 
 
-def default_cache_dir() -> Path:
-    """FP8TOWER_CACHE_DIR, else $XDG_CACHE_HOME/fp8tower, else ~/.cache/fp8tower."""
-    env = os.environ.get("FP8TOWER_CACHE_DIR")
-    if env:
-        return Path(env).expanduser()
-    return Path(os.environ.get("XDG_CACHE_HOME") or "~/.cache").expanduser() / "fp8tower"
+default_cache_dir = cache_dir  # the tuning cache's folder: fp8tower.paths' rule
 
 
 def cache_file_name(device_name: str) -> str:

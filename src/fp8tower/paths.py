@@ -1,0 +1,15 @@
+"""Where fp8tower keeps what it builds and measures on this machine (tuning caches, CUTLASS
+libraries): one rule for every module, whatever its layer."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def cache_dir() -> Path:
+    """FP8TOWER_CACHE_DIR, else $XDG_CACHE_HOME/fp8tower, else ~/.cache/fp8tower."""
+    env = os.environ.get("FP8TOWER_CACHE_DIR")
+    if env:
+        return Path(env).expanduser()
+    return Path(os.environ.get("XDG_CACHE_HOME") or "~/.cache").expanduser() / "fp8tower"
