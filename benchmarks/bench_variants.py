@@ -103,8 +103,36 @@ ARMS = {
         "sk_bn32_bk128": lambda p: _small(p, 32, 128, 20),
         "sk_bk128_pdl": lambda p: _with(_small(p, 64, 128, 20), pdl=True, prefetch=2),
     },
+    # One launch instead of two (issue #11: the eager host pays per launch; #12: a kernel
+    # boundary fewer): the GEMM quantizes x itself, channel_token after its own amax.
+    Scheme.CHANNEL_TOKEN: {
+        "cublaslt": None,
+        "base": kc.default_config,
+        "fused": lambda p: _with(kc.default_config(p), prequant=False, fused_amax=True),
+    },
+    Scheme.BLOCK128: {
+        "cublaslt": None,
+        "base": kc.default_config,
+        "fused": lambda p: _with(kc.default_config(p), prequant=False),
+    },
 }
 PLAN = {Scheme.WEIGHT_ONLY: (1, 16), Scheme.PER_TENSOR: (1, 16, 32)}
+
+
+def parse_plan(text: str) -> dict:
+    """"channel_token:1,8,32;block128:1" -> {Scheme: (1, 8, 32), ...}"""
+    plan = {}
+    for part in filter(None, (t.strip() for t in text.split(";"))):
+        name, _, ms = part.partition(":")
+        scheme = Scheme.parse(name)
+        if scheme not in ARMS:
+            raise SystemExit(f"--plan: no arms for {name!r}; schemes: "
+                             + ", ".join(s.value for s in ARMS))
+        try:
+            plan[scheme] = tuple(int(m) for m in ms.split(","))
+        except ValueError:
+            raise SystemExit(f"--plan: {part!r} is not SCHEME:M,M,...") from None
+    return plan
 
 
 def problem(m, n, k, scheme, cap):
@@ -165,14 +193,16 @@ def _x_for(m, k, g, wide):
     return x.bfloat16()
 
 
-def numerics(cap, shapes=((1024, 5120), (10240, 5120), (34816, 5120)), ms=(1, 16, 32)):
+def numerics(cap, shapes=((1024, 5120), (10240, 5120), (34816, 5120)), ms=(1, 16, 32),
+             plan=PLAN):
     from fp8tower import backends
     from fp8tower.backends import triton_gemm as tg
     from fp8tower.backends.reference import fp8_linear_ref
     from fp8tower.formats import quantize_weight, sqnr_db
 
     rows = []
-    for scheme, arms in ARMS.items():
+    for scheme in plan:
+        arms = ARMS[scheme]
         for n, k in shapes:
             g = torch.Generator(device="cuda").manual_seed(n + k)
             w = torch.randn(n, k, device="cuda", generator=g) * 0.02
@@ -215,7 +245,11 @@ def main(argv=None):
                     help="no GPU: print each arm's config and its sm_90 build facts")
     ap.add_argument("--budget-s", type=float, default=80.0,
                     help="stop timing (and save) once this much wall time has passed")
+    ap.add_argument("--plan", default=None,
+                    help="schemes and M values, e.g. 'channel_token:1,8,32;block128:1' "
+                         "(default: weight_only:1,16;per_tensor:1,16,32)")
     args = ap.parse_args(argv)
+    plan = parse_plan(args.plan) if args.plan else PLAN
     if args.dry_run:
         rows = dry_run()
         if args.json:
@@ -241,7 +275,7 @@ def main(argv=None):
     cap = torch.cuda.get_device_capability()
     l2 = l2_cache_bytes()
     res = {**provenance.record(),
-           "plan": {s.value: ms for s, ms in PLAN.items()}, "per_gemm": [], "chains": [],
+           "plan": {s.value: ms for s, ms in plan.items()}, "per_gemm": [], "chains": [],
            "numerics": [], "skipped": []}
 
     def save():
@@ -255,13 +289,13 @@ def main(argv=None):
             return True
         return False
 
-    rep = tg._precompile(jobs_for(cap))
+    rep = tg._precompile(jobs_for(cap, plan))
     res["precompile"] = rep.summary()
     print(rep.summary(), flush=True)
     ceilings = read_ceiling()
     ceiling = max(ceilings.values())
     res["read_ceiling_gbs"] = ceilings
-    res["numerics"] = numerics(cap)
+    res["numerics"] = numerics(cap, plan=plan)
     bad = [r for r in res["numerics"]
            if "error" in r or not r["finite"] or r["min_row_sqnr_db"] < 40]
     res["numerics_bad"] = bad
@@ -274,7 +308,7 @@ def main(argv=None):
         return call_with(cfg, p, w, x, out)
 
     sets, best = {}, {}  # best[(scheme, m, n, k)] = fastest Triton arm
-    for scheme, ms in PLAN.items():
+    for scheme, ms in plan.items():
         for s in SHAPES:
             n, k = map(int, s.split("x"))
             if over_budget(f"per_gemm {scheme.value} {s}"):
@@ -320,7 +354,10 @@ def main(argv=None):
     # Tower chains at M = 1: every weight read once per replay (2 sets x 9 shapes).
     shapes = [tuple(map(int, s.split("x"))) for s in SHAPES]
     chain_arms = {Scheme.WEIGHT_ONLY: ("base", "wo_f16", "wo_split8", "wo_split8_pt"),
-                  Scheme.PER_TENSOR: ("cublaslt", "base", "best_measured")}
+                  Scheme.PER_TENSOR: ("cublaslt", "base", "best_measured"),
+                  Scheme.CHANNEL_TOKEN: ("cublaslt", "base", "fused", "best_measured"),
+                  Scheme.BLOCK128: ("cublaslt", "base", "fused", "best_measured")}
+    chain_arms = {s: a for s, a in chain_arms.items() if s in plan}
     m = 1
     for scheme, arms in chain_arms.items():
         if not all((scheme, n, k) in sets for n, k in shapes):

@@ -6,6 +6,9 @@
 #   gplan    GPU tests of the launch plans only (tests/test_gpu_plan.py)
 #   tests    GPU tests: every backend against the reference on the tower shapes, plans, graphs
 #   variants kernel variants against the Triton default (benchmarks/bench_variants.py, #12)
+#   variants_q  one launch against pre-pass + GEMM: channel_token fused amax, block128 in-kernel
+#            quant (bench_variants.py --plan, #11/#12)
+#   retune_b128 retune block128 (27B tower and Qwen3-8B shapes) with the in-kernel quant
 #   host     host time of one eager call per scheme against nn.Linear (bench_host.py, #11)
 #   tune     tune the 27B tower's GEMMs per scheme from a cold cache (all backends; #4, #13)
 #   fourway  cuBLASLt / cuDNN / CUTLASS / Triton / auto per shape and M (bench_fourway.py, #13)
@@ -69,6 +72,12 @@ for s in $STEPS; do
     gplan) step gplan 90 $PY -m pytest -q -m gpu -p no:cacheprovider --timeout 60 tests/test_gpu_plan.py ;;
     tests) step tests 240 $PY -m pytest -q -m gpu -p no:cacheprovider --timeout 60 tests ;;
     variants) step variants 110 $PY benchmarks/bench_variants.py --json "$V/variants.json" --budget-s 80 ;;
+    variants_q) step variants_q 200 $PY benchmarks/bench_variants.py --json "$V/variants_q.json" \
+                  --plan "channel_token:1,8,32;block128:1,8,32" --budget-s 170 ;;
+    retune_b128) step retune_b128_27b 120 $FP8 tune --model qwen3.5-27b --m 1,8,16,32 --scheme block128 \
+                   --max-configs 4 --retune
+                 step retune_b128_8b 90 $FP8 tune --shapes 4096x4096,1024x4096,12288x4096,4096x12288 \
+                   --m 1 --scheme block128 --max-configs 4 --retune ;;
     host) step host 60 $PY benchmarks/bench_host.py --shapes 4096x4096,17408x5120 --m 1 \
             --json "$V/host.json" ;;
     hostbe) for be in ${HOST_BACKENDS:-triton cublaslt cutlass cudnn auto}; do  # the eager cost of each backend's path

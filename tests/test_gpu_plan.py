@@ -91,3 +91,26 @@ def test_channel_token_fused_amax_is_bit_exact_on_gpu(m, split):
     pre = triton_gemm._run(x, w, packed, config=cfg)
     fused = triton_gemm._run(x, w, packed, config={**cfg, "fused_amax": True})
     torch.testing.assert_close(fused, pre, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("m", [1, 5, 16, 33])
+@pytest.mark.parametrize("scheme", [Scheme.CHANNEL_TOKEN, Scheme.BLOCK128])
+def test_in_kernel_quant_is_bit_exact_on_gpu(m, scheme):
+    """x quantized in the GEMM (channel_token's fused amax, block128's per-group scales)
+    divides by one reciprocal per scale plus an FMA correction (fp8_gemm._div_by_scale):
+    the pre-pass's exact division, bit for bit, on values spread over 12 binades."""
+    from fp8tower.backends import triton_gemm
+
+    n, k = 2048, 4096
+    g = torch.Generator(device="cuda").manual_seed(100 + m)
+    w = quantize_weight(torch.randn(n, k, device="cuda", generator=g) * 0.02, scheme)
+    x = torch.randn(m, k, device="cuda", generator=g)
+    x = (x * torch.exp2(torch.randint(-6, 6, (m, k), device="cuda", generator=g))).bfloat16()
+    packed = triton_gemm.BACKEND.packed_for(w)
+    cfg = {"block_n": 64, "block_k": 256, "split_k": 2, "num_warps": 4, "num_stages": 3}
+    fused_cfg = {**cfg, "prequant": False}
+    if scheme is Scheme.CHANNEL_TOKEN:
+        fused_cfg["fused_amax"] = True
+    pre = triton_gemm._run(x, w, packed, config={**cfg, "prequant": scheme is Scheme.BLOCK128})
+    fused = triton_gemm._run(x, w, packed, config=fused_cfg)
+    torch.testing.assert_close(fused, pre, rtol=0, atol=0)

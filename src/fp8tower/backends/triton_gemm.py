@@ -23,7 +23,7 @@ from ..kernels.configs import (
     block_m_for,
     configs,
     default_config,
-    wave_fits,
+    priority_configs,
     waves,
     x_is_fp8,
 )
@@ -165,7 +165,7 @@ BACKEND = Backend(
     run=_run,
     configs=configs,
     default_config=default_config,
-    priority_configs=wave_fits,
+    priority_configs=priority_configs,
     precompile=_precompile,
     untuned_defers_to=untuned_defers_to,
 )

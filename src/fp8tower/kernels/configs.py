@@ -144,16 +144,26 @@ def wave_fits(p: GemmProblem) -> list[dict]:
         return []  # its W staging compiles smaller than programs_per_sm assumes (M = 32)
     base = _tile_default(p)
     floor = wave_fill(base, p) + 0.1
-    same_tile = ("block_n", "block_k", "num_warps", "prequant")
+    same_tile = ("block_n", "block_k", "num_warps", "prequant", "fused_amax")
     best: dict[bool, tuple] = {}  # one wave or not -> (key, cfg)
     for cfg in _candidates(p, base)[1:]:
-        if any(cfg[f] != base[f] for f in same_tile) or wave_fill(cfg, p) < floor:
+        if any(cfg.get(f) != base.get(f) for f in same_tile) or wave_fill(cfg, p) < floor:
             continue
         key = (wave_fill(cfg, p), -abs(cfg["split_k"] - base["split_k"]), cfg["num_stages"])
         family = waves(cfg, p) <= 1.0
         if family not in best or key > best[family][0]:
             best[family] = (key, cfg)
     return [best[f][1] for f in (True, False) if f in best]
+
+
+def priority_configs(p: GemmProblem) -> list[dict]:
+    """What the tuner times first after the default: ``wave_fits``, then the default tile
+    with x quantized the other way (in the GEMM or by the pre-pass / channel_token's fused
+    amax): one launch or two is the choice that moves eager host time most (issue #11)."""
+    base = default_config(p)
+    twins = [c for c in _candidates(p, base)[1:]
+             if all(c[f] == base[f] for f in ("block_n", "block_k", "split_k", "num_stages"))]
+    return wave_fits(p) + twins[:1]
 
 
 def configs(p: GemmProblem) -> list[dict]:
@@ -167,7 +177,13 @@ def configs(p: GemmProblem) -> list[dict]:
 def _candidates(p: GemmProblem, base: dict) -> list[dict]:
     """``configs`` around ``base`` (first)."""
     block_m = block_m_for(p.m)
-    prequants = (False, True) if p.scheme in (Scheme.PER_TENSOR, Scheme.BLOCK128) else (False,)
+    # How x gets quantized: in the GEMM or by a pre-pass launch (per_tensor, block128); for
+    # channel_token, by the pre-pass or by the GEMM after its own per-token amax.
+    x_modes = ({"prequant": False}, {"prequant": True})
+    if p.scheme is Scheme.CHANNEL_TOKEN:
+        x_modes = ({"prequant": False}, {"prequant": False, "fused_amax": True})
+    elif p.scheme is Scheme.WEIGHT_ONLY:
+        x_modes = ({"prequant": False},)
     out = [base]
     for block_n, block_k in ((64, 256), (32, 256), (64, 512), (128, 256), (64, 128), (32, 512)):
         tiles = -(-p.n // block_n) * -(-p.m // block_m)
@@ -178,10 +194,10 @@ def _candidates(p: GemmProblem, base: dict) -> list[dict]:
             if not (H200_SMS // 2 <= tiles * split <= 8 * H200_SMS) and split > 1:
                 continue
             for stages in (4, 3):
-                for pre in prequants:
+                for mode in x_modes:
                     cfg = {"block_n": block_n, "block_k": block_k, "split_k": split,
                            "num_warps": 8 if block_n == 128 else 4, "num_stages": stages,
-                           "prequant": pre}
+                           **mode}
                     if smem_bytes(cfg, block_m) <= _SMEM_BUDGET and cfg not in out:
                         out.append(cfg)
     # Near the default first: same tile, then split-K closest to the default's.
@@ -192,12 +208,11 @@ def _candidates(p: GemmProblem, base: dict) -> list[dict]:
 
 
 # channel_token "fused_amax" (kernels/fp8_gemm.py): no pre-pass launch; each program takes
-# its tokens' amax over all of K itself. Exact (the pre-pass's bits), but not searched: on
-# the H200 (2026-12-01, `fp8tower tune --scheme channel_token --retune`, 27B tower and
-# Qwen3-8B shapes, M = 1..16) it ran 1.7-4.7x SLOWER than the pre-pass + GEMM (4096x4096
-# M=1: 33.35 vs 10.58 us; 16384x5120: 126.0 vs 28.96): its amax loop is a serial chain of
-# masked loads before the pipelined loop, and every element takes an exact division
-# (results/tuning_cache_fused_amax_H200_2026-12-01.json).
+# its tokens' amax over all of K itself (the pre-pass's bits). Its first version ran 1.7-4.7x
+# SLOWER than pre-pass + GEMM on the H200 (2026-12-01, 4096x4096 M=1: 33.35 vs 10.58 us;
+# results/tuning_cache_fused_amax_H200_2026-12-01.json): a serial chain of BLOCK_K-wide
+# amax loads, and an exact division per element. Now: 8192-element amax steps with two
+# loads in flight, and one division per token (kernels/fp8_gemm._div_by_scale): searched.
 
 
 def x_is_fp8(scheme: Scheme, act_is_fp8: bool, cfg: dict) -> bool:

@@ -265,11 +265,9 @@ class Fp8Linear(nn.Module):
                 if (e.weight is w and e.scale is s and e.input_scale is i and e.bias is b["bias"]
                         and e.generation == dispatch._generation
                         and (not e.versioned or e.versions == (
-                            w._version, s._version, -1 if i is None else i._version))):
-                    x2 = x.view(e.m, self.in_features) if x.is_contiguous() else None
-                    if x2 is not None:
-                        y = e.run(x2)
-                        return y if x.dim() == 2 else y.view(*x.shape[:-1], self.out_features)
+                            w._version, s._version, -1 if i is None else i._version))
+                        and x.is_contiguous()):
+                    return e.run(x)  # y in x's leading shape (plan.py: no views)
             return self._forward_planned(x)
         return self._forward_unplanned(x)
 
@@ -290,14 +288,13 @@ class Fp8Linear(nn.Module):
         b = self._buffers
         if len(self._plans) >= _plan.MAX_PLANS_PER_MODULE:
             self._plans.clear()
-        p = _plan.build(x2, weight, bias=b["bias"], out_dtype=out_dtype, backend=self.backend)
+        p = _plan.build(x, weight, bias=b["bias"], out_dtype=out_dtype, backend=self.backend)
         tensors = (b["weight"], b["weight_scale"], b["input_scale"])
         versioned = not any(t is not None and t.is_inference() for t in tensors)
         self._plans[(x.shape, x.dtype, x.device)] = _PlanEntry(
             p, m, *tensors, b["bias"], dispatch._generation, versioned,
             _versions(*tensors) if versioned else None)
-        y = p(x2)
-        return y if x.dim() == 2 else y.view(*x.shape[:-1], self.out_features)
+        return p(x)
 
     def _forward_unplanned(self, x: torch.Tensor) -> torch.Tensor:
         if torch.compiler.is_compiling():

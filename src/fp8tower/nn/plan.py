@@ -57,12 +57,17 @@ class DirectLaunch:
     compiled kernel's own launcher (``CompiledKernel.run``) with the same arguments, where
     only the tensors at ``dynamic`` positions change.
 
-    Equivalent to the generic path because the specialization cannot change: every other
-    argument is the same object, and the dynamic tensors are checked to be 16-byte aligned
-    when the first launch's were (Triton specializes pointers on 16-byte alignment). Falls
-    back to the generic launch when the direct one is unavailable (the CPU interpreter, a
-    Triton whose ``CompiledKernel`` lacks ``run``/``function``/``packed_metadata``), on
-    another device, or for unaligned tensors. ``direct_launches`` counts the direct ones.
+    Pointers go to the direct launcher as integers (``data_ptr()``): for a tensor, Triton's
+    launcher calls its ``data_ptr`` and asks the driver whether the pointer is a device one
+    (``cuPointerGetAttribute``), on every launch and for every pointer; an integer is taken
+    as it is. The plan's own tensors (W, scales, buffers) are kept alive by ``args``; the
+    dynamic ones are on the plan's device (its key). Equivalent to the generic path because
+    the specialization cannot change: every other argument is the same object, and the
+    dynamic tensors are checked to be 16-byte aligned when the first launch's were (Triton
+    specializes pointers on 16-byte alignment). Falls back to the generic launch when the
+    direct one is unavailable (the CPU interpreter, a Triton whose ``CompiledKernel`` lacks
+    ``run``/``function``/``packed_metadata``), on another device, or for unaligned tensors.
+    ``direct_launches`` counts the direct ones.
     """
 
     def __init__(self, jitfn, grid, args, kwargs, dynamic: tuple[int, ...], device: torch.device):
@@ -78,20 +83,24 @@ class DirectLaunch:
 
     def __call__(self, *tensors) -> None:
         full = self.full_args
-        if full is not None and self._direct_ok(tensors):
+        if full is not None and _CURRENT_DEVICE() == self.device_index:
             full = full.copy()
-            for pos, t in zip(self.dynamic_full, tensors):
-                full[pos] = t
-            c = self.compiled
-            stream = _RAW_STREAM(self.device_index)
-            g = self.grid
-            rt = self.knobs.runtime  # as JITFunction.run does (profiler hooks included)
-            enter = rt.launch_enter_hook  # launch_metadata is None without it (triton 3.4+)
-            c.run(g[0], g[1], g[2], stream, c.function, c.packed_metadata,
-                  None if enter is None else c.launch_metadata(g, stream, *full), enter,
-                  rt.launch_exit_hook, *full)
-            self.direct_launches += 1
-            return
+            for pos, t in zip(self.dynamic, tensors):
+                ptr = t.data_ptr()
+                if ptr % 16 and self.aligned:
+                    break
+                full[pos] = ptr
+            else:
+                c = self.compiled
+                stream = _RAW_STREAM(self.device_index)
+                g = self.grid
+                rt = self.knobs.runtime  # as JITFunction.run does (profiler hooks included)
+                enter = rt.launch_enter_hook  # launch_metadata is None without it (triton 3.4+)
+                c.run(g[0], g[1], g[2], stream, c.function, c.packed_metadata,
+                      None if enter is None else c.launch_metadata(g, stream, *full), enter,
+                      rt.launch_exit_hook, *full)
+                self.direct_launches += 1
+                return
         args = self.args.copy()
         for pos, t in zip(self.dynamic, tensors):
             args[pos] = t
@@ -106,7 +115,8 @@ class DirectLaunch:
         return not self.aligned or all(t.data_ptr() % 16 == 0 for t in tensors)
 
     def _bind(self, compiled) -> None:
-        """Keep ``compiled`` and the full argument list in the kernel's parameter order."""
+        """Keep ``compiled`` and the full argument list in the kernel's parameter order, the
+        plan's own tensors as their device pointers."""
         self.knobs = _triton_knobs()
         if self.knobs is None or compiled is None:
             return
@@ -122,8 +132,8 @@ class DirectLaunch:
         compiled.run  # noqa: B018 (loads the module: compiled.function is set after this)
         if getattr(compiled, "function", None) is None:
             return
-        self.full_args = [values[n] for n in names]
-        self.dynamic_full = self.dynamic  # positional args come first, in order
+        self.full_args = [v.data_ptr() if isinstance(v, torch.Tensor) else v
+                          for v in (values[n] for n in names)]
         self.compiled = compiled
 
 
@@ -152,7 +162,8 @@ _CURRENT_DEVICE = getattr(torch._C, "_cuda_getDevice", None) or torch.cuda.curre
 
 
 class Plan:
-    """One resolved call: ``plan(x2) -> y`` for a contiguous 2-D x of the planned shape."""
+    """One resolved call: ``plan(x) -> y`` for a contiguous x of the planned shape (..., K);
+    y is (..., N). The kernels take x's pointer as it is: no 2-D view per call."""
 
     __slots__ = ("__weakref__", "backend", "config", "launches", "m", "run")
 
@@ -160,32 +171,39 @@ class Plan:
         self.backend, self.config, self.m, self.run = backend, config, m, run
         self.launches = tuple(launches)
 
-    def __call__(self, x2: torch.Tensor) -> torch.Tensor:
-        return self.run(x2)
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        return self.run(x)
 
     @property
     def direct_launches(self) -> int:
         return sum(d.direct_launches for d in self.launches)
 
 
-def build(x2: torch.Tensor, weight, *, bias, out_dtype, backend) -> Plan:
-    """Resolve (backend, config) for x2 (M, K) and bind everything that does not change."""
+def build(x: torch.Tensor, weight, *, bias, out_dtype, backend) -> Plan:
+    """Resolve (backend, config) for a contiguous x (..., K) and bind everything that does
+    not change."""
     from .. import dispatch
     from ..problem import GemmProblem
 
+    x2 = x.view(-1, weight.k)
     problem = GemmProblem.for_call(x2, weight, out_dtype, None)
     be, config = dispatch.resolve(problem, backend)
     packed = be.packed_for(weight)
+    out_shape = (*x.shape[:-1], weight.n)
     one_launch_quant = x2.dtype != FP8_DTYPE and not (
         weight.scheme is Scheme.PER_TENSOR and weight.act_scale is None)  # no global amax
     if be.name == "triton" and one_launch_quant:
-        return _triton_plan(x2, weight, packed, be, config, bias=bias, out_dtype=out_dtype)
+        return _triton_plan(x2, weight, packed, be, config, bias=bias, out_dtype=out_dtype,
+                            out_shape=out_shape)
     if be.name in QUANT_FIRST and one_launch_quant and x2.is_cuda:
-        return _quant_first_plan(x2, weight, packed, be, config, bias=bias, out_dtype=out_dtype)
+        return _quant_first_plan(x2, weight, packed, be, config, bias=bias, out_dtype=out_dtype,
+                                 out_shape=out_shape)
+    shape2 = x2.shape
 
     def run(x, be=be, weight=weight, packed=packed, bias=bias, out_dtype=out_dtype, config=config):
-        return be.run(x, weight, packed, act_scale=None, bias=bias, out_dtype=out_dtype,
-                      config=config)
+        y = be.run(x.view(shape2), weight, packed, act_scale=None, bias=bias,
+                   out_dtype=out_dtype, config=config)
+        return y.view(out_shape)
 
     return Plan(be, config, x2.shape[0], run)
 
@@ -199,7 +217,7 @@ def build(x2: torch.Tensor, weight, *, bias, out_dtype, backend) -> Plan:
 QUANT_FIRST = ("cublaslt", "cutlass")  # cuDNN keys its graphs by the input dtype: not here
 
 
-def _quant_first_plan(x2, weight, packed, be, config, *, bias, out_dtype) -> Plan:
+def _quant_first_plan(x2, weight, packed, be, config, *, bias, out_dtype, out_shape) -> Plan:
     from ..kernels import act_quant as aq
 
     static = weight.act_scale.float().reshape(1) if weight.scheme is Scheme.PER_TENSOR else None
@@ -209,12 +227,13 @@ def _quant_first_plan(x2, weight, packed, be, config, *, bias, out_dtype) -> Pla
     def run(x, run=be.run, weight=weight, packed=packed, bias=bias, out_dtype=out_dtype,
             config=config):
         quant(x)
-        return run(q, weight, packed, act_scale=s, bias=bias, out_dtype=out_dtype, config=config)
+        y = run(q, weight, packed, act_scale=s, bias=bias, out_dtype=out_dtype, config=config)
+        return y.view(out_shape)
 
     return Plan(be, config, x2.shape[0], run, [quant])
 
 
-def _triton_plan(x2, weight, packed, be, config, *, bias, out_dtype) -> Plan:
+def _triton_plan(x2, weight, packed, be, config, *, bias, out_dtype, out_shape) -> Plan:
     from ..backends import triton_gemm as tg
     from ..kernels import configs, fp8_gemm
 
@@ -263,7 +282,8 @@ def _triton_plan(x2, weight, packed, be, config, *, bias, out_dtype) -> Plan:
     )
     dynamic = (2,) if x_fp8 else (1, 2)  # y; and x when the GEMM reads it
     gemm = DirectLaunch(fp8_gemm._fp8_gemm_decode_kernel, grid, args, kw, dynamic, device)
-    shape = (m, n)
+    shape = out_shape  # y is written through its pointer with row stride N: any contiguous
+    # tensor of M * N elements will do, so it is allocated in the caller's shape
 
     if quant is not None:
         def run(x):
@@ -273,7 +293,8 @@ def _triton_plan(x2, weight, packed, be, config, *, bias, out_dtype) -> Plan:
             return y
     elif x_fp8:  # CPU interpreter: torch quantization into the plan's buffer
         def run(x):
-            q2, _ = tg.quantize_act(x, scheme, xs if scheme is Scheme.PER_TENSOR else None)
+            q2, _ = tg.quantize_act(x.view(m, -1), scheme,
+                                    xs if scheme is Scheme.PER_TENSOR else None)
             gemm_x.copy_(q2)
             if scheme is not Scheme.PER_TENSOR:
                 xs.copy_(_)
