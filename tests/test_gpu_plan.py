@@ -114,3 +114,26 @@ def test_in_kernel_quant_is_bit_exact_on_gpu(m, scheme):
     pre = triton_gemm._run(x, w, packed, config={**cfg, "prequant": scheme is Scheme.BLOCK128})
     fused = triton_gemm._run(x, w, packed, config=fused_cfg)
     torch.testing.assert_close(fused, pre, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("scheme", [Scheme.CHANNEL_TOKEN, Scheme.BLOCK128], ids=str)
+def test_eager_plan_is_one_launch_and_graphs_keep_the_dispatch_choice(scheme):
+    """With backend auto, an eager channel_token / block128 call runs one Triton launch
+    (x quantized in the GEMM, plan.eager_one_launch); a captured call runs the dispatch
+    choice unplanned: the plan's launches do not move during the capture."""
+    n, k, m = 4096, 4096, 1
+    g = torch.Generator(device="cuda").manual_seed(7)
+    w = quantize_weight(torch.randn(n, k, device="cuda", generator=g) * 0.02, scheme)
+    planned = Fp8Linear.from_weight(w, None)
+    plain = Fp8Linear.from_weight(w, None)
+    plain.use_plans = False
+    tol = {"rtol": 1e-2, "atol": 1e-3}  # another tile / backend may sum in another order
+    for _ in range(3):
+        x = torch.randn(m, k, device="cuda", generator=g).bfloat16()
+        torch.testing.assert_close(planned(x), plain(x), **tol)
+    (entry,) = planned._plans.values()
+    assert entry.eager_only and entry.plan.backend.name == "triton"
+    assert len(entry.plan.launches) == 1 and entry.plan.direct_launches > 0
+    before = entry.plan.direct_launches
+    _graph_replay_matches(planned, plain, m, k, g, **tol)
+    assert entry.plan.direct_launches == before

@@ -195,3 +195,42 @@ def test_quant_first_plan_hands_the_backend_fp8_x_and_its_scales(interpret, sche
         torch.testing.assert_close(p(x), fp8_linear_ref(x, weight), rtol=0, atol=0)
     want = {Scheme.PER_TENSOR: (), Scheme.CHANNEL_TOKEN: (3,), Scheme.BLOCK128: (3, 2)}[scheme]
     assert seen == [(FP8_DTYPE, want)] * 2
+
+
+# ------------------------------------------------------------ eager one-launch plans
+
+
+def test_eager_one_launch_twin(interpret):
+    """Eager channel_token / block128 calls at M <= 16 take the Triton GEMM that quantizes x
+    itself; per_tensor, larger M and an explicitly named non-Triton backend keep theirs."""
+    from fp8tower import backends
+    from fp8tower.kernels import configs as kc
+    from fp8tower.nn.plan import EAGER_ONE_LAUNCH_MAX_M, eager_one_launch
+    from fp8tower.problem import GemmProblem
+
+    triton, ref = backends.get("triton"), backends.get("reference")
+    for scheme, extra in ((Scheme.CHANNEL_TOKEN, {"fused_amax": True}), (Scheme.BLOCK128, {})):
+        p = GemmProblem(1, 4096, 4096, scheme, capability=(9, 0))
+        base = kc.default_config(p)
+        assert kc.x_is_fp8(scheme, False, base)  # the default takes the pre-pass
+        be, cfg = eager_one_launch(p, triton, base, "auto")
+        assert be is triton and cfg == {**base, "prequant": False, **extra}
+        assert not kc.x_is_fp8(scheme, False, cfg)
+        assert eager_one_launch(p, ref, None, "auto")[1] == cfg  # another winner: Triton's default tile
+        assert eager_one_launch(p, triton, cfg, "auto") is None  # already one launch
+        assert eager_one_launch(p, ref, None, "reference") is None  # named: kept
+        big = GemmProblem(EAGER_ONE_LAUNCH_MAX_M + 1, 4096, 4096, scheme, capability=(9, 0))
+        assert eager_one_launch(big, triton, kc.default_config(big), "auto") is None
+    p = GemmProblem(1, 4096, 4096, Scheme.PER_TENSOR, capability=(9, 0), static_act_scale=True)
+    assert eager_one_launch(p, triton, kc.default_config(p), "auto") is None
+
+
+@pytest.mark.parametrize("scheme", [Scheme.CHANNEL_TOKEN, Scheme.BLOCK128])
+def test_eager_one_launch_plan_equals_the_pre_pass_pair(interpret, scheme):
+    """The eager plan's single launch gives the unplanned (pre-pass + GEMM) bits."""
+    planned, plain = _pair(scheme, n=80, k=384, backend="triton")
+    for seed in range(2):
+        x = _x((2, 1, 384), scheme, seed)
+        torch.testing.assert_close(planned(x), plain(x), rtol=0, atol=0)
+    (entry,) = planned._plans.values()
+    assert entry.eager_only and len(entry.plan.launches) == 1

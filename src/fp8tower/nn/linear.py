@@ -95,11 +95,16 @@ def _capturing(x: torch.Tensor) -> bool:
     return x.is_cuda and torch.cuda.is_current_stream_capturing()
 
 
+# torch.cuda.is_current_stream_capturing() without its Python frame (CPU builds: never)
+_IS_CAPTURING = getattr(torch._C, "_cuda_isCurrentStreamCapturing", lambda: False)
+
+
 class _PlanEntry:
     """A cached launch plan and the buffers (and their versions) it was built from."""
 
     __slots__ = (
         "bias",
+        "eager_only",
         "generation",
         "input_scale",
         "m",
@@ -113,6 +118,7 @@ class _PlanEntry:
 
     def __init__(self, plan, m, weight, scale, input_scale, bias, generation, versioned, versions):
         self.plan, self.run, self.m = plan, plan.run, m  # run: one call frame less per call
+        self.eager_only = plan.eager_only
         self.weight, self.scale, self.input_scale, self.bias = weight, scale, input_scale, bias
         self.generation, self.versioned, self.versions = generation, versioned, versions
 
@@ -267,6 +273,8 @@ class Fp8Linear(nn.Module):
                         and (not e.versioned or e.versions == (
                             w._version, s._version, -1 if i is None else i._version))
                         and x.is_contiguous()):
+                    if e.eager_only and x.is_cuda and _IS_CAPTURING():
+                        return self._forward_unplanned(x)  # a graph: the dispatch choice
                     return e.run(x)  # y in x's leading shape (plan.py: no views)
             return self._forward_planned(x)
         return self._forward_unplanned(x)
@@ -294,6 +302,10 @@ class Fp8Linear(nn.Module):
         self._plans[(x.shape, x.dtype, x.device)] = _PlanEntry(
             p, m, *tensors, b["bias"], dispatch._generation, versioned,
             _versions(*tensors) if versioned else None)
+        if p.eager_only and x.is_cuda:
+            # Compile (and load) the dispatch choice now, eagerly: captured calls will run it,
+            # and a kernel cannot be compiled during a capture.
+            self._forward_unplanned(x)
         return p(x)
 
     def _forward_unplanned(self, x: torch.Tensor) -> torch.Tensor:

@@ -165,11 +165,12 @@ class Plan:
     """One resolved call: ``plan(x) -> y`` for a contiguous x of the planned shape (..., K);
     y is (..., N). The kernels take x's pointer as it is: no 2-D view per call."""
 
-    __slots__ = ("__weakref__", "backend", "config", "launches", "m", "run")
+    __slots__ = ("__weakref__", "backend", "config", "eager_only", "launches", "m", "run")
 
     def __init__(self, backend, config, m, run, launches=()):
         self.backend, self.config, self.m, self.run = backend, config, m, run
         self.launches = tuple(launches)
+        self.eager_only = False  # True: not the dispatch choice; captured calls go unplanned
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         return self.run(x)
@@ -188,10 +189,16 @@ def build(x: torch.Tensor, weight, *, bias, out_dtype, backend) -> Plan:
     x2 = x.view(-1, weight.k)
     problem = GemmProblem.for_call(x2, weight, out_dtype, None)
     be, config = dispatch.resolve(problem, backend)
-    packed = be.packed_for(weight)
     out_shape = (*x.shape[:-1], weight.n)
     one_launch_quant = x2.dtype != FP8_DTYPE and not (
         weight.scheme is Scheme.PER_TENSOR and weight.act_scale is None)  # no global amax
+    twin = eager_one_launch(problem, be, config, backend) if one_launch_quant else None
+    if twin is not None:  # eager only: a captured call takes the dispatch choice
+        plan = _triton_plan(x2, weight, twin[0].packed_for(weight), twin[0], twin[1],
+                            bias=bias, out_dtype=out_dtype, out_shape=out_shape)
+        plan.eager_only = True
+        return plan
+    packed = be.packed_for(weight)
     if be.name == "triton" and one_launch_quant:
         return _triton_plan(x2, weight, packed, be, config, bias=bias, out_dtype=out_dtype,
                             out_shape=out_shape)
@@ -206,6 +213,44 @@ def build(x: torch.Tensor, weight, *, bias, out_dtype, backend) -> Plan:
         return y.view(out_shape)
 
     return Plan(be, config, x2.shape[0], run)
+
+
+# Eager decode is host-bound: one Qwen3-8B-shaped step took ~30 ms of host time in eager
+# mode against ~8-10 ms of GPU time under a CUDA graph (results/generate_qwen3-8b_*), so an
+# eager call's cost is its launches, not its GPU time. Where the dispatch choice needs two
+# launches (channel_token / block128: the activation pre-pass + the GEMM), an eager plan runs
+# the Triton GEMM that quantizes x itself (one launch; the same quantized x bit for bit,
+# kernels/fp8_gemm.py), slower on the GPU (H200 2026-12-01, M = 1..8, 27B tower shapes:
+# channel_token 0.8-1.35x, block128 1.0-2.1x the pre-pass pair; results/variants_q_*)
+# but 8-10 us of host time cheaper (results/host_*). Captured calls (CUDA graphs, where the
+# GPU time is all that counts) keep the dispatch choice: Fp8Linear sends them unplanned.
+EAGER_ONE_LAUNCH_MAX_M = 16
+
+
+def eager_one_launch(problem, be, config, backend):
+    """(triton backend, its one-launch config) for an eager call of ``problem`` whose
+    dispatch choice (``be``, ``config``) takes two launches; None where it takes one, for
+    another scheme, M > EAGER_ONE_LAUNCH_MAX_M, or a backend the caller named other than
+    "triton" (an explicit choice is kept)."""
+    from ..backends import get
+    from ..kernels import configs
+
+    scheme = problem.scheme
+    if scheme not in (Scheme.CHANNEL_TOKEN, Scheme.BLOCK128) or problem.m > EAGER_ONE_LAUNCH_MAX_M:
+        return None
+    name = backend.name if hasattr(backend, "name") else backend
+    if name not in ("auto", "triton"):
+        return None
+    triton = be if be.name == "triton" else get("triton")
+    if triton.unavailable_reason() is not None or triton.check(problem) is not None:
+        return None
+    base = config if be.name == "triton" and config else configs.default_config(problem)
+    if not configs.x_is_fp8(scheme, False, base):
+        return None if be.name == "triton" else (triton, base)
+    cfg = {**base, "prequant": False}
+    if scheme is Scheme.CHANNEL_TOKEN:
+        cfg["fused_amax"] = True
+    return triton, cfg
 
 
 # Backends whose GEMM takes FP8 activations from our separate quant launch
