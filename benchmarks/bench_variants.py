@@ -109,6 +109,12 @@ ARMS = {
         "cublaslt": None,
         "base": kc.default_config,
         "fused": lambda p: _with(kc.default_config(p), prequant=False, fused_amax=True),
+        # W's first tiles asked of L2 before the amax loop: the weight stream starts while
+        # the program still reads x
+        "fused_pf4": lambda p: _with(kc.default_config(p), prequant=False, fused_amax=True,
+                                     prefetch=4),
+        "fused_pf8": lambda p: _with(kc.default_config(p), prequant=False, fused_amax=True,
+                                     prefetch=8),
     },
     Scheme.BLOCK128: {
         "cublaslt": None,

@@ -73,7 +73,7 @@ for s in $STEPS; do
     tests) step tests 240 $PY -m pytest -q -m gpu -p no:cacheprovider --timeout 60 tests ;;
     variants) step variants 110 $PY benchmarks/bench_variants.py --json "$V/variants.json" --budget-s 80 ;;
     variants_q) step variants_q 200 $PY benchmarks/bench_variants.py --json "$V/variants_q.json" \
-                  --plan "channel_token:1,8,32;block128:1,8,32" --budget-s 170 ;;
+                  --plan "${VARIANTS_PLAN:-channel_token:1,8,32;block128:1,8,32}" --budget-s 170 ;;
     retune_b128) step retune_b128_27b 120 $FP8 tune --model qwen3.5-27b --m 1,8,16,32 --scheme block128 \
                    --max-configs 4 --retune
                  step retune_b128_8b 90 $FP8 tune --shapes 4096x4096,1024x4096,12288x4096,4096x12288 \

@@ -4,7 +4,7 @@ same bits as the unplanned path (Triton's generic launcher), also under a CUDA g
 import pytest
 import torch
 
-from fp8tower.formats import Scheme, quantize_weight
+from fp8tower.formats import Scheme, quantize_weight, sqnr_db
 from fp8tower.nn.linear import Fp8Linear
 
 pytestmark = pytest.mark.gpu
@@ -127,13 +127,13 @@ def test_eager_plan_is_one_launch_and_graphs_keep_the_dispatch_choice(scheme):
     planned = Fp8Linear.from_weight(w, None)
     plain = Fp8Linear.from_weight(w, None)
     plain.use_plans = False
-    tol = {"rtol": 1e-2, "atol": 1e-3}  # another tile / backend may sum in another order
-    for _ in range(3):
+    for _ in range(3):  # another tile or backend (CUTLASS: FP8 fast accumulation) may sum
+        # in another order: bf16-ulp differences, so the same quantized operands by SQNR
         x = torch.randn(m, k, device="cuda", generator=g).bfloat16()
-        torch.testing.assert_close(planned(x), plain(x), **tol)
+        assert sqnr_db(plain(x).double(), planned(x)) >= 40
     (entry,) = planned._plans.values()
     assert entry.eager_only and entry.plan.backend.name == "triton"
     assert len(entry.plan.launches) == 1 and entry.plan.direct_launches > 0
     before = entry.plan.direct_launches
-    _graph_replay_matches(planned, plain, m, k, g, **tol)
+    _graph_replay_matches(planned, plain, m, k, g, rtol=1e-2, atol=1e-2)  # the same choice
     assert entry.plan.direct_launches == before
