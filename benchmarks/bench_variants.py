@@ -79,6 +79,12 @@ def _wo_split8_pt(p):
     return None if cfg == _wo_split8(p) else cfg
 
 
+_PDL_PAIR_ARMS = {
+    "pdl": lambda p: _with(kc.default_config(p), pdl=True),
+    "pdl_pf2": lambda p: _with(kc.default_config(p), pdl=True, prefetch=2),
+    "pdl_pf4": lambda p: _with(kc.default_config(p), pdl=True, prefetch=4),
+}
+
 ARMS = {
     Scheme.WEIGHT_ONLY: {
         "base": kc.default_config,
@@ -109,17 +115,17 @@ ARMS = {
         "cublaslt": None,
         "base": kc.default_config,
         "fused": lambda p: _with(kc.default_config(p), prequant=False, fused_amax=True),
-        # W's first tiles asked of L2 before the amax loop: the weight stream starts while
-        # the program still reads x
-        "fused_pf4": lambda p: _with(kc.default_config(p), prequant=False, fused_amax=True,
-                                     prefetch=4),
-        "fused_pf8": lambda p: _with(kc.default_config(p), prequant=False, fused_amax=True,
-                                     prefetch=8),
+        # (2026-12-01: fused + an L2 prefetch of W before the amax loop, 4 or 8 tiles, was
+        # slower still: results/variants_q_ct_H200_2026-12-01.json)
+        # The pre-pass and the GEMM both launched with PDL: the pre-pass triggers at once,
+        # the GEMM asks L2 for its first W tiles, then waits for the pre-pass's q
+        **_PDL_PAIR_ARMS,
     },
     Scheme.BLOCK128: {
         "cublaslt": None,
         "base": kc.default_config,
         "fused": lambda p: _with(kc.default_config(p), prequant=False),
+        **_PDL_PAIR_ARMS,
     },
 }
 PLAN = {Scheme.WEIGHT_ONLY: (1, 16), Scheme.PER_TENSOR: (1, 16, 32)}
@@ -361,8 +367,8 @@ def main(argv=None):
     shapes = [tuple(map(int, s.split("x"))) for s in SHAPES]
     chain_arms = {Scheme.WEIGHT_ONLY: ("base", "wo_f16", "wo_split8", "wo_split8_pt"),
                   Scheme.PER_TENSOR: ("cublaslt", "base", "best_measured"),
-                  Scheme.CHANNEL_TOKEN: ("cublaslt", "base", "fused", "best_measured"),
-                  Scheme.BLOCK128: ("cublaslt", "base", "fused", "best_measured")}
+                  Scheme.CHANNEL_TOKEN: ("cublaslt", "base", "pdl", "pdl_pf2", "best_measured"),
+                  Scheme.BLOCK128: ("cublaslt", "base", "pdl", "pdl_pf2", "best_measured")}
     chain_arms = {s: a for s, a in chain_arms.items() if s in plan}
     m = 1
     for scheme, arms in chain_arms.items():

@@ -105,7 +105,7 @@ for s in $STEPS; do
     trace2) step trace2 120 $FP8 trace capture --model qwen3.5-27b --arm unmerged --backend auto --m 32 \
               --scheme channel_token --out "$V/trace_ct_m32_auto"
             step trace2_attr 60 $FP8 trace attribute "$V/trace_ct_m32_auto" --json "$V/trace2_attr.json" ;;
-    gen8b) step gen8b 200 $FP8 bench generate --model qwen3-8b --batch 1 --context 512 --steps 16 \
+    gen8b) step gen8b 200 $FP8 bench generate --model qwen3-8b --batch 1 --context 512 --steps 16 --rounds ${GEN8B_ROUNDS:-5} \
              --arms ${GEN8B_ARMS:-bf16,fp8:per_tensor,fp8:per_tensor:merged,fp8:channel_token,fp8:block128,torchao:per_row,torchao:per_tensor,transformers:block128} \
              --json "$V/gen8b.json" ;;
     gen8b_triton) step gen8b_triton 200 $FP8 bench generate --model qwen3-8b --batch 1 --context 512 \

@@ -36,6 +36,10 @@ def test_bench_generate_tiny_hybrid_cpu(tmp_path):
     fp8 = rows["fp8:per_tensor"]
     assert fp8["linears_swapped"] == 31 and fp8["eager_ms"] > 0 and fp8["skipped"] is None
     assert fp8["eager_speedup_vs_bf16"] > 0
+    assert fp8["eager_min_ms"] == pytest.approx(min(fp8["eager_rounds_ms"]), abs=1e-3)
+    paired = sorted(a / c for a, c in zip(fp8["eager_rounds_ms"], rows["bf16"]["eager_rounds_ms"]))
+    assert fp8["eager_paired_ratio_vs_bf16"] == pytest.approx(paired[1], abs=2e-3)
+    assert rows["bf16"]["eager_paired_ratio_vs_bf16"] == 1.0
     try:
         import torchao  # noqa: F401
     except ImportError:
@@ -61,6 +65,8 @@ def test_bench_generate_one_at_a_time(tmp_path):
     assert rec["interleaved"] is False and "--one-at-a-time" in rec["command"]
     assert [(r["arm"], len(r["eager_rounds_ms"])) for r in rec["rows"]] == [
         ("fp8:block128", 2), ("bf16", 2)]
+    # rounds of arms timed one after another are not pairs
+    assert all(r["eager_paired_ratio_vs_bf16"] is None for r in rec["rows"])
 
 
 def test_bench_generate_transformers_fp8_arm_runs_or_says_why(tmp_path):

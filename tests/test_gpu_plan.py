@@ -137,3 +137,41 @@ def test_eager_plan_is_one_launch_and_graphs_keep_the_dispatch_choice(scheme):
     before = entry.plan.direct_launches
     _graph_replay_matches(planned, plain, m, k, g, rtol=1e-2, atol=1e-2)  # the same choice
     assert entry.plan.direct_launches == before
+
+
+@pytest.mark.parametrize("scheme", [Scheme.CHANNEL_TOKEN, Scheme.BLOCK128], ids=str)
+@pytest.mark.parametrize("m", [1, 8])
+def test_pdl_pre_pass_pair_is_exact_planned_and_in_a_graph(scheme, m):
+    """Pre-pass + GEMM both launched with PDL (the pre-pass triggers at once, the GEMM
+    prefetches W and waits): the bits of the plain pair, through a plan's direct launches
+    (which carry the PDL launch attribute) and replayed in a CUDA graph, several in a row."""
+    from fp8tower.backends import triton_gemm
+    from fp8tower.kernels import configs as kc
+    from fp8tower.nn import plan as _plan
+    from fp8tower.problem import GemmProblem
+
+    n, k = 4096, 5120
+    g = torch.Generator(device="cuda").manual_seed(11)
+    w = quantize_weight(torch.randn(n, k, device="cuda", generator=g) * 0.02, scheme)
+    packed = triton_gemm.BACKEND.packed_for(w)
+    base = kc.default_config(GemmProblem(m, n, k, scheme, capability=(9, 0)))
+    assert kc.x_is_fp8(scheme, False, base)
+    cfg = {**base, "pdl": True, "prefetch": 2}
+    x = torch.randn(m, k, device="cuda", generator=g).bfloat16()
+    p = _plan._triton_plan(x, w, packed, triton_gemm.BACKEND, cfg, bias=None,
+                           out_dtype=torch.bfloat16, out_shape=(m, n))
+    for _ in range(3):
+        x = torch.randn(m, k, device="cuda", generator=g).bfloat16()
+        want = triton_gemm._run(x, w, packed, config=base)
+        torch.testing.assert_close(p(x), want, rtol=0, atol=0)
+        torch.testing.assert_close(triton_gemm._run(x, w, packed, config=cfg), want, rtol=0, atol=0)
+    assert p.direct_launches > 0
+    xs = [torch.randn(m, k, device="cuda", generator=g).bfloat16() for _ in range(3)]
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        ys = [p(xi) for xi in xs]  # three pairs back to back: each waits for the one before
+    for xi in xs:
+        xi.copy_(torch.randn(m, k, device="cuda", generator=g).bfloat16())
+    graph.replay()
+    for xi, yi in zip(xs, ys):
+        torch.testing.assert_close(yi, triton_gemm._run(xi, w, packed, config=base), rtol=0, atol=0)

@@ -16,15 +16,17 @@ _HAS_TRITON = importlib.util.find_spec("triton") is not None
 
 
 def quantize(
-    x: torch.Tensor, scheme: Scheme, static_scale: torch.Tensor | None = None
+    x: torch.Tensor, scheme: Scheme, static_scale: torch.Tensor | None = None, pdl: bool = False
 ) -> tuple[torch.Tensor, torch.Tensor]:
+    """``pdl``: the one-launch kernel is launched with programmatic dependent launch, to
+    overlap the GEMM that follows (kernels/act_quant.py); ignored by the torch math."""
     one_launch = x.is_cuda and _HAS_TRITON and not (
         scheme is Scheme.PER_TENSOR and static_scale is None
     )
     if one_launch:
         from ..kernels.act_quant import quantize as triton_quantize
 
-        return triton_quantize(x, scheme, static_scale)
+        return triton_quantize(x, scheme, static_scale, pdl=pdl)
     q, s = quantize_activation(x, scheme, static_scale)
     return q, s
 

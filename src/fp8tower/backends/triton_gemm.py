@@ -114,9 +114,9 @@ def _run(x, weight, packed, *, act_scale=None, bias=None, out_dtype=torch.bfloat
                 static = (x.abs().amax().float() / FP8_MAX).clamp_min(MIN_SCALE)
             xs = static.float().reshape(1)
             if x_fp8:  # the pre-pass
-                x, _ = quantize_act(x, scheme, xs)
+                x, _ = quantize_act(x, scheme, xs, pdl=cfg.get("pdl", False))
     elif x_fp8:  # channel_token, or block128 with the pre-pass
-        x, xs = quantize_act(x, scheme)
+        x, xs = quantize_act(x, scheme, pdl=cfg.get("pdl", False))
         xs_stride = xs.stride(0) if xs.dim() == 2 else 1
     block_m = block_m_for(m)
     grid_m = -(-m // block_m)

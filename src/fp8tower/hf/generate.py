@@ -47,6 +47,7 @@ class GenerateResult:
     context: int
     steps: int
     eager_ms: float | None = None  # median of the eager rounds
+    eager_min_ms: float | None = None  # the fastest round (host noise only adds)
     eager_rounds_ms: list[float] = field(default_factory=list)
     graph_ms: float | None = None
     eager_tok_s: float | None = None
@@ -263,6 +264,7 @@ def finish(live: _Live, device: torch.device, graph: bool) -> GenerateResult:
     if res.skipped is None:
         res.eager_rounds_ms = [round(v, 3) for v in live.rounds_ms]
         res.eager_ms = statistics.median(live.rounds_ms)
+        res.eager_min_ms = min(live.rounds_ms)
         res.eager_tok_s = res.batch * 1e3 / res.eager_ms
         if graph and device.type == "cuda":
             with torch.inference_mode():
@@ -399,13 +401,19 @@ def bench_generate(model: str, arms: list[str], batches: list[int], *, context: 
         for kind in ("eager", "graph"):
             ms, bms = getattr(r, f"{kind}_ms"), getattr(b, f"{kind}_ms", None) if b else None
             row[f"{kind}_speedup_vs_bf16"] = round(bms / ms, 3) if ms and bms else None
+        # Interleaved rounds i of two arms ran back to back: the median of their per-round
+        # time ratios cancels the host's drift across rounds (arm / bf16: > 1 is slower)
+        pairs = list(zip(r.eager_rounds_ms, b.eager_rounds_ms)) if b and interleave else []
+        row["eager_paired_ratio_vs_bf16"] = (
+            round(statistics.median(a / c for a, c in pairs), 3) if pairs else None)
         rows.append(row)
     return {
         "schema": SCHEMA, "model": model, "model_type": config.model_type,
         "context": context, "steps": steps, "rounds": rounds, "interleaved": interleave,
         "backend": backend,
         "units": {"ms": "milliseconds per decode step (eager: wall clock over `steps` steps "
-                        "with one sync at the end, median of `rounds` rounds, interleaved "
+                        "with one sync at the end, median of `rounds` rounds (eager_min_ms: "
+                        "the fastest round), interleaved "
                         "across arms when `interleaved`; graph: CUDA events over replays)",
                   "tok_s": "batch tokens per second"},
         **provenance(command, dev), "rows": rows,

@@ -1,11 +1,19 @@
 """One-launch FP8 activation quantization (Triton): per-tensor static, per-token, 1x128 groups.
 
 Division is IEEE round-to-nearest (div_rn), so results equal formats.quantize_* bit for bit
-on the GPU. (The CPU interpreter's fp32->fp8 cast rounds wrongly when rounding carries into
+on the GPU.
+
+PDL (constexpr; launched with ``launch_pdl``): the kernel first lets the next one launch
+(``gdc_launch_dependents``: the GEMM that reads q, which streams its weights meanwhile; its
+own ``gdc_wait`` holds its reads of q until this grid has finished), then waits for the
+previous kernel (``gdc_wait``) before it reads x. So a pre-pass + GEMM pair launched with PDL
+overlaps the GEMM's start with the pre-pass instead of adding a kernel boundary. (The CPU interpreter's fp32->fp8 cast rounds wrongly when rounding carries into
 the exponent: test it there only with values that quantize exactly; see DESIGN.md.)
 """
 
 from __future__ import annotations
+
+import os
 
 import torch
 import triton
@@ -18,8 +26,11 @@ from ..formats import BLOCK, FP8_DTYPE, FP8_MAX, MIN_SCALE, Scheme
 def _fp8_act_quant_kernel(
     x_ptr, q_ptr, s_ptr, static_ptr, K, stride_xm, stride_qm, stride_sm,
     GROUP: tl.constexpr, BLOCK_G: tl.constexpr, STATIC: tl.constexpr,
-    FMAX: tl.constexpr, SMIN: tl.constexpr,
+    FMAX: tl.constexpr, SMIN: tl.constexpr, PDL: tl.constexpr = False,
 ):
+    if PDL:  # never under the interpreter (quantize_args): it has no griddepcontrol
+        tl.extra.cuda.gdc_launch_dependents()
+        tl.extra.cuda.gdc_wait()
     row = tl.program_id(0)
     g = tl.program_id(1)
     lane = tl.arange(0, BLOCK_G)
@@ -37,10 +48,11 @@ def _fp8_act_quant_kernel(
 
 def quantize_args(
     x: torch.Tensor, scheme: Scheme, static_scale: torch.Tensor | None = None,
-    q: torch.Tensor | None = None, s_out: torch.Tensor | None = None,
+    q: torch.Tensor | None = None, s_out: torch.Tensor | None = None, pdl: bool = False,
 ):
     """(grid, args, kwargs, q, scale) of one launch of ``_fp8_act_quant_kernel``; ``q`` and
-    ``s_out`` (the outputs) are allocated unless given (a cached launch plan reuses its own)."""
+    ``s_out`` (the outputs) are allocated unless given (a cached launch plan reuses its own).
+    ``pdl``: launched with programmatic dependent launch (module doc; GPU only)."""
     m, k = x.shape
     if q is None:
         q = torch.empty(m, k, dtype=FP8_DTYPE, device=x.device)
@@ -57,8 +69,12 @@ def quantize_args(
             s_out = torch.empty(m, ng, dtype=torch.float32, device=x.device)
         grid, static, s, stride_s = (m, ng), False, s_out, ng
     args = (x, q, s_out, s, k, x.stride(0), q.stride(0), stride_s)
+    pdl = pdl and os.environ.get("TRITON_INTERPRET") != "1"
+    # PDL always passed: a launch plan binds every parameter by name (nn/plan.py)
     kwargs = {"GROUP": group, "BLOCK_G": triton.next_power_of_2(group), "STATIC": static,
-                  "FMAX": FP8_MAX, "SMIN": MIN_SCALE}
+              "FMAX": FP8_MAX, "SMIN": MIN_SCALE, "PDL": pdl}
+    if pdl:
+        kwargs["launch_pdl"] = True
     if scheme is Scheme.PER_TENSOR:
         scale = s
     elif scheme is Scheme.CHANNEL_TOKEN:
@@ -69,13 +85,13 @@ def quantize_args(
 
 
 def quantize(
-    x: torch.Tensor, scheme: Scheme, static_scale: torch.Tensor | None = None
+    x: torch.Tensor, scheme: Scheme, static_scale: torch.Tensor | None = None, pdl: bool = False
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """(M, K) bf16/fp16/fp32 -> (FP8 (M, K), scale) in one launch.
+    """(M, K) bf16/fp16/fp32 -> (FP8 (M, K), scale) in one launch (``pdl``: see the module doc).
 
     Scale shapes: per_tensor () (static only: a dynamic per-tensor scale needs a global
     reduction, see act_quant.quantize), channel_token (M,), block128 (M, ceil(K/128)).
     """
-    grid, args, kwargs, q, scale = quantize_args(x.contiguous(), scheme, static_scale)
+    grid, args, kwargs, q, scale = quantize_args(x.contiguous(), scheme, static_scale, pdl=pdl)
     _fp8_act_quant_kernel[grid](*args, **kwargs)
     return q, scale

@@ -120,8 +120,6 @@ class DirectLaunch:
         self.knobs = _triton_knobs()
         if self.knobs is None or compiled is None:
             return
-        if self.kwargs.get("launch_pdl"):
-            return  # PDL is a launch attribute that CompiledKernel.run is not known to carry
         if not all(hasattr(compiled, a) for a in ("run", "packed_metadata", "launch_metadata")):
             return
         names = list(getattr(self.jitfn, "arg_names", ()))
@@ -266,7 +264,9 @@ def _quant_first_plan(x2, weight, packed, be, config, *, bias, out_dtype, out_sh
     from ..kernels import act_quant as aq
 
     static = weight.act_scale.float().reshape(1) if weight.scheme is Scheme.PER_TENSOR else None
-    grid, args, kw, q, s = aq.quantize_args(x2, weight.scheme, static)
+    # a GEMM launched with PDL (CUTLASS "pf") overlaps its start with this pre-pass
+    pdl = isinstance(config, dict) and bool(config.get("pdl"))
+    grid, args, kw, q, s = aq.quantize_args(x2, weight.scheme, static, pdl=pdl)
     quant = DirectLaunch(aq._fp8_act_quant_kernel, grid, args, kw, (0,), x2.device)
 
     def run(x, run=be.run, weight=weight, packed=packed, bias=bias, out_dtype=out_dtype,
@@ -302,7 +302,7 @@ def _triton_plan(x2, weight, packed, be, config, *, bias, out_dtype, out_shape) 
         if on_gpu:
             from ..kernels import act_quant as aq
 
-            grid, args, kw, q, s = aq.quantize_args(x2, scheme, static)
+            grid, args, kw, q, s = aq.quantize_args(x2, scheme, static, pdl=cfg.get("pdl", False))
             quant = DirectLaunch(aq._fp8_act_quant_kernel, grid, args, kw, (0,), device)
         else:  # the interpreter's Triton backend quantizes with torch (backends/act_quant.py)
             q, s = tg.quantize_act(x2, scheme, static)
