@@ -10,7 +10,8 @@
 #            quant (bench_variants.py --plan, #11/#12)
 #   retune_b128 retune block128 (27B tower and Qwen3-8B shapes) with the in-kernel quant
 #   host     host time of one eager call per scheme against nn.Linear (bench_host.py, #11)
-#   tune     tune the 27B tower's GEMMs per scheme from a cold cache (all backends; #4, #13)
+#   tune     tune the 27B tower's GEMMs per scheme (all backends; #4, #13): from a cold cache,
+#            or the carried one (TUNE_FLAGS=--retune: tune again; TUNE_8B=1: the 8B's shapes too)
 #   fourway  cuBLASLt / cuDNN / CUTLASS / Triton / auto per shape and M (bench_fourway.py, #13)
 #   retune_ct  retune channel_token (27B tower and Qwen3-8B shapes): the fused_amax variants
 #   tower_ct the 27B tower, merged + auto, channel_token only
@@ -86,7 +87,12 @@ for s in $STEPS; do
             done ;;
     explain) step dispatch_explain 30 $FP8 dispatch --explain ;;
     tune) for sc in per_tensor channel_token block128; do
-            step "tune_$sc" 150 $FP8 tune --model qwen3.5-27b --m 1,8,16,32 --scheme $sc --max-configs 4
+            step "tune_$sc" 150 $FP8 tune --model qwen3.5-27b --m 1,8,16,32 --scheme $sc --max-configs 4 \
+              ${TUNE_FLAGS:-}
+          done
+          [ -n "${TUNE_8B:-}" ] && for sc in channel_token block128; do  # the 8B's own shapes too
+            step "tune8b_$sc" 90 $FP8 tune --shapes 4096x4096,1024x4096,12288x4096,4096x12288 \
+              --m 1 --scheme $sc --max-configs 4 ${TUNE_FLAGS:-}
           done
           step dispatch_explain 30 $FP8 dispatch --explain ;;
     retune_ct) step retune_ct_27b 120 $FP8 tune --model qwen3.5-27b --m 1,8,16,32 --scheme channel_token \

@@ -261,6 +261,37 @@ def test_fused_amax_is_searched_for_channel_token_only():
                        if not kc.default_config(p).get("fused_amax")), scheme
 
 
+def test_pre_pass_defaults_pair_with_pdl_and_both_are_searched():
+    """A default that runs a pre-pass launches it and the GEMM with PDL (configs.PDL_PAIR);
+    one-launch defaults and FP8 x given do not; the tuner sees pre-pass configs both ways,
+    and times the default tile quantized the other way early (priority_configs)."""
+    import dataclasses
+
+    from fp8tower.formats import FP8_DTYPE
+    from fp8tower.kernels import configs as kc
+
+    cases = [(Scheme.CHANNEL_TOKEN, 1, True), (Scheme.BLOCK128, 1, True),
+             (Scheme.PER_TENSOR, 1, False), (Scheme.PER_TENSOR, 32, True),
+             (Scheme.WEIGHT_ONLY, 1, False)]
+    for scheme, m, paired in cases:
+        p = GemmProblem(m, 4096, 4096, scheme, capability=(9, 0),
+                        static_act_scale=scheme is Scheme.PER_TENSOR)
+        base = kc.default_config(p)
+        assert bool(base.get("pdl")) == paired and bool(base.get("prefetch")) == paired, scheme
+        space = kc.configs(p)
+        pre = [c for c in space if kc.x_is_fp8(scheme, False, c)]
+        assert all(c.get("pdl") in (None, True) for c in space)
+        if pre:
+            assert {bool(c.get("pdl")) for c in pre} == {False, True}, scheme
+        assert not any(c.get("pdl") for c in space if not kc.x_is_fp8(scheme, False, c))
+        if scheme is not Scheme.WEIGHT_ONLY:  # (one way to take x: no twin)
+            twin = kc.priority_configs(p)[-1]
+            assert kc.x_is_fp8(scheme, False, twin) != kc.x_is_fp8(scheme, False, base)
+    given = dataclasses.replace(GemmProblem(32, 4096, 4096, Scheme.PER_TENSOR, capability=(9, 0),
+                                            static_act_scale=True), act_dtype=FP8_DTYPE)
+    assert not any(c.get("pdl") for c in [kc.default_config(given), *kc.configs(given)])
+
+
 def test_fp8_activations_without_their_scale_are_refused_by_for_gemm():
     """A plan hands cuBLASLt/CUTLASS FP8 x with the quantizer's scales; FP8 x without any
     scale is a clear error, not a silent unit scale."""

@@ -213,8 +213,10 @@ def test_eager_one_launch_twin(interpret):
         p = GemmProblem(1, 4096, 4096, scheme, capability=(9, 0))
         base = kc.default_config(p)
         assert kc.x_is_fp8(scheme, False, base)  # the default takes the pre-pass
+        assert base["pdl"] and base["prefetch"]  # the pre-pass pair runs with PDL
         be, cfg = eager_one_launch(p, triton, base, "auto")
-        assert be is triton and cfg == {**base, "prequant": False, **extra}
+        plain = {k: v for k, v in base.items() if k not in ("pdl", "prefetch")}
+        assert be is triton and cfg == {**plain, "prequant": False, **extra}
         assert not kc.x_is_fp8(scheme, False, cfg)
         assert eager_one_launch(p, ref, None, "auto")[1] == cfg  # another winner: Triton's default tile
         assert eager_one_launch(p, triton, cfg, "auto") is None  # already one launch

@@ -53,6 +53,24 @@ def _prequant_default(p: GemmProblem) -> bool:
     return p.scheme is Scheme.BLOCK128 or (p.scheme is Scheme.PER_TENSOR and p.m >= 32)
 
 
+# A pre-pass + GEMM pair launched with PDL (kernels/act_quant.py, kernels/fp8_gemm.py): the
+# pre-pass lets the GEMM launch at once, the GEMM asks L2 for its first 2 W tiles and waits
+# for q. H200, 2026-12-01 (results/variants_q_pdl_H200_2026-12-01.json, 27B tower shapes,
+# M = 1 and 8, cold L2, CUDA graph): 34 of 36 channel_token / block128 GEMMs faster than the
+# plain pair, by up to 1.7 us (block128 1024x5120: 8.6 -> 6.9 us), the two others within
+# 4%; the tower-like chain 4.4% (channel_token) and 5.1% (block128) faster, 2.7-4.7% with an
+# elementwise kernel between GEMMs. (A GEMM alone, launched with PDL after a kernel that is
+# not, lost up to 3%: results/chain_pdl_prefetch_H200_2026-11-30.json; so only pairs.)
+PDL_PAIR = {"pdl": True, "prefetch": 2}
+
+
+def with_pdl_pair(p: GemmProblem, cfg: dict) -> dict:
+    """``cfg`` with ``PDL_PAIR`` where it runs a pre-pass launch (not for FP8 x given)."""
+    if p.act_dtype == FP8_DTYPE or not x_is_fp8(p.scheme, False, cfg):
+        return cfg
+    return {**cfg, **PDL_PAIR}
+
+
 def _tile_default(p: GemmProblem) -> dict:
     """A sensible config without tuning. From the H200 sweep (2026-11-29,
     benchmarks/sweep_triton.py): BLOCK_N 64 x BLOCK_K 256 with split-K sized to ~2 programs
@@ -66,7 +84,7 @@ def _tile_default(p: GemmProblem) -> dict:
         or (p.scheme is not Scheme.WEIGHT_ONLY and programs_per_sm(cfg, p) < 2)
     ):
         cfg["num_stages"] -= 1
-    return cfg
+    return with_pdl_pair(p, cfg)
 
 
 def default_config(p: GemmProblem) -> dict:
@@ -101,7 +119,8 @@ def default_config(p: GemmProblem) -> dict:
         # tile alone (other tiles compile up to 32% smaller), so elsewhere keep the tile.
         return base
     any_tile = [c for c in _candidates(p, base)
-                if waves(c, p) <= 1.0 and c["prequant"] == base["prequant"]]
+                if waves(c, p) <= 1.0 and c["prequant"] == base["prequant"]
+                and c.get("pdl") == base.get("pdl")]
     if any_tile:
         return max(any_tile, key=lambda c: (wave_fill(c, p), c["block_k"], -c["split_k"]))
     return base
@@ -144,7 +163,7 @@ def wave_fits(p: GemmProblem) -> list[dict]:
         return []  # its W staging compiles smaller than programs_per_sm assumes (M = 32)
     base = _tile_default(p)
     floor = wave_fill(base, p) + 0.1
-    same_tile = ("block_n", "block_k", "num_warps", "prequant", "fused_amax")
+    same_tile = ("block_n", "block_k", "num_warps", "prequant", "fused_amax", "pdl", "prefetch")
     best: dict[bool, tuple] = {}  # one wave or not -> (key, cfg)
     for cfg in _candidates(p, base)[1:]:
         if any(cfg.get(f) != base.get(f) for f in same_tile) or wave_fill(cfg, p) < floor:
@@ -162,7 +181,8 @@ def priority_configs(p: GemmProblem) -> list[dict]:
     amax): one launch or two is the choice that moves eager host time most (issue #11)."""
     base = default_config(p)
     twins = [c for c in _candidates(p, base)[1:]
-             if all(c[f] == base[f] for f in ("block_n", "block_k", "split_k", "num_stages"))]
+             if all(c[f] == base[f] for f in ("block_n", "block_k", "split_k", "num_stages"))
+             and x_is_fp8(p.scheme, False, c) != x_is_fp8(p.scheme, False, base)]
     return wave_fits(p) + twins[:1]
 
 
@@ -179,11 +199,15 @@ def _candidates(p: GemmProblem, base: dict) -> list[dict]:
     block_m = block_m_for(p.m)
     # How x gets quantized: in the GEMM or by a pre-pass launch (per_tensor, block128); for
     # channel_token, by the pre-pass or by the GEMM after its own per-token amax.
-    x_modes = ({"prequant": False}, {"prequant": True})
+    # Pre-pass modes come with and without PDL_PAIR.
+    x_modes = ({"prequant": False}, {"prequant": True, **PDL_PAIR}, {"prequant": True})
     if p.scheme is Scheme.CHANNEL_TOKEN:
-        x_modes = ({"prequant": False}, {"prequant": False, "fused_amax": True})
+        x_modes = ({"prequant": False, **PDL_PAIR}, {"prequant": False},
+                   {"prequant": False, "fused_amax": True})
     elif p.scheme is Scheme.WEIGHT_ONLY:
         x_modes = ({"prequant": False},)
+    if p.act_dtype == FP8_DTYPE:  # FP8 x given: no pre-pass to pair with
+        x_modes = tuple(m for m in x_modes if "pdl" not in m)
     out = [base]
     for block_n, block_k in ((64, 256), (32, 256), (64, 512), (128, 256), (64, 128), (32, 512)):
         tiles = -(-p.n // block_n) * -(-p.m // block_m)

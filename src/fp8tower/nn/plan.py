@@ -245,7 +245,9 @@ def eager_one_launch(problem, be, config, backend):
     base = config if be.name == "triton" and config else configs.default_config(problem)
     if not configs.x_is_fp8(scheme, False, base):
         return None if be.name == "triton" else (triton, base)
-    cfg = {**base, "prequant": False}
+    # no PDL: that pairs a pre-pass with its GEMM (kernels/configs.PDL_PAIR)
+    cfg = {k: v for k, v in base.items() if k not in ("pdl", "prefetch")}
+    cfg["prequant"] = False
     if scheme is Scheme.CHANNEL_TOKEN:
         cfg["fused_amax"] = True
     return triton, cfg
