@@ -6,7 +6,12 @@ Two measures per arm, microseconds per call:
   sees: host-bound when the host cost per call exceeds the GPU's);
 - ``idle_us``: one call timed by time.perf_counter with the GPU idle (synchronized before),
   median over calls: the host cost alone.
-Ratios are to nn.Linear bf16 measured in the same run.
+Ratios are to nn.Linear bf16 measured in the same run. The arms are timed in ``--rounds``
+interleaved rounds (every arm once per round, in turn) and each measure is the median over
+rounds: the host drifts between slow and fast phases lasting seconds (2026-12-01: the same
+planned call took 16 us in one arm-after-arm run and 27 us in the next,
+results/host_one_launch_H200_2026-12-01/), which must not fall on one arm alone.
+``b2b_paired_ratio`` is the median over rounds of the arm's / nn.Linear's time of that round.
 
     python benchmarks/bench_host.py                       # 4096x4096 and 17408x5120, M=1
     python benchmarks/bench_host.py --shapes 4096x4096 --m 1,8 --json out.json
@@ -57,6 +62,8 @@ def _arms(n: int, k: int, backend: str):
 
 
 def measure(fn, x, calls: int, idle_calls: int) -> dict:
+    """One round of one arm: back-to-back seconds per call (with and without the final
+    synchronize) and the idle-GPU seconds of each of ``idle_calls`` single calls."""
     with torch.inference_mode():
         for _ in range(20):
             fn(x)
@@ -74,9 +81,26 @@ def measure(fn, x, calls: int, idle_calls: int) -> dict:
             fn(x)
             idle.append(time.perf_counter() - t)
         torch.cuda.synchronize()
-    return {"b2b_us": round(t_all / calls * 1e6, 2), "b2b_host_only_us": round(t_host / calls * 1e6, 2),
-            "idle_us": round(statistics.median(idle) * 1e6, 2),
-            "idle_p10_us": round(sorted(idle)[len(idle) // 10] * 1e6, 2)}
+    return {"b2b": t_all / calls, "host": t_host / calls, "idle": idle}
+
+
+def summarize(rounds: list[dict], base_rounds: list[dict] | None) -> dict:
+    """Medians over rounds (us) and the ratios to the base arm (nn.Linear)."""
+    med = statistics.median
+    idle = sorted(v for r in rounds for v in r["idle"])
+    out = {"b2b_us": round(med(r["b2b"] for r in rounds) * 1e6, 2),
+           "b2b_host_only_us": round(med(r["host"] for r in rounds) * 1e6, 2),
+           "idle_us": round(med(idle) * 1e6, 2),
+           "idle_p10_us": round(idle[len(idle) // 10] * 1e6, 2),
+           "b2b_rounds_us": [round(r["b2b"] * 1e6, 2) for r in rounds]}
+    if base_rounds:
+        base_b2b = med(r["b2b"] for r in base_rounds)
+        base_idle = med(v for r in base_rounds for v in r["idle"])
+        out["b2b_ratio"] = round(med(r["b2b"] for r in rounds) / base_b2b, 2)
+        out["idle_ratio"] = round(med(idle) / base_idle, 2)
+        out["b2b_paired_ratio"] = round(med(r["b2b"] / b["b2b"]
+                                            for r, b in zip(rounds, base_rounds)), 2)
+    return out
 
 
 def main(argv=None) -> None:
@@ -86,6 +110,8 @@ def main(argv=None) -> None:
     ap.add_argument("--backend", default="triton", help="Fp8Linear backend (auto tunes first)")
     ap.add_argument("--calls", type=int, default=2000)
     ap.add_argument("--idle-calls", type=int, default=300)
+    ap.add_argument("--rounds", type=int, default=5,
+                    help="interleaved rounds (calls and idle calls are split over them)")
     ap.add_argument("--json", default=None, help="output (default benchmarks/results/host_<gpu>_<date>.json)")
     args = ap.parse_args(argv)
     if not torch.cuda.is_available():
@@ -99,28 +125,34 @@ def main(argv=None) -> None:
         arms = _arms(n, k, args.backend)
         for m in (int(v) for v in args.m.split(",")):
             x = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
-            base = None
+            timed: dict[str, list] = {name: [] for name, _ in arms}
+            errors: dict[str, str] = {}
+            for _ in range(args.rounds):
+                for name, fn in arms:
+                    if name in errors:
+                        continue
+                    try:
+                        timed[name].append(measure(fn, x, max(1, args.calls // args.rounds),
+                                                   max(1, args.idle_calls // args.rounds)))
+                    except (ValueError, RuntimeError, NotImplementedError) as e:
+                        # a backend that does not serve this scheme: recorded, not fatal
+                        errors[name] = f"{type(e).__name__}: {str(e).splitlines()[0]}"
+            base = timed[arms[0][0]] or None
             for name, fn in arms:
-                try:
-                    r = {"arm": name, "n": n, "k": k, "m": m,
-                         **measure(fn, x, args.calls, args.idle_calls)}
-                except (ValueError, RuntimeError, NotImplementedError) as e:
-                    # a backend that does not serve this scheme: recorded, not fatal
-                    rows.append({"arm": name, "n": n, "k": k, "m": m,
-                                 "error": f"{type(e).__name__}: {str(e).splitlines()[0]}"})
-                    print(f"{n}x{k} M={m} {name:42s} {rows[-1]['error']}", flush=True)
+                if name in errors:
+                    rows.append({"arm": name, "n": n, "k": k, "m": m, "error": errors[name]})
+                    print(f"{n}x{k} M={m} {name:42s} {errors[name]}", flush=True)
                     continue
-                if base is None:
-                    base = r
-                r["b2b_ratio"] = round(r["b2b_us"] / base["b2b_us"], 2)
-                r["idle_ratio"] = round(r["idle_us"] / base["idle_us"], 2)
+                r = {"arm": name, "n": n, "k": k, "m": m, **summarize(timed[name], base)}
                 plan = next(iter(getattr(fn, "_plans", {}).values()), None)
                 if plan is not None:
                     r["plan_backend"] = plan.plan.backend.name
                     r["direct_launches"] = plan.plan.direct_launches
+                    r["launches_per_call"] = len(plan.plan.launches)
                 rows.append(r)
-                print(f"{n}x{k} M={m} {name:42s} b2b {r['b2b_us']:7.1f} us ({r['b2b_ratio']:.2f}x)  "
-                      f"idle {r['idle_us']:7.1f} us ({r['idle_ratio']:.2f}x)", flush=True)
+                print(f"{n}x{k} M={m} {name:42s} b2b {r['b2b_us']:7.1f} us ({r['b2b_ratio']:.2f}x, "
+                      f"paired {r['b2b_paired_ratio']:.2f}x)  idle {r['idle_us']:7.1f} us "
+                      f"({r['idle_ratio']:.2f}x)", flush=True)
     gpu = torch.cuda.get_device_name()
     result = {
         "benchmark": "bench_host",
@@ -128,9 +160,13 @@ def main(argv=None) -> None:
                              *(argv if argv is not None else sys.argv[1:])], gpu_name=gpu),
         "capability": list(torch.cuda.get_device_capability()), "cpu": platform.processor(),
         "backend": args.backend,
-        "units": {"b2b_us": "microseconds of wall time per call, back to back, one sync at the end",
-                  "idle_us": "microseconds of host time of one call with the GPU idle (median)",
-                  "ratio": "to nn.Linear bf16 of the same shape and M, same run"},
+        "rounds": args.rounds,
+        "units": {"b2b_us": "microseconds of wall time per call, back to back, one sync at the "
+                            "end; median over the interleaved rounds",
+                  "idle_us": "microseconds of host time of one call with the GPU idle (median "
+                             "over every round's calls)",
+                  "ratio": "to nn.Linear bf16 of the same shape and M, same run; "
+                           "b2b_paired_ratio: median over rounds of the per-round ratio"},
         "rows": rows,
     }
     path = Path(args.json or f"benchmarks/results/host_{gpu.replace(' ', '-')}_{result['date'][:10]}.json")

@@ -116,7 +116,7 @@ ARMS = {
         "base": kc.default_config,
         "fused": lambda p: _with(kc.default_config(p), prequant=False, fused_amax=True),
         # (2026-12-01: fused + an L2 prefetch of W before the amax loop, 4 or 8 tiles, was
-        # slower still: results/variants_q_ct_H200_2026-12-01.json)
+        # slower still: results/variants_q_fused_prefetch_H200_2026-12-01.json)
         # The pre-pass and the GEMM both launched with PDL: the pre-pass triggers at once,
         # the GEMM asks L2 for its first W tiles, then waits for the pre-pass's q
         **_PDL_PAIR_ARMS,

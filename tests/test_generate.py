@@ -132,3 +132,23 @@ def test_profile_eager_script_on_the_tiny_model(tmp_path):
         assert arm["kernels"]["kernels_per_step"] == 0  # no GPU here
     fns = " ".join(r["fn"] for r in rec["arms"]["fp8:per_tensor"]["host"]["top_cumulative"])
     assert "eager_round" in fns and "_call_impl" in fns  # the step, then the modules
+
+
+def test_bench_host_summarizes_interleaved_rounds():
+    """benchmarks/bench_host.py: medians over interleaved rounds, ratios to the base arm,
+    and the paired ratio that cancels a slow phase of the host falling on one round."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_host.py"
+    spec = importlib.util.spec_from_file_location("bench_host", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    us = 1e-6
+    base = [{"b2b": v * us, "host": v * us, "idle": [v * us]} for v in (20, 20, 40)]
+    arm = [{"b2b": v * us, "host": v * us, "idle": [v * us]} for v in (16, 30, 32)]
+    r = mod.summarize(arm, base)
+    assert r["b2b_us"] == 30.0 and r["b2b_rounds_us"] == [16.0, 30.0, 32.0]
+    assert r["b2b_ratio"] == 1.5 and r["idle_ratio"] == 1.5
+    assert r["b2b_paired_ratio"] == 0.8  # per round 0.8, 1.5, 0.8: the slow round stands out
+    assert "b2b_ratio" not in mod.summarize(base, None)

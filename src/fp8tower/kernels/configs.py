@@ -56,10 +56,12 @@ def _prequant_default(p: GemmProblem) -> bool:
 # A pre-pass + GEMM pair launched with PDL (kernels/act_quant.py, kernels/fp8_gemm.py): the
 # pre-pass lets the GEMM launch at once, the GEMM asks L2 for its first 2 W tiles and waits
 # for q. H200, 2026-12-01 (results/variants_q_pdl_H200_2026-12-01.json, 27B tower shapes,
-# M = 1 and 8, cold L2, CUDA graph): 34 of 36 channel_token / block128 GEMMs faster than the
-# plain pair, by up to 1.7 us (block128 1024x5120: 8.6 -> 6.9 us), the two others within
-# 4%; the tower-like chain 4.4% (channel_token) and 5.1% (block128) faster, 2.7-4.7% with an
-# elementwise kernel between GEMMs. (A GEMM alone, launched with PDL after a kernel that is
+# M = 1 and 8, cold L2, CUDA graph): 35 of 36 channel_token / block128 GEMMs faster than the
+# plain pair, by up to 1.9 us (block128 1024x5120: 8.6 -> 6.9 us), the other 4% slower
+# (channel_token 12288x5120 M=1); the tower-like chain 4.4% (channel_token) and 5.1%
+# (block128) faster, 4.7% and 2.7% with an elementwise kernel between GEMMs. The 27B tower,
+# retuned: channel_token 3.019 -> 2.820 ms/step at M=1, block128 2.617 -> 2.524
+# (results/tower_qwen3.5-27b_pdl_pairs_*). (A GEMM alone, launched with PDL after a kernel that is
 # not, lost up to 3%: results/chain_pdl_prefetch_H200_2026-11-30.json; so only pairs.)
 PDL_PAIR = {"pdl": True, "prefetch": 2}
 

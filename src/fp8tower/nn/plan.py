@@ -218,10 +218,16 @@ def build(x: torch.Tensor, weight, *, bias, out_dtype, backend) -> Plan:
 # eager call's cost is its launches, not its GPU time. Where the dispatch choice needs two
 # launches (channel_token / block128: the activation pre-pass + the GEMM), an eager plan runs
 # the Triton GEMM that quantizes x itself (one launch; the same quantized x bit for bit,
-# kernels/fp8_gemm.py), slower on the GPU (H200 2026-12-01, M = 1..8, 27B tower shapes:
-# channel_token 0.8-1.35x, block128 1.0-2.1x the pre-pass pair; results/variants_q_*)
-# but 8-10 us of host time cheaper (results/host_*). Captured calls (CUDA graphs, where the
-# GPU time is all that counts) keep the dispatch choice: Fp8Linear sends them unplanned.
+# kernels/fp8_gemm.py), slower on the GPU (H200 2026-12-01, M = 1 and 8, 27B tower shapes:
+# channel_token 0.86-1.35x, block128 1.02-2.07x the time of the pre-pass pair;
+# results/variants_q_fused_H200_2026-12-01.json) but one launch instead of two: with the
+# integer pointers of DirectLaunch, a planned call at 4096x4096 M=1 took 14.5 us
+# (channel_token) and 14.8 us (block128) of host time, 0.85x and 0.87x nn.Linear's, against
+# 1.53x and 1.79x before (results/host_one_launch_H200_2026-12-01/call2_triton.json,
+# host_per_backend_H200_2026-12-01/before_quant_first_plans_triton.json), and the Qwen3-8B
+# eager step went from 1.20-1.25x to 0.97-1.09x bf16 (generate_qwen3-8b_one_launch_*). Captured
+# calls (CUDA graphs, where the GPU time is all that counts) keep the dispatch choice:
+# Fp8Linear sends them unplanned.
 EAGER_ONE_LAUNCH_MAX_M = 16
 
 
