@@ -208,7 +208,11 @@ def _candidates(p: GemmProblem, base: dict) -> list[dict]:
                    {"prequant": False, "fused_amax": True})
     elif p.scheme is Scheme.WEIGHT_ONLY:
         x_modes = ({"prequant": False},)
-    if p.act_dtype == FP8_DTYPE:  # FP8 x given: no pre-pass to pair with
+    if p.act_dtype == FP8_DTYPE or (p.scheme is Scheme.PER_TENSOR and not base["prequant"]):
+        # FP8 x given: no pre-pass to pair with. per_tensor quantizing x in the GEMM: the
+        # tuner's GEMM-only chain ranked a PDL pair first on 5120x6144 M=1, and the tower,
+        # where a non-PDL kernel precedes each pair, lost 3% by it (2.305 -> 2.380 ms/step;
+        # results/tune_pdl_pairs_H200_2026-12-01/, tower_qwen3.5-27b_pdl_pairs_*)
         x_modes = tuple(m for m in x_modes if "pdl" not in m)
     out = [base]
     for block_n, block_k in ((64, 256), (32, 256), (64, 512), (128, 256), (64, 128), (32, 512)):

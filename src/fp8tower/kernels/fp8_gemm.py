@@ -194,11 +194,15 @@ def _fp8_gemm_decode_kernel(
             # One 128-wide step per weight block column: scales are per (n-block, k-block).
             for kk in tl.static_range(0, BLOCK_K, 128):
                 offs_k = k0 + kk + tl.arange(0, 128)
+                # A step past K (the last BLOCK_K step of a K that is not a multiple of it)
+                # has no scale column: its tiles load as zeros, and its scales must not be
+                # read out of bounds (0 * NaN garbage is NaN)
+                in_k = k0 + kk < k_end
                 w = _load_w_tile(w_ptr, stride_wn, offs_n, offs_k, N, k_end, EVEN_N, EVEN_K)
                 if X_FP8:  # 1x128 groups quantized by the pre-pass
                     xq = _load_x_tile(x_ptr, stride_xm, offs_m, offs_k, M, k_end)
                     xs = tl.load(xs_ptr + offs_m * stride_xsm + (k0 + kk) // 128,
-                                 mask=offs_m < M, other=0.0)
+                                 mask=(offs_m < M) & (offs_m * 0 + k0 + kk < k_end), other=0.0)
                 else:  # the group amax is local to this 128-wide step: quantize here
                     x = _load_x_tile(x_ptr, stride_xm, offs_m, offs_k, M, k_end).to(tl.float32)
                     xs = tl.maximum(tl.math.div_rn(tl.max(tl.abs(x), axis=1), FMAX), SMIN)
@@ -206,7 +210,8 @@ def _fp8_gemm_decode_kernel(
                     xq = tl.clamp(_div_by_scale(x, xs[:, None], xr[:, None]), -FMAX, FMAX)
                     xq = xq.to(w.dtype)
                 part = tl.dot(w, tl.trans(xq))
-                wsc = tl.load(ws_ptr + (pid_n * BLOCK_N // 128) * stride_wsn + (k0 + kk) // 128)
+                wsc = tl.load(ws_ptr + (pid_n * BLOCK_N // 128) * stride_wsn + (k0 + kk) // 128,
+                              mask=in_k, other=0.0)
                 acc += part * (wsc * xs[None, :])
         else:
             offs_k = k0 + tl.arange(0, BLOCK_K)
