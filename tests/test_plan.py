@@ -236,3 +236,22 @@ def test_eager_one_launch_plan_equals_the_pre_pass_pair(interpret, scheme):
         torch.testing.assert_close(planned(x), plain(x), rtol=0, atol=0)
     (entry,) = planned._plans.values()
     assert entry.eager_only and len(entry.plan.launches) == 1
+
+
+def test_eager_one_launch_can_be_turned_off(interpret, monkeypatch):
+    """FP8TOWER_EAGER_ONE_LAUNCH=0, or plans built inside same_kernels_as_graphs() (an eager
+    step that labels a graph replay's kernels), keep the dispatch choice: the pre-pass too."""
+    from fp8tower.nn import plan
+
+    planned, _ = _pair(Scheme.CHANNEL_TOKEN, n=80, k=384, backend="triton")
+    with plan.same_kernels_as_graphs():
+        planned(_x((1, 384), Scheme.CHANNEL_TOKEN))
+    assert plan.eager_one_launch_enabled()  # restored on exit
+    (entry,) = planned._plans.values()
+    assert not entry.eager_only
+    monkeypatch.setenv("FP8TOWER_EAGER_ONE_LAUNCH", "0")
+    assert not plan.eager_one_launch_enabled()
+    other, _ = _pair(Scheme.BLOCK128, n=80, k=384, backend="triton")
+    other(_x((1, 384), Scheme.BLOCK128))
+    (entry,) = other._plans.values()
+    assert not entry.eager_only

@@ -28,6 +28,7 @@ transformers is imported lazily (optional dependency).
 from __future__ import annotations
 
 import collections
+import contextlib
 import difflib
 import re
 import tempfile
@@ -297,6 +298,7 @@ def capture_model(
     Returns capture_pair's CaptureResult (of ``out_dir``)."""
     from transformers import StaticCache
 
+    from ..nn import plan as _plan
     from ..trace.capture import capture_pair, step_range
 
     dev = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
@@ -329,10 +331,14 @@ def capture_model(
         out = model(input_ids=ids, past_key_values=cache, use_cache=True,
                     cache_position=torch.arange(context, device=dev))
         tok.copy_(out.logits[:, -1:].argmax(-1))
-        for _ in range(warm):  # plans, autotuning, lazy init
-            step()
-        with ModuleRanges(model):
-            eager = _profile_kernels(step, dev.type)
+        # With a graph, the eager step only labels the replay's kernels: its plans must run
+        # the graph's kernels (no eager one-launch variant, nn/plan.py; they stay so after)
+        same = _plan.same_kernels_as_graphs() if graph else contextlib.nullcontext()
+        with same:
+            for _ in range(warm):  # plans, autotuning, lazy init
+                step()
+            with ModuleRanges(model):
+                eager = _profile_kernels(step, dev.type)
         e_names, e_fqns = kernel_modules(eager)
         if graph:
             side = torch.cuda.Stream()

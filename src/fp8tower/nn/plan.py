@@ -24,6 +24,7 @@ Triton's generic launch with the plan's arguments.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 
@@ -229,18 +230,40 @@ def build(x: torch.Tensor, weight, *, bias, out_dtype, backend) -> Plan:
 # calls (CUDA graphs, where the GPU time is all that counts) keep the dispatch choice:
 # Fp8Linear sends them unplanned.
 EAGER_ONE_LAUNCH_MAX_M = 16
+_eager_twins = True  # off inside same_kernels_as_graphs()
+
+
+def eager_one_launch_enabled() -> bool:
+    """``FP8TOWER_EAGER_ONE_LAUNCH=0`` keeps eager calls on the dispatch choice too."""
+    return _eager_twins and os.environ.get("FP8TOWER_EAGER_ONE_LAUNCH", "1").strip().lower() \
+        not in ("0", "false", "no", "off")
+
+
+@contextlib.contextmanager
+def same_kernels_as_graphs():
+    """Plans built inside run the kernels a CUDA graph of the same call runs (no eager
+    one-launch variant), and keep doing so: for an eager step whose kernels label a graph
+    replay's (hf/capture.py)."""
+    global _eager_twins
+    _eager_twins = False
+    try:
+        yield
+    finally:
+        _eager_twins = True
 
 
 def eager_one_launch(problem, be, config, backend):
     """(triton backend, its one-launch config) for an eager call of ``problem`` whose
     dispatch choice (``be``, ``config``) takes two launches; None where it takes one, for
-    another scheme, M > EAGER_ONE_LAUNCH_MAX_M, or a backend the caller named other than
-    "triton" (an explicit choice is kept)."""
+    another scheme, M > EAGER_ONE_LAUNCH_MAX_M, a backend the caller named other than
+    "triton" (an explicit choice is kept), or when turned off (``eager_one_launch_enabled``)."""
     from ..backends import get
     from ..kernels import configs
 
     scheme = problem.scheme
     if scheme not in (Scheme.CHANNEL_TOKEN, Scheme.BLOCK128) or problem.m > EAGER_ONE_LAUNCH_MAX_M:
+        return None
+    if not eager_one_launch_enabled():
         return None
     name = backend.name if hasattr(backend, "name") else backend
     if name not in ("auto", "triton"):
