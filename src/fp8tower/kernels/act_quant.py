@@ -1,14 +1,14 @@
 """One-launch FP8 activation quantization (Triton): per-tensor static, per-token, 1x128 groups.
 
 Division is IEEE round-to-nearest (div_rn), so results equal formats.quantize_* bit for bit
-on the GPU.
+on the GPU. (The CPU interpreter's fp32->fp8 cast rounds wrongly when rounding carries into
+the exponent: test it there only with values that quantize exactly; see DESIGN.md.)
 
 PDL (constexpr; launched with ``launch_pdl``): the kernel first lets the next one launch
 (``gdc_launch_dependents``: the GEMM that reads q, which streams its weights meanwhile; its
 own ``gdc_wait`` holds its reads of q until this grid has finished), then waits for the
 previous kernel (``gdc_wait``) before it reads x. So a pre-pass + GEMM pair launched with PDL
-overlaps the GEMM's start with the pre-pass instead of adding a kernel boundary. (The CPU interpreter's fp32->fp8 cast rounds wrongly when rounding carries into
-the exponent: test it there only with values that quantize exactly; see DESIGN.md.)
+overlaps the GEMM's start with the pre-pass instead of adding a kernel boundary.
 """
 
 from __future__ import annotations

@@ -61,8 +61,8 @@ def _prequant_default(p: GemmProblem) -> bool:
 # (channel_token 12288x5120 M=1); the tower-like chain 4.4% (channel_token) and 5.1%
 # (block128) faster, 4.7% and 2.7% with an elementwise kernel between GEMMs. The 27B tower,
 # retuned: channel_token 3.019 -> 2.820 ms/step at M=1, block128 2.617 -> 2.524
-# (results/tower_qwen3.5-27b_pdl_pairs_*). (A GEMM alone, launched with PDL after a kernel that is
-# not, lost up to 3%: results/chain_pdl_prefetch_H200_2026-11-30.json; so only pairs.)
+# (results/tower_qwen3.5-27b_pdl_pairs_*). A GEMM alone, launched with PDL after a kernel
+# that is not, lost up to 3% (results/chain_pdl_prefetch_H200_2026-11-30.json): pairs only.
 PDL_PAIR = {"pdl": True, "prefetch": 2}
 
 

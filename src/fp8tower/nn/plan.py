@@ -9,12 +9,17 @@ partials and counters, the activation-quant outputs), the scales, and for Triton
 compiled kernels of its first launch, which later calls launch directly
 (``CompiledKernel.run``) with only x and y changed.
 
-What invalidates a plan (checked per call, a few attribute reads; see
-``Fp8Linear._plan_valid``): the module's buffers replaced (``.to()``, ``load_state_dict``,
+What invalidates a plan (checked per call, a few attribute reads in
+``Fp8Linear.forward``): the module's buffers replaced (``.to()``, ``load_state_dict``,
 assignment) or edited in place (their ``_version`` counters), a dispatch change
 (:func:`fp8tower.dispatch.generation`), a new ``backend`` or ``out_dtype``. Plans are not
 built under CUDA graph capture (a capture-time dispatch miss is not final, and buffers
 must not come from the graph's pool) but are used there, so warm up eagerly first.
+
+Eager and captured calls may differ (``eager_one_launch``): where the dispatch choice
+takes two launches (channel_token / block128: pre-pass + GEMM), an eager plan runs one
+Triton launch that quantizes x itself, the same bits; such a plan is ``eager_only`` and a
+captured call of its module runs the dispatch choice unplanned.
 
 Buffers are reused across calls: calls of one module must be ordered on one stream (the
 split-K counters already required that). The direct launch is taken only where it is
