@@ -65,6 +65,14 @@ def _small(p, block_n, block_k, split_k):
     return {**kc.default_config(p), "block_n": block_n, "block_k": block_k, "split_k": split_k}
 
 
+def _flip_prequant(p):
+    """The default with x quantized the other way (a pre-pass comes with kc.PDL_PAIR)."""
+    base = kc.default_config(p)
+    flipped = {k: v for k, v in base.items() if k not in kc.PDL_PAIR}
+    flipped["prequant"] = not base["prequant"]
+    return kc.with_pdl_pair(p, flipped)
+
+
 def _wo_split8(p):
     base = kc.default_config(p)
     # WO_MODE 2 keeps fp8 copies of x in shared memory too: at BLOCK_M >= 32, 4 stages
@@ -102,8 +110,7 @@ ARMS = {
                          or kc.smem_bytes({**kc.default_config(p), "num_stages": 4},
                                           kc.block_m_for(p.m)) > 200_000
                          else _with(kc.default_config(p), num_stages=4)),
-        "prequant_flip": lambda p: _with(kc.default_config(p),
-                                         prequant=not kc.default_config(p)["prequant"]),
+        "prequant_flip": lambda p: _flip_prequant(p),
         "sk_bn32": lambda p: _small(p, 32, 256, 10),
         "sk_bk128": lambda p: _small(p, 64, 128, 20),
         "sk_bn32_bk128": lambda p: _small(p, 32, 128, 20),
@@ -129,6 +136,41 @@ ARMS = {
     },
 }
 PLAN = {Scheme.WEIGHT_ONLY: (1, 16), Scheme.PER_TENSOR: (1, 16, 32)}
+
+
+# Chain-only arms (a GEMM needs the next one's weight): the default config, and each GEMM
+# asks L2 for the next GEMM's first NEXT_PF bytes of every row at each of its split starts
+# once its own loads are issued (kernels/fp8_gemm._prefetch_next_l2), across whatever runs
+# in between. 512 bytes = the first 2 tiles of BLOCK_K 256.
+NEXT_PF_ARMS = {"next_pf2": 512, "next_pf8": 2048}
+
+
+def _next_pf_chain(scheme, shapes, sets, xs, outs, m, cap, nbytes, between):
+    """The tower chain's calls (2 weight sets x the shapes, in order), each GEMM with the
+    default config plus ``next_pf``, pointed at the GEMM after it (the last at the first:
+    replays repeat)."""
+    import triton
+
+    from fp8tower.backends import triton_gemm as tg
+
+    seq = []
+    for si in range(2):
+        for n, k in shapes:
+            p = problem(m, n, k, scheme, cap)
+            seq.append((p, sets[(scheme, n, k)][si], kc.default_config(p), n, k))
+    calls = []
+    for i, (_, w, cfg, n, k) in enumerate(seq):
+        _, wn, cn, _, kn = seq[(i + 1) % len(seq)]
+        kps = triton.cdiv(triton.cdiv(kn, cn["block_k"]), cn["split_k"]) * cn["block_k"]
+        nxt = (tg.BACKEND.packed_for(wn)["w"], kps, cn["split_k"])
+        packed = tg.BACKEND.packed_for(w)
+        calls.append(lambda w=w, packed=packed, cfg={**cfg, "next_pf": nbytes}, nxt=nxt,
+                     x=xs[k], out=outs[(n, k)]:
+                     tg._run(x, w, packed, out_dtype=torch.bfloat16, config=cfg, out=out,
+                             next_gemm=nxt))
+        if between:
+            calls.append(lambda x=xs[k]: x.mul_(1.0))
+    return calls
 
 
 def parse_plan(text: str) -> dict:
@@ -366,7 +408,7 @@ def main(argv=None):
     # Tower chains at M = 1: every weight read once per replay (2 sets x 9 shapes).
     shapes = [tuple(map(int, s.split("x"))) for s in SHAPES]
     chain_arms = {Scheme.WEIGHT_ONLY: ("base", "wo_f16", "wo_split8", "wo_split8_pt"),
-                  Scheme.PER_TENSOR: ("cublaslt", "base", "best_measured"),
+                  Scheme.PER_TENSOR: ("cublaslt", "base", "best_measured", *NEXT_PF_ARMS),
                   Scheme.CHANNEL_TOKEN: ("cublaslt", "base", "pdl", "pdl_pf2", "best_measured"),
                   Scheme.BLOCK128: ("cublaslt", "base", "pdl", "pdl_pf2", "best_measured")}
     chain_arms = {s: a for s, a in chain_arms.items() if s in plan}
@@ -383,7 +425,10 @@ def main(argv=None):
                 if over_budget(f"chain {scheme.value} {arm} between={between}"):
                     continue
                 calls, chosen = [], {}
-                for si in range(2):
+                if arm in NEXT_PF_ARMS:
+                    calls = _next_pf_chain(scheme, shapes, sets, xs, outs, m, cap,
+                                           NEXT_PF_ARMS[arm], between)
+                for si in range(2 if arm not in NEXT_PF_ARMS else 0):
                     for n, k in shapes:
                         p = problem(m, n, k, scheme, cap)
                         a = best.get((scheme, m, n, k), "base") if arm == "best_measured" else arm
