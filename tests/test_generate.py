@@ -25,6 +25,7 @@ def test_bench_generate_tiny_hybrid_cpu(tmp_path):
     assert rec["versions"]["transformers"] and rec["command"].startswith("fp8tower bench generate")
     assert [r["arm"] for r in rec["rows"]] == ["bf16", "fp8:per_tensor", "torchao:per_row"]
     assert rec["rounds"] == 3 and rec["interleaved"] is True
+    assert "median of per-round ratios" in res.output and "fp8:per_tensor (batch 1) " in res.output
     rows = {r["arm"]: r for r in rec["rows"]}
     assert rows["bf16"]["eager_ms"] > 0 and rows["bf16"]["graph_ms"] is None
     for arm in ("bf16", "fp8:per_tensor"):  # the median of three timed rounds

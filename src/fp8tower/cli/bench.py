@@ -290,6 +290,12 @@ def generate(
                       _fmt(r["graph_tok_s"], ".1f"), _fmt(r["graph_speedup_vs_bf16"], ".3f"),
                       note)
     table.caption = "vs bf16: bf16 ms / arm ms (same batch, same run)"
+    paired = [f"{r['arm']} (batch {r['batch']}) {r['eager_paired_ratio_vs_bf16']:.3f}"
+              for r in record["rows"]
+              if r.get("eager_paired_ratio_vs_bf16") and r["arm"] != "bf16"]
+    if paired:  # robust to the host's drift across rounds (hf/generate.py)
+        table.caption += ("\neager time / bf16, median of per-round ratios (< 1: faster): "
+                          + ", ".join(paired))
     if record["model_type"].startswith(("qwen3_5", "qwen3_next")):  # hybrid: say which GDN ran
         kern = record["linear_attention_kernels"]
         table.caption += "\n" + "; ".join(f"{k}: {v}" for k, v in kern.items())
