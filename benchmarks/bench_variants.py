@@ -138,41 +138,6 @@ ARMS = {
 PLAN = {Scheme.WEIGHT_ONLY: (1, 16), Scheme.PER_TENSOR: (1, 16, 32)}
 
 
-# Chain-only arms (a GEMM needs the next one's weight): the default config, and each GEMM
-# asks L2 for the next GEMM's first NEXT_PF bytes of every row at each of its split starts
-# once its own loads are issued (kernels/fp8_gemm._prefetch_next_l2), across whatever runs
-# in between. 512 bytes = the first 2 tiles of BLOCK_K 256.
-NEXT_PF_ARMS = {"next_pf2": 512, "next_pf8": 2048}
-
-
-def _next_pf_chain(scheme, shapes, sets, xs, outs, m, cap, nbytes, between):
-    """The tower chain's calls (2 weight sets x the shapes, in order), each GEMM with the
-    default config plus ``next_pf``, pointed at the GEMM after it (the last at the first:
-    replays repeat)."""
-    import triton
-
-    from fp8tower.backends import triton_gemm as tg
-
-    seq = []
-    for si in range(2):
-        for n, k in shapes:
-            p = problem(m, n, k, scheme, cap)
-            seq.append((p, sets[(scheme, n, k)][si], kc.default_config(p), n, k))
-    calls = []
-    for i, (_, w, cfg, n, k) in enumerate(seq):
-        _, wn, cn, _, kn = seq[(i + 1) % len(seq)]
-        kps = triton.cdiv(triton.cdiv(kn, cn["block_k"]), cn["split_k"]) * cn["block_k"]
-        nxt = (tg.BACKEND.packed_for(wn)["w"], kps, cn["split_k"])
-        packed = tg.BACKEND.packed_for(w)
-        calls.append(lambda w=w, packed=packed, cfg={**cfg, "next_pf": nbytes}, nxt=nxt,
-                     x=xs[k], out=outs[(n, k)]:
-                     tg._run(x, w, packed, out_dtype=torch.bfloat16, config=cfg, out=out,
-                             next_gemm=nxt))
-        if between:
-            calls.append(lambda x=xs[k]: x.mul_(1.0))
-    return calls
-
-
 def parse_plan(text: str) -> dict:
     """"channel_token:1,8,32;block128:1" -> {Scheme: (1, 8, 32), ...}"""
     plan = {}
@@ -316,10 +281,8 @@ def main(argv=None):
         sys.exit("bench_variants needs a CUDA GPU (or --dry-run)")
     t0 = time.time()
 
-    import statistics
-
     sys.path.insert(0, __file__.rsplit("/", 1)[0])
-    from bench_chain import call_with, time_chain, timed_gemm
+    from bench_chain import call_with, timed_chain, timed_gemm
     from bench_gemm import random_weights
 
     from fp8tower.backends import triton_gemm as tg
@@ -408,7 +371,7 @@ def main(argv=None):
     # Tower chains at M = 1: every weight read once per replay (2 sets x 9 shapes).
     shapes = [tuple(map(int, s.split("x"))) for s in SHAPES]
     chain_arms = {Scheme.WEIGHT_ONLY: ("base", "wo_f16", "wo_split8", "wo_split8_pt"),
-                  Scheme.PER_TENSOR: ("cublaslt", "base", "best_measured", *NEXT_PF_ARMS),
+                  Scheme.PER_TENSOR: ("cublaslt", "base", "best_measured"),
                   Scheme.CHANNEL_TOKEN: ("cublaslt", "base", "pdl", "pdl_pf2", "best_measured"),
                   Scheme.BLOCK128: ("cublaslt", "base", "pdl", "pdl_pf2", "best_measured")}
     chain_arms = {s: a for s, a in chain_arms.items() if s in plan}
@@ -425,10 +388,7 @@ def main(argv=None):
                 if over_budget(f"chain {scheme.value} {arm} between={between}"):
                     continue
                 calls, chosen = [], {}
-                if arm in NEXT_PF_ARMS:
-                    calls = _next_pf_chain(scheme, shapes, sets, xs, outs, m, cap,
-                                           NEXT_PF_ARMS[arm], between)
-                for si in range(2 if arm not in NEXT_PF_ARMS else 0):
+                for si in range(2):
                     for n, k in shapes:
                         p = problem(m, n, k, scheme, cap)
                         a = best.get((scheme, m, n, k), "base") if arm == "best_measured" else arm
@@ -443,13 +403,7 @@ def main(argv=None):
                        "gemms": 18, "bytes": total}
                 if arm == "best_measured":
                     row["chosen"] = chosen
-                try:
-                    us = statistics.median([time_chain(calls) for _ in range(2)])
-                    at_ceiling = total / ceiling / 1e3
-                    row.update(us=round(us, 2), pct_ceiling=round(100 * at_ceiling / us, 1),
-                               beyond_bytes_us_per_gemm=round((us - at_ceiling) / 18, 3))
-                except Exception as e:  # noqa: BLE001
-                    row["error"] = f"{type(e).__name__}: {e}"[:300]
+                row.update(timed_chain(calls, total, ceiling, gemms=18, runs=2))
                 res["chains"].append(row)
                 print({k: v for k, v in row.items() if k != "chosen"}, flush=True)
         save()

@@ -249,35 +249,6 @@ def test_triton_pdl_prefetch_config_interpreted(interpret):
         assert sqnr_db(ref, y) >= 40, extra
 
 
-def test_next_gemm_prefetch_leaves_the_result_exact(interpret):
-    """Config next_pf (a hint to L2 for the next GEMM's first tiles; compiled away under the
-    interpreter, a prefetch on the GPU): the arguments reach the kernel, the bits do not move."""
-    from fp8tower.backends import triton_gemm
-    from fp8tower.kernels import fp8_gemm
-
-    n, k, m = 96, 384, 3
-    w, x = _weight(n, k, Scheme.PER_TENSOR), _x(m, k, Scheme.PER_TENSOR)
-    nxt = _weight(64, 256, Scheme.PER_TENSOR)
-    packed = triton_gemm.BACKEND.packed_for(w)
-    cfg = {"block_n": 32, "block_k": 128, "split_k": 2, "num_warps": 4, "num_stages": 2,
-           "prequant": False}
-    plain = _run_poisoned(backends.get("triton"), x, w, config=cfg)
-    out = torch.full((m, n), float("nan"))
-    triton_gemm._run(x, w, packed, out_dtype=torch.float32, out=out, config={**cfg, "next_pf": 512},
-                     next_gemm=(triton_gemm.BACKEND.packed_for(nxt)["w"], 128, 2))
-    torch.testing.assert_close(out, plain, rtol=0, atol=0)
-    _, args, kwargs = fp8_gemm.launch_args(
-        packed["w"], x, out, packed["ws"], packed["ws"], None, None, None, scheme_id=0,
-        x_fp8=False, block_n=32, block_m=16, block_k=128, split_k=1, num_warps=4,
-        num_stages=2, next_w=nxt.data, next_k_per_split=128, next_splits=2, next_pf=512)
-    assert kwargs["NEXT_PF"] == 512 and args[-6:][1:] == (64, 256, 256, 128, 2)
-    _, args, kwargs = fp8_gemm.launch_args(  # without a next weight: off, W passed as filler
-        packed["w"], x, out, packed["ws"], packed["ws"], None, None, None, scheme_id=0,
-        x_fp8=False, block_n=32, block_m=16, block_k=128, split_k=1, num_warps=4,
-        num_stages=2, next_pf=512)
-    assert kwargs["NEXT_PF"] == 0 and args[-6] is packed["w"] and args[-5:] == (0,) * 5
-
-
 @pytest.mark.parametrize("m", (1, 3, 16))
 @pytest.mark.parametrize("split", (1, 3))
 def test_triton_channel_token_fused_amax_equals_the_pre_pass(interpret, m, split):

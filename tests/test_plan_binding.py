@@ -21,14 +21,10 @@ def _covered(jitfn, args, kwargs) -> set[str]:
 
 
 @pytest.mark.parametrize("scheme", list(Scheme))
-@pytest.mark.parametrize("opts", [{}, {"prefetch": 2, "pdl": False}, {"wo_mode": 2},
-                                  {"next_pf": 512}])
+@pytest.mark.parametrize("opts", [{}, {"prefetch": 2, "pdl": False}, {"wo_mode": 2}])
 @pytest.mark.parametrize("split", [1, 2])
 def test_gemm_launch_binds_every_parameter(scheme, opts, split):
     n, k, m = 128, 256, 3
-    if opts.get("next_pf"):  # the next GEMM's weight (its L2 prefetch)
-        opts = {**opts, "next_w": torch.zeros(64, 512, dtype=FP8_DTYPE),
-                "next_k_per_split": 256, "next_splits": 2}
     w = torch.zeros(n, k, dtype=FP8_DTYPE)
     x = torch.zeros(m, k, dtype=torch.bfloat16)
     y = torch.empty(m, n, dtype=torch.bfloat16)

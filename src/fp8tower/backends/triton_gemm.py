@@ -94,9 +94,7 @@ def _counters(packed: dict, need: int, device: torch.device) -> torch.Tensor:
 
 
 def _run(x, weight, packed, *, act_scale=None, bias=None, out_dtype=torch.bfloat16, config=None,
-         out=None, next_gemm=None):
-    """The backend's ``run``. ``next_gemm`` (benchmarks only): (W, k_per_split, splits) of
-    the GEMM that runs next, for config ``next_pf`` (kernels/fp8_gemm._prefetch_next_l2)."""
+         out=None):
     from ..kernels import fp8_gemm
 
     scheme = weight.scheme
@@ -144,9 +142,6 @@ def _run(x, weight, packed, *, act_scale=None, bias=None, out_dtype=torch.bfloat
         ws_row_stride=packed["ws"].stride(0) if scheme is Scheme.BLOCK128 else 0,
         xs_row_stride=xs_stride, prefetch=cfg.get("prefetch", 0), pdl=cfg.get("pdl", False),
         wo_mode=cfg.get("wo_mode", 0),
-        **({} if next_gemm is None else {
-            "next_w": next_gemm[0], "next_k_per_split": next_gemm[1], "next_splits": next_gemm[2],
-            "next_pf": cfg.get("next_pf", 0)}),
     )
     return y
 

@@ -26,14 +26,7 @@ W tiles (one ``prefetch.global.L2`` per 128-byte line), and only then waits for 
 kernel (``gdc_wait``) before the pipelined loop reads x. Every read of x / scales and every
 write (y, partials, counters) comes after the wait, so the overlap is safe after any kernel;
 after a kernel launched without PDL the wait returns at once. Calibration (H200, 2026-11-30,
-DESIGN.md): waiting at the start without the prefetch made GEMV-like chains slower. The
-default pairs PDL with the activation pre-pass only (kernels/configs.PDL_PAIR).
-
-NEXT_PF (constexpr, bytes; arguments nw_*): once a program has issued its own loads it asks
-L2 for a share of the NEXT GEMM's first tiles (NEXT_PF bytes of every row at each of that
-GEMM's split starts), so that its ramp reads L2 across whatever kernels run in between. A
-hint, off by default and in no config the tuner or a plan makes: an experiment of
-benchmarks/bench_variants.py (chain arms next_pf2 / next_pf8), not yet run on a GPU.
+DESIGN.md): waiting at the start without the prefetch made GEMV-like chains slower.
 """
 
 from __future__ import annotations
@@ -82,27 +75,6 @@ def _div_by_scale(x, s, r):
     GPU's own div.rn fast path ends with): three instructions instead of a division."""
     q = x * r
     return tl.fma(tl.fma(-q, s, x), r, q)
-
-
-@triton.jit
-def _prefetch_next_l2(nw_ptr, nw_n, nw_k, nw_stride, nw_kps, nw_splits, SPAN: tl.constexpr):
-    """Ask L2 for the NEXT GEMM's first SPAN bytes of every row at each of its splits'
-    starts (the tiles its programs load first), spread over this grid's programs: this
-    program takes rows [lin * per, (lin + 1) * per). One prefetch per 128-byte line."""
-    n_prog = tl.num_programs(0) * tl.num_programs(1) * tl.num_programs(2)
-    lin = tl.program_id(0) + tl.num_programs(0) * (
-        tl.program_id(1) + tl.num_programs(1) * tl.program_id(2))
-    per = tl.cdiv(nw_n, n_prog)
-    r_lo = lin * per
-    r_hi = tl.minimum(r_lo + per, nw_n)
-    lines = tl.arange(0, SPAN // 128) * 128
-    for r0 in range(r_lo, r_hi, 32):
-        rows = tl.minimum(r0 + tl.arange(0, 32), r_hi - 1)  # (a repeated line is harmless)
-        for sp in range(nw_splits):
-            cols = tl.minimum(sp * nw_kps + lines, nw_k - 1)
-            ptrs = nw_ptr + rows[:, None].to(tl.int64) * nw_stride + cols[None, :]
-            tl.inline_asm_elementwise("prefetch.global.L2 [$1];\n\tmov.u32 $0, 0;", "=r,l",
-                                      [ptrs], dtype=tl.int32, is_pure=False, pack=1)
 
 
 # weight_only variants (WO_MODE constexpr; 0 = W upcast to x's dtype, the default). sm_90 has
@@ -173,18 +145,16 @@ def _wo_split8_step(w, x, INTERPRET: tl.constexpr):
 # == 0 and one for the rest, so tuning M = 1, 2, 4, 8, 16 (all BLOCK_M = 16) would compile
 # each config three times instead of once. M only masks the small x tile and the output;
 # the cost of dropping the M == 1 variant is not yet measured on the H200.
-@triton.jit(do_not_specialize=["M", "nw_n", "nw_k", "nw_stride", "nw_kps", "nw_splits"])
+@triton.jit(do_not_specialize=["M"])
 def _fp8_gemm_decode_kernel(
     w_ptr, x_ptr, y_ptr, ws_ptr, xs_ptr, bias_ptr, part_ptr, cnt_ptr,
     M, N, K, k_per_split,
     stride_wn, stride_xm, stride_ym, stride_wsn, stride_xsm,
-    nw_ptr, nw_n, nw_k, nw_stride, nw_kps, nw_splits,
     SCHEME: tl.constexpr, X_FP8: tl.constexpr, HAS_BIAS: tl.constexpr,
     BLOCK_N: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr,
     SPLIT_K: tl.constexpr, FMAX: tl.constexpr, SMIN: tl.constexpr, INTERPRET: tl.constexpr,
     EVEN_N: tl.constexpr, EVEN_K: tl.constexpr,
     PREFETCH: tl.constexpr = 0, PDL: tl.constexpr = False, WO_MODE: tl.constexpr = 0,
-    NEXT_PF: tl.constexpr = 0,
 ):
     pid_n = tl.program_id(0)
     pid_k = tl.program_id(1)
@@ -267,11 +237,6 @@ def _fp8_gemm_decode_kernel(
                 xq = tl.clamp(x.to(tl.float32) * inv_scale, -FMAX, FMAX)
                 acc = tl.dot(w, tl.trans(xq.to(w.dtype)), acc)
 
-    if NEXT_PF > 0 and not INTERPRET:
-        # This program's loads are all issued: ask L2 for a share of the next GEMM's first
-        # tiles, so that its ramp reads L2, whatever kernels run in between (a hint only).
-        _prefetch_next_l2(nw_ptr, nw_n, nw_k, nw_stride, nw_kps, nw_splits, NEXT_PF)
-
     # Epilogue scales (block128 applied them per K step above).
     if SCHEME != 2:
         acc = acc * tl.load(ws_ptr + offs_n, mask=n_mask, other=0.0)[:, None]
@@ -311,15 +276,11 @@ def launch_args(
     w, x, y, w_scale, x_scale, bias, part, counters, *, scheme_id: int, x_fp8: bool,
     block_n: int, block_m: int, block_k: int, split_k: int, num_warps: int, num_stages: int,
     ws_row_stride: int = 0, xs_row_stride: int = 0, prefetch: int = 0, pdl: bool = False,
-    dummy=None, wo_mode: int = 0, next_w=None, next_k_per_split: int = 0, next_splits: int = 0,
-    next_pf: int = 0,
+    dummy=None, wo_mode: int = 0,
 ):
     """(grid, args, kwargs) of one launch: ``_fp8_gemm_decode_kernel[grid](*args, **kwargs)``.
     ``dummy``: the tensor passed for unused pointers (default y); a cached launch plan
-    passes a fixed one so that only x and y change between its launches. ``next_w`` (N', K')
-    FP8, with ``next_pf`` > 0: the weight of the GEMM that runs next, whose first
-    ``next_pf`` bytes of each row at each of its ``next_splits`` split starts (every
-    ``next_k_per_split`` columns) the programs ask L2 for once their own loads are issued."""
+    passes a fixed one so that only x and y change between its launches."""
     m, k = x.shape
     n = w.shape[0]
     k_iters = triton.cdiv(k, block_k)
@@ -333,12 +294,6 @@ def launch_args(
         m, n, k, k_per_split,
         w.stride(0), x.stride(0), y.stride(0), ws_row_stride, xs_row_stride,
     )
-    if next_pf and next_w is not None:
-        args += (next_w, next_w.shape[0], next_w.shape[1], next_w.stride(0), next_k_per_split,
-                 max(1, next_splits))
-    else:  # unused: W itself (same pointer type, one compiled variant) and zeros
-        next_pf = 0
-        args += (w, 0, 0, 0, 0, 0)
     kwargs = {
         "SCHEME": scheme_id, "X_FP8": x_fp8, "HAS_BIAS": bias is not None,
         "BLOCK_N": block_n, "BLOCK_M": block_m, "BLOCK_K": block_k, "SPLIT_K": split_k,
@@ -349,7 +304,6 @@ def launch_args(
     # Always passed: a launch plan binds every kernel parameter by name for its direct
     # launches (nn/plan.py), and a parameter left to its default would stop that.
     kwargs["WO_MODE"] = wo_mode
-    kwargs["NEXT_PF"] = next_pf
     if pdl and not interpret:
         kwargs["launch_pdl"] = True
     return grid, args, kwargs

@@ -175,15 +175,12 @@ def compile_gemm(problem: GemmProblem, config: dict, capability: tuple[int, int]
             MockTensor(torch.float32 if split > 1 else p.out_dtype, [split, p.n]),
             MockTensor(torch.int32 if split > 1 else p.out_dtype, [p.n]),
             p.m, p.n, p.k, k_per_split, p.k, p.k, p.n, ws_stride, xs_stride,
-            # the next GEMM's W (config "next_pf": its prefetch; else unused)
-            MockTensor(torch.float8_e4m3fn, [p.n, p.k]), p.n, p.k, p.k, k_per_split, split,
             SCHEME=SCHEME_ID[p.scheme], X_FP8=x_fp8, HAS_BIAS=False, BLOCK_N=bn, BLOCK_M=bm,
             BLOCK_K=bk, SPLIT_K=split, FMAX=448.0, SMIN=1e-12, INTERPRET=False,
             EVEN_N=p.n % bn == 0, EVEN_K=p.k % bk == 0, num_warps=cfg["num_warps"],
             num_stages=cfg["num_stages"], grid=(1,),
             PREFETCH=cfg.get("prefetch", 0), PDL=cfg.get("pdl", False),
             **({"WO_MODE": cfg["wo_mode"]} if cfg.get("wo_mode") else {}),
-            **({"NEXT_PF": cfg["next_pf"]} if cfg.get("next_pf") else {}),
             **({"launch_pdl": True} if cfg.get("pdl") else {}),
         )
     seconds = time.perf_counter() - t
