@@ -16,6 +16,8 @@
 #   retune_ct  retune channel_token (27B tower and Qwen3-8B shapes): the fused_amax variants
 #   tower_ct the 27B tower, merged + auto, channel_token only
 #   tower    the 27B tower: unmerged/merged x cublaslt/auto x schemes x M (#5, #12)
+#   ncu      Nsight Compute sections of one GEMM per variant (benchmarks/ncu_gemm.py, #12):
+#            block128 pre-pass / in-kernel quant, channel_token fused amax / pair, per_tensor
 #   trace    paired trace of the tuned merged tower with auto: which library ran each group
 #   trace2   the same, channel_token unmerged at M=32 (where auto mixes CUTLASS and Triton)
 #   gen8b    end-to-end decode, Qwen3-8B-shaped transformers model (bench generate, #11)
@@ -87,7 +89,7 @@ for s in $STEPS; do
             done ;;
     explain) step dispatch_explain 30 $FP8 dispatch --explain ;;
     tune) for sc in per_tensor channel_token block128; do
-            step "tune_$sc" 150 $FP8 tune --model qwen3.5-27b --m 1,8,16,32 --scheme $sc --max-configs 4 \
+            step "tune_$sc" 150 $FP8 tune --model qwen3.5-27b --m ${TUNE_M:-1,8,16,32} --scheme $sc --max-configs 4 \
               ${TUNE_FLAGS:-}
           done
           [ -n "${TUNE_8B:-}" ] && for sc in channel_token block128; do  # the 8B's own shapes too
@@ -95,7 +97,7 @@ for s in $STEPS; do
               --m 1 --scheme $sc --max-configs 4 ${TUNE_FLAGS:-}
           done
           step dispatch_explain 30 $FP8 dispatch --explain ;;
-    retune_ct) step retune_ct_27b 120 $FP8 tune --model qwen3.5-27b --m 1,8,16,32 --scheme channel_token \
+    retune_ct) step retune_ct_27b 120 $FP8 tune --model qwen3.5-27b --m ${RETUNE_M:-1,8,16,32} --scheme channel_token \
                  --max-configs 4 --retune
                step retune_ct_8b 90 $FP8 tune --shapes 4096x4096,1024x4096,12288x4096,4096x12288 \
                  --m 1 --scheme channel_token --max-configs 4 --retune
@@ -105,7 +107,20 @@ for s in $STEPS; do
     fourway) step fourway 220 $PY benchmarks/bench_fourway.py --max-configs 2 --json "$V/fourway.json" ;;
     tower) step tower 200 $FP8 bench tower --model qwen3.5-27b --m 1,8,32 --arms unmerged,merged \
              --backends cublaslt,auto --scheme per_tensor,channel_token,block128 --json "$V/tower.json" ;;
+    ncu) NCU_BASE='"block_n": 64, "block_k": 256, "split_k": 1, "num_warps": 4, "num_stages": 4'
+         for v in "block128 b128_pair {$NCU_BASE, \"prequant\": true}" \
+                  "block128 b128_fused {$NCU_BASE, \"prequant\": false}" \
+                  "channel_token ct_fused {$NCU_BASE, \"prequant\": false, \"fused_amax\": true}" \
+                  "channel_token ct_pair {$NCU_BASE, \"prequant\": false}" \
+                  "per_tensor pt_fused {$NCU_BASE, \"prequant\": false}"; do
+           set -- $v; sc=$1; name=$2; shift 2
+           step "ncu_$name" 60 ncu --section SpeedOfLight --section WarpStateStats \
+             --section SchedulerStats --section LaunchStats --section Occupancy \
+             -k regex:_fp8_gemm_decode_kernel --launch-skip 2 --launch-count 1 \
+             $PY benchmarks/ncu_gemm.py --scheme $sc --shape ${NCU_SHAPE:-16384x5120} --m 1 --config "$*"
+         done ;;
     trace) step trace 120 $FP8 trace capture --model qwen3.5-27b --arm merged --backend auto --m 1 \
+             --scheme ${TRACE_SCHEME:-per_tensor} \
              --out "$V/trace_merged_auto"
            step trace_attr 60 $FP8 trace attribute "$V/trace_merged_auto" --json "$V/trace_attr.json" ;;
     trace2) step trace2 120 $FP8 trace capture --model qwen3.5-27b --arm unmerged --backend auto --m 32 \

@@ -249,17 +249,23 @@ def test_triton_pdl_prefetch_config_interpreted(interpret):
         assert sqnr_db(ref, y) >= 40, extra
 
 
-@pytest.mark.parametrize("m", (1, 3, 16))
+@pytest.mark.parametrize("m,k", ((1, 328), (3, 328), (16, 328), (1, 16500), (8, 4000),
+                                 (3, 16500)))
 @pytest.mark.parametrize("split", (1, 3))
-def test_triton_channel_token_fused_amax_equals_the_pre_pass(interpret, m, split):
+def test_triton_channel_token_fused_amax_equals_the_pre_pass(interpret, m, k, split):
     """fused_amax: each program takes its tokens' amax over ALL of K (not only its split's
-    range) and quantizes as the pre-pass does: the same bits, one launch fewer."""
-    n, k = 200, 328
-    w, x = _weight(n, k, Scheme.CHANNEL_TOKEN, seed=m), _x(m, k, Scheme.CHANNEL_TOKEN, seed=m)
-    # token 0's amax doubled by one element in the LAST split's range: a split-local amax
-    # would quantize the other splits with half the scale. (x 2 keeps every x / scale on
-    # the FP8 grid: the interpreter's own fp32 -> e4m3 rounding is not trusted, DESIGN.md)
-    x[0, -5] = x[0].abs().max() * 2
+    range) and quantizes as the pre-pass does: the same bits, one launch fewer. The amax
+    paths (fp8_gemm.amax_chunks): M = 1 in 8192-element chunks (K = 16500: three), M > 1 in
+    unrolled 16 x 512 tiles (8 x 4000: eight), or stepped (3 x 16500: 33 tiles)."""
+    n = 200
+    w = _weight(n, k, Scheme.CHANNEL_TOKEN, seed=m)
+    # FP8 grid values times 2^-4, each token's amax at 448 * 2^-4 (column 0): every x / scale
+    # is on the FP8 grid, so the interpreter's own fp32 -> e4m3 rounding (not trusted,
+    # DESIGN.md) is not involved. Token 0's amax moved to the LAST split's (and, at
+    # K = 16500, the last 8192-chunk's) range: an amax that missed it would quantize
+    # token 0 with another scale.
+    x = exact_activations(m, k, Scheme.CHANNEL_TOKEN, 2.0**-4, seed=m).bfloat16()
+    x[0, -5], x[0, 0] = x[0, 0], 0.0
     be = backends.get("triton")
     cfg = {"block_n": 32, "block_k": 128, "split_k": split, "num_warps": 4, "num_stages": 2,
            "prequant": False}
@@ -293,9 +299,9 @@ def test_pre_pass_defaults_pair_with_pdl_and_both_are_searched():
     from fp8tower.formats import FP8_DTYPE
     from fp8tower.kernels import configs as kc
 
-    cases = [(Scheme.CHANNEL_TOKEN, 1, True), (Scheme.BLOCK128, 1, True),
-             (Scheme.PER_TENSOR, 1, False), (Scheme.PER_TENSOR, 32, True),
-             (Scheme.WEIGHT_ONLY, 1, False)]
+    cases = [(Scheme.CHANNEL_TOKEN, 1, False), (Scheme.CHANNEL_TOKEN, 8, True),
+             (Scheme.BLOCK128, 1, True), (Scheme.PER_TENSOR, 1, False),
+             (Scheme.PER_TENSOR, 32, True), (Scheme.WEIGHT_ONLY, 1, False)]
     for scheme, m, paired in cases:
         p = GemmProblem(m, 4096, 4096, scheme, capability=(9, 0),
                         static_act_scale=scheme is Scheme.PER_TENSOR)
@@ -304,9 +310,10 @@ def test_pre_pass_defaults_pair_with_pdl_and_both_are_searched():
         space = kc.configs(p)
         pre = [c for c in space if kc.x_is_fp8(scheme, False, c)]
         assert all(c.get("pdl") in (None, True) for c in space)
-        if paired:  # a pre-pass default: its tile both ways
+        if paired or scheme is Scheme.CHANNEL_TOKEN:  # pre-pass tiles both ways (channel_token
+            # at M = 1 too, fused by default: the pair still won at M = 8 and 16)
             assert {bool(c.get("pdl")) for c in pre} == {False, True}, scheme
-        else:  # quantized in the GEMM by default: no PDL pair in the space (configs.py)
+        else:  # per_tensor quantizing in the GEMM: no PDL pair in the space (configs.py)
             assert not any(c.get("pdl") for c in space), scheme
         assert not any(c.get("pdl") for c in space if not kc.x_is_fp8(scheme, False, c))
         if scheme is not Scheme.WEIGHT_ONLY:  # (one way to take x: no twin)

@@ -70,6 +70,12 @@ def test_programs_per_sm_estimate_matches_the_build(facts):
     for r, name in zip(facts, _ids(facts)):
         if r["scheme"] == "weight_only" and r["m"] >= 32:
             continue  # compiles smaller; wave_fits skips weight_only
+        if r["m"] == 1 and r["scheme"] != "weight_only" and not r["x_fp8"]:
+            # one token quantized in the GEMM (fp8_gemm.row1) stages a 1-row x: it compiles
+            # smaller (3 programs per SM for 64x256x4), while the estimate keeps the 16-row x
+            # that the wave rule's defaults were measured with (configs.programs_per_sm)
+            assert r["programs_per_sm"] >= r["estimated_programs_per_sm"], (name, r["config"])
+            continue
         assert r["estimated_programs_per_sm"] == r["programs_per_sm"], (name, r["config"])
         checked += 1
     assert checked >= 40
@@ -102,7 +108,7 @@ def test_precompile_builds_what_a_launch_looks_up(tmp_path, monkeypatch):
     from fp8tower.problem import GemmProblem
 
     monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path))
-    cases = [("per_tensor", 1, 1024, 5120), ("per_tensor", 8, 1024, 5120),  # one variant
+    cases = [("per_tensor", 1, 1024, 5120), ("per_tensor", 8, 1024, 5120),
              ("channel_token", 1, 12288, 5120), ("block128", 32, 1024, 5120),
              ("weight_only", 1, 6144, 5120)]
     jobs = []
@@ -110,10 +116,12 @@ def test_precompile_builds_what_a_launch_looks_up(tmp_path, monkeypatch):
         p = GemmProblem(m, n, k, scheme, capability=(9, 0))
         jobs.append((p, default_config(p)))
     report = offline.precompile(jobs, workers=2)
-    assert (report.jobs, report.variants, report.failures) == (5, 4, [])
-    assert "built 4 of 4" in report.summary()
+    # per_tensor M = 1 and M = 8 share BLOCK_M 16 but not a build: one token is quantized
+    # as a vector (fp8_gemm.row1)
+    assert (report.jobs, report.variants, report.failures) == (5, 5, [])
+    assert "built 5 of 5" in report.summary()
     cubins = sorted(tmp_path.rglob("*.cubin"))
-    assert len(cubins) == 4
+    assert len(cubins) == 5
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     for scheme, m, n, k in cases:
         out = subprocess.run([sys.executable, "-c", _LAUNCH, scheme, str(m), str(n), str(k)],

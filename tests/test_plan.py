@@ -209,8 +209,9 @@ def test_eager_one_launch_twin(interpret):
     from fp8tower.problem import GemmProblem
 
     triton, ref = backends.get("triton"), backends.get("reference")
+    # (channel_token at M = 1 defaults to one launch already: kernels/configs.FUSED_AMAX_MAX_M)
     for scheme, extra in ((Scheme.CHANNEL_TOKEN, {"fused_amax": True}), (Scheme.BLOCK128, {})):
-        p = GemmProblem(1, 4096, 4096, scheme, capability=(9, 0))
+        p = GemmProblem(2, 4096, 4096, scheme, capability=(9, 0))
         base = kc.default_config(p)
         assert kc.x_is_fp8(scheme, False, base)  # the default takes the pre-pass
         assert base["pdl"] and base["prefetch"]  # the pre-pass pair runs with PDL
@@ -224,6 +225,9 @@ def test_eager_one_launch_twin(interpret):
         big = GemmProblem(EAGER_ONE_LAUNCH_MAX_M + 1, 4096, 4096, scheme, capability=(9, 0))
         assert eager_one_launch(big, triton, kc.default_config(big), "auto") is None
     p = GemmProblem(1, 4096, 4096, Scheme.PER_TENSOR, capability=(9, 0), static_act_scale=True)
+    assert eager_one_launch(p, triton, kc.default_config(p), "auto") is None
+    p = GemmProblem(1, 4096, 4096, Scheme.CHANNEL_TOKEN, capability=(9, 0))
+    assert not kc.x_is_fp8(Scheme.CHANNEL_TOKEN, False, kc.default_config(p))
     assert eager_one_launch(p, triton, kc.default_config(p), "auto") is None
 
 

@@ -1,8 +1,14 @@
 """One-launch FP8 activation quantization (Triton): per-tensor static, per-token, 1x128 groups.
 
-Division is IEEE round-to-nearest (div_rn), so results equal formats.quantize_* bit for bit
-on the GPU. (The CPU interpreter's fp32->fp8 cast rounds wrongly when rounding carries into
-the exponent: test it there only with values that quantize exactly; see DESIGN.md.)
+Division is IEEE round-to-nearest: one div_rn per scale for its reciprocal r, then x * r with
+one FMA correction per element (fp8_gemm._div_by_scale: div_rn's bits), so results equal
+formats.quantize_* bit for bit on the GPU. (The CPU interpreter's fp32->fp8 cast rounds
+wrongly when rounding carries into the exponent: test it there only with values that
+quantize exactly; see DESIGN.md.) A div_rn per element on 4 warps made the per-token pass
+(one program per token) the slow half of channel_token's pre-pass + GEMM pair; with the
+reciprocal and 4-16 warps a row, the pair at 16384x5120 M=8 went from 28.2 to 22.9 us
+(per_tensor's GEMM: 23.0), H200 2026-12-01, results/amax_unrolled_H200_2026-12-01/ and
+results/fast_token_prepass_H200_2026-12-01/ (tuning_cache.json of each).
 
 PDL (constexpr; launched with ``launch_pdl``): the kernel first lets the next one launch
 (``gdc_launch_dependents``: the GEMM that reads q, which streams its weights meanwhile; its
@@ -20,6 +26,7 @@ import triton
 import triton.language as tl
 
 from ..formats import BLOCK, FP8_DTYPE, FP8_MAX, MIN_SCALE, Scheme
+from .fp8_gemm import _div_by_scale
 
 
 @triton.jit
@@ -42,7 +49,7 @@ def _fp8_act_quant_kernel(
     else:
         s = tl.maximum(tl.math.div_rn(tl.max(tl.abs(x), axis=0), FMAX), SMIN)
         tl.store(s_ptr + row * stride_sm + g, s)
-    q = tl.clamp(tl.math.div_rn(x, s), -FMAX, FMAX)
+    q = tl.clamp(_div_by_scale(x, s, tl.math.div_rn(s * 0.0 + 1.0, s)), -FMAX, FMAX)
     tl.store(q_ptr + row * stride_qm + offs, q.to(q_ptr.dtype.element_ty), mask=mask)
 
 
@@ -71,8 +78,11 @@ def quantize_args(
     args = (x, q, s_out, s, k, x.stride(0), q.stride(0), stride_s)
     pdl = pdl and os.environ.get("TRITON_INTERPRET") != "1"
     # PDL always passed: a launch plan binds every parameter by name (nn/plan.py)
-    kwargs = {"GROUP": group, "BLOCK_G": triton.next_power_of_2(group), "STATIC": static,
-              "FMAX": FP8_MAX, "SMIN": MIN_SCALE, "PDL": pdl}
+    block_g = triton.next_power_of_2(group)
+    kwargs = {"GROUP": group, "BLOCK_G": block_g, "STATIC": static,
+              "FMAX": FP8_MAX, "SMIN": MIN_SCALE, "PDL": pdl,
+              # one token's row per program: about 64 elements per thread (4 to 16 warps)
+              "num_warps": min(16, max(4, block_g // 2048))}
     if pdl:
         kwargs["launch_pdl"] = True
     if scheme is Scheme.PER_TENSOR:

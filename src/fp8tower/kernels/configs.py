@@ -81,6 +81,8 @@ def _tile_default(p: GemmProblem) -> dict:
     (sm_90 build, kernels/offline.py), and this default is sized for two."""
     cfg = {"block_n": 64, "block_k": 256, "split_k": _split_for(p, 64, 256),
            "num_warps": 4, "num_stages": 4, "prequant": _prequant_default(p)}
+    if p.scheme is Scheme.CHANNEL_TOKEN and p.m <= FUSED_AMAX_MAX_M and p.act_dtype != FP8_DTYPE:
+        cfg["fused_amax"] = True  # one launch (see FUSED_AMAX_MAX_M)
     while cfg["num_stages"] > 2 and (
         smem_bytes(cfg, block_m_for(p.m)) > _SMEM_BUDGET
         or (p.scheme is not Scheme.WEIGHT_ONLY and programs_per_sm(cfg, p) < 2)
@@ -133,7 +135,10 @@ def programs_per_sm(cfg: dict, p: GemmProblem) -> int:
     for the BLOCK_N 64 x BLOCK_K 256 tiles, whose compiled sizes this matches within 3%
     (sm_90 builds by kernels/offline.py; tests/test_offline_sm90.py), weight_only at M >= 32
     excepted. Other tiles compile up to 32% smaller than this estimate (fewer buffers), so
-    it is only used for those."""
+    it is only used for those. At M = 1 with x quantized in the GEMM (fp8_gemm.row1) the
+    x stages hold one row and the build is smaller (3 programs per SM for 64x256x4); the
+    estimate keeps the 16-row x the wave rule's defaults were measured with (fewer slots
+    assumed: a grid it calls one wave is one)."""
     x_item = 1 if x_is_fp8(p.scheme, p.act_dtype == FP8_DTYPE, cfg) else 2
     smem = smem_bytes(cfg, block_m_for(p.m), x_item) + SMEM_RESERVED_PER_PROGRAM
     return max(1, SMEM_PER_SM // smem)
@@ -241,8 +246,19 @@ def _candidates(p: GemmProblem, base: dict) -> list[dict]:
 # its tokens' amax over all of K itself (the pre-pass's bits). Its first version ran 1.7-4.7x
 # SLOWER than pre-pass + GEMM on the H200 (2026-12-01, 4096x4096 M=1: 33.35 vs 10.58 us;
 # results/tuning_cache_fused_amax_H200_2026-12-01.json): a serial chain of BLOCK_K-wide
-# amax loads, and an exact division per element. Now: 8192-element amax steps with two
-# loads in flight, and one division per token (kernels/fp8_gemm._div_by_scale): searched.
+# amax loads, and an exact division per element. Then one division per token
+# (fp8_gemm._div_by_scale), and the amax in loads issued together (fp8_gemm.amax_chunks:
+# one L2 round trip at M = 1) with one token's row quantized as a vector (fp8_gemm.row1).
+# At M = 1 it beat the PDL pair on 8 of the 9 27B tower shapes, 1.2-1.8x (16384x5120 22.8
+# vs 27.4 us, 5120x17408 28.2 vs 48.5; 34816x5120 lost, 55.7 vs 53.1), and won every
+# tower and Qwen3-8B key when retuned (results/one_shot_amax_H200_2026-12-01/). Then the
+# pre-pass itself got fast (kernels/act_quant.py: 16384x5120 pair 28.2 -> 22.9 us at M = 8)
+# and at M = 1 the two are within 3% (fused won 3 of the 7 retuned tower keys, 17.99 vs
+# 18.50 us at 10240x5120; the pair 22.43 vs 23.16 at 16384x5120;
+# results/fast_token_prepass_H200_2026-12-01/). The untuned default at M = 1 takes the one
+# launch: as fast under a graph, half the launches for an eager call. At M = 8 / 16 the
+# pair won 11 of 14 keys even before (results/amax_unrolled_H200_2026-12-01/).
+FUSED_AMAX_MAX_M = 1
 
 
 def x_is_fp8(scheme: Scheme, act_is_fp8: bool, cfg: dict) -> bool:

@@ -155,6 +155,7 @@ def _fp8_gemm_decode_kernel(
     SPLIT_K: tl.constexpr, FMAX: tl.constexpr, SMIN: tl.constexpr, INTERPRET: tl.constexpr,
     EVEN_N: tl.constexpr, EVEN_K: tl.constexpr,
     PREFETCH: tl.constexpr = 0, PDL: tl.constexpr = False, WO_MODE: tl.constexpr = 0,
+    AMAX_CHUNKS: tl.constexpr = 0, X_ROW1: tl.constexpr = False,
 ):
     pid_n = tl.program_id(0)
     pid_k = tl.program_id(1)
@@ -178,16 +179,41 @@ def _fp8_gemm_decode_kernel(
         inv_scale = 1.0 / tl.load(xs_ptr)
     if SCHEME == 1 and not X_FP8:  # fused_amax: each token's scale over ALL of K (every
         # split reads the whole row: M * K * 2 bytes from L2), as the pre-pass computes it.
-        # Wide steps (AMAX_K columns, 8192 elements a step) and two loads in flight per
-        # step: the loop is latency-bound, one L2 round trip per step.
-        AMAX_K: tl.constexpr = 8192 // BLOCK_M
-        amax = tl.zeros((BLOCK_M,), dtype=tl.float32)
-        for ka in range(0, K, 2 * AMAX_K):
-            xa = _load_x_tile(x_ptr, stride_xm, offs_m, ka + tl.arange(0, AMAX_K), M, K)
-            xb = _load_x_tile(x_ptr, stride_xm, offs_m, ka + AMAX_K + tl.arange(0, AMAX_K), M, K)
-            amax = tl.maximum(amax, tl.max(tl.maximum(tl.abs(xa), tl.abs(xb)), axis=1).to(tl.float32))
+        if AMAX_CHUNKS > 0 and X_ROW1:
+            # One token (M = 1): its row as AMAX_CHUNKS loads of 8192 elements, all issued
+            # before the one reduction (an elementwise max between loads needs no barrier,
+            # so nothing orders them): one L2 round trip, not one per step.
+            offs_a = tl.arange(0, 8192)
+            xa = tl.abs(tl.load(x_ptr + offs_a, mask=offs_a < K, other=0.0))
+            for c in tl.static_range(1, AMAX_CHUNKS):
+                o = c * 8192 + offs_a
+                xa = tl.maximum(xa, tl.abs(tl.load(x_ptr + o, mask=o < K, other=0.0)))
+            amax = tl.zeros((BLOCK_M,), dtype=tl.float32) + tl.max(xa).to(tl.float32)
+        elif AMAX_CHUNKS > 0:
+            # M tokens: the same, AMAX_CHUNKS tiles of BLOCK_M x (8192 / BLOCK_M) unrolled
+            # (as many loads in flight as registers allow), one reduction at the end.
+            AMAX_K: tl.constexpr = 8192 // BLOCK_M
+            xa = tl.abs(_load_x_tile(x_ptr, stride_xm, offs_m, tl.arange(0, AMAX_K), M, K))
+            for c in tl.static_range(1, AMAX_CHUNKS):
+                xa = tl.maximum(xa, tl.abs(_load_x_tile(x_ptr, stride_xm, offs_m,
+                                                        c * AMAX_K + tl.arange(0, AMAX_K), M, K)))
+            amax = tl.max(xa, axis=1).to(tl.float32)
+        else:
+            # Long rows: steps of AMAX_K columns (8192 elements a step), two loads in
+            # flight per step: latency-bound, one L2 round trip per step.
+            AMAX_K: tl.constexpr = 8192 // BLOCK_M
+            amax = tl.zeros((BLOCK_M,), dtype=tl.float32)
+            for ka in range(0, K, 2 * AMAX_K):
+                xa = _load_x_tile(x_ptr, stride_xm, offs_m, ka + tl.arange(0, AMAX_K), M, K)
+                xb = _load_x_tile(x_ptr, stride_xm, offs_m, ka + AMAX_K + tl.arange(0, AMAX_K),
+                                  M, K)
+                amax = tl.maximum(amax, tl.max(tl.maximum(tl.abs(xa), tl.abs(xb)),
+                                               axis=1).to(tl.float32))
         tok_scale = tl.maximum(tl.math.div_rn(amax, FMAX), SMIN)
         tok_inv = tl.math.div_rn(tl.full((BLOCK_M,), 1.0, tl.float32), tok_scale)
+        if X_ROW1:  # every row holds token 0's values
+            tok_scale1 = tl.max(tok_scale)
+            tok_inv1 = tl.max(tok_inv)
 
     for k0 in range(k_start, k_end, BLOCK_K):
         if SCHEME == 2:
@@ -203,6 +229,13 @@ def _fp8_gemm_decode_kernel(
                     xq = _load_x_tile(x_ptr, stride_xm, offs_m, offs_k, M, k_end)
                     xs = tl.load(xs_ptr + offs_m * stride_xsm + (k0 + kk) // 128,
                                  mask=(offs_m < M) & (offs_m * 0 + k0 + kk < k_end), other=0.0)
+                elif X_ROW1:  # one token: quantize its row, the MMA takes it 16 times
+                    x1 = tl.load(x_ptr + offs_k, mask=offs_k < k_end, other=0.0).to(tl.float32)
+                    xs1 = tl.maximum(tl.math.div_rn(tl.max(tl.abs(x1)), FMAX), SMIN)
+                    q1 = _div_by_scale(x1, xs1, tl.math.div_rn(xs1 * 0.0 + 1.0, xs1))
+                    xq = tl.broadcast_to(tl.clamp(q1, -FMAX, FMAX).to(w.dtype)[None, :],
+                                         (BLOCK_M, 128))
+                    xs = tl.zeros((BLOCK_M,), dtype=tl.float32) + xs1
                 else:  # the group amax is local to this 128-wide step: quantize here
                     x = _load_x_tile(x_ptr, stride_xm, offs_m, offs_k, M, k_end).to(tl.float32)
                     xs = tl.maximum(tl.math.div_rn(tl.max(tl.abs(x), axis=1), FMAX), SMIN)
@@ -216,26 +249,36 @@ def _fp8_gemm_decode_kernel(
         else:
             offs_k = k0 + tl.arange(0, BLOCK_K)
             w = _load_w_tile(w_ptr, stride_wn, offs_n, offs_k, N, k_end, EVEN_N, EVEN_K)
-            x = _load_x_tile(x_ptr, stride_xm, offs_m, offs_k, M, k_end)
-            if SCHEME == 3 and WO_MODE == 1:
-                acc += _wo_f16_step(w, x, INTERPRET)
-            elif SCHEME == 3 and WO_MODE == 2:
-                acc += _wo_split8_step(w, x, INTERPRET)
-            elif SCHEME == 3:
-                if (x.dtype == tl.float32) or INTERPRET:
-                    acc = tl.dot(w.to(tl.float32), tl.trans(x.to(tl.float32)), acc,
-                                 input_precision="ieee")
+            if X_ROW1:  # one token: quantize its row (not a 16-row tile), broadcast it
+                x1 = tl.load(x_ptr + offs_k, mask=offs_k < k_end, other=0.0).to(tl.float32)
+                if SCHEME == 1:
+                    q1 = _div_by_scale(x1, tok_scale1, tok_inv1)
                 else:
-                    acc = tl.dot(w.to(x.dtype), tl.trans(x), acc)
-            elif X_FP8:
-                acc = tl.dot(w, tl.trans(x), acc)
-            elif SCHEME == 1:  # fused_amax: quantized as the pre-pass would
-                xq = tl.clamp(_div_by_scale(x.to(tl.float32), tok_scale[:, None], tok_inv[:, None]),
-                              -FMAX, FMAX)
-                acc = tl.dot(w, tl.trans(xq.to(w.dtype)), acc)
+                    q1 = x1 * inv_scale
+                xq = tl.broadcast_to(tl.clamp(q1, -FMAX, FMAX).to(w.dtype)[None, :],
+                                     (BLOCK_M, BLOCK_K))
+                acc = tl.dot(w, tl.trans(xq), acc)
             else:
-                xq = tl.clamp(x.to(tl.float32) * inv_scale, -FMAX, FMAX)
-                acc = tl.dot(w, tl.trans(xq.to(w.dtype)), acc)
+                x = _load_x_tile(x_ptr, stride_xm, offs_m, offs_k, M, k_end)
+                if SCHEME == 3 and WO_MODE == 1:
+                    acc += _wo_f16_step(w, x, INTERPRET)
+                elif SCHEME == 3 and WO_MODE == 2:
+                    acc += _wo_split8_step(w, x, INTERPRET)
+                elif SCHEME == 3:
+                    if (x.dtype == tl.float32) or INTERPRET:
+                        acc = tl.dot(w.to(tl.float32), tl.trans(x.to(tl.float32)), acc,
+                                     input_precision="ieee")
+                    else:
+                        acc = tl.dot(w.to(x.dtype), tl.trans(x), acc)
+                elif X_FP8:
+                    acc = tl.dot(w, tl.trans(x), acc)
+                elif SCHEME == 1:  # fused_amax: quantized as the pre-pass would
+                    xq = tl.clamp(_div_by_scale(x.to(tl.float32), tok_scale[:, None], tok_inv[:, None]),
+                                  -FMAX, FMAX)
+                    acc = tl.dot(w, tl.trans(xq.to(w.dtype)), acc)
+                else:
+                    xq = tl.clamp(x.to(tl.float32) * inv_scale, -FMAX, FMAX)
+                    acc = tl.dot(w, tl.trans(xq.to(w.dtype)), acc)
 
     # Epilogue scales (block128 applied them per K step above).
     if SCHEME != 2:
@@ -272,6 +315,33 @@ def _fp8_gemm_decode_kernel(
             tl.atomic_xchg(cnt_ptr + tile, 0, sem="relaxed", scope="gpu")
 
 
+def row1(scheme_id: int, x_fp8: bool, m: int) -> bool:
+    """The X_ROW1 constexpr: one token (M = 1) whose x the kernel quantizes itself
+    (per_tensor, channel_token, block128). Its row is loaded and quantized as a vector and
+    broadcast to the MMA's 16 columns: 1/16 of the conversion work of a masked 16-row tile.
+    H200 2026-12-01, Nsight Compute, 16384x5120 M=1 (results/ncu_H200_2026-12-01/):
+    block128's in-kernel quant issued ~3x the instructions of its pre-pass GEMM and ran
+    55.5 us against 27.3; with the row vector 48.2 (latency-bound on its per-group
+    reductions: the tuner keeps block128 on the pair). In the retuned 27B tower, M=1:
+    per_tensor 2.303 -> 2.290 ms, channel_token 2.403 -> 2.356 (results/row1_H200_*)."""
+    return m == 1 and not x_fp8 and scheme_id in (0, 1, 2)
+
+
+AMAX_UNROLL_MAX = 16  # tiles of channel_token's unrolled amax (more: the stepped loop)
+
+
+def amax_chunks(scheme_id: int, x_fp8: bool, m: int, k: int, block_m: int) -> int:
+    """The AMAX_CHUNKS constexpr of channel_token's in-kernel amax: one token (M = 1) in
+    cdiv(K, 8192) loads, M tokens in cdiv(K, 8192 / BLOCK_M) tiles, all unrolled (up to
+    16 tiles); 0: the stepped loop (longer rows, other schemes, FP8 x given)."""
+    if scheme_id != 1 or x_fp8:
+        return 0
+    if row1(scheme_id, x_fp8, m):
+        return -(-k // 8192)
+    chunks = -(-k // (8192 // block_m))
+    return chunks if chunks <= AMAX_UNROLL_MAX else 0
+
+
 def launch_args(
     w, x, y, w_scale, x_scale, bias, part, counters, *, scheme_id: int, x_fp8: bool,
     block_n: int, block_m: int, block_k: int, split_k: int, num_warps: int, num_stages: int,
@@ -304,6 +374,8 @@ def launch_args(
     # Always passed: a launch plan binds every kernel parameter by name for its direct
     # launches (nn/plan.py), and a parameter left to its default would stop that.
     kwargs["WO_MODE"] = wo_mode
+    kwargs["AMAX_CHUNKS"] = amax_chunks(scheme_id, x_fp8, m, k, block_m)
+    kwargs["X_ROW1"] = row1(scheme_id, x_fp8, m)
     if pdl and not interpret:
         kwargs["launch_pdl"] = True
     return grid, args, kwargs

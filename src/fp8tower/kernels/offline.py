@@ -164,6 +164,8 @@ def compile_gemm(problem: GemmProblem, config: dict, capability: tuple[int, int]
     k_blocks = -(-p.k // 128)
     ws_stride = k_blocks if p.scheme is Scheme.BLOCK128 else 0
     xs_stride = {Scheme.BLOCK128: k_blocks, Scheme.CHANNEL_TOKEN: 1}.get(p.scheme, 0)
+    if not x_fp8:  # no pre-pass scales: _run passes the weight scales with stride 0
+        xs_stride = 0
     t = time.perf_counter()
     with offline_target(capability):
         compiled = kernel.warmup(
@@ -180,6 +182,8 @@ def compile_gemm(problem: GemmProblem, config: dict, capability: tuple[int, int]
             EVEN_N=p.n % bn == 0, EVEN_K=p.k % bk == 0, num_warps=cfg["num_warps"],
             num_stages=cfg["num_stages"], grid=(1,),
             PREFETCH=cfg.get("prefetch", 0), PDL=cfg.get("pdl", False),
+            AMAX_CHUNKS=fp8_gemm.amax_chunks(SCHEME_ID[p.scheme], x_fp8, p.m, p.k, bm),
+            X_ROW1=fp8_gemm.row1(SCHEME_ID[p.scheme], x_fp8, p.m),
             **({"WO_MODE": cfg["wo_mode"]} if cfg.get("wo_mode") else {}),
             **({"launch_pdl": True} if cfg.get("pdl") else {}),
         )
@@ -225,10 +229,13 @@ def _build(job) -> str | None:
 
 
 def _variant_key(problem: GemmProblem, config: dict) -> tuple:
-    from .configs import block_m_for
+    from .configs import block_m_for, x_is_fp8
 
     return (problem.scheme, problem.act_dtype, problem.out_dtype, problem.capability,
-            problem.n, problem.k, block_m_for(problem.m), json.dumps(config, sort_keys=True))
+            problem.n, problem.k, block_m_for(problem.m), json.dumps(config, sort_keys=True),
+            # one token quantized in the GEMM is its own build (fp8_gemm.row1)
+            problem.m == 1 and problem.scheme is not Scheme.WEIGHT_ONLY
+            and not x_is_fp8(problem.scheme, problem.act_dtype == torch.float8_e4m3fn, config))
 
 
 def precompile(jobs, workers: int | None = None) -> PrecompileReport:
