@@ -11,10 +11,12 @@
 #   retune_b128 retune block128 (27B tower and Qwen3-8B shapes) with the in-kernel quant
 #   host     host time of one eager call per scheme against nn.Linear (bench_host.py, #11)
 #   tune     tune the 27B tower's GEMMs per scheme (all backends; #4, #13): from a cold cache,
-#            or the carried one (TUNE_FLAGS=--retune: tune again; TUNE_8B=1: the 8B's shapes too)
+#            or the carried one (TUNE_FLAGS=--retune: tune again; TUNE_8B=1: the 8B's shapes too;
+#            TUNE_M, TUNE_SCHEMES: the M buckets and schemes, default all)
 #   fourway  cuBLASLt / cuDNN / CUTLASS / Triton / auto per shape and M (bench_fourway.py, #13)
 #   retune_ct  retune channel_token (27B tower and Qwen3-8B shapes): the fused_amax variants
 #   tower_ct the 27B tower, merged + auto, channel_token only
+#   tower_merged  the 27B tower, merged + auto (TOWER_SCHEMES, TOWER_M: comma lists)
 #   tower    the 27B tower: unmerged/merged x cublaslt/auto x schemes x M (#5, #12)
 #   ncu      Nsight Compute sections of one GEMM per variant (benchmarks/ncu_gemm.py, #12):
 #            block128 pre-pass / in-kernel quant, channel_token fused amax / pair, per_tensor
@@ -88,7 +90,7 @@ for s in $STEPS; do
                 --idle-calls 200 --backend $be --json "$V/host_$be.json"
             done ;;
     explain) step dispatch_explain 30 $FP8 dispatch --explain ;;
-    tune) for sc in per_tensor channel_token block128; do
+    tune) for sc in ${TUNE_SCHEMES:-per_tensor channel_token block128}; do
             step "tune_$sc" 150 $FP8 tune --model qwen3.5-27b --m ${TUNE_M:-1,8,16,32} --scheme $sc --max-configs 4 \
               ${TUNE_FLAGS:-}
           done
@@ -104,6 +106,9 @@ for s in $STEPS; do
                step dispatch_explain 30 $FP8 dispatch --explain ;;
     tower_ct) step tower_ct 120 $FP8 bench tower --model qwen3.5-27b --m 1,8,32 --arms merged \
                 --backends auto --scheme channel_token --json "$V/tower_ct.json" ;;
+    tower_merged) step tower_merged 120 $FP8 bench tower --model qwen3.5-27b --m ${TOWER_M:-1,8,32} \
+                --arms merged --backends auto --scheme ${TOWER_SCHEMES:-per_tensor,channel_token,block128} \
+                --json "$V/tower_merged.json" ;;
     fourway) step fourway 220 $PY benchmarks/bench_fourway.py --max-configs 2 --json "$V/fourway.json" ;;
     tower) step tower 200 $FP8 bench tower --model qwen3.5-27b --m 1,8,32 --arms unmerged,merged \
              --backends cublaslt,auto --scheme per_tensor,channel_token,block128 --json "$V/tower.json" ;;

@@ -187,3 +187,27 @@ def test_pdl_pre_pass_pair_is_exact_planned_and_in_a_graph(scheme, m):
     graph.replay()
     for xi, yi in zip(xs, ys):
         torch.testing.assert_close(yi, triton_gemm._run(xi, w, packed, config=base), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("scheme", [Scheme.PER_TENSOR, Scheme.CHANNEL_TOKEN, Scheme.BLOCK128],
+                         ids=str)
+@pytest.mark.parametrize("m,k", [(1, 5120), (8, 17408), (3, 1000)])
+def test_pre_pass_gives_the_exact_division_bits_on_gpu(scheme, m, k):
+    """The activation pre-pass (kernels/act_quant.py: one reciprocal per scale plus an FMA
+    correction per element, 1 to 16 warps) gives formats' exact x / scale, bit for bit, and
+    its scales, on values spread over 12 binades. The in-GEMM quantization is checked against
+    this kernel elsewhere, so this is the anchor of both to the exact division."""
+    from fp8tower.formats import quantize_activation
+    from fp8tower.kernels.act_quant import quantize
+
+    g = torch.Generator(device="cuda").manual_seed(200 + m)
+    x = torch.randn(m, k, device="cuda", generator=g)
+    x = (x * torch.exp2(torch.randint(-6, 6, (m, k), device="cuda", generator=g))).bfloat16()
+    static = torch.tensor(0.0137, device="cuda") if scheme is Scheme.PER_TENSOR else None
+    q, s = quantize(x, scheme, static)
+    # formats on the GPU and on the CPU (where torch's float32 division is IEEE throughout)
+    for dev in ("cuda", "cpu"):
+        q_ref, s_ref = quantize_activation(x.to(dev), scheme,
+                                           None if static is None else static.to(dev))
+        torch.testing.assert_close(s.reshape(s_ref.shape).to(dev), s_ref, rtol=0, atol=0)
+        assert torch.equal(q.view(torch.uint8).to(dev), q_ref.view(torch.uint8)), dev

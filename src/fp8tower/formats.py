@@ -121,7 +121,12 @@ def _saturate_cast(t: torch.Tensor) -> torch.Tensor:
 
 
 def _amax_scale(amax: torch.Tensor) -> torch.Tensor:
-    return (amax.float() / FP8_MAX).clamp_min(MIN_SCALE)
+    # A tensor divisor: on CUDA, torch divides by a Python scalar through its reciprocal,
+    # 1 ulp off the IEEE quotient for about half the values (H200 2026-12-01, results/
+    # fast_token_prepass_H200_2026-12-01/gplan_formats_scalar_division.log); the kernels
+    # divide exactly (div_rn)
+    a = amax.float()
+    return (a / torch.full((), FP8_MAX, dtype=torch.float32, device=a.device)).clamp_min(MIN_SCALE)
 
 
 def block_scales_expand(scale: torch.Tensor, n: int, k: int) -> torch.Tensor:

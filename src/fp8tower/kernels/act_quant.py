@@ -1,14 +1,18 @@
 """One-launch FP8 activation quantization (Triton): per-tensor static, per-token, 1x128 groups.
 
-Division is IEEE round-to-nearest: one div_rn per scale for its reciprocal r, then x * r with
-one FMA correction per element (fp8_gemm._div_by_scale: div_rn's bits), so results equal
-formats.quantize_* bit for bit on the GPU. (The CPU interpreter's fp32->fp8 cast rounds
-wrongly when rounding carries into the exponent: test it there only with values that
-quantize exactly; see DESIGN.md.) A div_rn per element on 4 warps made the per-token pass
-(one program per token) the slow half of channel_token's pre-pass + GEMM pair; with the
-reciprocal and 4-16 warps a row, the pair at 16384x5120 M=8 went from 28.2 to 22.9 us
-(per_tensor's GEMM: 23.0), H200 2026-12-01, results/amax_unrolled_H200_2026-12-01/ and
-results/fast_token_prepass_H200_2026-12-01/ (tuning_cache.json of each).
+Division is IEEE round-to-nearest: one div_rn per scale for its reciprocal r, then x * r
+with one FMA correction per element (fp8_gemm._div_by_scale: div_rn's bits), so results
+equal formats.quantize_* bit for bit on the GPU (tests/test_gpu_plan.py). The CPU
+interpreter's fp32->fp8 cast rounds wrongly when rounding carries into the exponent: test
+it there only with values that quantize exactly (DESIGN.md).
+
+Speed (H200, 2026-12-01): a div_rn per element on 4 warps made the per-token pass (one
+program per token) the slow half of channel_token's pre-pass + GEMM pair; with the
+reciprocal and 4-16 warps a row the pair at 16384x5120 M=8 went from 28.2 to 22.9 us
+(per_tensor's GEMM: 23.0; results/amax_unrolled_H200_2026-12-01/ and
+results/fast_token_prepass_H200_2026-12-01/, tuning_cache.json of each). A 1x128 group
+takes one warp, so its amax is a warp shuffle with no block-wide barrier (the block128
+pair 24.64 -> 24.34 us at 16384x5120 M=1; results/b128_one_warp_prepass_H200_2026-12-01/).
 
 PDL (constexpr; launched with ``launch_pdl``): the kernel first lets the next one launch
 (``gdc_launch_dependents``: the GEMM that reads q, which streams its weights meanwhile; its
@@ -81,8 +85,9 @@ def quantize_args(
     block_g = triton.next_power_of_2(group)
     kwargs = {"GROUP": group, "BLOCK_G": block_g, "STATIC": static,
               "FMAX": FP8_MAX, "SMIN": MIN_SCALE, "PDL": pdl,
-              # one token's row per program: about 64 elements per thread (4 to 16 warps)
-              "num_warps": min(16, max(4, block_g // 2048))}
+              # a token's row: ~64 elements a thread (4 to 16 warps); a 1x128 group: one
+              # warp, so its amax is a warp shuffle, no block-wide barrier
+              "num_warps": 1 if block_g <= 128 else min(16, max(4, block_g // 2048))}
     if pdl:
         kwargs["launch_pdl"] = True
     if scheme is Scheme.PER_TENSOR:
