@@ -192,3 +192,15 @@ def test_fp8_linear_refuses_a_bad_number_act_scale(bad):
     w = quantize_weight(torch.randn(8, 16), "per_tensor")
     with pytest.raises(ValueError, match="act_scale must be a finite number > 0"):
         fp8_linear(torch.randn(2, 16), w, act_scale=bad, backend="reference")
+
+
+def test_amax_scale_is_the_ieee_quotient():
+    """amax / 448 rounded once (float64 then float32 is exact here: amax / 7 never lands on
+    a float32 midpoint), floored at MIN_SCALE; one cached divisor per device."""
+    from fp8tower.formats import FP8_MAX, MIN_SCALE, _fp8_max_on, amax_scale
+
+    amax = torch.rand(10_000, dtype=torch.float32) * torch.exp2(torch.randint(-20, 20, (10_000,)))
+    want = (amax.double() / FP8_MAX).float().clamp_min(MIN_SCALE)
+    assert torch.equal(amax_scale(amax), want)
+    assert amax_scale(torch.tensor(0.0)).item() == pytest.approx(MIN_SCALE)
+    assert _fp8_max_on(torch.device("cpu")) is _fp8_max_on(torch.device("cpu"))

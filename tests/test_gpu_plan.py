@@ -211,3 +211,19 @@ def test_pre_pass_gives_the_exact_division_bits_on_gpu(scheme, m, k):
                                            None if static is None else static.to(dev))
         torch.testing.assert_close(s.reshape(s_ref.shape).to(dev), s_ref, rtol=0, atol=0)
         assert torch.equal(q.view(torch.uint8).to(dev), q_ref.view(torch.uint8)), dev
+
+
+def test_amax_scale_under_capture_first():
+    """formats.amax_scale called first inside a CUDA graph capture does not cache a divisor
+    that only the graph fills: eager calls after the capture still divide by 448."""
+    from fp8tower import formats
+
+    formats._fp8_max_on.cache_clear()
+    amax = torch.tensor([448.0, 3.5], device="cuda")
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        s = formats.amax_scale(amax)
+    graph.replay()
+    want = torch.tensor([1.0, 3.5 / 448.0], device="cuda")
+    torch.testing.assert_close(s, want, rtol=0, atol=0)
+    torch.testing.assert_close(formats.amax_scale(amax), want, rtol=0, atol=0)

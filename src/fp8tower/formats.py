@@ -25,6 +25,7 @@ backend handles the partial blocks or refuses the problem with a reason.
 from __future__ import annotations
 
 import enum
+import functools
 import math
 import re
 from dataclasses import InitVar, dataclass, field
@@ -120,13 +121,26 @@ def _saturate_cast(t: torch.Tensor) -> torch.Tensor:
     return t.clamp(-FP8_MAX, FP8_MAX).to(FP8_DTYPE)
 
 
-def _amax_scale(amax: torch.Tensor) -> torch.Tensor:
-    # A tensor divisor: on CUDA, torch divides by a Python scalar through its reciprocal,
-    # 1 ulp off the IEEE quotient for about half the values (H200 2026-12-01, results/
-    # fast_token_prepass_H200_2026-12-01/gplan_formats_scalar_division.log); the kernels
-    # divide exactly (div_rn)
+@functools.cache
+def _fp8_max_on(device: torch.device) -> torch.Tensor:
+    return torch.full((), FP8_MAX, dtype=torch.float32, device=device)
+
+
+def amax_scale(amax: torch.Tensor) -> torch.Tensor:
+    """The dynamic scale of an amax: amax / 448 (IEEE-rounded, as the kernels' div_rn),
+    at least MIN_SCALE. The divisor is a tensor: on CUDA, torch divides by a Python scalar
+    through its reciprocal, 1 ulp off the quotient for about half the values (H200
+    2026-12-01, results/fast_token_prepass_H200_2026-12-01/gplan_formats_scalar_division.log);
+    one cached 0-dim tensor per device, so no extra kernel per call (under CUDA graph capture
+    a fresh one, filled by the graph: a cached tensor made there would be filled on replay
+    only)."""
     a = amax.float()
-    return (a / torch.full((), FP8_MAX, dtype=torch.float32, device=a.device)).clamp_min(MIN_SCALE)
+    if a.is_cuda and torch.cuda.is_current_stream_capturing():
+        div = torch.full((), FP8_MAX, dtype=torch.float32, device=a.device)
+    else:
+        div = _fp8_max_on(a.device)
+    return (a / div).clamp_min(MIN_SCALE)
+
 
 
 def block_scales_expand(scale: torch.Tensor, n: int, k: int) -> torch.Tensor:
@@ -265,13 +279,13 @@ def quantize_weight(
     w32 = w.float()
     n, k = w.shape
     if scheme is Scheme.PER_TENSOR:
-        scale = _amax_scale(w32.abs().amax())
+        scale = amax_scale(w32.abs().amax())
         data = _saturate_cast(w32 / scale)
     elif scheme in (Scheme.CHANNEL_TOKEN, Scheme.WEIGHT_ONLY):
-        scale = _amax_scale(w32.abs().amax(dim=1))
+        scale = amax_scale(w32.abs().amax(dim=1))
         data = _saturate_cast(w32 / scale[:, None])
     else:
-        scale = _amax_scale(_blockwise_amax(w32))
+        scale = amax_scale(_blockwise_amax(w32))
         data = _saturate_cast(w32 / block_scales_expand(scale, n, k))
     act = None
     if act_scale is not None:
@@ -310,7 +324,7 @@ def quantize_act_per_tensor(
     """(M, K) -> FP8 with one scale: the static one given, else dynamic amax/448."""
     x32 = x.float()
     if scale is None:
-        s = _amax_scale(x32.abs().amax())
+        s = amax_scale(x32.abs().amax())
     else:
         s = torch.as_tensor(scale, dtype=torch.float32, device=x.device).reshape(())
     return _saturate_cast(x32 / s), s
@@ -319,7 +333,7 @@ def quantize_act_per_tensor(
 def quantize_act_per_token(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """(M, K) -> FP8 and (M,) dynamic per-token scales."""
     x32 = x.float()
-    s = _amax_scale(x32.abs().amax(dim=-1))
+    s = amax_scale(x32.abs().amax(dim=-1))
     return _saturate_cast(x32 / s[:, None]), s
 
 
@@ -329,7 +343,7 @@ def quantize_act_group128(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     kb = -(-k // BLOCK)
     padded = torch.zeros(m, kb * BLOCK, dtype=torch.float32, device=x.device)
     padded[:, :k] = x.float()
-    s = _amax_scale(padded.abs().view(m, kb, BLOCK).amax(dim=-1))
+    s = amax_scale(padded.abs().view(m, kb, BLOCK).amax(dim=-1))
     q = _saturate_cast(padded.view(m, kb, BLOCK) / s[:, :, None]).view(m, kb * BLOCK)[:, :k]
     return q.contiguous(), s
 

@@ -17,7 +17,7 @@ import os
 
 import torch
 
-from ..formats import FP8_DTYPE, FP8_MAX, MIN_SCALE, Fp8Weight, Scheme
+from ..formats import FP8_DTYPE, Fp8Weight, Scheme, amax_scale
 from ..kernels.configs import (
     SCHEME_ID,
     block_m_for,
@@ -111,7 +111,7 @@ def _run(x, weight, packed, *, act_scale=None, bias=None, out_dtype=torch.bfloat
         else:
             static = act_scale if act_scale is not None else weight.act_scale
             if static is None:  # dynamic per-tensor: one global amax first
-                static = (x.abs().amax().float() / FP8_MAX).clamp_min(MIN_SCALE)
+                static = amax_scale(x.abs().amax())
             xs = static.float().reshape(1)
             if x_fp8:  # the pre-pass
                 x, _ = quantize_act(x, scheme, xs, pdl=cfg.get("pdl", False))
