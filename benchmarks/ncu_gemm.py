@@ -1,4 +1,4 @@
-"""One Triton GEMM config, launched a few times, for Nsight Compute to profile (issue #12):
+"""One GEMM config (Triton, or another backend with --backend), launched a few times, for Nsight Compute to profile (issue #12):
 where a variant's time goes (stall reasons, memory throughput) where timings alone cannot say.
 
     ncu --section SpeedOfLight --section WarpStateStats -k regex:_fp8_gemm_decode_kernel \\
@@ -16,7 +16,7 @@ import json
 
 import torch
 
-from fp8tower.backends import triton_gemm
+from fp8tower import backends
 from fp8tower.formats import Scheme, quantize_weight
 
 
@@ -25,7 +25,8 @@ def main() -> None:
     ap.add_argument("--scheme", required=True, choices=[s.value for s in Scheme])
     ap.add_argument("--shape", required=True, help="NxK of the weight, e.g. 16384x5120")
     ap.add_argument("--m", type=int, default=1)
-    ap.add_argument("--config", required=True, help="the Triton config, as JSON")
+    ap.add_argument("--config", required=True, help="the backend's config, as JSON")
+    ap.add_argument("--backend", default="triton", help="a registered backend (default triton)")
     ap.add_argument("--launches", type=int, default=3)
     a = ap.parse_args()
     n, k = (int(v) for v in a.shape.lower().split("x"))
@@ -34,10 +35,11 @@ def main() -> None:
     w = quantize_weight(torch.randn(n, k, device="cuda", generator=g) * 0.02, scheme,
                         act_scale=0.05 if scheme is Scheme.PER_TENSOR else None)
     x = torch.randn(a.m, k, device="cuda", generator=g).bfloat16()
-    packed = triton_gemm.BACKEND.packed_for(w)
+    be = backends.get(a.backend)
+    packed = be.packed_for(w)
     cfg = json.loads(a.config)
     for _ in range(a.launches):
-        y = triton_gemm._run(x, w, packed, config=cfg)
+        y = be.run(x, w, packed, config=cfg)
     torch.cuda.synchronize()
     print(f"{a.scheme} {n}x{k} M={a.m} {cfg}: y[0, :4] = {y[0, :4].tolist()}")
 

@@ -25,6 +25,9 @@
 #   gen8b    end-to-end decode, Qwen3-8B-shaped transformers model (bench generate, #11)
 #   gen8b_triton  the same, every FP8 linear on the Triton backend (its planned eager path)
 #   hostbe   host time per eager call, per backend (triton cublaslt cutlass cudnn auto)
+#   stream   the stream backend: its GPU tests, then bench_stream.py (chains against the Triton
+#            default and cuBLASLt; STREAM_BENCH_S seconds, STREAM_BENCH_ARGS)
+#   tower_stream  the 27B tower, merged, auto against stream (TOWER_BACKENDS, TOWER_M, TOWER_SCHEMES)
 #   explain  fp8tower dispatch --explain: what auto chose for every tuned key so far
 #   gen27b   the same, Qwen3.5-27B-shaped, bf16 against per_tensor unmerged/merged (#11);
 #            arms interleaved (~110 GB of weights at once; GEN27B_MODE=--one-at-a-time)
@@ -109,6 +112,12 @@ for s in $STEPS; do
     tower_merged) step tower_merged 120 $FP8 bench tower --model qwen3.5-27b --m ${TOWER_M:-1,8,32} \
                 --arms merged --backends auto --scheme ${TOWER_SCHEMES:-per_tensor,channel_token,block128} \
                 --json "$V/tower_merged.json" ;;
+    stream) step stream_tests 150 $PY -m pytest -q -m gpu -p no:cacheprovider --timeout 60 tests/test_stream_backend.py
+            step stream_bench ${STREAM_BENCH_S:-300} $PY benchmarks/bench_stream.py --json "$V/stream.json" \
+              --budget-s $(( ${STREAM_BENCH_S:-300} - 20 )) ${STREAM_BENCH_ARGS:-} ;;
+    tower_stream) step tower_stream 150 $FP8 bench tower --model qwen3.5-27b --m ${TOWER_M:-1,8} --arms merged \
+                    --backends ${TOWER_BACKENDS:-auto,stream} --scheme ${TOWER_SCHEMES:-per_tensor,channel_token,block128} \
+                    --json "$V/tower_stream.json" ;;
     fourway) step fourway 220 $PY benchmarks/bench_fourway.py --max-configs 2 --json "$V/fourway.json" ;;
     tower) step tower 200 $FP8 bench tower --model qwen3.5-27b --m 1,8,32 --arms unmerged,merged \
              --backends cublaslt,auto --scheme per_tensor,channel_token,block128 --json "$V/tower.json" ;;
@@ -124,6 +133,16 @@ for s in $STEPS; do
              -k regex:_fp8_gemm_decode_kernel --launch-skip 2 --launch-count 1 \
              $PY benchmarks/ncu_gemm.py --scheme $sc --shape ${NCU_SHAPE:-16384x5120} --m 1 --config "$*"
          done ;;
+    ncu_stream) [ -n "${NCU_STREAM_CONFIG:-}" ] || NCU_STREAM_CONFIG='{"stages": 6, "ctas_per_sm": 1, "pdl": false}'
+                for v in "per_tensor ${NCU_SHAPE:-16384x5120} 1" "per_tensor 1024x5120 1" "channel_token ${NCU_SHAPE:-16384x5120} 1"; do
+                  set -- $v
+                  step "ncu_stream_$1_$2" 90 ncu --section SpeedOfLight --section WarpStateStats \
+                    --section SchedulerStats --section LaunchStats --section Occupancy \
+                    --section MemoryWorkloadAnalysis --section SourceCounters \
+                    --print-details all -k regex:fp8t_stream_gemm --launch-skip 2 --launch-count 1 \
+                    $PY benchmarks/ncu_gemm.py --backend stream --scheme $1 --shape $2 --m $3 \
+                    --config "$NCU_STREAM_CONFIG"
+                done ;;
     trace) step trace 120 $FP8 trace capture --model qwen3.5-27b --arm merged --backend auto --m 1 \
              --scheme ${TRACE_SCHEME:-per_tensor} \
              --out "$V/trace_merged_auto"
@@ -154,5 +173,5 @@ done
 
 cat "$V/status.txt"
 for f in "$V"/*.log; do echo "== $f"; tail -n 12 "$f"; done | tail -c 9000
-rm -rf "$V/cache/cutlass"  # the libraries came with the call; keep the tuning cache
+rm -rf "$V/cache/cutlass" "$V/cache/stream"  # the libraries came with the call; keep the tuning cache
 tar -czf "$OUT/verify.tgz" -C "$OUT" verify && rm -rf "$V"

@@ -20,9 +20,9 @@ from ..formats import Fp8Weight
 from ..problem import GemmProblem
 
 # In the order `auto` tries them when nothing is tuned (fastest first, oracle last); cudnn
-# and cutlass after cublaslt, so the untuned safe default stays cuBLASLt (only the tuner
+# cutlass and stream after cublaslt, so the untuned safe default stays cuBLASLt (only the tuner
 # picks them).
-_MODULES = ("triton_gemm", "cublaslt", "cudnn", "cutlass", "reference")
+_MODULES = ("triton_gemm", "cublaslt", "cudnn", "cutlass", "stream", "reference")
 # Optional packages whose absence makes a backend module not register.
 _OPTIONAL = {"triton"}
 

@@ -27,12 +27,7 @@ import functools
 import hashlib
 import importlib.metadata
 import importlib.util
-import json
 import os
-import re
-import shutil
-import subprocess
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,6 +38,7 @@ from .. import paths
 from ..formats import Fp8Weight, Scheme
 from ..problem import GemmProblem
 from . import Backend, act_quant
+from .nvcc import build_library, nvcc_path, nvcc_version
 
 PACKAGE = "nvidia-cutlass"
 SOURCE = Path(__file__).parent / "csrc" / "cutlass" / "fp8_gemm.cu"
@@ -67,25 +63,6 @@ class CutlassError(RuntimeError):
 
 
 # ============================================================================ toolchain
-
-
-def nvcc_path() -> str | None:
-    """nvcc on PATH, else $CUDA_HOME/bin/nvcc, else None."""
-    found = shutil.which("nvcc")
-    if found:
-        return found
-    home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH")
-    if home and (Path(home) / "bin" / "nvcc").is_file():
-        return str(Path(home) / "bin" / "nvcc")
-    return None
-
-
-@functools.cache
-def nvcc_version(nvcc: str) -> str:
-    """'release 13.0, V13.0.88' from ``nvcc --version``."""
-    out = subprocess.run([nvcc, "--version"], capture_output=True, text=True, check=True).stdout
-    m = re.search(r"release [^\n]*", out)
-    return m.group(0).strip() if m else out.strip().splitlines()[-1]
 
 
 def cutlass_version() -> str | None:
@@ -182,33 +159,10 @@ def nvcc_command(spec: BuildSpec, out: Path) -> list[str]:
 
 
 def build(spec: BuildSpec) -> Path:
-    """The cached library of ``spec``, compiled first when missing (atomic, one process at a
-    time per library). A sidecar JSON records the build time and command."""
-    path = library_path(spec)
-    if path.is_file():
-        return path
-    from filelock import FileLock
-
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with FileLock(str(path) + ".lock"):
-        if path.is_file():
-            return path
-        fd, tmp = tempfile.mkstemp(suffix=".so", dir=path.parent)
-        os.close(fd)
-        cmd = nvcc_command(spec, Path(tmp))
-        t0 = time.perf_counter()
-        proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
-        seconds = time.perf_counter() - t0
-        if proc.returncode != 0:
-            os.unlink(tmp)
-            err = [ln for ln in proc.stderr.splitlines() if "error" in ln] or proc.stderr.splitlines()[-3:]
-            raise CutlassError(f"nvcc failed to build CUTLASS config {spec.name} "
-                               f"(exit {proc.returncode}): {' | '.join(err[:3])}")
-        os.replace(tmp, path)
-        meta = {"config": spec.name, "seconds": round(seconds, 1), "nvcc": nvcc_version(nvcc_path()),
-                "cutlass": cutlass_version(), "command": cmd}
-        path.with_suffix(".json").write_text(json.dumps(meta, indent=1))
-    return path
+    """The cached library of ``spec``, compiled first when missing (backends/nvcc.py)."""
+    return build_library(library_path(spec), lambda out: nvcc_command(spec, out), CutlassError,
+                         f"CUTLASS config {spec.name}",
+                         {"config": spec.name, "cutlass": cutlass_version()})
 
 
 @functools.cache

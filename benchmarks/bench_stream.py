@@ -1,0 +1,197 @@
+"""The stream backend against the Triton default and cuBLASLt, in chains (issue #12).
+
+One run, cold L2, one CUDA graph per row (bench_chain's timers):
+
+- numerics: every stream config vs the float64 reference on the same quantized operands
+  (output NaN-poisoned), SQNR dB;
+- per GEMM: a chain of one shape over rotated weight copies: us per GEMM, % of the read
+  ceiling, us beyond its bytes (consecutive GEMMs: with PDL their boundaries overlap);
+- tower chain: the tower shapes x 2 weight sets in one graph, without and with a small
+  elementwise kernel between GEMMs (the tower's stand-ins; launched without PDL).
+
+    python benchmarks/bench_stream.py --json benchmarks/results/stream_H200.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+import torch
+
+from fp8tower import provenance
+from fp8tower.backends import stream
+from fp8tower.backends.reference import fp8_linear_ref
+from fp8tower.formats import Scheme, quantize_activation, quantize_weight, sqnr_db
+from fp8tower.kernels import configs as kconfigs
+from fp8tower.tuning.ceiling import read_ceiling
+from fp8tower.tuning.timer import l2_cache_bytes, rotation_copies
+
+sys.path.insert(0, __file__.rsplit("/", 1)[0])
+from bench_chain import call_with, problem, timed_chain, timed_gemm
+from bench_gemm import TOWER_SHAPES, random_weights
+
+STREAM_ARMS = {
+    "stream": {"stages": 8, "ctas_per_sm": 1, "pdl": True},  # stream-K
+    "stream_whole": {"stages": 8, "ctas_per_sm": 1, "pdl": True, "whole_tiles": True},
+    "stream_nopdl": {"stages": 8, "ctas_per_sm": 1, "pdl": False},
+    "stream_s6": {"stages": 6, "ctas_per_sm": 1, "pdl": True},  # the next grid's CTAs fit beside
+    "stream_mi4": {"stages": 8, "ctas_per_sm": 1, "pdl": True, "min_iters": 4},
+    # FP8 x given (quantized once, outside the chain): the GEMM without its pre-pass launch
+    "stream_fp8x": {"stages": 8, "ctas_per_sm": 1, "pdl": True},
+    "stream_c2": {"stages": 4, "ctas_per_sm": 2, "pdl": True},
+}
+
+
+def config_of(arm, p):
+    """The arm's config for ``p`` (None: the arm cannot serve it)."""
+    if arm == "cublaslt":
+        return "cublaslt"
+    if arm == "base":
+        return kconfigs.default_config(p)
+    if stream.BACKEND.check(p) is not None:
+        return None
+    cfg = stream.BACKEND.default_config(p) if arm == "stream_default" else STREAM_ARMS[arm]
+    fits = stream.smem_bytes(min(p.bucket, 16), stream._x_kind(p), cfg["stages"]) * cfg["ctas_per_sm"]
+    return cfg if fits <= stream.SMEM_PER_SM else None
+
+
+def call_for(arm, p, w, x, out):
+    cfg = config_of(arm, p)
+    if cfg is None:
+        return None
+    if arm in STREAM_ARMS or arm == "stream_default":
+        be = stream.BACKEND
+        packed = be.packed_for(w)
+        if arm == "stream_fp8x":
+            q, s = quantize_activation(x, w.scheme, w.act_scale)
+            return lambda: be.run(q, w, packed, act_scale=s, config=cfg, out=out)
+        return lambda: be.run(x, w, packed, config=cfg, out=out)
+    return call_with(cfg, p, w, x, out)
+
+
+def numerics(schemes, arms, cap, ms=(1, 8, 16)):
+    rows = []
+    for scheme in schemes:
+        for n, k in ((1024, 5120), (5120, 6144), (16384, 5120), (1000, 1040)):
+            g = torch.Generator(device="cuda").manual_seed(n + k)
+            w = torch.randn(n, k, device="cuda", generator=g) * 0.02
+            for m in ms:
+                x = torch.randn(m, k, device="cuda", generator=g).bfloat16()
+                act = float(x.float().abs().amax()) / 448 if scheme is Scheme.PER_TENSOR else None
+                wq = quantize_weight(w, scheme, act_scale=act)
+                ref = fp8_linear_ref(x, wq, out_dtype=torch.float64, compute_dtype=torch.float64)
+                p = problem(m, n, k, scheme, cap)
+                for arm in arms:
+                    out = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device="cuda")
+                    row = {"scheme": scheme.value, "n": n, "k": k, "m": m, "arm": arm}
+                    try:
+                        c = call_for(arm, p, wq, x, out)
+                        if c is None:
+                            continue
+                        y = c()
+                        torch.cuda.synchronize()
+                        row["sqnr_db"] = round(sqnr_db(ref, y), 2)
+                    except Exception as e:  # noqa: BLE001 (record and go on)
+                        row["error"] = f"{type(e).__name__}: {e}"[:300]
+                    rows.append(row)
+    return rows
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--json", required=True)
+    ap.add_argument("--plan", default="per_tensor:1,8;channel_token:1;block128:1",
+                    help="scheme:Ms;... (per GEMM and tower chains)")
+    ap.add_argument("--arms", default="cublaslt,base," + ",".join(STREAM_ARMS))
+    ap.add_argument("--shapes", default=",".join(TOWER_SHAPES))
+    ap.add_argument("--budget-s", type=float, default=400)
+    args = ap.parse_args(argv)
+    if not torch.cuda.is_available():
+        sys.exit("bench_stream needs a CUDA GPU")
+    t0 = time.time()
+    cap = torch.cuda.get_device_capability()
+    l2 = l2_cache_bytes()
+    plan = [(Scheme.parse(s.split(":")[0]), [int(v) for v in s.split(":")[1].split(",")])
+            for s in args.plan.split(";")]
+    arms = args.arms.split(",")
+    shapes = [tuple(map(int, s.split("x"))) for s in args.shapes.split(",")]
+    res = {**provenance.record(), "arms": {a: STREAM_ARMS.get(a, a) for a in arms},
+           "per_gemm": [], "chains": [], "numerics": []}
+
+    def save():
+        res["seconds"] = round(time.time() - t0, 1)
+        with open(args.json, "w") as f:
+            json.dump(res, f, indent=1)
+
+    stream.build()
+    ceilings = read_ceiling()
+    ceiling = max(ceilings.values())
+    res["read_ceiling_gbs"] = ceilings
+    print(f"ceiling {ceiling:.0f} GB/s", flush=True)
+    res["numerics"] = numerics([s for s, _ in plan], arms, cap)
+    bad = [r for r in res["numerics"] if "error" in r or r["sqnr_db"] < 40]
+    res["numerics_bad"] = bad
+    print(f"numerics: {len(res['numerics'])} rows, {len(bad)} bad {bad[:3]}", flush=True)
+    save()
+
+    for scheme, ms in plan:
+        sets = {}
+        for n, k in shapes:
+            copies = rotation_copies(n * k, l2)
+            ws = random_weights(n, k, scheme, copies, seed=n + k)
+            sets[(n, k)] = ws[:2]
+            for m in ms:
+                x = torch.randn(m, k, device="cuda").bfloat16()
+                out = torch.empty(m, n, dtype=torch.bfloat16, device="cuda")
+                p = problem(m, n, k, scheme, cap)
+                for arm in arms:
+                    if time.time() - t0 > args.budget_s:
+                        res["stopped"] = "budget"
+                        save()
+                        return
+                    row = {"scheme": scheme.value, "n": n, "k": k, "m": m, "arm": arm,
+                           "bytes": p.bytes_moved(), "config": config_of(arm, p)}
+                    if row["config"] is None:
+                        continue
+                    try:
+                        def mk(j, arm=arm, p=p, ws=ws, x=x, out=out):
+                            return call_for(arm, p, ws[j], x, out)
+
+                        row.update(timed_gemm(mk, copies, p.bytes_moved(), ceiling))
+                    except Exception as e:  # noqa: BLE001
+                        row["error"] = f"{type(e).__name__}: {e}"[:300]
+                    res["per_gemm"].append(row)
+                    print(row, flush=True)
+            del ws
+            torch.cuda.empty_cache()
+        save()
+        for m in ms:
+            xs = {k: torch.randn(m, k, device="cuda").bfloat16() for k in {k for _, k in shapes}}
+            outs = {(n, k): torch.empty(m, n, dtype=torch.bfloat16, device="cuda") for n, k in shapes}
+            total = 2 * sum(problem(m, n, k, scheme, cap).bytes_moved() for n, k in shapes)
+            for between in (False, True):
+                for arm in arms:
+                    calls = []
+                    for s in range(2):
+                        for n, k in shapes:
+                            p = problem(m, n, k, scheme, cap)
+                            c = call_for(arm, p, sets[(n, k)][s], xs[k], outs[(n, k)])
+                            calls.append(c or call_for("base", p, sets[(n, k)][s], xs[k], outs[(n, k)]))
+                            if between:
+                                calls.append(lambda x=xs[k]: x.mul_(1.0))
+                    row = {"scheme": scheme.value, "m": m, "arm": arm, "elementwise_between": between,
+                           "gemms": 2 * len(shapes), "bytes": total}
+                    row.update(timed_chain(calls, total, ceiling, gemms=2 * len(shapes), runs=2))
+                    res["chains"].append(row)
+                    print(row, flush=True)
+            save()
+        del sets
+        torch.cuda.empty_cache()
+    save()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,638 @@
+// fp8tower "stream" backend: an FP8 decode GEMM that is resident before its predecessor ends.
+//
+// y (M, N) = x (M, K) @ W (N, K).T for M <= 16 tokens, W in FP8 e4m3 (row-major, K contiguous).
+// Built by nvcc into a plain shared library with a C entry point (backends/stream.py), loaded
+// with ctypes, launched on torch's current stream.
+//
+// Why (issue #12): every decode GEMM paid ~4.1-4.9 us beyond its bytes at the read ceiling,
+// whatever its size: the kernel boundary (tail, launch, ramp). The weights never depend on
+// the previous kernel, only x does. So this kernel
+//   1. lets the next kernel launch at once (griddepcontrol.launch_dependents),
+//   2. asks TMA for the weights of its first STAGES steps (every slot of its ring),
+//   3. only then waits for the previous kernel (griddepcontrol.wait) and asks for x.
+// Launched with programmatic dependent launch (PDL), its start overlaps the previous kernel.
+// One CTA per SM by default (persistent); with 6 stages or fewer the next grid's CTA fits
+// beside it in shared memory and streams its own first steps early.
+//
+// Work: the (64-row tile, 256-wide K step) iterations, flattened tile-major, split over the
+// grid: stream-K (CTA c owns [c*I/G, (c+1)*I/G), even) or whole tiles (CTA c owns tiles
+// [c*T/G, (c+1)*T/G)). A tile split between CTAs is summed by the last one to arrive (fp32
+// partials in a workspace, a per-tile counter it resets to 0): deterministic, in CTA order.
+// Each CTA runs its split tiles first and its whole tiles after.
+//
+// Pipeline: STAGES slots, each one step's W (two 64 x 128-byte boxes) and x (two boxes of 8
+// or 16 rows), behind one mbarrier. A slot is refilled as soon as every warp has consumed it,
+// so STAGES - 1 steps stay in flight however they land.
+//
+// MMA: wgmma m64nNk32 e4m3 (fp32 accumulate), swap-AB: the CTA's 64 weight rows are the
+// MMA's M, the tokens its N (8 for M <= 8, 16 for M <= 16), both operands K-major in shared
+// memory exactly as TMA writes them (128-byte rows, 128B swizzle). mma.sync has no FP8 path
+// on sm_90 (ptxas emulates it with fp16 HMMAs and a conversion per element; H200,
+// 2026-12-01: 40 us at 16384x5120 against 22.5 for the Triton wgmma kernel).
+//
+// x is FP8 from the one-launch activation pre-pass (kernels/act_quant.py, launched with PDL so
+// that this kernel streams its weights while it runs), with its scales (XK template):
+//   1  one scale (per_tensor)
+//   2  per-token scales (channel_token)
+//   3  per 1x128 group scales and per 128x128 weight-block scales (block128)
+// XK 1-2 take an (N,) weight-scale vector (a per-tensor scale expanded at prepare).
+#include <cuda.h>
+#include <cudaTypedefs.h>
+#include <cuda_bf16.h>
+#include <cuda_fp8.h>
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+#include <cstdio>
+
+namespace fp8t_stream {
+
+constexpr int kWarps = 4;
+constexpr int kThreads = kWarps * 32;
+constexpr int kBN = kWarps * 16;         // weight rows per tile
+constexpr int kBK = 256;                 // K per stage (bytes of W per row)
+constexpr int kBox = kBN * 128;          // one TMA box: 64 rows x 128 bytes, 128B-swizzled
+constexpr int kWStage = 2 * kBox;        // 16384 B (two boxes: k 0-127, 128-255)
+constexpr int kScBytes = 144;            // block128: 2 weight-block scales + 2 per token (16 B aligned)
+
+struct Params {
+  CUtensorMap tmap_w;  // W (N, K) bytes, box 128 x 64 rows, 128B swizzle (64-byte aligned)
+  CUtensorMap tmap_x;  // x (M, K) bytes, box 128 x (8 NT) rows, zeros past M
+  const void* x;
+  __nv_bfloat16* y;
+  const float* ws;    // (N,) weight scales, or (ceil(N/128), ws_ld) block scales
+  const float* xs;    // scalar, (M,) with stride xs_ld, or (M, xs_ld) group scales
+  const __nv_bfloat16* bias;  // (N,) or null
+  float* part;        // split-tile partials: grid * 2 slots * kWarps * NT * 32 float4
+  int* cnt;           // per-tile arrival counters, zero between launches
+  int m, n, k, ldw, ldx, ldy, ws_ld, xs_ld;
+  int tiles, kb;      // 64-row tiles, 256-wide K steps per tile
+  unsigned iters;     // tiles * kb (iters * grid < 2^32: the host checks)
+  int whole_tiles;    // 1: CTAs own whole tiles (no split tile, uneven counts); 0: stream-K
+  int x_box, stage;   // smem bytes: one x box (8 NT rows x 128), one stage (1024-aligned)
+};
+
+// W and x come by TMA: one thread issues a stage's boxes and arms the stage's mbarrier with
+// the bytes to expect; every thread waits on the barrier's phase.
+__device__ __forceinline__ void mbar_init(uint32_t bar, int count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_expect(uint32_t bar, int bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
+  asm volatile(
+      "{\n .reg .pred p;\n WAIT_%=:\n"
+      " mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
+      " @!p bra WAIT_%=;\n}\n" ::"r"(bar), "r"(parity) : "memory");
+}
+__device__ __forceinline__ void tma_2d(uint32_t dst, const CUtensorMap* map, int c0, int c1, uint32_t bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n"
+      ::"r"(dst), "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(bar) : "memory");
+}
+
+__device__ __forceinline__ uint32_t smem_addr(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+__device__ __forceinline__ void cp4(uint32_t dst, const void* src, bool ok) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src),
+               "r"(ok ? 4 : 0) : "memory");
+}
+__device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void cp_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+__device__ __forceinline__ void pdl_launch_dependents() {
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+}
+__device__ __forceinline__ void pdl_wait() { asm volatile("griddepcontrol.wait;\n" ::: "memory"); }
+
+// First iteration of CTA c: floor(c * I / G), in 32 bits (the host keeps I * G < 2^32; a
+// 64-bit division is a long software routine, and the split reductions run several).
+__device__ __forceinline__ unsigned range_start(unsigned c, unsigned iters, unsigned grid) {
+  return c * iters / grid;
+}
+// The CTA whose range holds iteration it.
+__device__ __forceinline__ int owner(unsigned it, unsigned iters, unsigned grid) {
+  unsigned c = static_cast<unsigned>(static_cast<unsigned long long>(it) * grid / iters);
+  while (c + 1 < grid && range_start(c + 1, iters, grid) <= it) ++c;
+  while (c > 0 && range_start(c, iters, grid) > it) --c;
+  return static_cast<int>(c);
+}
+
+// A CTA's work in processing order: up to two split segments (its range's last tile, then its
+// first), then its whole tiles [full_lo, full_hi]. Segment = (tile, k steps [lo, hi), slot).
+struct Work {
+  int np;                       // split segments (0..2)
+  int seg_tile[2], seg_lo[2], seg_hi[2], seg_slot[2];
+  int full_lo, full_hi;         // whole tiles (full_hi < full_lo: none)
+  __device__ int nseg() const { return np + (full_hi >= full_lo ? full_hi - full_lo + 1 : 0); }
+  __device__ void segment(int s, int kb, int& tile, int& lo, int& hi, int& slot) const {
+    if (s < np) {
+      tile = seg_tile[s]; lo = seg_lo[s]; hi = seg_hi[s]; slot = seg_slot[s];
+    } else {
+      tile = full_lo + (s - np); lo = 0; hi = kb; slot = -1;
+    }
+  }
+};
+
+__device__ Work make_work(const Params& p, int c) {
+  Work w;
+  // whole tiles: CTA c owns tiles [c T / G, (c + 1) T / G), every range starts and ends on a
+  // tile, so no tile is split (H200 2026-12-01, 16384x5120 M=1: 28.6 -> 25.3 us; a split
+  // tile's reduction stalls both CTAs' weight streams early in the grid)
+  const unsigned b = p.whole_tiles ? range_start(c, p.tiles, gridDim.x) * p.kb : range_start(c, p.iters, gridDim.x);
+  const unsigned e = p.whole_tiles ? range_start(c + 1, p.tiles, gridDim.x) * p.kb
+                                   : range_start(c + 1, p.iters, gridDim.x);
+  const int kb = p.kb;
+  const int tb = static_cast<int>(b / kb), tl = static_cast<int>((e - 1) / kb);
+  const int blo = static_cast<int>(b - static_cast<unsigned>(tb) * kb);
+  const int ehi = static_cast<int>(e - static_cast<unsigned>(tl) * kb);
+  w.np = 0;
+  w.full_lo = tb + 1;
+  w.full_hi = tl - 1;
+  if (tb == tl) {
+    if (blo == 0 && ehi == kb) {
+      w.full_lo = w.full_hi = tb;
+    } else {
+      w.seg_tile[0] = tb; w.seg_lo[0] = blo; w.seg_hi[0] = ehi; w.seg_slot[0] = 0; w.np = 1;
+      w.full_lo = 1; w.full_hi = 0;
+    }
+    return w;
+  }
+  if (ehi != kb) {  // the range's last tile, split: first
+    w.seg_tile[w.np] = tl; w.seg_lo[w.np] = 0; w.seg_hi[w.np] = ehi; w.seg_slot[w.np] = 1; ++w.np;
+  } else {
+    w.full_hi = tl;
+  }
+  if (blo != 0) {  // the range's first tile, split: second
+    w.seg_tile[w.np] = tb; w.seg_lo[w.np] = blo; w.seg_hi[w.np] = kb; w.seg_slot[w.np] = 0; ++w.np;
+  } else {
+    w.full_lo = tb;
+  }
+  return w;
+}
+
+// Walks a CTA's iterations in processing order.
+struct Cursor {
+  int s, kstep, tile, lo, hi, slot, nseg;
+  __device__ void init(const Work& w, int kb) {
+    s = 0; nseg = w.nseg();
+    if (nseg > 0) w.segment(0, kb, tile, lo, hi, slot);
+    kstep = lo;
+  }
+  __device__ bool valid() const { return s < nseg; }
+  __device__ bool last_step() const { return kstep + 1 == hi; }
+  __device__ void next(const Work& w, int kb) {
+    if (++kstep == hi && ++s < nseg) {
+      w.segment(s, kb, tile, lo, hi, slot);
+      kstep = lo;
+    }
+  }
+};
+
+// One thread: the stage's two W boxes, the barrier armed with their bytes (zeros past N, K).
+__device__ __forceinline__ void issue_w(const Params& p, uint8_t* st, uint32_t bar, int tile, int kstep,
+                                        int x_bytes) {
+  mbar_expect(bar, kWStage + x_bytes);
+  tma_2d(smem_addr(st), &p.tmap_w, kstep * kBK, tile * kBN, bar);
+  tma_2d(smem_addr(st + kBox), &p.tmap_w, kstep * kBK + 128, tile * kBN, bar);
+}
+
+// The same thread, after the wait for the previous kernel: the stage's two x boxes (their
+// bytes were in the barrier's count already), zeros past M and K.
+__device__ __forceinline__ void issue_x_boxes(const Params& p, uint8_t* st, uint32_t bar, int kstep) {
+  tma_2d(smem_addr(st + kWStage), &p.tmap_x, kstep * kBK, 0, bar);
+  tma_2d(smem_addr(st + kWStage + p.x_box), &p.tmap_x, kstep * kBK + 128, 0, bar);
+}
+
+// block128: the step's two weight-block scales and each token's two group scales (cp.async,
+// after the wait for the previous kernel).
+__device__ __forceinline__ void issue_scales(const Params& p, uint8_t* st, int tile, int kstep, int tid) {
+  float* sc = reinterpret_cast<float*>(st + kWStage + 2 * p.x_box);
+  const int k0 = kstep * kBK, kg = k0 / 128;
+  if (tid < 2) {
+    const bool ok = k0 + tid * 128 < p.k;
+    cp4(smem_addr(sc + tid), p.ws + (ok ? static_cast<size_t>(tile * kBN / 128) * p.ws_ld + kg + tid : 0), ok);
+  } else if (tid < 2 + 2 * p.m) {
+    const int tok = (tid - 2) >> 1, h = (tid - 2) & 1;
+    const bool ok = k0 + h * 128 < p.k;
+    cp4(smem_addr(sc + tid), p.xs + (ok ? static_cast<size_t>(tok) * p.xs_ld + kg + h : 0), ok);
+  }
+}
+
+// wgmma operand descriptor: K-major, 128B swizzle, 8-row groups 1024 bytes apart.
+__device__ __forceinline__ uint64_t desc(uint32_t addr) {
+  return static_cast<uint64_t>((addr & 0x3FFFF) >> 4) | (uint64_t(1) << 16) |
+         (uint64_t(1024 >> 4) << 32) | (uint64_t(1) << 62);
+}
+
+template <int NT>
+__device__ __forceinline__ void wgmma(float (&d)[NT][4], uint64_t a, uint64_t b, int accumulate);
+template <>
+__device__ __forceinline__ void wgmma<1>(float (&d)[1][4], uint64_t a, uint64_t b, int accumulate) {
+  asm volatile(
+      "{\n .reg .pred p;\n setp.ne.b32 p, %6, 0;\n"
+      " wgmma.mma_async.sync.aligned.m64n8k32.f32.e4m3.e4m3 {%0, %1, %2, %3}, %4, %5, p, 1, 1;\n}\n"
+      : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3])
+      : "l"(a), "l"(b), "r"(accumulate));
+}
+template <>
+__device__ __forceinline__ void wgmma<2>(float (&d)[2][4], uint64_t a, uint64_t b, int accumulate) {
+  asm volatile(
+      "{\n .reg .pred p;\n setp.ne.b32 p, %10, 0;\n"
+      " wgmma.mma_async.sync.aligned.m64n16k32.f32.e4m3.e4m3 {%0, %1, %2, %3, %4, %5, %6, %7}, %8, %9, p, 1, 1;\n}\n"
+      : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]),
+        "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3])
+      : "l"(a), "l"(b), "r"(accumulate));
+}
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit_wait() {
+  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+  asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+}
+
+// One stage: 64 rows x 256 k x (8 NT) tokens: eight k32 wgmmas into eight separate
+// accumulators (no wgmma waits for another), then folded into acc in registers. Against one
+// chain of eight on acc this measured the same (H200 2026-12-01, 16384x5120 M=1: the loop is
+// not bound by the MMAs); block128 needs the per-group sums anyway.
+// The accumulator fragment of thread (warp w, lane 4g + t): d[j][0..1] at row 16w + g,
+// tokens 8j + 2t, 8j + 2t + 1; d[j][2..3] at row 16w + g + 8 (mma.sync's C layout).
+template <int NT, int XK>
+__device__ __forceinline__ void compute(const Params& p, const uint8_t* st, float (&acc)[NT][4], int t) {
+  const uint32_t w_addr = smem_addr(st), x_addr = smem_addr(st + kWStage);
+  float part[8][NT][4];
+#pragma unroll
+  for (int q = 0; q < 8; ++q)
+#pragma unroll
+    for (int j = 0; j < NT; ++j) part[q][j][0] = part[q][j][1] = part[q][j][2] = part[q][j][3] = 0.f;
+  wgmma_fence();
+#pragma unroll
+  for (int sp = 0; sp < 2; ++sp)
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk)  // accumulate = 0: part = W x (no dependence on part)
+      wgmma<NT>(part[4 * sp + kk], desc(w_addr + sp * kBox + 32 * kk), desc(x_addr + sp * p.x_box + 32 * kk), 0);
+  wgmma_commit_wait();
+  if (XK != 3) {
+#pragma unroll
+    for (int q = 0; q < 8; ++q)
+#pragma unroll
+      for (int j = 0; j < NT; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc[j][e] += part[q][j][e];
+    return;
+  }
+  // block128: each 128-wide group times its weight block's scale and each token's group scale
+  const float* sc = reinterpret_cast<const float*>(st + kWStage + 2 * p.x_box);
+#pragma unroll
+  for (int sp = 0; sp < 2; ++sp) {
+    const float wsc = sc[sp];
+#pragma unroll
+    for (int j = 0; j < NT; ++j) {
+      const int n0 = 8 * j + 2 * t;
+      const float s0 = n0 < p.m ? wsc * sc[2 + 2 * n0 + sp] : 0.f;
+      const float s1 = n0 + 1 < p.m ? wsc * sc[2 + 2 * (n0 + 1) + sp] : 0.f;
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const float v = (part[4 * sp][j][e] + part[4 * sp + 1][j][e]) + (part[4 * sp + 2][j][e] + part[4 * sp + 3][j][e]);
+        acc[j][e] += v * (e & 1 ? s1 : s0);
+      }
+    }
+  }
+}
+
+// This lane's epilogue factors, loaded when a segment starts so that their latency hides
+// behind the segment's weight stream (a load at the tile's end stalled the loop, its ring
+// full): the weight scale and bias of its two rows, the x scale of its tokens.
+template <int NT>
+struct Epilogue {
+  float wsc[2], bias[2], xsc[NT][2];
+};
+
+template <int NT, int XK>
+__device__ __forceinline__ void load_token_scales(const Params& p, Epilogue<NT>& ep, int t) {
+#pragma unroll
+  for (int j = 0; j < NT; ++j)
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      const int tok = 8 * j + 2 * t + e;
+      ep.xsc[j][e] = XK == 1 ? p.xs[0] : XK == 2 && tok < p.m ? p.xs[static_cast<size_t>(tok) * p.xs_ld] : 1.f;
+    }
+}
+
+template <int NT, int XK>
+__device__ __forceinline__ void load_row_factors(const Params& p, Epilogue<NT>& ep, int tile, int warp, int g) {
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int row = tile * kBN + warp * 16 + g + 8 * half;
+    ep.wsc[half] = XK != 3 && row < p.n ? p.ws[row] : 1.f;
+    ep.bias[half] = p.bias && row < p.n ? __bfloat162float(p.bias[row]) : 0.f;
+  }
+}
+
+// y for this lane's fragment of a finished tile: acc * weight scale * x scale (+ bias).
+template <int NT, int XK>
+__device__ __forceinline__ void store_tile(const Params& p, const float (&acc)[NT][4], const Epilogue<NT>& ep,
+                                           int tile, int warp, int g, int t) {
+  const int r0 = tile * kBN + warp * 16 + g;
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int row = r0 + 8 * half;
+    if (row >= p.n) continue;
+#pragma unroll
+    for (int j = 0; j < NT; ++j) {
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int tok = 8 * j + 2 * t + e;
+        if (tok >= p.m) continue;
+        const float v = acc[j][2 * half + e] * ep.wsc[half] * ep.xsc[j][e];
+        p.y[static_cast<size_t>(tok) * p.ldy + row] = __float2bfloat16_rn(v + ep.bias[half]);
+      }
+    }
+  }
+}
+
+__device__ __forceinline__ void fence_acq_rel_gpu() { asm volatile("fence.acq_rel.gpu;\n" ::: "memory"); }
+
+template <int NT>
+__device__ __forceinline__ float4* part_slot(const Params& p, int cta, int slot, int warp, int j, int lane) {
+  const size_t i = ((static_cast<size_t>(cta) * 2 + slot) * kWarps * NT + warp * NT + j) * 32 + lane;
+  return reinterpret_cast<float4*>(p.part) + i;
+}
+
+// A split tile's segment is done: store its partial; the last of the tile's CTAs to arrive
+// sums every partial in CTA order and stores y. One thread fences and counts (the barrier
+// before it orders the CTA's stores; a fence in every thread cost ~1 us each).
+template <int NT, int XK>
+__device__ void finish_split(const Params& p, float (&acc)[NT][4], const Epilogue<NT>& ep, int tile, int slot,
+                             int warp, int g, int t, int lane, int tid, int* s_flag) {
+#pragma unroll
+  for (int j = 0; j < NT; ++j)
+    *part_slot<NT>(p, blockIdx.x, slot, warp, j, lane) = make_float4(acc[j][0], acc[j][1], acc[j][2], acc[j][3]);
+  __syncthreads();
+  const unsigned first = static_cast<unsigned>(tile) * p.kb;
+  const int cf = owner(first, p.iters, gridDim.x);
+  const int cl = owner(first + p.kb - 1, p.iters, gridDim.x);
+  if (tid == 0) {
+    fence_acq_rel_gpu();  // release this CTA's partial
+    const bool last = atomicAdd(p.cnt + tile, 1) == cl - cf;
+    if (last) fence_acq_rel_gpu();  // acquire every other CTA's
+    *s_flag = last;
+  }
+  __syncthreads();
+  if (*s_flag) {
+    float sum[NT][4];
+#pragma unroll
+    for (int j = 0; j < NT; ++j) sum[j][0] = sum[j][1] = sum[j][2] = sum[j][3] = 0.f;
+    for (int c = cf; c <= cl; ++c) {
+      const int first_tile = static_cast<int>(range_start(c, p.iters, gridDim.x) / p.kb);
+      const int sl = first_tile == tile ? 0 : 1;
+#pragma unroll
+      for (int j = 0; j < NT; ++j) {
+        const float4 v = __ldcg(part_slot<NT>(p, c, sl, warp, j, lane));
+        sum[j][0] += v.x; sum[j][1] += v.y; sum[j][2] += v.z; sum[j][3] += v.w;
+      }
+    }
+    store_tile<NT, XK>(p, sum, ep, tile, warp, g, t);
+    if (tid == 0) p.cnt[tile] = 0;
+  }
+  __syncthreads();  // s_flag is reused by the next split segment
+}
+
+template <int NT, int STAGES, int XK>
+__global__ void __launch_bounds__(kThreads, 1) fp8t_stream_gemm(const __grid_constant__ Params p) {
+  extern __shared__ uint8_t smem_raw[];
+  __shared__ __align__(8) uint64_t bars[STAGES];
+  __shared__ int s_flag;
+  // 128B-swizzled TMA boxes need 1024-byte aligned destinations (the host adds the slack)
+  uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3;
+  const uint32_t bar0 = smem_addr(&bars[0]);
+
+  pdl_launch_dependents();  // the next kernel may start streaming its weights now
+  if (tid == 0) {  // the descriptors' first fetch off the critical path
+    asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(&p.tmap_w)) : "memory");
+    asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(&p.tmap_x)) : "memory");
+    for (int s = 0; s < STAGES; ++s) mbar_init(bar0 + 8 * s, 1);
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  __syncthreads();
+  const Work work = make_work(p, blockIdx.x);
+  Cursor prod, cons;
+  prod.init(work, p.kb);
+  cons.init(work, p.kb);
+
+  const int x_bytes = 2 * p.x_box;
+  // Weights of the first STAGES steps (every slot): they do not depend on the previous kernel.
+  for (int s = 0; s < STAGES; ++s) {
+    if (tid == 0 && prod.valid()) issue_w(p, smem + s * p.stage, bar0 + 8 * s, prod.tile, prod.kstep, x_bytes);
+    prod.next(work, p.kb);
+  }
+  pdl_wait();  // the previous kernel has finished and its writes (x, scales) are visible
+  {
+    Cursor px;
+    px.init(work, p.kb);
+    for (int s = 0; s < STAGES; ++s) {
+      if (px.valid()) {
+        if (tid == 0) issue_x_boxes(p, smem + s * p.stage, bar0 + 8 * s, px.kstep);
+        if (XK == 3) issue_scales(p, smem + s * p.stage, px.tile, px.kstep, tid);
+      }
+      cp_commit();
+      px.next(work, p.kb);
+    }
+  }
+
+  Epilogue<NT> ep;
+  load_token_scales<NT, XK>(p, ep, t);
+  float acc[NT][4];
+#pragma unroll
+  for (int j = 0; j < NT; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f;
+  // Step i sits in slot i % S: W and x behind the slot's barrier (phase (i / S) & 1); a slot
+  // is refilled with step i + S as soon as every warp has consumed step i, so S - 1 steps stay
+  // in flight whatever order they land in. block128's scales: cp.async groups, S in the
+  // prologue and one per iteration: step i's has S - 1 groups after it at iteration i.
+  for (int it = 0; cons.valid(); ++it) {
+    const int slot = it % STAGES;
+    uint8_t* st = smem + slot * p.stage;
+    if (cons.kstep == cons.lo) load_row_factors<NT, XK>(p, ep, cons.tile, warp, g);
+    if (XK == 3) {
+      cp_wait<STAGES - 1>();
+      __syncthreads();  // every thread's scales of step it landed
+    }
+    mbar_wait(bar0 + 8 * slot, (it / STAGES) & 1);
+    compute<NT, XK>(p, st, acc, t);
+    __syncthreads();  // every warp is done with the slot
+    if (prod.valid()) {
+      if (tid == 0) {
+        issue_w(p, st, bar0 + 8 * slot, prod.tile, prod.kstep, x_bytes);
+        issue_x_boxes(p, st, bar0 + 8 * slot, prod.kstep);
+      }
+      if (XK == 3) issue_scales(p, st, prod.tile, prod.kstep, tid);
+    }
+    cp_commit();
+    prod.next(work, p.kb);
+    if (cons.last_step()) {
+      if (cons.slot < 0) {
+        store_tile<NT, XK>(p, acc, ep, cons.tile, warp, g, t);
+      } else {
+        finish_split<NT, XK>(p, acc, ep, cons.tile, cons.slot, warp, g, t, lane, tid, &s_flag);
+      }
+#pragma unroll
+      for (int j = 0; j < NT; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f;
+    }
+    cons.next(work, p.kb);
+  }
+  cp_wait<0>();
+}
+
+thread_local char g_error[256] = "";
+
+template <int NT, int STAGES, int XK>
+int launch(const Params& p, int grid, int pdl, cudaStream_t stream) {
+  auto kernel = fp8t_stream_gemm<NT, STAGES, XK>;
+  const int smem = STAGES * p.stage + 1024;  // + alignment slack (1024-byte TMA boxes)
+  static int configured = -1;  // dynamic shared memory limit set for this instantiation
+  if (configured < smem) {
+    cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+    if (e != cudaSuccess) {
+      snprintf(g_error, sizeof g_error, "cudaFuncSetAttribute(%d bytes): %s", smem, cudaGetErrorString(e));
+      return 2;
+    }
+    configured = smem;
+  }
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(grid);
+  cfg.blockDim = dim3(kThreads);
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = pdl ? 1 : 0;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  cudaError_t e = cudaLaunchKernelEx(&cfg, kernel, p);
+  if (e != cudaSuccess) {
+    snprintf(g_error, sizeof g_error, "cudaLaunchKernelEx: %s", cudaGetErrorString(e));
+    return 3;
+  }
+  return 0;
+}
+
+template <int NT, int STAGES>
+int launch_xk(const Params& p, int xk, int grid, int pdl, cudaStream_t stream) {
+  switch (xk) {
+    case 1: return launch<NT, STAGES, 1>(p, grid, pdl, stream);
+    case 2: return launch<NT, STAGES, 2>(p, grid, pdl, stream);
+    case 3: return launch<NT, STAGES, 3>(p, grid, pdl, stream);
+  }
+  snprintf(g_error, sizeof g_error, "unknown x kind %d (expected 1-3)", xk);
+  return 1;
+}
+
+}  // namespace fp8t_stream
+
+using namespace fp8t_stream;
+
+extern "C" {
+
+const char* fp8t_stream_last_error() { return g_error; }
+
+// (64-row tiles) x (256-wide K steps): the iterations a grid splits.
+long long fp8t_stream_iters(int n, int k) {
+  return static_cast<long long>((n + kBN - 1) / kBN) * ((k + kBK - 1) / kBK);
+}
+
+// Bytes of the split-tile partials for a grid of `grid` CTAs and M tokens.
+size_t fp8t_stream_workspace(int m, int grid) {
+  const int nt = m <= 8 ? 1 : 2;
+  return static_cast<size_t>(grid) * 2 * kWarps * nt * 32 * sizeof(float4);
+}
+
+// Shared memory bytes of one CTA (STAGES stages).
+// Shared memory bytes of one stage (rounded up to 1024: every stage's TMA boxes stay
+// aligned), or of a CTA with `stages` stages (+ 1024 alignment slack) when stages > 1.
+int fp8t_stream_smem(int m, int xk, int stages) {
+  const int x_box = (m <= 8 ? 8 : 16) * 128;
+  const int stage = (kWStage + 2 * x_box + (xk == 3 ? kScBytes : 0) + 1023) / 1024 * 1024;
+  return stages == 1 ? stage : stages * stage + 1024;
+}
+
+int fp8t_stream_gemm(const void* w, const void* x, void* y, const float* ws, const float* xs,
+                     const void* bias, float* part, int* cnt, int m, int n, int k, int ldw,
+                     int ldx, int ldy, int ws_ld, int xs_ld, int xk, int stages, int grid,
+                     int pdl, int whole_tiles, void* stream) {
+  if (m < 1 || m > 16) {
+    snprintf(g_error, sizeof g_error, "M=%d: this kernel serves 1..16 tokens", m);
+    return 1;
+  }
+  if (xk < 1 || xk > 3) {
+    snprintf(g_error, sizeof g_error, "unknown x kind %d (expected 1-3)", xk);
+    return 1;
+  }
+  if (k % 16 || ldw % 16 || ldx % 16) {
+    snprintf(g_error, sizeof g_error, "K=%d, ldw=%d, ldx=%d: rows must be 16-byte aligned", k, ldw, ldx);
+    return 1;
+  }
+  Params p;
+  p.x = x;
+  p.y = static_cast<__nv_bfloat16*>(y);
+  p.ws = ws;
+  p.xs = xs;
+  p.bias = static_cast<const __nv_bfloat16*>(bias);
+  p.part = part;
+  p.cnt = cnt;
+  p.m = m; p.n = n; p.k = k; p.ldw = ldw; p.ldx = ldx; p.ldy = ldy; p.ws_ld = ws_ld; p.xs_ld = xs_ld;
+  p.tiles = (n + kBN - 1) / kBN;
+  p.kb = (k + kBK - 1) / kBK;
+  p.x_box = (m <= 8 ? 8 : 16) * 128;
+  p.stage = fp8t_stream_smem(m, xk, 1);
+  const long long iters = fp8t_stream_iters(n, k);
+  if (grid < 1 || grid > (whole_tiles ? p.tiles : iters) || iters * grid >= (1LL << 32)) {
+    snprintf(g_error, sizeof g_error, "grid=%d: expected 1..%lld (the problem's iterations), "
+             "iterations x grid < 2^32", grid, iters);
+    return 1;
+  }
+  p.iters = static_cast<unsigned>(iters);
+  p.whole_tiles = whole_tiles;
+  static PFN_cuTensorMapEncodeTiled_v12000 encode = nullptr;
+  if (encode == nullptr) {
+    cudaDriverEntryPointQueryResult q;
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", reinterpret_cast<void**>(&encode), 12000,
+                                         cudaEnableDefault, &q) != cudaSuccess || encode == nullptr) {
+      encode = nullptr;
+      snprintf(g_error, sizeof g_error, "cuTensorMapEncodeTiled is not available from the driver");
+      return 4;
+    }
+  }
+  // W: (N, K) bytes, boxes of 128 x 64 rows; x: (M, K) bytes, boxes of 128 x (8 or 16) rows.
+  // Both 128B-swizzled (the wgmma operand layout), zeros past the edges.
+  const int x_rows = m <= 8 ? 8 : 16;
+  const struct { CUtensorMap* map; const void* ptr; int rows, ld, box_rows; } maps[2] = {
+      {&p.tmap_w, w, n, ldw, kBN}, {&p.tmap_x, x, m, ldx, x_rows}};
+  for (const auto& d : maps) {
+    const cuuint64_t dims[2] = {static_cast<cuuint64_t>(k), static_cast<cuuint64_t>(d.rows)};
+    const cuuint64_t strides[1] = {static_cast<cuuint64_t>(d.ld)};
+    const cuuint32_t box[2] = {128, static_cast<cuuint32_t>(d.box_rows)}, elem[2] = {1, 1};
+    CUresult r = encode(d.map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, const_cast<void*>(d.ptr), dims, strides, box,
+                        elem, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                        CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    if (r != CUDA_SUCCESS) {
+      snprintf(g_error, sizeof g_error, "cuTensorMapEncodeTiled failed (%d): %d rows, K=%d, stride %d",
+               int(r), d.rows, k, d.ld);
+      return 4;
+    }
+  }
+  cudaStream_t s = static_cast<cudaStream_t>(stream);
+  const bool nt1 = m <= 8;
+  switch (stages) {
+    case 4: return nt1 ? launch_xk<1, 4>(p, xk, grid, pdl, s) : launch_xk<2, 4>(p, xk, grid, pdl, s);
+    case 6: return nt1 ? launch_xk<1, 6>(p, xk, grid, pdl, s) : launch_xk<2, 6>(p, xk, grid, pdl, s);
+    case 8: return nt1 ? launch_xk<1, 8>(p, xk, grid, pdl, s) : launch_xk<2, 8>(p, xk, grid, pdl, s);
+  }
+  snprintf(g_error, sizeof g_error, "stages=%d: built for 4, 6 or 8", stages);
+  return 1;
+}
+
+}  // extern "C"

@@ -1,0 +1,65 @@
+"""nvcc, for the backends that build their own CUDA libraries (cutlass, stream): where it is,
+its version, and one cached, locked, atomic build of a shared library with a sidecar JSON
+(build time and command). A library is loaded with ctypes and called with raw device
+pointers, so nothing here needs a GPU or a CUDA torch: sm_90a builds run on any machine
+with nvcc, and a library built on one machine serves another with the same nvcc."""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+
+def nvcc_path() -> str | None:
+    """nvcc on PATH, else $CUDA_HOME/bin/nvcc, else None."""
+    found = shutil.which("nvcc")
+    if found:
+        return found
+    home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH")
+    if home and (Path(home) / "bin" / "nvcc").is_file():
+        return str(Path(home) / "bin" / "nvcc")
+    return None
+
+
+@functools.cache
+def nvcc_version(nvcc: str) -> str:
+    """'release 13.0, V13.0.88' from ``nvcc --version``."""
+    out = subprocess.run([nvcc, "--version"], capture_output=True, text=True, check=True).stdout
+    m = re.search(r"release [^\n]*", out)
+    return m.group(0).strip() if m else out.strip().splitlines()[-1]
+
+
+def build_library(path: Path, command: Callable[[Path], list[str]], error: type[Exception],
+                  what: str, meta: dict) -> Path:
+    """``path``, compiled first when missing by ``command(tmp_out)`` (atomic; one process at a
+    time per library, under a file lock). A failed build raises ``error`` naming ``what``."""
+    if path.is_file():
+        return path
+    from filelock import FileLock
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(path) + ".lock"):
+        if path.is_file():
+            return path
+        fd, tmp = tempfile.mkstemp(suffix=".so", dir=path.parent)
+        os.close(fd)
+        cmd = command(Path(tmp))
+        t0 = time.perf_counter()
+        proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        seconds = time.perf_counter() - t0
+        if proc.returncode != 0:
+            os.unlink(tmp)
+            err = [ln for ln in proc.stderr.splitlines() if "error" in ln] or proc.stderr.splitlines()[-3:]
+            raise error(f"nvcc failed to build {what} (exit {proc.returncode}): {' | '.join(err[:3])}")
+        os.replace(tmp, path)
+        info = {**meta, "seconds": round(seconds, 1), "nvcc": nvcc_version(cmd[0]), "command": cmd}
+        path.with_suffix(".json").write_text(json.dumps(info, indent=1))
+    return path

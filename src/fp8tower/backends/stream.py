@@ -1,0 +1,319 @@
+"""Stream backend: an FP8 decode GEMM resident before its predecessor ends (issue #12).
+
+The kernel (csrc/stream/fp8_stream_gemm.cu) lets the next kernel launch at once, asks TMA
+for its first weight tiles, and only then waits for the previous kernel and asks for x;
+launched with programmatic dependent launch (config ``pdl``), its start overlaps the
+previous kernel. One CTA per SM by default (``ctas_per_sm``); the (64-row tile, 256-wide K
+step) iterations split by stream-K or whole tiles (``whole_tiles``, ``min_iters``); split
+tiles are summed by their last CTA, deterministically.
+
+Measured (H200 2026-12-01, results/stream_H200_2026-12-01/): correct everywhere, streams at
+97% of the read ceiling in steady state, PDL saves 2.2-4.6 us a GEMM, but each call still
+pays 5.5-10 us beyond its bytes: slower than the Triton kernels on the 27B tower (0.79-0.88x
+the tuned tower), faster only on 1024x5120. So ``auto`` does not time it
+(tuning/search.TUNING_EXCLUDED); ``backend="stream"`` serves it.
+
+Serves M <= 16, per_tensor, channel_token and block128: FP8 x from the one-launch activation
+pre-pass (itself launched with PDL, so the GEMM streams its weights while the pre-pass runs)
+or given; bfloat16 output, K a multiple of 16. Weights and x come by TMA, the MMAs are FP8
+wgmma. Built by nvcc into one shared library (all variants), cached like the CUTLASS ones.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import hashlib
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from .. import paths
+from ..formats import FP8_DTYPE, Fp8Weight, Scheme
+from ..problem import GemmProblem
+from . import Backend
+from .act_quant import quantize as quantize_act
+from .nvcc import build_library, nvcc_path, nvcc_version
+
+SOURCE = Path(__file__).parent / "csrc" / "stream" / "fp8_stream_gemm.cu"
+NVCC_FLAGS = ("-O3", "-std=c++17", "-shared", "-Xcompiler", "-fPIC",
+              "-gencode", "arch=compute_90a,code=sm_90a", "-DNDEBUG")
+MAX_M = 16
+STAGES = (4, 6, 8)
+SMEM_PER_SM = 227 * 1024  # H100/H200: usable shared memory per SM (and per CTA)
+# The kernel's x kinds (XK template parameter, see the .cu file).
+XK_FP8_TENSOR, XK_FP8_TOKEN, XK_FP8_BLOCK = 1, 2, 3
+_XK = {Scheme.PER_TENSOR: XK_FP8_TENSOR, Scheme.CHANNEL_TOKEN: XK_FP8_TOKEN,
+       Scheme.BLOCK128: XK_FP8_BLOCK}
+
+
+class StreamError(RuntimeError):
+    """The stream library failed to build or a launch failed (tuning records it, moves on)."""
+
+
+def build_unavailable() -> str | None:
+    if nvcc_path() is None:
+        return "no CUDA compiler: nvcc is not on PATH (nor in $CUDA_HOME/bin)"
+    return None
+
+
+def _unavailable() -> str | None:
+    reason = build_unavailable()
+    if reason is not None:
+        return reason
+    if not torch.cuda.is_available():
+        return "needs a CUDA GPU (the kernel is sm_90a)"
+    cap = torch.cuda.get_device_capability()
+    if cap != (9, 0):
+        return f"built for sm_90a (Hopper) only, this GPU is sm_{cap[0]}{cap[1]}"
+    return None
+
+
+def library_path() -> Path:
+    reason = build_unavailable()
+    if reason is not None:
+        raise StreamError(f"cannot build the stream kernel: {reason}")
+    h = hashlib.sha256()
+    for part in (SOURCE.read_text(), *NVCC_FLAGS, nvcc_version(nvcc_path())):
+        h.update(part.encode())
+        h.update(b"\0")
+    return paths.cache_dir() / "stream" / f"fp8_stream_gemm-{h.hexdigest()[:16]}.so"
+
+
+def build() -> Path:
+    return build_library(library_path(), lambda out: [nvcc_path(), *NVCC_FLAGS, str(SOURCE), "-o", str(out)],
+                         StreamError, "the stream kernel", {"source": SOURCE.name})
+
+
+@functools.cache
+def library() -> ctypes.CDLL:
+    lib = ctypes.CDLL(str(build()))
+    p, i = ctypes.c_void_p, ctypes.c_int
+    lib.fp8t_stream_gemm.argtypes = [p, p, p, p, p, p, p, p, i, i, i, i, i, i, i, i, i, i, i, i, i, p]
+    lib.fp8t_stream_gemm.restype = i
+    lib.fp8t_stream_iters.argtypes = [i, i]
+    lib.fp8t_stream_iters.restype = ctypes.c_longlong
+    lib.fp8t_stream_workspace.argtypes = [i, i]
+    lib.fp8t_stream_workspace.restype = ctypes.c_size_t
+    lib.fp8t_stream_smem.argtypes = [i, i, i]
+    lib.fp8t_stream_smem.restype = i
+    lib.fp8t_stream_last_error.restype = ctypes.c_char_p
+    return lib
+
+
+# Mirrors of the kernel's sizes (the configs are chosen without loading the library).
+_BN, _BK, _WSTAGE = 64, 256, 64 * 256
+
+
+def tiles(n: int) -> int:
+    return -(-n // _BN)
+
+
+def iters(n: int, k: int) -> int:
+    return tiles(n) * -(-k // _BK)
+
+
+def smem_bytes(m: int, xk: int, stages: int) -> int:
+    """Dynamic shared memory of one CTA (fp8t_stream_smem): stages of 1024-byte multiples
+    (W's two TMA boxes, x's two, block128's scales) + 1024 bytes of alignment slack."""
+    x_box = (8 if m <= 8 else 16) * 128
+    stage = -(-(_WSTAGE + 2 * x_box + (144 if xk == XK_FP8_BLOCK else 0)) // 1024) * 1024
+    return stages * stage + 1024
+
+
+def _x_kind(p: GemmProblem) -> int:
+    return _XK[p.scheme]
+
+
+# ============================================================================ configs
+
+
+SMALL_ITERS = 8 * 132  # below: also grids of >= 4 iterations a CTA (fewer split tiles)
+H200_SMS = 132
+
+
+def _work_splits(p: GemmProblem) -> list[dict]:
+    """How the grid splits the work: stream-K (even, tiles split between CTAs), whole tiles
+    (no split tile, uneven counts), and for small problems stream-K with >= 4 steps a CTA."""
+    out = [{}, {"whole_tiles": True}]
+    if iters(p.n, p.k) < SMALL_ITERS:
+        out.append({"min_iters": 4})
+    return out
+
+
+def _configs(p: GemmProblem) -> list[dict]:
+    """Stages x CTAs per SM x PDL x work split, where the CTAs fit in shared memory."""
+    xk, m = _x_kind(p), min(p.bucket, MAX_M)
+    return [{"stages": s, "ctas_per_sm": c, "pdl": pdl, **w}
+            for s in STAGES for c in (1, 2) for pdl in (True, False) for w in _work_splits(p)
+            if c * smem_bytes(m, xk, s) <= SMEM_PER_SM]
+
+
+WHOLE_TILES_MAX_STEPS = 32  # K / 256: longer rows amortize a split tile's reduction
+
+
+def _default_config(p: GemmProblem) -> dict:
+    """H200 2026-12-01 (results/stream_H200_2026-12-01/): one CTA per SM with the deepest
+    ring, 8 stages (in steady state 97% of the read ceiling: 34816x5120 moved 94 MB more
+    than 16384x5120 in 21.8 us more), PDL on (2.2-4.6 us a GEMM). Whole tiles where the grid
+    has >= 66 of them, K <= 8192 and no small last round: a split tile's reduction stalls its
+    CTAs' weight streams (M=1: 16384x5120 28.6 -> 25.3 us, 5120x6144 15.0 -> 13.8), while an
+    uneven count costs little when the last round is big (the CTAs left share the
+    bandwidth); long rows amortize the reduction and need every SM (5120x17408: stream-K
+    29.3, whole tiles 34.4). Small problems: stream-K with >= 4 steps a CTA (1024x5120 M=1
+    8.6 -> 6.7 us). The rule misses 12288x5120 (whole tiles 22.8, stream-K 23.3)."""
+    t = tiles(p.n)
+    grid = min(t, H200_SMS)
+    r = t % grid
+    steps = -(-p.k // _BK)
+    if t >= H200_SMS // 2 and steps <= WHOLE_TILES_MAX_STEPS and (r == 0 or r >= grid // 2):
+        split = {"whole_tiles": True}
+    else:
+        split = {"min_iters": 4} if iters(p.n, p.k) < SMALL_ITERS else {}
+    return {"stages": STAGES[-1], "ctas_per_sm": 1, "pdl": True, **split}
+
+
+def _check(p: GemmProblem) -> str | None:
+    if p.capability is None:
+        return "needs a CUDA tensor (an sm_90a kernel)"
+    if p.capability != (9, 0):
+        return f"built for sm_90a only, this is sm_{p.capability[0]}{p.capability[1]}"
+    if p.scheme not in _XK:
+        return f"serves per_tensor, channel_token and block128, not {p.scheme.value}"
+    if p.m > MAX_M:
+        return f"serves M <= {MAX_M} (decode), got M={p.m}"
+    if p.out_dtype != torch.bfloat16:
+        return f"writes bfloat16 only, asked for {p.out_dtype}"
+    if p.k % 16:
+        return f"needs K a multiple of 16 (16-byte weight rows), got K={p.k}"
+    return None
+
+
+@dataclass
+class PrecompileReport:
+    built: bool
+    seconds: float
+    failures: list[str]
+
+    def summary(self) -> str:
+        if self.failures:
+            return f"stream kernel: build failed: {self.failures[0]}"
+        return f"stream kernel: {'built' if self.built else 'cached'} in {self.seconds:.0f} s"
+
+
+def _precompile(jobs: list) -> PrecompileReport:
+    """Build the one library (every variant) ahead of tuning."""
+    t0 = time.perf_counter()
+    try:
+        missing = not library_path().is_file()
+        build()
+    except StreamError as e:
+        return PrecompileReport(False, time.perf_counter() - t0, [str(e)])
+    return PrecompileReport(missing, time.perf_counter() - t0, [])
+
+
+# ============================================================================ run
+
+
+def _prepare(weight: Fp8Weight) -> dict:
+    if weight.scheme is Scheme.BLOCK128:
+        ws = weight.scale.float().contiguous()
+    else:
+        ws = weight.channel_scale()
+    return {"w": weight.data.contiguous(), "ws": ws, "counters": None}
+
+
+@functools.cache
+def _sms(index: int) -> int:
+    return torch.cuda.get_device_properties(index).multi_processor_count
+
+
+def _counters(packed: dict, n: int, device: torch.device) -> torch.Tensor:
+    c = packed["counters"]
+    if c is None or c.numel() < tiles(n):
+        if torch.cuda.is_current_stream_capturing():
+            raise RuntimeError("the stream kernel's split-tile counters must be allocated before "
+                               "CUDA graph capture: run the layer once eagerly first")
+        c = torch.zeros(tiles(n), dtype=torch.int32, device=device)
+        packed["counters"] = c
+    return c
+
+
+def _aligned(t: torch.Tensor) -> bool:
+    return t.data_ptr() % 16 == 0 and t.stride(-1) == 1
+
+
+def _run(x, weight, packed, *, act_scale=None, bias=None, out_dtype=torch.bfloat16, config=None,
+         out=None):
+    if out_dtype != torch.bfloat16:
+        raise ValueError(f"the stream backend writes bfloat16 only, asked for {out_dtype}")
+    scheme = weight.scheme
+    m, k = x.shape
+    n = weight.n
+    if m > MAX_M:
+        raise ValueError(f"the stream backend serves M <= {MAX_M}, got M={m}")
+    cfg = config or _default_config(GemmProblem(m, n, k, scheme, capability=(9, 0)))
+    pdl = bool(cfg.get("pdl", True))
+    ws, ws_ld, xs_ld = packed["ws"], 0, 0
+    xk = _XK[scheme]
+    if x.dtype == FP8_DTYPE:
+        if act_scale is None:
+            raise ValueError("FP8 activations need their act_scale")
+        xs = act_scale.float()
+    else:  # the one-launch pre-pass (per-tensor static / per-token / 1x128), itself PDL
+        static = act_scale if act_scale is not None else weight.act_scale
+        x, xs = quantize_act(x, scheme, static if scheme is Scheme.PER_TENSOR else None, pdl=pdl)
+        xs = xs.float()
+    if xk == XK_FP8_TOKEN:
+        xs_ld = xs.stride(0) if xs.dim() >= 1 and xs.numel() > 1 else 1
+    if xk == XK_FP8_BLOCK:
+        xs_ld, ws_ld = xs.stride(0), ws.stride(0)
+    if not _aligned(x):
+        x = x.contiguous()
+    if out is not None:
+        if out.shape != (m, n) or out.dtype != torch.bfloat16 or not _aligned(out):
+            raise ValueError(f"out must be ({m}, {n}) bfloat16 with unit column stride, got "
+                             f"{tuple(out.shape)} {out.dtype} strides {out.stride()}")
+        y = out
+    else:
+        y = torch.empty(m, n, dtype=torch.bfloat16, device=x.device)
+    if bias is not None:
+        bias = bias.to(torch.bfloat16).contiguous()
+    lib = library()
+    dev = x.device
+    sms = _sms(dev.index if dev.index is not None else torch.cuda.current_device())
+    whole = bool(cfg.get("whole_tiles", False))
+    units = tiles(n) if whole else -(-iters(n, k) // int(cfg.get("min_iters", 1)))
+    grid = min(units, sms * int(cfg.get("ctas_per_sm", 1)))
+    part = torch.empty(lib.fp8t_stream_workspace(m, grid), dtype=torch.uint8, device=dev)
+    counters = _counters(packed, n, dev)
+    w = packed["w"]
+    rc = lib.fp8t_stream_gemm(
+        w.data_ptr(), x.data_ptr(), y.data_ptr(), ws.data_ptr(), xs.data_ptr(),
+        None if bias is None else bias.data_ptr(), part.data_ptr(), counters.data_ptr(),
+        m, n, k, w.stride(0), x.stride(0), y.stride(0), ws_ld, xs_ld, xk,
+        int(cfg.get("stages", 4)), grid, int(pdl), int(whole),
+        torch.cuda.current_stream(dev).cuda_stream,
+    )
+    if rc != 0:
+        raise StreamError(f"stream GEMM failed on M={m}, N={n}, K={k} (code {rc}): "
+                          f"{lib.fp8t_stream_last_error().decode()}")
+    return y
+
+
+BACKEND = Backend(
+    name="stream",
+    # The GEMM and the activation pre-pass (channel_token, block128).
+    kernel_family=r"fp8t_stream_gemm|_fp8_act_quant_kernel",
+    description="fp8tower's CUDA decode GEMM that streams its weights before waiting for the "
+                "previous kernel (PDL, one CTA per SM, stream-K), M <= 16",
+    unavailable_reason=_unavailable,
+    check=_check,
+    prepare=_prepare,
+    run=_run,
+    configs=_configs,
+    default_config=_default_config,
+    precompile=_precompile,
+)
