@@ -34,14 +34,13 @@ from bench_chain import call_with, problem, timed_chain, timed_gemm
 from bench_gemm import TOWER_SHAPES, random_weights
 
 STREAM_ARMS = {
-    "stream": {"stages": 8, "ctas_per_sm": 1, "pdl": True},  # stream-K
-    "stream_whole": {"stages": 8, "ctas_per_sm": 1, "pdl": True, "whole_tiles": True},
-    "stream_nopdl": {"stages": 8, "ctas_per_sm": 1, "pdl": False},
-    "stream_s6": {"stages": 6, "ctas_per_sm": 1, "pdl": True},  # the next grid's CTAs fit beside
-    "stream_mi4": {"stages": 8, "ctas_per_sm": 1, "pdl": True, "min_iters": 4},
+    "stream": {"stages": 6, "ctas_per_sm": 1, "pdl": True},  # stream-K
+    "stream_whole": {"stages": 6, "ctas_per_sm": 1, "pdl": True, "whole_tiles": True},
+    "stream_nopdl": {"stages": 6, "ctas_per_sm": 1, "pdl": False},
+    "stream_s4": {"stages": 4, "ctas_per_sm": 1, "pdl": True},
+    "stream_mi4": {"stages": 6, "ctas_per_sm": 1, "pdl": True, "min_iters": 4},
     # FP8 x given (quantized once, outside the chain): the GEMM without its pre-pass launch
-    "stream_fp8x": {"stages": 8, "ctas_per_sm": 1, "pdl": True},
-    "stream_c2": {"stages": 4, "ctas_per_sm": 2, "pdl": True},
+    "stream_fp8x": {"stages": 6, "ctas_per_sm": 1, "pdl": True},
 }
 
 

@@ -3,15 +3,16 @@
 The kernel (csrc/stream/fp8_stream_gemm.cu) lets the next kernel launch at once, asks TMA
 for its first weight tiles, and only then waits for the previous kernel and asks for x;
 launched with programmatic dependent launch (config ``pdl``), its start overlaps the
-previous kernel. One CTA per SM by default (``ctas_per_sm``); the (64-row tile, 256-wide K
-step) iterations split by stream-K or whole tiles (``whole_tiles``, ``min_iters``); split
-tiles are summed by their last CTA, deterministically.
+previous kernel. Warp-specialized: a producer warp and two consumer warpgroups, one CTA per
+SM; the (128-row tile, 256-wide K step) iterations split by stream-K or whole tiles
+(``whole_tiles``, ``min_iters``); split tiles are summed by their last CTA, deterministically.
 
-Measured (H200 2026-12-01, results/stream_H200_2026-12-01/): correct everywhere, streams at
-97% of the read ceiling in steady state, PDL saves 2.2-4.6 us a GEMM, but each call still
-pays 5.5-10 us beyond its bytes: slower than the Triton kernels on the 27B tower (0.79-0.88x
-the tuned tower), faster only on 1024x5120. So ``auto`` does not time it
-(tuning/search.TUNING_EXCLUDED); ``backend="stream"`` serves it.
+Measured (H200 2026-12-01, results/stream_H200_2026-12-01/ws/): correct everywhere; per GEMM
+within 1-3% of the tuned Triton kernels on the big 27B shapes at M = 1 (16384x5120 22.79 us
+against 22.48, 34816x5120 48.97 / 48.38), ahead on 1024x5120 (6.89 / 6.95), behind on
+5120x6144 and 5120x17408 (13.75 / 11.67, 28.69 / 25.07); the merged 27B tower 0.88-0.92x of
+auto. So ``auto`` does not time it (tuning/search.TUNING_EXCLUDED); ``backend="stream"``
+serves it.
 
 Serves M <= 16, per_tensor, channel_token and block128: FP8 x from the one-launch activation
 pre-pass (itself launched with PDL, so the GEMM streams its weights while the pre-pass runs)
@@ -41,7 +42,7 @@ SOURCE = Path(__file__).parent / "csrc" / "stream" / "fp8_stream_gemm.cu"
 NVCC_FLAGS = ("-O3", "-std=c++17", "-shared", "-Xcompiler", "-fPIC",
               "-gencode", "arch=compute_90a,code=sm_90a", "-DNDEBUG")
 MAX_M = 16
-STAGES = (4, 6, 8)
+STAGES = (4, 6)
 SMEM_PER_SM = 227 * 1024  # H100/H200: usable shared memory per SM (and per CTA)
 # The kernel's x kinds (XK template parameter, see the .cu file).
 XK_FP8_TENSOR, XK_FP8_TOKEN, XK_FP8_BLOCK = 1, 2, 3
@@ -104,7 +105,7 @@ def library() -> ctypes.CDLL:
 
 
 # Mirrors of the kernel's sizes (the configs are chosen without loading the library).
-_BN, _BK, _WSTAGE = 64, 256, 64 * 256
+_BN, _BK, _WSTAGE = 128, 256, 128 * 256
 
 
 def tiles(n: int) -> int:
@@ -152,23 +153,24 @@ def _configs(p: GemmProblem) -> list[dict]:
 
 
 WHOLE_TILES_MAX_STEPS = 32  # K / 256: longer rows amortize a split tile's reduction
+WHOLE_TILES_MIN = 32  # fewer tiles: too few SMs streaming
 
 
 def _default_config(p: GemmProblem) -> dict:
-    """H200 2026-12-01 (results/stream_H200_2026-12-01/): one CTA per SM with the deepest
-    ring, 8 stages (in steady state 97% of the read ceiling: 34816x5120 moved 94 MB more
-    than 16384x5120 in 21.8 us more), PDL on (2.2-4.6 us a GEMM). Whole tiles where the grid
-    has >= 66 of them, K <= 8192 and no small last round: a split tile's reduction stalls its
-    CTAs' weight streams (M=1: 16384x5120 28.6 -> 25.3 us, 5120x6144 15.0 -> 13.8), while an
-    uneven count costs little when the last round is big (the CTAs left share the
-    bandwidth); long rows amortize the reduction and need every SM (5120x17408: stream-K
-    29.3, whole tiles 34.4). Small problems: stream-K with >= 4 steps a CTA (1024x5120 M=1
-    8.6 -> 6.7 us). The rule misses 12288x5120 (whole tiles 22.8, stream-K 23.3)."""
+    """H200 2026-12-01 (results/stream_H200_2026-12-01/ws/, per_tensor M=1, us): 6 stages
+    (the most that fit), PDL on (without it 16384x5120 ran 30.9 instead of 22.8). Whole
+    tiles (no split tile) where K <= 8192 and there are >= 32 tiles with no small last
+    round: 6144x5120 12.33 against 14.44 with stream-K, 5120x6144 13.75 / 14.47, 10240x5120
+    17.32 / 19.33, 12288x5120 18.56 / 21.66 (a split tile's reduction stalls its CTAs'
+    weight streams). Long rows amortize the reduction and need every SM (5120x17408:
+    stream-K 28.69, whole tiles 32.62); so do grids with a small last round (34816x5120:
+    272 tiles = 2 x 132 + 8, stream-K 48.97). Few tiles: stream-K with >= 4 steps a CTA
+    (1024x5120: 6.89)."""
     t = tiles(p.n)
     grid = min(t, H200_SMS)
     r = t % grid
     steps = -(-p.k // _BK)
-    if t >= H200_SMS // 2 and steps <= WHOLE_TILES_MAX_STEPS and (r == 0 or r >= grid // 2):
+    if t >= WHOLE_TILES_MIN and steps <= WHOLE_TILES_MAX_STEPS and (r == 0 or r >= grid // 2):
         split = {"whole_tiles": True}
     else:
         split = {"min_iters": 4} if iters(p.n, p.k) < SMALL_ITERS else {}

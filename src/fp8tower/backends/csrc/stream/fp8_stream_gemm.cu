@@ -11,20 +11,21 @@
 //   2. asks TMA for the weights of its first STAGES steps (every slot of its ring),
 //   3. only then waits for the previous kernel (griddepcontrol.wait) and asks for x.
 // Launched with programmatic dependent launch (PDL), its start overlaps the previous kernel.
-// One CTA per SM by default (persistent); with 6 stages or fewer the next grid's CTA fits
-// beside it in shared memory and streams its own first steps early.
 //
-// Work: the (64-row tile, 256-wide K step) iterations, flattened tile-major, split over the
+// Roles (warp specialization): a producer warp issues every TMA (one lane) and refills a
+// slot as soon as its "empty" barrier says both consumers are done with it; two consumer
+// warpgroups each take 64 rows of a 128-row tile, wait on the slot's "full" barrier, run
+// their own wgmma chains and release the slot, with no CTA-wide barrier in the loop. (One
+// warpgroup doing all of it, refilling after a __syncthreads, ran 16384x5120 M=1 in 25.3 us;
+// this, 22.8: H200 2026-12-01.) One CTA per SM (the ring takes the shared memory).
+//
+// Work: the (128-row tile, 256-wide K step) iterations, flattened tile-major, split over the
 // grid: stream-K (CTA c owns [c*I/G, (c+1)*I/G), even) or whole tiles (CTA c owns tiles
 // [c*T/G, (c+1)*T/G)). A tile split between CTAs is summed by the last one to arrive (fp32
 // partials in a workspace, a per-tile counter it resets to 0): deterministic, in CTA order.
 // Each CTA runs its split tiles first and its whole tiles after.
 //
-// Pipeline: STAGES slots, each one step's W (two 64 x 128-byte boxes) and x (two boxes of 8
-// or 16 rows), behind one mbarrier. A slot is refilled as soon as every warp has consumed it,
-// so STAGES - 1 steps stay in flight however they land.
-//
-// MMA: wgmma m64nNk32 e4m3 (fp32 accumulate), swap-AB: the CTA's 64 weight rows are the
+// MMA: wgmma m64nNk32 e4m3 (fp32 accumulate), swap-AB: a warpgroup's 64 weight rows are the
 // MMA's M, the tokens its N (8 for M <= 8, 16 for M <= 16), both operands K-major in shared
 // memory exactly as TMA writes them (128-byte rows, 128B swizzle). mma.sync has no FP8 path
 // on sm_90 (ptxas emulates it with fp16 HMMAs and a conversion per element; H200,
@@ -47,16 +48,18 @@
 
 namespace fp8t_stream {
 
-constexpr int kWarps = 4;
-constexpr int kThreads = kWarps * 32;
-constexpr int kBN = kWarps * 16;         // weight rows per tile
+// Warp specialization: two consumer warpgroups (64 weight rows each) and one producer warp.
+constexpr int kWarps = 8;                // consumer warps
+constexpr int kConsumers = kWarps * 32;
+constexpr int kThreads = kConsumers + 32;
+constexpr int kBN = kWarps * 16;         // weight rows per tile: 128
 constexpr int kBK = 256;                 // K per stage (bytes of W per row)
-constexpr int kBox = kBN * 128;          // one TMA box: 64 rows x 128 bytes, 128B-swizzled
-constexpr int kWStage = 2 * kBox;        // 16384 B (two boxes: k 0-127, 128-255)
+constexpr int kBox = kBN * 128;          // one TMA box: 128 rows x 128 bytes, 128B-swizzled
+constexpr int kWStage = 2 * kBox;        // 32768 B (two boxes: k 0-127, 128-255)
 constexpr int kScBytes = 144;            // block128: 2 weight-block scales + 2 per token (16 B aligned)
 
 struct Params {
-  CUtensorMap tmap_w;  // W (N, K) bytes, box 128 x 64 rows, 128B swizzle (64-byte aligned)
+  CUtensorMap tmap_w;  // W (N, K) bytes, box 128 x 128 rows, 128B swizzle (64-byte aligned)
   CUtensorMap tmap_x;  // x (M, K) bytes, box 128 x (8 NT) rows, zeros past M
   const void* x;
   __nv_bfloat16* y;
@@ -66,7 +69,7 @@ struct Params {
   float* part;        // split-tile partials: grid * 2 slots * kWarps * NT * 32 float4
   int* cnt;           // per-tile arrival counters, zero between launches
   int m, n, k, ldw, ldx, ldy, ws_ld, xs_ld;
-  int tiles, kb;      // 64-row tiles, 256-wide K steps per tile
+  int tiles, kb;      // 128-row tiles, 256-wide K steps per tile
   unsigned iters;     // tiles * kb (iters * grid < 2^32: the host checks)
   int whole_tiles;    // 1: CTAs own whole tiles (no split tile, uneven counts); 0: stream-K
   int x_box, stage;   // smem bytes: one x box (8 NT rows x 128), one stage (1024-aligned)
@@ -79,6 +82,17 @@ __device__ __forceinline__ void mbar_init(uint32_t bar, int count) {
 }
 __device__ __forceinline__ void mbar_expect(uint32_t bar, int bytes) {
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(uint32_t bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+}
+// The barrier counts this thread's earlier cp.asyncs' completion as one arrival.
+__device__ __forceinline__ void mbar_arrive_cp_async(uint32_t bar) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
+}
+// The consumer warpgroups only (the producer warp is not in it).
+__device__ __forceinline__ void consumer_sync() {
+  asm volatile("bar.sync 1, %0;\n" ::"n"(kConsumers) : "memory");
 }
 __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
   asm volatile(
@@ -98,11 +112,6 @@ __device__ __forceinline__ uint32_t smem_addr(const void* p) {
 __device__ __forceinline__ void cp4(uint32_t dst, const void* src, bool ok) {
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src),
                "r"(ok ? 4 : 0) : "memory");
-}
-__device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-template <int N>
-__device__ __forceinline__ void cp_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
 __device__ __forceinline__ void pdl_launch_dependents() {
   asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
@@ -125,6 +134,7 @@ __device__ __forceinline__ int owner(unsigned it, unsigned iters, unsigned grid)
 // A CTA's work in processing order: up to two split segments (its range's last tile, then its
 // first), then its whole tiles [full_lo, full_hi]. Segment = (tile, k steps [lo, hi), slot).
 struct Work {
+  int count;                    // steps (iterations) of this CTA
   int np;                       // split segments (0..2)
   int seg_tile[2], seg_lo[2], seg_hi[2], seg_slot[2];
   int full_lo, full_hi;         // whole tiles (full_hi < full_lo: none)
@@ -141,12 +151,13 @@ struct Work {
 __device__ Work make_work(const Params& p, int c) {
   Work w;
   // whole tiles: CTA c owns tiles [c T / G, (c + 1) T / G), every range starts and ends on a
-  // tile, so no tile is split (H200 2026-12-01, 16384x5120 M=1: 28.6 -> 25.3 us; a split
+  // tile, so no tile is split (H200 2026-12-01, 64-row tiles then, 16384x5120 M=1: 28.6 -> 25.3 us; a split
   // tile's reduction stalls both CTAs' weight streams early in the grid)
   const unsigned b = p.whole_tiles ? range_start(c, p.tiles, gridDim.x) * p.kb : range_start(c, p.iters, gridDim.x);
   const unsigned e = p.whole_tiles ? range_start(c + 1, p.tiles, gridDim.x) * p.kb
                                    : range_start(c + 1, p.iters, gridDim.x);
   const int kb = p.kb;
+  w.count = static_cast<int>(e - b);
   const int tb = static_cast<int>(b / kb), tl = static_cast<int>((e - 1) / kb);
   const int blo = static_cast<int>(b - static_cast<unsigned>(tb) * kb);
   const int ehi = static_cast<int>(e - static_cast<unsigned>(tl) * kb);
@@ -208,18 +219,20 @@ __device__ __forceinline__ void issue_x_boxes(const Params& p, uint8_t* st, uint
   tma_2d(smem_addr(st + kWStage + p.x_box), &p.tmap_x, kstep * kBK + 128, 0, bar);
 }
 
-// block128: the step's two weight-block scales and each token's two group scales (cp.async,
-// after the wait for the previous kernel).
-__device__ __forceinline__ void issue_scales(const Params& p, uint8_t* st, int tile, int kstep, int tid) {
+// block128: the step's two weight-block scales and each token's two group scales, by the
+// producer warp's lanes (cp.async, after the wait for the previous kernel).
+__device__ __forceinline__ void issue_scales(const Params& p, uint8_t* st, int tile, int kstep, int lane) {
   float* sc = reinterpret_cast<float*>(st + kWStage + 2 * p.x_box);
   const int k0 = kstep * kBK, kg = k0 / 128;
-  if (tid < 2) {
-    const bool ok = k0 + tid * 128 < p.k;
-    cp4(smem_addr(sc + tid), p.ws + (ok ? static_cast<size_t>(tile * kBN / 128) * p.ws_ld + kg + tid : 0), ok);
-  } else if (tid < 2 + 2 * p.m) {
-    const int tok = (tid - 2) >> 1, h = (tid - 2) & 1;
-    const bool ok = k0 + h * 128 < p.k;
-    cp4(smem_addr(sc + tid), p.xs + (ok ? static_cast<size_t>(tok) * p.xs_ld + kg + h : 0), ok);
+  for (int q = lane; q < 2 + 2 * p.m; q += 32) {
+    if (q < 2) {
+      const bool ok = k0 + q * 128 < p.k;
+      cp4(smem_addr(sc + q), p.ws + (ok ? static_cast<size_t>(tile * kBN / 128) * p.ws_ld + kg + q : 0), ok);
+    } else {
+      const int tok = (q - 2) >> 1, h = (q - 2) & 1;
+      const bool ok = k0 + h * 128 < p.k;
+      cp4(smem_addr(sc + q), p.xs + (ok ? static_cast<size_t>(tok) * p.xs_ld + kg + h : 0), ok);
+    }
   }
 }
 
@@ -261,8 +274,8 @@ __device__ __forceinline__ void wgmma_commit_wait() {
 // The accumulator fragment of thread (warp w, lane 4g + t): d[j][0..1] at row 16w + g,
 // tokens 8j + 2t, 8j + 2t + 1; d[j][2..3] at row 16w + g + 8 (mma.sync's C layout).
 template <int NT, int XK>
-__device__ __forceinline__ void compute(const Params& p, const uint8_t* st, float (&acc)[NT][4], int t) {
-  const uint32_t w_addr = smem_addr(st), x_addr = smem_addr(st + kWStage);
+__device__ __forceinline__ void compute(const Params& p, const uint8_t* st, float (&acc)[NT][4], int t, int wg) {
+  const uint32_t w_addr = smem_addr(st) + wg * 64 * 128, x_addr = smem_addr(st + kWStage);  // its 64 rows
   float part[8][NT][4];
 #pragma unroll
   for (int q = 0; q < 8; ++q)
@@ -363,15 +376,15 @@ __device__ __forceinline__ float4* part_slot(const Params& p, int cta, int slot,
 }
 
 // A split tile's segment is done: store its partial; the last of the tile's CTAs to arrive
-// sums every partial in CTA order and stores y. One thread fences and counts (the barrier
-// before it orders the CTA's stores; a fence in every thread cost ~1 us each).
+// sums every partial in CTA order and stores y. One thread fences and counts (the consumer
+// barrier before it orders the other consumers' stores).
 template <int NT, int XK>
 __device__ void finish_split(const Params& p, float (&acc)[NT][4], const Epilogue<NT>& ep, int tile, int slot,
                              int warp, int g, int t, int lane, int tid, int* s_flag) {
 #pragma unroll
   for (int j = 0; j < NT; ++j)
     *part_slot<NT>(p, blockIdx.x, slot, warp, j, lane) = make_float4(acc[j][0], acc[j][1], acc[j][2], acc[j][3]);
-  __syncthreads();
+  consumer_sync();
   const unsigned first = static_cast<unsigned>(tile) * p.kb;
   const int cf = owner(first, p.iters, gridDim.x);
   const int cl = owner(first + p.kb - 1, p.iters, gridDim.x);
@@ -381,7 +394,7 @@ __device__ void finish_split(const Params& p, float (&acc)[NT][4], const Epilogu
     if (last) fence_acq_rel_gpu();  // acquire every other CTA's
     *s_flag = last;
   }
-  __syncthreads();
+  consumer_sync();
   if (*s_flag) {
     float sum[NT][4];
 #pragma unroll
@@ -398,81 +411,85 @@ __device__ void finish_split(const Params& p, float (&acc)[NT][4], const Epilogu
     store_tile<NT, XK>(p, sum, ep, tile, warp, g, t);
     if (tid == 0) p.cnt[tile] = 0;
   }
-  __syncthreads();  // s_flag is reused by the next split segment
+  consumer_sync();  // s_flag is reused by the next split segment
 }
 
 template <int NT, int STAGES, int XK>
 __global__ void __launch_bounds__(kThreads, 1) fp8t_stream_gemm(const __grid_constant__ Params p) {
   extern __shared__ uint8_t smem_raw[];
-  __shared__ __align__(8) uint64_t bars[STAGES];
+  __shared__ __align__(8) uint64_t full_bars[STAGES], empty_bars[STAGES];
   __shared__ int s_flag;
   // 128B-swizzled TMA boxes need 1024-byte aligned destinations (the host adds the slack)
   uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3;
-  const uint32_t bar0 = smem_addr(&bars[0]);
+  const uint32_t full0 = smem_addr(&full_bars[0]), empty0 = smem_addr(&empty_bars[0]);
 
   pdl_launch_dependents();  // the next kernel may start streaming its weights now
   if (tid == 0) {  // the descriptors' first fetch off the critical path
     asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(&p.tmap_w)) : "memory");
     asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(&p.tmap_x)) : "memory");
-    for (int s = 0; s < STAGES; ++s) mbar_init(bar0 + 8 * s, 1);
+    for (int s = 0; s < STAGES; ++s) {
+      // full: the producer's expect-tx arrival (+ block128: one cp.async arrival per lane)
+      mbar_init(full0 + 8 * s, XK == 3 ? 33 : 1);
+      mbar_init(empty0 + 8 * s, kWarps);  // one arrival per consumer warp
+    }
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
-  __syncthreads();
+  __syncthreads();  // the last CTA-wide barrier: the roles split below
   const Work work = make_work(p, blockIdx.x);
-  Cursor prod, cons;
-  prod.init(work, p.kb);
-  cons.init(work, p.kb);
-
   const int x_bytes = 2 * p.x_box;
-  // Weights of the first STAGES steps (every slot): they do not depend on the previous kernel.
-  for (int s = 0; s < STAGES; ++s) {
-    if (tid == 0 && prod.valid()) issue_w(p, smem + s * p.stage, bar0 + 8 * s, prod.tile, prod.kstep, x_bytes);
-    prod.next(work, p.kb);
-  }
-  pdl_wait();  // the previous kernel has finished and its writes (x, scales) are visible
-  {
-    Cursor px;
+
+  if (warp == kWarps) {
+    // Producer warp: step j goes to slot j % S once the consumers released step j - S.
+    // Weights of the first S steps before the wait: they do not depend on the previous kernel.
+    Cursor pr, px;
+    pr.init(work, p.kb);
     px.init(work, p.kb);
-    for (int s = 0; s < STAGES; ++s) {
-      if (px.valid()) {
-        if (tid == 0) issue_x_boxes(p, smem + s * p.stage, bar0 + 8 * s, px.kstep);
-        if (XK == 3) issue_scales(p, smem + s * p.stage, px.tile, px.kstep, tid);
+    const int pre = work.count < STAGES ? work.count : STAGES;
+    for (int j = 0; j < pre; ++j, pr.next(work, p.kb))
+      if (lane == 0) issue_w(p, smem + j * p.stage, full0 + 8 * j, pr.tile, pr.kstep, x_bytes);
+    pdl_wait();  // the previous kernel has finished and its writes (x, scales) are visible
+    for (int j = 0; j < pre; ++j, px.next(work, p.kb)) {
+      if (lane == 0) issue_x_boxes(p, smem + j * p.stage, full0 + 8 * j, px.kstep);
+      if (XK == 3) {
+        issue_scales(p, smem + j * p.stage, px.tile, px.kstep, lane);
+        mbar_arrive_cp_async(full0 + 8 * j);
       }
-      cp_commit();
-      px.next(work, p.kb);
     }
+    for (int j = pre; j < work.count; ++j, pr.next(work, p.kb)) {
+      const int slot = j % STAGES;
+      uint8_t* st = smem + slot * p.stage;
+      mbar_wait(empty0 + 8 * slot, ((j / STAGES) - 1) & 1);
+      if (lane == 0) {
+        issue_w(p, st, full0 + 8 * slot, pr.tile, pr.kstep, x_bytes);
+        issue_x_boxes(p, st, full0 + 8 * slot, pr.kstep);
+      }
+      if (XK == 3) {
+        issue_scales(p, st, pr.tile, pr.kstep, lane);
+        mbar_arrive_cp_async(full0 + 8 * slot);
+      }
+    }
+    return;
   }
 
+  // Consumers: warpgroup wg (= warp / 4) computes rows 64 wg .. 64 wg + 63 of each tile; the
+  // two run their wgmma chains independently, each warp releases a slot when done with it.
+  pdl_wait();  // before any write (y, partials, counters)
+  const int wg = warp >> 2;
   Epilogue<NT> ep;
   load_token_scales<NT, XK>(p, ep, t);
   float acc[NT][4];
 #pragma unroll
   for (int j = 0; j < NT; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f;
-  // Step i sits in slot i % S: W and x behind the slot's barrier (phase (i / S) & 1); a slot
-  // is refilled with step i + S as soon as every warp has consumed step i, so S - 1 steps stay
-  // in flight whatever order they land in. block128's scales: cp.async groups, S in the
-  // prologue and one per iteration: step i's has S - 1 groups after it at iteration i.
+  Cursor cons;
+  cons.init(work, p.kb);
   for (int it = 0; cons.valid(); ++it) {
     const int slot = it % STAGES;
-    uint8_t* st = smem + slot * p.stage;
     if (cons.kstep == cons.lo) load_row_factors<NT, XK>(p, ep, cons.tile, warp, g);
-    if (XK == 3) {
-      cp_wait<STAGES - 1>();
-      __syncthreads();  // every thread's scales of step it landed
-    }
-    mbar_wait(bar0 + 8 * slot, (it / STAGES) & 1);
-    compute<NT, XK>(p, st, acc, t);
-    __syncthreads();  // every warp is done with the slot
-    if (prod.valid()) {
-      if (tid == 0) {
-        issue_w(p, st, bar0 + 8 * slot, prod.tile, prod.kstep, x_bytes);
-        issue_x_boxes(p, st, bar0 + 8 * slot, prod.kstep);
-      }
-      if (XK == 3) issue_scales(p, st, prod.tile, prod.kstep, tid);
-    }
-    cp_commit();
-    prod.next(work, p.kb);
+    mbar_wait(full0 + 8 * slot, (it / STAGES) & 1);
+    compute<NT, XK>(p, smem + slot * p.stage, acc, t, wg);
+    __syncwarp();
+    if (lane == 0) mbar_arrive(empty0 + 8 * slot);
     if (cons.last_step()) {
       if (cons.slot < 0) {
         store_tile<NT, XK>(p, acc, ep, cons.tile, warp, g, t);
@@ -484,7 +501,6 @@ __global__ void __launch_bounds__(kThreads, 1) fp8t_stream_gemm(const __grid_con
     }
     cons.next(work, p.kb);
   }
-  cp_wait<0>();
 }
 
 thread_local char g_error[256] = "";
@@ -539,7 +555,7 @@ extern "C" {
 
 const char* fp8t_stream_last_error() { return g_error; }
 
-// (64-row tiles) x (256-wide K steps): the iterations a grid splits.
+// (128-row tiles) x (256-wide K steps): the iterations a grid splits.
 long long fp8t_stream_iters(int n, int k) {
   return static_cast<long long>((n + kBN - 1) / kBN) * ((k + kBK - 1) / kBK);
 }
@@ -550,7 +566,6 @@ size_t fp8t_stream_workspace(int m, int grid) {
   return static_cast<size_t>(grid) * 2 * kWarps * nt * 32 * sizeof(float4);
 }
 
-// Shared memory bytes of one CTA (STAGES stages).
 // Shared memory bytes of one stage (rounded up to 1024: every stage's TMA boxes stay
 // aligned), or of a CTA with `stages` stages (+ 1024 alignment slack) when stages > 1.
 int fp8t_stream_smem(int m, int xk, int stages) {
@@ -629,9 +644,8 @@ int fp8t_stream_gemm(const void* w, const void* x, void* y, const float* ws, con
   switch (stages) {
     case 4: return nt1 ? launch_xk<1, 4>(p, xk, grid, pdl, s) : launch_xk<2, 4>(p, xk, grid, pdl, s);
     case 6: return nt1 ? launch_xk<1, 6>(p, xk, grid, pdl, s) : launch_xk<2, 6>(p, xk, grid, pdl, s);
-    case 8: return nt1 ? launch_xk<1, 8>(p, xk, grid, pdl, s) : launch_xk<2, 8>(p, xk, grid, pdl, s);
   }
-  snprintf(g_error, sizeof g_error, "stages=%d: built for 4, 6 or 8", stages);
+  snprintf(g_error, sizeof g_error, "stages=%d: built for 4 or 6", stages);
   return 1;
 }
 
