@@ -310,7 +310,8 @@ BACKEND = Backend(
     # The GEMM and the activation pre-pass (channel_token, block128).
     kernel_family=r"fp8t_stream_gemm|_fp8_act_quant_kernel",
     description="fp8tower's CUDA decode GEMM that streams its weights before waiting for the "
-                "previous kernel (PDL, one CTA per SM, stream-K), M <= 16",
+                "previous kernel (PDL, TMA, warp-specialized FP8 wgmma), M <= 16; experimental: "
+                "only when named, auto does not time it",
     unavailable_reason=_unavailable,
     check=_check,
     prepare=_prepare,
