@@ -75,6 +75,18 @@ def timed_gemm(make, copies: int, nbytes: int, ceiling_gbps: float) -> dict:
             "beyond_bytes_us": round(t.median_us - at_ceiling, 3)}
 
 
+def time_arm(call, arm, p, ws, x, out, copies: int, ceiling_gbps: float) -> dict:
+    """:func:`timed_gemm` of ``call(arm, p, ws[j], x, out)`` over the rotated copies ``ws``,
+    or the error, recorded."""
+    try:
+        def make(j):
+            return call(arm, p, ws[j], x, out)
+
+        return timed_gemm(make, copies, p.bytes_moved(), ceiling_gbps)
+    except Exception as e:  # noqa: BLE001 (a failing arm is a row, not the end of the run)
+        return {"error": f"{type(e).__name__}: {e}"[:300]}
+
+
 def call_for(arm, p, w, x, out):
     """A closure running one GEMM of ``arm`` (None: the arm has no config for p)."""
     return call_with("cublaslt" if arm == "cublaslt" else ARMS[arm](p), p, w, x, out)
@@ -127,10 +139,46 @@ def time_chain(calls, replays=20):
     return statistics.median(ts)
 
 
-def numerics(schemes, arms, cap, ms=(1, 8)):
+def tower_chains(scheme, ms, shapes, sets, arms, cap, ceiling, *, call=None, runs=1):
+    """Rows of tower-like chains: every shape x its 2 weight sets (``sets[(n, k)]``) in one
+    graph, without and with a small elementwise kernel on x between GEMMs (launched without
+    PDL, as the tower's GDN/attention stand-ins are); an arm with no config for a shape runs
+    the Triton default there. ``call``: as for :func:`numerics`."""
+    call = call or call_for
+    gemms = 2 * len(shapes)
+    for m in ms:
+        xs = {k: torch.randn(m, k, device="cuda").bfloat16() for k in {k for _, k in shapes}}
+        outs = {(n, k): torch.empty(m, n, dtype=torch.bfloat16, device="cuda") for n, k in shapes}
+        total_bytes = 2 * sum(problem(m, n, k, scheme, cap).bytes_moved() for n, k in shapes)
+        for between in (False, True):
+            for arm in arms:
+                calls = []
+                for s in range(2):
+                    for n, k in shapes:
+                        p = problem(m, n, k, scheme, cap)
+                        c = call(arm, p, sets[(n, k)][s], xs[k], outs[(n, k)])
+                        if c is None:  # no config of this arm: its base
+                            c = call_for("base", p, sets[(n, k)][s], xs[k], outs[(n, k)])
+                        calls.append(c)
+                        if between:
+                            calls.append(lambda x=xs[k]: x.mul_(1.0))
+                row = {"scheme": scheme.value, "m": m, "arm": arm, "elementwise_between": between,
+                       "gemms": gemms, "bytes": total_bytes}
+                row.update(timed_chain(calls, total_bytes, ceiling, gemms=gemms, runs=runs))
+                yield row
+
+
+NUMERICS_SHAPES = ((1024, 5120), (5120, 6144), (10240, 5120), (34816, 5120))
+
+
+def numerics(schemes, arms, cap, ms=(1, 8), *, shapes=NUMERICS_SHAPES, call=None):
+    """SQNR dB of every arm against float64 on the same quantized operands, output NaN-poisoned
+    first; ``call(arm, problem, weight, x, out)`` makes one arm's closure (None: the arm has no
+    config for the problem; default: this module's ``call_for``)."""
+    call = call or call_for
     rows = []
     for scheme in schemes:
-        for n, k in ((1024, 5120), (5120, 6144), (10240, 5120), (34816, 5120)):
+        for n, k in shapes:
             g = torch.Generator(device="cuda").manual_seed(n + k)
             w = torch.randn(n, k, device="cuda", generator=g) * 0.02
             for m in ms:
@@ -142,7 +190,7 @@ def numerics(schemes, arms, cap, ms=(1, 8)):
                 for arm in arms:
                     out = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device="cuda")
                     try:
-                        c = call_for(arm, p, wq, x, out)
+                        c = call(arm, p, wq, x, out)
                         if c is None:
                             continue
                         y = c()
@@ -219,42 +267,21 @@ def main(argv=None):
                     try:
                         if call_for(arm, p, ws[0], x, out) is None:
                             continue
-                        row["config"] = ARMS[arm](p) if arm in ARMS else None
-                        def mk(j, arm=arm, p=p, ws=ws, x=x, out=out):
-                            return call_for(arm, p, ws[j], x, out)
-
-                        row.update(timed_gemm(mk, copies, p.bytes_moved(), ceiling))
                     except Exception as e:  # noqa: BLE001
                         row["error"] = f"{type(e).__name__}: {e}"[:300]
+                    else:
+                        row["config"] = ARMS[arm](p) if arm in ARMS else None
+                        row.update(time_arm(call_for, arm, p, ws, x, out, copies, ceiling))
                     res["per_gemm"].append(row)
                     print(row, flush=True)
             del ws
             torch.cuda.empty_cache()
         save()
         # Tower chain: 9 shapes x 2 weight sets, each weight read once per replay.
-        for m in ms:
-            xs = {k: torch.randn(m, k, device="cuda").bfloat16() for k in {k for _, k in shapes}}
-            outs = {(n, k): torch.empty(m, n, dtype=torch.bfloat16, device="cuda")
-                    for n, k in shapes}
-            total_bytes = 2 * sum(problem(m, n, k, scheme, cap).bytes_moved() for n, k in shapes)
-            for between in (False, True):
-                for arm in arms:
-                    calls = []
-                    for s in range(2):
-                        for n, k in shapes:
-                            p = problem(m, n, k, scheme, cap)
-                            c = call_for(arm, p, sets[(n, k)][s], xs[k], outs[(n, k)])
-                            if c is None:  # no config of this arm: its base
-                                c = call_for("base", p, sets[(n, k)][s], xs[k], outs[(n, k)])
-                            calls.append(c)
-                            if between:
-                                calls.append(lambda x=xs[k]: x.mul_(1.0))
-                    row = {"scheme": scheme.value, "m": m, "arm": arm, "elementwise_between": between,
-                           "gemms": 18, "bytes": total_bytes}
-                    row.update(timed_chain(calls, total_bytes, ceiling, gemms=18))
-                    res["chains"].append(row)
-                    print(row, flush=True)
-            save()
+        for row in tower_chains(scheme, ms, shapes, sets, arms, cap, ceiling):
+            res["chains"].append(row)
+            print(row, flush=True)
+        save()
         del sets
         torch.cuda.empty_cache()
     save()

@@ -23,14 +23,13 @@ import torch
 
 from fp8tower import provenance
 from fp8tower.backends import stream
-from fp8tower.backends.reference import fp8_linear_ref
-from fp8tower.formats import Scheme, quantize_activation, quantize_weight, sqnr_db
+from fp8tower.formats import Scheme, quantize_activation
 from fp8tower.kernels import configs as kconfigs
 from fp8tower.tuning.ceiling import read_ceiling
 from fp8tower.tuning.timer import l2_cache_bytes, rotation_copies
 
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
-from bench_chain import call_with, problem, timed_chain, timed_gemm
+from bench_chain import call_with, numerics, problem, time_arm, tower_chains
 from bench_gemm import TOWER_SHAPES, random_weights
 
 STREAM_ARMS = {
@@ -71,34 +70,6 @@ def call_for(arm, p, w, x, out):
     return call_with(cfg, p, w, x, out)
 
 
-def numerics(schemes, arms, cap, ms=(1, 8, 16)):
-    rows = []
-    for scheme in schemes:
-        for n, k in ((1024, 5120), (5120, 6144), (16384, 5120), (1000, 1040)):
-            g = torch.Generator(device="cuda").manual_seed(n + k)
-            w = torch.randn(n, k, device="cuda", generator=g) * 0.02
-            for m in ms:
-                x = torch.randn(m, k, device="cuda", generator=g).bfloat16()
-                act = float(x.float().abs().amax()) / 448 if scheme is Scheme.PER_TENSOR else None
-                wq = quantize_weight(w, scheme, act_scale=act)
-                ref = fp8_linear_ref(x, wq, out_dtype=torch.float64, compute_dtype=torch.float64)
-                p = problem(m, n, k, scheme, cap)
-                for arm in arms:
-                    out = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device="cuda")
-                    row = {"scheme": scheme.value, "n": n, "k": k, "m": m, "arm": arm}
-                    try:
-                        c = call_for(arm, p, wq, x, out)
-                        if c is None:
-                            continue
-                        y = c()
-                        torch.cuda.synchronize()
-                        row["sqnr_db"] = round(sqnr_db(ref, y), 2)
-                    except Exception as e:  # noqa: BLE001 (record and go on)
-                        row["error"] = f"{type(e).__name__}: {e}"[:300]
-                    rows.append(row)
-    return rows
-
-
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--json", required=True)
@@ -130,7 +101,8 @@ def main(argv=None):
     ceiling = max(ceilings.values())
     res["read_ceiling_gbs"] = ceilings
     print(f"ceiling {ceiling:.0f} GB/s", flush=True)
-    res["numerics"] = numerics([s for s, _ in plan], arms, cap)
+    res["numerics"] = numerics([s for s, _ in plan], arms, cap, ms=(1, 8, 16), call=call_for,
+                               shapes=((1024, 5120), (5120, 6144), (16384, 5120), (1000, 1040)))
     bad = [r for r in res["numerics"] if "error" in r or r["sqnr_db"] < 40]
     res["numerics_bad"] = bad
     print(f"numerics: {len(res['numerics'])} rows, {len(bad)} bad {bad[:3]}", flush=True)
@@ -155,38 +127,16 @@ def main(argv=None):
                            "bytes": p.bytes_moved(), "config": config_of(arm, p)}
                     if row["config"] is None:
                         continue
-                    try:
-                        def mk(j, arm=arm, p=p, ws=ws, x=x, out=out):
-                            return call_for(arm, p, ws[j], x, out)
-
-                        row.update(timed_gemm(mk, copies, p.bytes_moved(), ceiling))
-                    except Exception as e:  # noqa: BLE001
-                        row["error"] = f"{type(e).__name__}: {e}"[:300]
+                    row.update(time_arm(call_for, arm, p, ws, x, out, copies, ceiling))
                     res["per_gemm"].append(row)
                     print(row, flush=True)
             del ws
             torch.cuda.empty_cache()
         save()
-        for m in ms:
-            xs = {k: torch.randn(m, k, device="cuda").bfloat16() for k in {k for _, k in shapes}}
-            outs = {(n, k): torch.empty(m, n, dtype=torch.bfloat16, device="cuda") for n, k in shapes}
-            total = 2 * sum(problem(m, n, k, scheme, cap).bytes_moved() for n, k in shapes)
-            for between in (False, True):
-                for arm in arms:
-                    calls = []
-                    for s in range(2):
-                        for n, k in shapes:
-                            p = problem(m, n, k, scheme, cap)
-                            c = call_for(arm, p, sets[(n, k)][s], xs[k], outs[(n, k)])
-                            calls.append(c or call_for("base", p, sets[(n, k)][s], xs[k], outs[(n, k)]))
-                            if between:
-                                calls.append(lambda x=xs[k]: x.mul_(1.0))
-                    row = {"scheme": scheme.value, "m": m, "arm": arm, "elementwise_between": between,
-                           "gemms": 2 * len(shapes), "bytes": total}
-                    row.update(timed_chain(calls, total, ceiling, gemms=2 * len(shapes), runs=2))
-                    res["chains"].append(row)
-                    print(row, flush=True)
-            save()
+        for row in tower_chains(scheme, ms, shapes, sets, arms, cap, ceiling, call=call_for, runs=2):
+            res["chains"].append(row)
+            print(row, flush=True)
+        save()
         del sets
         torch.cuda.empty_cache()
     save()

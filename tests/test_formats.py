@@ -204,3 +204,18 @@ def test_amax_scale_is_the_ieee_quotient():
     assert torch.equal(amax_scale(amax), want)
     assert amax_scale(torch.tensor(0.0)).item() == pytest.approx(MIN_SCALE)
     assert _fp8_max_on(torch.device("cpu")) is _fp8_max_on(torch.device("cpu"))
+
+
+@pytest.mark.parametrize("scheme", [Scheme.PER_TENSOR, Scheme.CHANNEL_TOKEN, Scheme.BLOCK128])
+def test_kernel_scale(scheme):
+    """What the Triton and stream kernels read: block scales for block128 (as stored, float32,
+    contiguous), else the (N,) per-channel vector (a per-tensor scale expanded)."""
+    w = quantize_weight(torch.randn(200, 272) * 0.02, scheme,
+                        act_scale=0.05 if scheme is Scheme.PER_TENSOR else None)
+    ks = w.kernel_scale()
+    assert ks.dtype == torch.float32 and ks.is_contiguous()
+    if scheme is Scheme.BLOCK128:
+        assert ks.shape == (2, 3) and torch.equal(ks, w.scale.float())
+    else:
+        assert ks.shape == (200,) and torch.equal(ks, w.channel_scale())
+        assert torch.equal(ks, w.scale.float().reshape(-1).expand(200))

@@ -219,6 +219,13 @@ class Fp8Weight:
             raise ValueError("block128 weights have no per-channel scale vector")
         return self.scale.float().reshape(-1).expand(self.n).contiguous()
 
+    def kernel_scale(self) -> torch.Tensor:
+        """The weight scale as fp8tower's kernels read it: block128's (ceil(N/128),
+        ceil(K/128)) float32 block scales, else the (N,) vector of :meth:`channel_scale`."""
+        if self.scheme is Scheme.BLOCK128:
+            return self.scale.float().contiguous()
+        return self.channel_scale()
+
     def nbytes(self) -> int:
         return self.data.numel() + self.scale.numel() * self.scale.element_size()
 

@@ -38,7 +38,7 @@ from .. import paths
 from ..formats import Fp8Weight, Scheme
 from ..problem import GemmProblem
 from . import Backend, act_quant
-from .nvcc import build_library, nvcc_path, nvcc_version
+from .nvcc import build_library, nvcc_path, nvcc_version, sm90a_unavailable
 
 PACKAGE = "nvidia-cutlass"
 SOURCE = Path(__file__).parent / "csrc" / "cutlass" / "fp8_gemm.cu"
@@ -91,14 +91,7 @@ def build_unavailable() -> str | None:
 
 
 def _unavailable() -> str | None:
-    reason = build_unavailable()
-    if reason is not None:
-        return reason
-    if not torch.cuda.is_available():
-        return "needs a CUDA GPU (the kernels are sm_90a)"
-    if torch.cuda.get_device_capability() != (9, 0):
-        return f"built for sm_90a (Hopper) only, this GPU is sm_{''.join(map(str, torch.cuda.get_device_capability()))}"
-    return None
+    return sm90a_unavailable(build_unavailable())
 
 
 # ============================================================================ builds

@@ -37,6 +37,21 @@ def nvcc_version(nvcc: str) -> str:
     return m.group(0).strip() if m else out.strip().splitlines()[-1]
 
 
+def sm90a_unavailable(build_reason: str | None) -> str | None:
+    """Why a backend of sm_90a libraries cannot run here: ``build_reason`` (no nvcc, no
+    headers), no CUDA GPU, or a GPU other than sm_90; None when it can."""
+    if build_reason is not None:
+        return build_reason
+    import torch
+
+    if not torch.cuda.is_available():
+        return "needs a CUDA GPU (the kernels are sm_90a)"
+    cap = torch.cuda.get_device_capability()
+    if cap != (9, 0):
+        return f"built for sm_90a (Hopper) only, this GPU is sm_{cap[0]}{cap[1]}"
+    return None
+
+
 def build_library(path: Path, command: Callable[[Path], list[str]], error: type[Exception],
                   what: str, meta: dict) -> Path:
     """``path``, compiled first when missing by ``command(tmp_out)`` (atomic; one process at a

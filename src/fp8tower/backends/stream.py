@@ -36,7 +36,7 @@ from ..formats import FP8_DTYPE, Fp8Weight, Scheme
 from ..problem import GemmProblem
 from . import Backend
 from .act_quant import quantize as quantize_act
-from .nvcc import build_library, nvcc_path, nvcc_version
+from .nvcc import build_library, nvcc_path, nvcc_version, sm90a_unavailable
 
 SOURCE = Path(__file__).parent / "csrc" / "stream" / "fp8_stream_gemm.cu"
 NVCC_FLAGS = ("-O3", "-std=c++17", "-shared", "-Xcompiler", "-fPIC",
@@ -61,15 +61,7 @@ def build_unavailable() -> str | None:
 
 
 def _unavailable() -> str | None:
-    reason = build_unavailable()
-    if reason is not None:
-        return reason
-    if not torch.cuda.is_available():
-        return "needs a CUDA GPU (the kernel is sm_90a)"
-    cap = torch.cuda.get_device_capability()
-    if cap != (9, 0):
-        return f"built for sm_90a (Hopper) only, this GPU is sm_{cap[0]}{cap[1]}"
-    return None
+    return sm90a_unavailable(build_unavailable())
 
 
 def library_path() -> Path:
@@ -220,11 +212,7 @@ def _precompile(jobs: list) -> PrecompileReport:
 
 
 def _prepare(weight: Fp8Weight) -> dict:
-    if weight.scheme is Scheme.BLOCK128:
-        ws = weight.scale.float().contiguous()
-    else:
-        ws = weight.channel_scale()
-    return {"w": weight.data.contiguous(), "ws": ws, "counters": None}
+    return {"w": weight.data.contiguous(), "ws": weight.kernel_scale(), "counters": None}
 
 
 @functools.cache

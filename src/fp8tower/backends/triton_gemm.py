@@ -73,11 +73,7 @@ def untuned_defers_to(p: GemmProblem) -> str | None:
 
 
 def _prepare(weight: Fp8Weight) -> dict:
-    if weight.scheme is Scheme.BLOCK128:
-        ws = weight.scale.float().contiguous()
-    else:
-        ws = weight.channel_scale()
-    return {"w": weight.data.contiguous(), "ws": ws, "counters": None}
+    return {"w": weight.data.contiguous(), "ws": weight.kernel_scale(), "counters": None}
 
 
 def _counters(packed: dict, need: int, device: torch.device) -> torch.Tensor:
