@@ -33,13 +33,13 @@ from bench_chain import call_with, numerics, problem, time_arm, tower_chains
 from bench_gemm import TOWER_SHAPES, random_weights
 
 STREAM_ARMS = {
-    "stream": {"stages": 6, "ctas_per_sm": 1, "pdl": True},  # stream-K
-    "stream_whole": {"stages": 6, "ctas_per_sm": 1, "pdl": True, "whole_tiles": True},
-    "stream_nopdl": {"stages": 6, "ctas_per_sm": 1, "pdl": False},
-    "stream_s4": {"stages": 4, "ctas_per_sm": 1, "pdl": True},
-    "stream_mi4": {"stages": 6, "ctas_per_sm": 1, "pdl": True, "min_iters": 4},
+    "stream": {"stages": 6, "pdl": True},  # stream-K
+    "stream_whole": {"stages": 6, "pdl": True, "whole_tiles": True},
+    "stream_nopdl": {"stages": 6, "pdl": False},
+    "stream_s4": {"stages": 4, "pdl": True},
+    "stream_mi4": {"stages": 6, "pdl": True, "min_iters": 4},
     # FP8 x given (quantized once, outside the chain): the GEMM without its pre-pass launch
-    "stream_fp8x": {"stages": 6, "ctas_per_sm": 1, "pdl": True},
+    "stream_fp8x": {"stages": 6, "pdl": True},
 }
 
 
@@ -52,8 +52,7 @@ def config_of(arm, p):
     if stream.BACKEND.check(p) is not None:
         return None
     cfg = stream.BACKEND.default_config(p) if arm == "stream_default" else STREAM_ARMS[arm]
-    fits = stream.smem_bytes(min(p.bucket, 16), stream._x_kind(p), cfg["stages"]) * cfg["ctas_per_sm"]
-    return cfg if fits <= stream.SMEM_PER_SM else None
+    return cfg if stream.fits(min(p.bucket, 16), stream._x_kind(p), cfg["stages"]) else None
 
 
 def call_for(arm, p, w, x, out):

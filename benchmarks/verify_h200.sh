@@ -133,7 +133,7 @@ for s in $STEPS; do
              -k regex:_fp8_gemm_decode_kernel --launch-skip 2 --launch-count 1 \
              $PY benchmarks/ncu_gemm.py --scheme $sc --shape ${NCU_SHAPE:-16384x5120} --m 1 --config "$*"
          done ;;
-    ncu_stream) [ -n "${NCU_STREAM_CONFIG:-}" ] || NCU_STREAM_CONFIG='{"stages": 6, "ctas_per_sm": 1, "pdl": false}'
+    ncu_stream) [ -n "${NCU_STREAM_CONFIG:-}" ] || NCU_STREAM_CONFIG='{"stages": 6, "pdl": false}'
                 for v in "per_tensor ${NCU_SHAPE:-16384x5120} 1" "per_tensor 1024x5120 1" "channel_token ${NCU_SHAPE:-16384x5120} 1"; do
                   set -- $v
                   step "ncu_stream_$1_$2" 90 ncu --section SpeedOfLight --section WarpStateStats \

@@ -12,14 +12,19 @@ from typer.testing import CliRunner
 from fp8tower.cli import app
 
 
-def test_bench_generate_tiny_hybrid_cpu(tmp_path):
+def _generate(tmp_path, *args: str):
+    """`fp8tower bench generate` on the tiny hybrid, batch 1, with ``args``: (the CLI result,
+    the JSON record when it succeeded)."""
     out = tmp_path / "gen.json"
-    res = CliRunner().invoke(app, [
-        "bench", "generate", "--model", "tiny-hybrid", "--context", "8", "--steps", "2",
-        "--batch", "1", "--rounds", "3", "--arms", "bf16,fp8:per_tensor,torchao:per_row",
-        "--json", str(out)])
+    res = CliRunner().invoke(app, ["bench", "generate", "--model", "tiny-hybrid", "--batch", "1",
+                                   *args, "--json", str(out)])
+    return res, json.loads(out.read_text()) if res.exit_code == 0 else None
+
+
+def test_bench_generate_tiny_hybrid_cpu(tmp_path):
+    res, rec = _generate(tmp_path, "--context", "8", "--steps", "2", "--rounds", "3",
+                         "--arms", "bf16,fp8:per_tensor,torchao:per_row")
     assert res.exit_code == 0, res.output
-    rec = json.loads(out.read_text())
     assert rec["schema"] == "fp8tower.bench.generate/1"
     assert rec["model_type"] == "qwen3_5_text" and rec["device"] == "cpu"
     assert rec["versions"]["transformers"] and rec["command"].startswith("fp8tower bench generate")
@@ -48,21 +53,15 @@ def test_bench_generate_tiny_hybrid_cpu(tmp_path):
 
 
 def test_bench_generate_unknown_arm_is_one_line(tmp_path):
-    res = CliRunner().invoke(app, [
-        "bench", "generate", "--model", "tiny-hybrid", "--context", "4", "--steps", "1",
-        "--batch", "1", "--arms", "fp9", "--json", str(tmp_path / "x.json")])
+    res, _ = _generate(tmp_path, "--context", "4", "--steps", "1", "--arms", "fp9")
     assert res.exit_code == 2
     assert "unknown arm 'fp9'" in res.output
 
 
 def test_bench_generate_one_at_a_time(tmp_path):
-    out = tmp_path / "gen.json"
-    res = CliRunner().invoke(app, [
-        "bench", "generate", "--model", "tiny-hybrid", "--context", "4", "--steps", "1",
-        "--batch", "1", "--rounds", "2", "--one-at-a-time", "--arms", "fp8:block128,bf16",
-        "--json", str(out)])
+    res, rec = _generate(tmp_path, "--context", "4", "--steps", "1", "--rounds", "2",
+                         "--one-at-a-time", "--arms", "fp8:block128,bf16")
     assert res.exit_code == 0, res.output
-    rec = json.loads(out.read_text())
     assert rec["interleaved"] is False and "--one-at-a-time" in rec["command"]
     assert [(r["arm"], len(r["eager_rounds_ms"])) for r in rec["rows"]] == [
         ("fp8:block128", 2), ("bf16", 2)]
@@ -73,13 +72,10 @@ def test_bench_generate_one_at_a_time(tmp_path):
 def test_bench_generate_transformers_fp8_arm_runs_or_says_why(tmp_path):
     """transformers' own FP8Linear (block128): its matmul kernel comes from the kernels hub or
     DeepGEMM; where neither loads (this CPU machine) the arm is skipped with the reason."""
-    out = tmp_path / "gen.json"
-    res = CliRunner().invoke(app, [
-        "bench", "generate", "--model", "tiny-hybrid", "--context", "4", "--steps", "1",
-        "--batch", "1", "--rounds", "1", "--arms", "bf16,transformers:block128",
-        "--json", str(out)])
+    res, rec = _generate(tmp_path, "--context", "4", "--steps", "1", "--rounds", "1",
+                         "--arms", "bf16,transformers:block128")
     assert res.exit_code == 0, res.output
-    row = json.loads(out.read_text())["rows"][1]
+    row = rec["rows"][1]
     assert row["arm"] == "transformers:block128"
     if row["skipped"] is not None:
         assert "transformers" in row["skipped"]

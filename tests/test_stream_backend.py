@@ -15,7 +15,7 @@ import torch
 from fp8tower import backends
 from fp8tower.backends import stream
 from fp8tower.backends.reference import fp8_linear_ref
-from fp8tower.formats import Scheme, quantize_activation, quantize_weight, sqnr_db
+from fp8tower.formats import FP8_DTYPE, Scheme, quantize_activation, quantize_weight, sqnr_db
 from fp8tower.problem import GemmProblem
 
 
@@ -59,10 +59,10 @@ def test_configs_fit_shared_memory(scheme, m):
     p = sm90(m=m, scheme=scheme)
     cfgs = stream.BACKEND.configs(p)
     default = stream.BACKEND.default_config(p)
-    assert default in cfgs and default["ctas_per_sm"] == 1 and default["pdl"]
+    assert default in cfgs and default["pdl"]
     xk = stream._x_kind(p)
-    for c in cfgs:
-        assert c["ctas_per_sm"] * stream.smem_bytes(m, xk, c["stages"]) <= stream.SMEM_PER_SM
+    assert all(stream.fits(m, xk, c["stages"]) for c in cfgs)
+    assert not stream.fits(m, xk, 8)  # the ring's stages are 33-38 KB
 
 
 @pytest.mark.parametrize(("n", "k", "split"), [
@@ -82,6 +82,18 @@ def test_x_kind():
     assert stream._x_kind(sm90()) == stream.XK_FP8_TENSOR
     assert stream._x_kind(sm90(scheme="channel_token")) == stream.XK_FP8_TOKEN
     assert stream._x_kind(sm90(scheme="block128")) == stream.XK_FP8_BLOCK
+
+
+def test_run_rejects_bad_input_before_any_launch():
+    """Clear errors, raised before the library is loaded or anything is launched."""
+    w = quantize_weight(torch.randn(64, 64) * 0.02, "channel_token")
+    packed = stream.BACKEND.prepare(w)
+    with pytest.raises(ValueError, match="M <= 16, got M=17"):
+        stream.BACKEND.run(torch.randn(17, 64).bfloat16(), w, packed)
+    with pytest.raises(ValueError, match="bfloat16 only"):
+        stream.BACKEND.run(torch.randn(1, 64).bfloat16(), w, packed, out_dtype=torch.float16)
+    with pytest.raises(ValueError, match="act_scale"):
+        stream.BACKEND.run(torch.zeros(1, 64).to(FP8_DTYPE), w, packed)
 
 
 def test_iteration_space():
@@ -160,9 +172,9 @@ GPU_SHAPES = [(4096, 4096), (1000, 1040), (200, 5136), (16384, 5120)]
 @pytest.mark.parametrize("scheme", [Scheme.PER_TENSOR, Scheme.CHANNEL_TOKEN, Scheme.BLOCK128], ids=str)
 @pytest.mark.parametrize("m", [1, 3, 8, 9, 16])
 @pytest.mark.parametrize("shape", GPU_SHAPES, ids=lambda s: f"{s[0]}x{s[1]}")
-@pytest.mark.parametrize("cfg", [{"stages": 6, "ctas_per_sm": 1, "pdl": True},
-                                 {"stages": 6, "ctas_per_sm": 1, "pdl": True, "whole_tiles": True},
-                                 {"stages": 4, "ctas_per_sm": 1, "pdl": False, "min_iters": 4}],
+@pytest.mark.parametrize("cfg", [{"stages": 6, "pdl": True},
+                                 {"stages": 6, "pdl": True, "whole_tiles": True},
+                                 {"stages": 4, "pdl": False, "min_iters": 4}],
                          ids=["s6c1pdl", "s6whole", "s4mi4"])
 def test_numerics_vs_float64(scheme, m, shape, cfg):
     _skip_unless_available()
@@ -170,8 +182,7 @@ def test_numerics_vs_float64(scheme, m, shape, cfg):
     wq, x = _operands(scheme, m, n, k, seed=n + k + m)
     bias = torch.randn(n, device="cuda") * 0.1
     ref = fp8_linear_ref(x, wq, bias=bias, out_dtype=torch.float64, compute_dtype=torch.float64)
-    assert stream.smem_bytes(m, stream._x_kind(sm90(m=m, scheme=scheme)), cfg["stages"]) \
-        * cfg["ctas_per_sm"] <= stream.SMEM_PER_SM
+    assert stream.fits(m, stream._x_kind(sm90(m=m, scheme=scheme)), cfg["stages"])
     y = _run(wq, x, cfg, bias=bias)
     torch.cuda.synchronize()
     assert not y.isnan().any()
@@ -189,7 +200,7 @@ def test_fp8_x_given(scheme, m):
     n, k = 4096, 4096
     wq, x = _operands(scheme, m, n, k, seed=7)
     q, s = quantize_activation(x, scheme, wq.act_scale)
-    y8 = _run(wq, q, {"stages": 4, "ctas_per_sm": 1, "pdl": True}, act_scale=s)
+    y8 = _run(wq, q, {"stages": 4, "pdl": True}, act_scale=s)
     ref = fp8_linear_ref(x, wq, out_dtype=torch.float64, compute_dtype=torch.float64)
     assert sqnr_db(ref, y8) >= 40
 
@@ -201,11 +212,11 @@ def test_small_grid_splits_every_tile():
     n, k = 256, 1280  # 2 tiles x 5 steps
     wq, x = _operands(Scheme.PER_TENSOR, 3, n, k, seed=3)
     ref = fp8_linear_ref(x, wq, out_dtype=torch.float64, compute_dtype=torch.float64)
-    y = _run(wq, x, {"stages": 4, "ctas_per_sm": 1, "pdl": True})
+    y = _run(wq, x, {"stages": 4, "pdl": True})
     assert stream.iters(n, k) == 10
     assert sqnr_db(ref, y) >= 40
     # the counters were reset by each tile's last CTA: a second call is right too
-    torch.testing.assert_close(_run(wq, x, {"stages": 4, "ctas_per_sm": 1, "pdl": True}), y, rtol=0, atol=0)
+    torch.testing.assert_close(_run(wq, x, {"stages": 4, "pdl": True}), y, rtol=0, atol=0)
 
 
 @gpu
@@ -223,7 +234,7 @@ def test_pdl_chain_in_graph_equals_plain(scheme, between):
     def chain(x, pdl):
         for wq in layers:
             x = stream.BACKEND.run(x, wq, stream.BACKEND.packed_for(wq),
-                                   config={"stages": 6, "ctas_per_sm": 1, "pdl": pdl})
+                                   config={"stages": 6, "pdl": pdl})
             if between:
                 x = x * 0.5
         return x

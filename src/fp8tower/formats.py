@@ -142,7 +142,6 @@ def amax_scale(amax: torch.Tensor) -> torch.Tensor:
     return (a / div).clamp_min(MIN_SCALE)
 
 
-
 def block_scales_expand(scale: torch.Tensor, n: int, k: int) -> torch.Tensor:
     """(ceil(N/128), ceil(K/128)) block scales -> (N, K) element scales."""
     return scale.repeat_interleave(BLOCK, 0)[:n].repeat_interleave(BLOCK, 1)[:, :k]

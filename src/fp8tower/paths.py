@@ -1,5 +1,5 @@
-"""Where fp8tower keeps what it builds and measures on this machine (tuning caches, CUTLASS
-libraries): one rule for every module, whatever its layer."""
+"""Where fp8tower keeps what it builds and measures on this machine (tuning caches, the CUTLASS and
+stream libraries): one rule for every module, whatever its layer."""
 
 from __future__ import annotations
 

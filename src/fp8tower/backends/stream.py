@@ -33,6 +33,7 @@ import torch
 
 from .. import paths
 from ..formats import FP8_DTYPE, Fp8Weight, Scheme
+from ..kernels.configs import H200_SMS, SMEM_PER_SM, SMEM_RESERVED_PER_PROGRAM
 from ..problem import GemmProblem
 from . import Backend
 from .act_quant import quantize as quantize_act
@@ -43,7 +44,6 @@ NVCC_FLAGS = ("-O3", "-std=c++17", "-shared", "-Xcompiler", "-fPIC",
               "-gencode", "arch=compute_90a,code=sm_90a", "-DNDEBUG")
 MAX_M = 16
 STAGES = (4, 6)
-SMEM_PER_SM = 227 * 1024  # H100/H200: usable shared memory per SM (and per CTA)
 # The kernel's x kinds (XK template parameter, see the .cu file).
 XK_FP8_TENSOR, XK_FP8_TOKEN, XK_FP8_BLOCK = 1, 2, 3
 _XK = {Scheme.PER_TENSOR: XK_FP8_TENSOR, Scheme.CHANNEL_TOKEN: XK_FP8_TOKEN,
@@ -123,8 +123,12 @@ def _x_kind(p: GemmProblem) -> int:
 # ============================================================================ configs
 
 
-SMALL_ITERS = 8 * 132  # below: also grids of >= 4 iterations a CTA (fewer split tiles)
-H200_SMS = 132
+SMALL_ITERS = 8 * H200_SMS  # below: also grids of >= 4 iterations a CTA (fewer split tiles)
+
+
+def fits(m: int, xk: int, stages: int) -> bool:
+    """One CTA of ``stages`` stages fits on an SM (the kernel runs one CTA per SM)."""
+    return smem_bytes(m, xk, stages) + SMEM_RESERVED_PER_PROGRAM <= SMEM_PER_SM
 
 
 def _work_splits(p: GemmProblem) -> list[dict]:
@@ -137,11 +141,10 @@ def _work_splits(p: GemmProblem) -> list[dict]:
 
 
 def _configs(p: GemmProblem) -> list[dict]:
-    """Stages x CTAs per SM x PDL x work split, where the CTAs fit in shared memory."""
+    """Stages x PDL x work split, where a CTA fits in shared memory."""
     xk, m = _x_kind(p), min(p.bucket, MAX_M)
-    return [{"stages": s, "ctas_per_sm": c, "pdl": pdl, **w}
-            for s in STAGES for c in (1, 2) for pdl in (True, False) for w in _work_splits(p)
-            if c * smem_bytes(m, xk, s) <= SMEM_PER_SM]
+    return [{"stages": s, "pdl": pdl, **w}
+            for s in STAGES for pdl in (True, False) for w in _work_splits(p) if fits(m, xk, s)]
 
 
 WHOLE_TILES_MAX_STEPS = 32  # K / 256: longer rows amortize a split tile's reduction
@@ -166,7 +169,7 @@ def _default_config(p: GemmProblem) -> dict:
         split = {"whole_tiles": True}
     else:
         split = {"min_iters": 4} if iters(p.n, p.k) < SMALL_ITERS else {}
-    return {"stages": STAGES[-1], "ctas_per_sm": 1, "pdl": True, **split}
+    return {"stages": STAGES[-1], "pdl": True, **split}
 
 
 def _check(p: GemmProblem) -> str | None:
@@ -276,7 +279,7 @@ def _run(x, weight, packed, *, act_scale=None, bias=None, out_dtype=torch.bfloat
     sms = _sms(dev.index if dev.index is not None else torch.cuda.current_device())
     whole = bool(cfg.get("whole_tiles", False))
     units = tiles(n) if whole else -(-iters(n, k) // int(cfg.get("min_iters", 1)))
-    grid = min(units, sms * int(cfg.get("ctas_per_sm", 1)))
+    grid = min(units, sms)  # one CTA per SM: its ring takes the shared memory
     part = torch.empty(lib.fp8t_stream_workspace(m, grid), dtype=torch.uint8, device=dev)
     counters = _counters(packed, n, dev)
     w = packed["w"]
