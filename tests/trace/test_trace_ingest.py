@@ -253,6 +253,18 @@ def test_odd_grid_values_do_not_crash(tmp_path):
     assert len(t.kernels) == 8
 
 
+@pytest.mark.parametrize(("old", "new", "key"), [
+    ('"grid": [132, 1, 4]', '"grid": 0', "grid"),  # dims as a scalar (a fuzz find, 2026-12-01)
+    ('"correlation": ', '"correlation": [1], "x": ', "correlation"),  # an id as a list
+])
+def test_kernel_args_of_the_wrong_form_are_a_trace_error(tmp_path, old, new, key):
+    path = write_torch_trace(tmp_path / "t.json", 2, STEP)
+    text = path.read_text()
+    i = text.index(old, text.index('"cat": "kernel"'))
+    path.write_text(text[:i] + new + text[i + len(old):])
+    _raises(path, key)
+
+
 def test_torch_211_compact_kernel_events(tmp_path):
     """The shape of torch 2.11 kernel events seen on the H200 (no spaces, args in any order)."""
     events = [

@@ -68,7 +68,10 @@ def _parse_kernel_args(args: bytes) -> tuple[int, ...]:
     if len(found) != len(_KARG_KEY.findall(args)):
         raise ValueError("args")  # a value of another form (null, a float, a string)
     for key, value in found:
-        if key == b"grid" or key == b"block":
+        is_list = value.startswith(b"[")
+        if (key == b"grid" or key == b"block") != is_list:
+            raise ValueError(key)  # dims as a scalar, an id as a list: the json path names it
+        if is_list:
             dims = [int(v) for v in _INT.findall(value)]
             if len(dims) > 3 or not all(0 <= d <= DIM_MAX for d in dims):
                 raise ValueError(key)
