@@ -49,6 +49,8 @@ def config_of(arm, p):
         return "cublaslt"
     if arm == "base":
         return kconfigs.default_config(p)
+    if arm == "base_packed":  # the same over tile-major weights (kernels/layout.tile_major)
+        return {**kconfigs.default_config(p), "packed": True}
     if stream.BACKEND.check(p) is not None:
         return None
     cfg = stream.BACKEND.default_config(p) if arm == "stream_default" else STREAM_ARMS[arm]

@@ -101,6 +101,22 @@ def test_iteration_space():
     assert stream.iters(16384, 5120) == 128 * 20 and stream.iters(1000, 1040) == 8 * 5
 
 
+@pytest.mark.parametrize("n,k", [(256, 512), (200, 5136), (130, 16)])
+def test_pack_weight_is_tile_major(n, k):
+    """Block (tile t, 128-byte chunk c) is rows (t * 2kb + c) * 128 .. + 127 of the packed
+    bytes, row r holding W[128 t + r, 128 c : 128 c + 128]; zeros past N and K."""
+    w = torch.randint(0, 255, (n, k), dtype=torch.uint8).view(torch.float8_e4m3fn)
+    p = stream.pack_weight(w)
+    kc = 2 * -(-k // 256)
+    assert p.shape == (stream.tiles(n) * kc * 128, 128) and p.dtype == torch.uint8
+    full = torch.zeros(stream.tiles(n) * 128, kc * 128, dtype=torch.uint8)
+    full[:n, :k] = w.view(torch.uint8)
+    for t in range(stream.tiles(n)):
+        for c in range(kc):
+            block = p[(t * kc + c) * 128:(t * kc + c + 1) * 128]
+            assert torch.equal(block, full[128 * t:128 * t + 128, 128 * c:128 * c + 128])
+
+
 needs_nvcc = pytest.mark.skipif(stream.build_unavailable() is not None, reason="no nvcc")
 
 

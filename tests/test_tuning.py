@@ -192,6 +192,53 @@ def test_priority_configs_are_timed_before_the_spaced_sample():
     assert e.pruned == {"x": 2}
 
 
+@pytest.mark.parametrize("tm_us,winner", [(7.0, "a1_tm"), (9.0, "a1")])
+def test_the_winner_is_timed_over_its_other_weight_layouts(tm_us, winner):
+    """Step (3): the winner's layout variants (not in configs) are timed after the search,
+    win when faster, and dispatch finds them again (native_config)."""
+    clock = FakeClock()
+    a = fake_backend("a", clock, {"default": 10.0, "a1": 8.0, "a2": 12.0, "a1_tm": tm_us})
+
+    def variants(problem, cfg):
+        return [{**cfg, "id": cfg["id"] + "_tm"}] if cfg and not cfg["id"].endswith("_tm") else []
+
+    a = dataclasses.replace(a, configs=lambda p: [{"id": c, "block": 64} for c in ("a1", "a2")],
+                            layout_variants=variants)
+    e = tsearch.tune_problem(cpu_problem(), [a], timer=FakeTimer(clock))
+    assert clock.ran == [("a", "default"), ("a", "a1"), ("a", "a2"), ("a", "a1_tm")]
+    assert cfg_id(e.config) == winner
+    assert tsearch.native_config(a, e.problem, e.config) == (True, e.config)
+    assert tsearch.native_config(a, e.problem, {"id": "a2_tm", "block": 64})[0]
+    assert not tsearch.native_config(a, e.problem, {"id": "zz", "block": 64})[0]
+
+
+def test_x_writer_writes_x_with_its_own_values():
+    x = torch.randn(3, 64).bfloat16()
+    before = x.clone()
+    w = tsearch.x_writer(x)
+    x.zero_()  # what the writer restores: the values it was built from
+    w()
+    assert torch.equal(x, before)
+    q = torch.randn(2, 32).to(torch.float8_e4m3fn)  # FP8 x is left alone (a bf16 buffer instead)
+    q0 = q.view(torch.uint8).clone()
+    tsearch.x_writer(q)()
+    assert torch.equal(q.view(torch.uint8), q0)
+
+
+def test_the_timed_chain_writes_x_before_every_other_gemm():
+    clock = FakeClock()
+    be = fake_backend("a", clock, {"default": 1.0})
+    p = cpu_problem()
+    x, act, ws = tsearch.tuning_operands(p, torch.device("cpu"), 3)
+    writes = []
+    make = tsearch._make_call(be, None, x, act, ws, torch.bfloat16,
+                              write_x=lambda: writes.append(len(clock.ran)))
+    for j in range(6):  # round-robin over 3 copies, as the timer captures them
+        make(j % 3)()
+    assert len(clock.ran) == 6
+    assert writes == [1, 3, 5]  # before the 2nd, 4th and 6th GEMM: every other one
+
+
 def test_spaced():
     assert tsearch.spaced(list(range(5)), 8) == [0, 1, 2, 3, 4]
     assert tsearch.spaced(list(range(312)), 4) == [0, 78, 156, 234]
@@ -444,6 +491,19 @@ def test_a_host_tie_goes_to_the_backend_with_the_cheaper_eager_path():
     assert [c.backend for c in e.ties()] == ["cutlass", "triton"]
     assert e.margin() == pytest.approx(10.35 / 10.40 - 1)  # negative: the winner took a tie
     assert [c.backend for c in e.runners_up()] == ["cutlass", "cudnn"]
+
+
+def test_a_tie_goes_to_the_config_without_a_second_weight_copy():
+    p = cpu_problem(m=4)
+    base = {"block_n": 64, "block_k": 256}
+
+    def entry(tm_us):
+        cands = [Measurement("triton", {**base, "packed": True}, tm_us, tm_us, 0.0, 1.0),
+                 Measurement("triton", base, 10.0, 10.0, 0.0, 1.0)]
+        return Entry(p, "triton", None, "2026-12-01T00:00:00+00:00", cands, {})
+
+    assert entry(9.9).winner.config == base  # 1% faster: not worth the memory
+    assert entry(9.7).winner.config == {**base, "packed": True}  # 3% faster: it wins
 
 
 def test_beyond_the_tie_the_fastest_wins_whatever_its_host_cost():

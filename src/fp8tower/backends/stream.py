@@ -7,12 +7,16 @@ previous kernel. Warp-specialized: a producer warp and two consumer warpgroups, 
 SM; the (128-row tile, 256-wide K step) iterations split by stream-K or whole tiles
 (``whole_tiles``, ``min_iters``); split tiles are summed by their last CTA, deterministically.
 
-Measured (H200 2026-12-01, results/stream_H200_2026-12-01/ws/): correct everywhere; per GEMM
-within 1-3% of the tuned Triton kernels on the big 27B shapes at M = 1 (16384x5120 22.79 us
-against 22.48, 34816x5120 48.97 / 48.38), ahead on 1024x5120 (6.89 / 6.95), behind on
-5120x6144 and 5120x17408 (13.75 / 11.67, 28.69 / 25.07); the merged 27B tower 0.88-0.92x of
-auto. So ``auto`` does not time it (tuning/search.TUNING_EXCLUDED); ``backend="stream"``
-serves it.
+Weights are stored tile-major (:func:`pack_weight`): a stage is one 32 KB TMA box.
+
+Measured (H200 2026-12-01, results/tile_major_H200_2026-12-01/call5/stream.json, per_tensor
+M = 1, us, against the Triton default): correct everywhere; ahead on 16384x5120 (22.21 /
+22.73) and 14336x5120 (19.95 / 20.43), even on 34816x5120 (48.47 / 48.38) and 1024x5120
+(6.96 / 6.92), behind on 5120x6144 and 5120x17408 (13.68 / 11.92, 28.36 / 25.59); with a
+small elementwise kernel between GEMMs (as in a model) its chain ran 341.5 us against 296.0
+(its x pre-pass launch then runs alone). The merged 27B tower: 0.88-0.93x of auto
+(results/stream_H200_2026-12-01/ws/, tile_major_.../call1/). So ``auto`` does not time it
+(tuning/search.TUNING_EXCLUDED); ``backend="stream"`` serves it.
 
 Serves M <= 16, per_tensor, channel_token and block128: FP8 x from the one-launch activation
 pre-pass (itself launched with PDL, so the GEMM streams its weights while the pre-pass runs)
@@ -34,6 +38,7 @@ import torch
 from .. import paths
 from ..formats import FP8_DTYPE, Fp8Weight, Scheme
 from ..kernels.configs import H200_SMS, SMEM_PER_SM, SMEM_RESERVED_PER_PROGRAM
+from ..kernels.layout import tile_major
 from ..problem import GemmProblem
 from . import Backend
 from .act_quant import quantize as quantize_act
@@ -84,7 +89,7 @@ def build() -> Path:
 def library() -> ctypes.CDLL:
     lib = ctypes.CDLL(str(build()))
     p, i = ctypes.c_void_p, ctypes.c_int
-    lib.fp8t_stream_gemm.argtypes = [p, p, p, p, p, p, p, p, i, i, i, i, i, i, i, i, i, i, i, i, i, p]
+    lib.fp8t_stream_gemm.argtypes = [p, p, p, p, p, p, p, p, i, i, i, i, i, i, i, i, i, i, i, i, p]
     lib.fp8t_stream_gemm.restype = i
     lib.fp8t_stream_iters.argtypes = [i, i]
     lib.fp8t_stream_iters.restype = ctypes.c_longlong
@@ -214,8 +219,15 @@ def _precompile(jobs: list) -> PrecompileReport:
 # ============================================================================ run
 
 
+def pack_weight(w: torch.Tensor) -> torch.Tensor:
+    """W (N, K) FP8 -> tile-major bytes (tiles * kb * 256, 128): 128-row x 128-byte blocks,
+    each 128-row tile's in K order, K padded to whole 256-wide steps, so that a stage (one
+    tile's 256-wide K step, 32 KB) is one contiguous TMA box."""
+    return tile_major(w.view(torch.uint8), _BN, 128, k_multiple=_BK)
+
+
 def _prepare(weight: Fp8Weight) -> dict:
-    return {"w": weight.data.contiguous(), "ws": weight.kernel_scale(), "counters": None}
+    return {"w": pack_weight(weight.data), "ws": weight.kernel_scale(), "counters": None}
 
 
 @functools.cache
@@ -282,11 +294,10 @@ def _run(x, weight, packed, *, act_scale=None, bias=None, out_dtype=torch.bfloat
     grid = min(units, sms)  # one CTA per SM: its ring takes the shared memory
     part = torch.empty(lib.fp8t_stream_workspace(m, grid), dtype=torch.uint8, device=dev)
     counters = _counters(packed, n, dev)
-    w = packed["w"]
     rc = lib.fp8t_stream_gemm(
-        w.data_ptr(), x.data_ptr(), y.data_ptr(), ws.data_ptr(), xs.data_ptr(),
+        packed["w"].data_ptr(), x.data_ptr(), y.data_ptr(), ws.data_ptr(), xs.data_ptr(),
         None if bias is None else bias.data_ptr(), part.data_ptr(), counters.data_ptr(),
-        m, n, k, w.stride(0), x.stride(0), y.stride(0), ws_ld, xs_ld, xk,
+        m, n, k, x.stride(0), y.stride(0), ws_ld, xs_ld, xk,
         int(cfg.get("stages", 4)), grid, int(pdl), int(whole),
         torch.cuda.current_stream(dev).cuda_stream,
     )

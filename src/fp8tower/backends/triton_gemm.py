@@ -27,6 +27,7 @@ from ..kernels.configs import (
     waves,
     x_is_fp8,
 )
+from ..kernels.layout import tile_major
 from ..problem import GemmProblem
 from . import Backend
 from .act_quant import quantize as quantize_act
@@ -74,6 +75,34 @@ def untuned_defers_to(p: GemmProblem) -> str | None:
 
 def _prepare(weight: Fp8Weight) -> dict:
     return {"w": weight.data.contiguous(), "ws": weight.kernel_scale(), "counters": None}
+
+
+def launch_weight(packed: dict, cfg: dict, n: int) -> tuple[torch.Tensor, int | None]:
+    """(w, n) for fp8_gemm.launch_args: the row-major weight and None, or with config
+    ``packed`` the tile-major one for its tile (kernels/layout.tile_major) and N."""
+    if cfg.get("packed"):
+        return _tile_major(packed, cfg["block_n"], cfg["block_k"]), n
+    return packed["w"], None
+
+
+def layout_variants(problem: GemmProblem, cfg: dict) -> list[dict]:
+    """The config over tile-major weights (kernels/layout.tile_major), timed by the tuner for its
+    winner. H200 2026-12-01 (results/tile_major_H200_2026-12-01/): the 27B merged tower with
+    every GEMM tile-major, block128 2.524 -> 2.403 ms/step at M=1 (2.674 -> 2.520 at M=8),
+    channel_token 2.313 -> 2.303, per_tensor unchanged (2.255 / 2.256); per GEMM up to 4%
+    (per_tensor 34816x5120 M=1 47.08 -> 45.05 us), nothing on the small shapes. It costs a
+    second copy of the layer's weights (the row-major one stays with the layer)."""
+    return [] if cfg.get("packed") else [{**cfg, "packed": True}]
+
+
+def _tile_major(packed: dict, block_n: int, block_k: int) -> torch.Tensor:
+    tiles = packed.setdefault("tile_major", {})
+    if (block_n, block_k) not in tiles:
+        if torch.cuda.is_available() and torch.cuda.is_current_stream_capturing():
+            raise RuntimeError("tile-major weights must be packed before CUDA graph capture: "
+                               "run the layer once eagerly with the same config first")
+        tiles[(block_n, block_k)] = tile_major(packed["w"], block_n, block_k)
+    return tiles[(block_n, block_k)]
 
 
 def _counters(packed: dict, need: int, device: torch.device) -> torch.Tensor:
@@ -130,14 +159,15 @@ def _run(x, weight, packed, *, act_scale=None, bias=None, out_dtype=torch.bfloat
         part = torch.empty(cfg["split_k"], grid_m * block_m, weight.n, dtype=torch.float32,
                            device=x.device)
         counters = _counters(packed, -(-weight.n // block_n) * grid_m, x.device)
+    w, n_packed = launch_weight(packed, cfg, weight.n)
     fp8_gemm.launch(
-        packed["w"], x, y, packed["ws"], xs, bias, part, counters,
+        w, x, y, packed["ws"], xs, bias, part, counters,
         scheme_id=SCHEME_ID[scheme], x_fp8=x_fp8, block_n=block_n, block_m=block_m,
         block_k=block_k, split_k=cfg["split_k"], num_warps=cfg["num_warps"],
         num_stages=cfg["num_stages"],
         ws_row_stride=packed["ws"].stride(0) if scheme is Scheme.BLOCK128 else 0,
         xs_row_stride=xs_stride, prefetch=cfg.get("prefetch", 0), pdl=cfg.get("pdl", False),
-        wo_mode=cfg.get("wo_mode", 0),
+        wo_mode=cfg.get("wo_mode", 0), n=n_packed,
     )
     return y
 
@@ -162,6 +192,7 @@ BACKEND = Backend(
     configs=configs,
     default_config=default_config,
     priority_configs=priority_configs,
+    layout_variants=layout_variants,
     precompile=_precompile,
     untuned_defers_to=untuned_defers_to,
 )

@@ -58,6 +58,28 @@ def _load_w_tile(w_ptr, stride_wn, offs_n, offs_k, N, K, EVEN_N: tl.constexpr, E
 
 
 @triton.jit
+def _load_w_packed(w_ptr, stride_wn, pid_n, k0, kk, WIDTH: tl.constexpr, BLOCK_N: tl.constexpr,
+                   BLOCK_K: tl.constexpr):
+    """W[pid_n's rows, k0 + kk : k0 + kk + WIDTH] from the tile-major layout (layout.py):
+    tile (pid_n, k0 / BLOCK_K) is BLOCK_N x BLOCK_K contiguous bytes, zero-padded, so no mask.
+    stride_wn: the bytes of one row of tiles (cdiv(K, BLOCK_K) tiles)."""
+    base = w_ptr + pid_n * stride_wn + (k0 // BLOCK_K) * (BLOCK_N * BLOCK_K) + kk
+    return tl.load(base + tl.arange(0, BLOCK_N)[:, None] * BLOCK_K + tl.arange(0, WIDTH)[None, :])
+
+
+@triton.jit
+def _prefetch_w_l2_packed(w_ptr, stride_wn, pid_n, k_start, SPAN: tl.constexpr,
+                          BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    """_prefetch_w_l2 for the tile-major layout: the SPAN / BLOCK_K tiles from k_start, one
+    contiguous run, one prefetch per 128-byte line (kept inside this row of tiles)."""
+    lines = tl.arange(0, BLOCK_N)[:, None] * (SPAN // 128) + tl.arange(0, SPAN // 128)[None, :]
+    off = tl.minimum((k_start // BLOCK_K) * (BLOCK_N * BLOCK_K) + lines * 128, stride_wn - 1)
+    ptrs = w_ptr + pid_n * stride_wn + off
+    tl.inline_asm_elementwise("prefetch.global.L2 [$1];\n\tmov.u32 $0, 0;", "=r,l", [ptrs],
+                              dtype=tl.int32, is_pure=False, pack=1)
+
+
+@triton.jit
 def _prefetch_w_l2(w_ptr, stride_wn, offs_n, k_start, k_end, N, SPAN: tl.constexpr):
     """Ask L2 for W[offs_n, k_start : k_start + SPAN], one prefetch per 128-byte line
     (addresses clamped into the tensor: a prefetch is a hint, but stay in bounds)."""
@@ -155,7 +177,7 @@ def _fp8_gemm_decode_kernel(
     SPLIT_K: tl.constexpr, FMAX: tl.constexpr, SMIN: tl.constexpr, INTERPRET: tl.constexpr,
     EVEN_N: tl.constexpr, EVEN_K: tl.constexpr,
     PREFETCH: tl.constexpr = 0, PDL: tl.constexpr = False, WO_MODE: tl.constexpr = 0,
-    AMAX_CHUNKS: tl.constexpr = 0, X_ROW1: tl.constexpr = False,
+    AMAX_CHUNKS: tl.constexpr = 0, X_ROW1: tl.constexpr = False, PACKED: tl.constexpr = False,
 ):
     pid_n = tl.program_id(0)
     pid_k = tl.program_id(1)
@@ -169,7 +191,11 @@ def _fp8_gemm_decode_kernel(
         tl.extra.cuda.gdc_launch_dependents()
     if PREFETCH > 0 and not INTERPRET:
         # W only (independent of the previous kernel): its first PREFETCH tiles, into L2.
-        _prefetch_w_l2(w_ptr, stride_wn, offs_n, k_start, k_end, N, PREFETCH * BLOCK_K)
+        if PACKED:
+            _prefetch_w_l2_packed(w_ptr, stride_wn, pid_n, k_start, PREFETCH * BLOCK_K,
+                                  BLOCK_N, BLOCK_K)
+        else:
+            _prefetch_w_l2(w_ptr, stride_wn, offs_n, k_start, k_end, N, PREFETCH * BLOCK_K)
     if PDL and not INTERPRET:
         tl.extra.cuda.gdc_wait()  # x, its scales, y and the partials: only from here on
 
@@ -224,7 +250,10 @@ def _fp8_gemm_decode_kernel(
                 # has no scale column: its tiles load as zeros, and its scales must not be
                 # read out of bounds (0 * NaN garbage is NaN)
                 in_k = k0 + kk < k_end
-                w = _load_w_tile(w_ptr, stride_wn, offs_n, offs_k, N, k_end, EVEN_N, EVEN_K)
+                if PACKED:
+                    w = _load_w_packed(w_ptr, stride_wn, pid_n, k0, kk, 128, BLOCK_N, BLOCK_K)
+                else:
+                    w = _load_w_tile(w_ptr, stride_wn, offs_n, offs_k, N, k_end, EVEN_N, EVEN_K)
                 if X_FP8:  # 1x128 groups quantized by the pre-pass
                     xq = _load_x_tile(x_ptr, stride_xm, offs_m, offs_k, M, k_end)
                     xs = tl.load(xs_ptr + offs_m * stride_xsm + (k0 + kk) // 128,
@@ -248,7 +277,10 @@ def _fp8_gemm_decode_kernel(
                 acc += part * (wsc * xs[None, :])
         else:
             offs_k = k0 + tl.arange(0, BLOCK_K)
-            w = _load_w_tile(w_ptr, stride_wn, offs_n, offs_k, N, k_end, EVEN_N, EVEN_K)
+            if PACKED:
+                w = _load_w_packed(w_ptr, stride_wn, pid_n, k0, 0, BLOCK_K, BLOCK_N, BLOCK_K)
+            else:
+                w = _load_w_tile(w_ptr, stride_wn, offs_n, offs_k, N, k_end, EVEN_N, EVEN_K)
             if X_ROW1:  # one token: quantize its row (not a 16-row tile), broadcast it
                 x1 = tl.load(x_ptr + offs_k, mask=offs_k < k_end, other=0.0).to(tl.float32)
                 if SCHEME == 1:
@@ -346,13 +378,15 @@ def launch_args(
     w, x, y, w_scale, x_scale, bias, part, counters, *, scheme_id: int, x_fp8: bool,
     block_n: int, block_m: int, block_k: int, split_k: int, num_warps: int, num_stages: int,
     ws_row_stride: int = 0, xs_row_stride: int = 0, prefetch: int = 0, pdl: bool = False,
-    dummy=None, wo_mode: int = 0,
+    dummy=None, wo_mode: int = 0, n: int | None = None,
 ):
     """(grid, args, kwargs) of one launch: ``_fp8_gemm_decode_kernel[grid](*args, **kwargs)``.
     ``dummy``: the tensor passed for unused pointers (default y); a cached launch plan
-    passes a fixed one so that only x and y change between its launches."""
+    passes a fixed one so that only x and y change between its launches. ``n`` given: w is
+    tile-major (kernels/layout.tile_major for this BLOCK_N x BLOCK_K), else (N, K) row-major."""
     m, k = x.shape
-    n = w.shape[0]
+    packed = n is not None
+    n = w.shape[0] if n is None else n
     k_iters = triton.cdiv(k, block_k)
     k_per_split = triton.cdiv(k_iters, split_k) * block_k
     grid = (triton.cdiv(n, block_n), split_k, triton.cdiv(m, block_m))
@@ -362,7 +396,8 @@ def launch_args(
         w, x, y, w_scale, x_scale, bias if bias is not None else dummy,
         part if part is not None else dummy, counters if counters is not None else dummy,
         m, n, k, k_per_split,
-        w.stride(0), x.stride(0), y.stride(0), ws_row_stride, xs_row_stride,
+        triton.cdiv(k, block_k) * block_n * block_k if packed else w.stride(0),
+        x.stride(0), y.stride(0), ws_row_stride, xs_row_stride,
     )
     kwargs = {
         "SCHEME": scheme_id, "X_FP8": x_fp8, "HAS_BIAS": bias is not None,
@@ -376,6 +411,7 @@ def launch_args(
     kwargs["WO_MODE"] = wo_mode
     kwargs["AMAX_CHUNKS"] = amax_chunks(scheme_id, x_fp8, m, k, block_m)
     kwargs["X_ROW1"] = row1(scheme_id, x_fp8, m)
+    kwargs["PACKED"] = packed
     if pdl and not interpret:
         kwargs["launch_pdl"] = True
     return grid, args, kwargs

@@ -176,14 +176,16 @@ def compile_gemm(problem: GemmProblem, config: dict, capability: tuple[int, int]
             # here, or the build would not be the one a launch looks up in the cache.
             MockTensor(torch.float32 if split > 1 else p.out_dtype, [split, p.n]),
             MockTensor(torch.int32 if split > 1 else p.out_dtype, [p.n]),
-            p.m, p.n, p.k, k_per_split, p.k, p.k, p.n, ws_stride, xs_stride,
+            p.m, p.n, p.k, k_per_split,
+            -(-p.k // bk) * bn * bk if cfg.get("packed") else p.k,  # stride_wn, as launch_args
+            p.k, p.n, ws_stride, xs_stride,
             SCHEME=SCHEME_ID[p.scheme], X_FP8=x_fp8, HAS_BIAS=False, BLOCK_N=bn, BLOCK_M=bm,
             BLOCK_K=bk, SPLIT_K=split, FMAX=448.0, SMIN=1e-12, INTERPRET=False,
             EVEN_N=p.n % bn == 0, EVEN_K=p.k % bk == 0, num_warps=cfg["num_warps"],
             num_stages=cfg["num_stages"], grid=(1,),
             PREFETCH=cfg.get("prefetch", 0), PDL=cfg.get("pdl", False),
             AMAX_CHUNKS=fp8_gemm.amax_chunks(SCHEME_ID[p.scheme], x_fp8, p.m, p.k, bm),
-            X_ROW1=fp8_gemm.row1(SCHEME_ID[p.scheme], x_fp8, p.m),
+            X_ROW1=fp8_gemm.row1(SCHEME_ID[p.scheme], x_fp8, p.m), PACKED=bool(cfg.get("packed")),
             **({"WO_MODE": cfg["wo_mode"]} if cfg.get("wo_mode") else {}),
             **({"launch_pdl": True} if cfg.get("pdl") else {}),
         )

@@ -353,13 +353,14 @@ def _triton_plan(x2, weight, packed, be, config, *, bias, out_dtype, out_shape) 
         part = torch.empty(split, grid_m * block_m, n, dtype=torch.float32, device=device)
         counters = tg._counters(packed, -(-n // block_n) * grid_m, device)
     y0 = torch.empty(m, n, dtype=out_dtype, device=device)
+    w, n_packed = tg.launch_weight(packed, cfg, n)
     grid, args, kw = fp8_gemm.launch_args(
-        packed["w"], gemm_x, y0, ws, xs, bias, part, counters,
+        w, gemm_x, y0, ws, xs, bias, part, counters,
         scheme_id=configs.SCHEME_ID[scheme], x_fp8=x_fp8, block_n=block_n, block_m=block_m,
         block_k=block_k, split_k=split, num_warps=cfg["num_warps"], num_stages=cfg["num_stages"],
         ws_row_stride=ws.stride(0) if scheme is Scheme.BLOCK128 else 0, xs_row_stride=xs_stride,
         prefetch=cfg.get("prefetch", 0), pdl=cfg.get("pdl", False), dummy=ws,
-        wo_mode=cfg.get("wo_mode", 0),
+        wo_mode=cfg.get("wo_mode", 0), n=n_packed,
     )
     dynamic = (2,) if x_fp8 else (1, 2)  # y; and x when the GEMM reads it
     gemm = DirectLaunch(fp8_gemm._fp8_gemm_decode_kernel, grid, args, kw, dynamic, device)

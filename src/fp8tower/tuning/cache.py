@@ -64,6 +64,12 @@ EAGER_HOST_US = {"triton": 20.0, "reference": 30.0, "cublaslt": 33.0, "cutlass":
 HOST_TIE = 0.015
 
 
+def extra_weight_copy(config) -> bool:
+    """A config that runs on a second copy of the weights (Triton's tile-major layout,
+    backends/triton_gemm.layout_variants): within a tie, the one without it wins."""
+    return isinstance(config, dict) and bool(config.get("packed"))
+
+
 @dataclass
 class Measurement:
     """One candidate (backend, config): its timing, or the GPU error that stopped it."""
@@ -114,8 +120,10 @@ class Entry:
     @property
     def winner(self) -> Measurement:
         """The fastest candidate, unless one within HOST_TIE of it has a cheaper eager host
-        path (EAGER_HOST_US); then the cheapest of those (ties: the faster)."""
-        return min(self.ties(), key=lambda c: EAGER_HOST_US.get(c.backend, 0.0))
+        path (EAGER_HOST_US) or needs no second copy of the weights (extra_weight_copy);
+        then the cheapest of those (ties: the faster)."""
+        return min(self.ties(), key=lambda c: (EAGER_HOST_US.get(c.backend, 0.0),
+                                               extra_weight_copy(c.config)))
 
     def _others(self) -> list[Measurement]:
         w = self.winner

@@ -1,6 +1,11 @@
 // fp8tower "stream" backend: an FP8 decode GEMM that is resident before its predecessor ends.
 //
-// y (M, N) = x (M, K) @ W (N, K).T for M <= 16 tokens, W in FP8 e4m3 (row-major, K contiguous).
+// y (M, N) = x (M, K) @ W (N, K).T for M <= 16 tokens, W in FP8 e4m3, stored tile-major
+// (backends/stream.pack_weight): each (128-row tile, 256-wide K step) is 32 KB contiguous, so
+// a stage is one TMA box. Row-major W (128 pieces of 256 bytes, K bytes apart, per stage) ran
+// 2.7% slower at 34816x5120 M=1 (49.30 against 47.97 us, H200 2026-12-01,
+// results/tile_major_H200_2026-12-01/README.md, call 1); a plain read of tiles stored tile-major reached
+// 92.6% of the ceiling there against 76.3% row-major (bench_layout.py, call3/).
 // Built by nvcc into a plain shared library with a C entry point (backends/stream.py), loaded
 // with ctypes, launched on torch's current stream.
 //
@@ -68,7 +73,7 @@ struct Params {
   const __nv_bfloat16* bias;  // (N,) or null
   float* part;        // split-tile partials: grid * 2 slots * kWarps * NT * 32 float4
   int* cnt;           // per-tile arrival counters, zero between launches
-  int m, n, k, ldw, ldx, ldy, ws_ld, xs_ld;
+  int m, n, k, ldx, ldy, ws_ld, xs_ld;
   int tiles, kb;      // 128-row tiles, 256-wide K steps per tile
   unsigned iters;     // tiles * kb (iters * grid < 2^32: the host checks)
   int whole_tiles;    // 1: CTAs own whole tiles (no split tile, uneven counts); 0: stream-K
@@ -204,12 +209,12 @@ struct Cursor {
   }
 };
 
-// One thread: the stage's two W boxes, the barrier armed with their bytes (zeros past N, K).
+// One thread: the stage's W box (256 rows of 128 bytes of the tile-major weights: 32 KB
+// contiguous), the barrier armed with its bytes and x's.
 __device__ __forceinline__ void issue_w(const Params& p, uint8_t* st, uint32_t bar, int tile, int kstep,
                                         int x_bytes) {
   mbar_expect(bar, kWStage + x_bytes);
-  tma_2d(smem_addr(st), &p.tmap_w, kstep * kBK, tile * kBN, bar);
-  tma_2d(smem_addr(st + kBox), &p.tmap_w, kstep * kBK + 128, tile * kBN, bar);
+  tma_2d(smem_addr(st), &p.tmap_w, 0, (tile * p.kb + kstep) * 2 * kBN, bar);
 }
 
 // The same thread, after the wait for the previous kernel: the stage's two x boxes (their
@@ -575,7 +580,7 @@ int fp8t_stream_smem(int m, int xk, int stages) {
 }
 
 int fp8t_stream_gemm(const void* w, const void* x, void* y, const float* ws, const float* xs,
-                     const void* bias, float* part, int* cnt, int m, int n, int k, int ldw,
+                     const void* bias, float* part, int* cnt, int m, int n, int k,
                      int ldx, int ldy, int ws_ld, int xs_ld, int xk, int stages, int grid,
                      int pdl, int whole_tiles, void* stream) {
   if (m < 1 || m > 16) {
@@ -586,8 +591,8 @@ int fp8t_stream_gemm(const void* w, const void* x, void* y, const float* ws, con
     snprintf(g_error, sizeof g_error, "unknown x kind %d (expected 1-3)", xk);
     return 1;
   }
-  if (k % 16 || ldw % 16 || ldx % 16) {
-    snprintf(g_error, sizeof g_error, "K=%d, ldw=%d, ldx=%d: rows must be 16-byte aligned", k, ldw, ldx);
+  if (k % 16 || ldx % 16) {
+    snprintf(g_error, sizeof g_error, "K=%d, ldx=%d: x rows must be 16-byte aligned", k, ldx);
     return 1;
   }
   Params p;
@@ -598,7 +603,7 @@ int fp8t_stream_gemm(const void* w, const void* x, void* y, const float* ws, con
   p.bias = static_cast<const __nv_bfloat16*>(bias);
   p.part = part;
   p.cnt = cnt;
-  p.m = m; p.n = n; p.k = k; p.ldw = ldw; p.ldx = ldx; p.ldy = ldy; p.ws_ld = ws_ld; p.xs_ld = xs_ld;
+  p.m = m; p.n = n; p.k = k; p.ldx = ldx; p.ldy = ldy; p.ws_ld = ws_ld; p.xs_ld = xs_ld;
   p.tiles = (n + kBN - 1) / kBN;
   p.kb = (k + kBK - 1) / kBK;
   p.x_box = (m <= 8 ? 8 : 16) * 128;
@@ -621,21 +626,24 @@ int fp8t_stream_gemm(const void* w, const void* x, void* y, const float* ws, con
       return 4;
     }
   }
-  // W: (N, K) bytes, boxes of 128 x 64 rows; x: (M, K) bytes, boxes of 128 x (8 or 16) rows.
-  // Both 128B-swizzled (the wgmma operand layout), zeros past the edges.
+  // W: tile-major (tiles * kb * 256, 128) bytes (stream.pack_weight), boxes of 128 x 256 rows
+  // (one stage); x: (M, K) bytes, boxes of 128 x (8 or 16) rows. Both 128B-swizzled (the
+  // wgmma operand layout; the swizzle repeats every 8 rows, so a 256-row box is two 128-row
+  // operands), x zeros past M and K.
   const int x_rows = m <= 8 ? 8 : 16;
-  const struct { CUtensorMap* map; const void* ptr; int rows, ld, box_rows; } maps[2] = {
-      {&p.tmap_w, w, n, ldw, kBN}, {&p.tmap_x, x, m, ldx, x_rows}};
+  const long long w_rows = static_cast<long long>(p.tiles) * p.kb * 2 * kBN;
+  const struct { CUtensorMap* map; const void* ptr; long long rows; int cols, ld, box_rows; } maps[2] = {
+      {&p.tmap_w, w, w_rows, 128, 128, 2 * kBN}, {&p.tmap_x, x, m, k, ldx, x_rows}};
   for (const auto& d : maps) {
-    const cuuint64_t dims[2] = {static_cast<cuuint64_t>(k), static_cast<cuuint64_t>(d.rows)};
+    const cuuint64_t dims[2] = {static_cast<cuuint64_t>(d.cols), static_cast<cuuint64_t>(d.rows)};
     const cuuint64_t strides[1] = {static_cast<cuuint64_t>(d.ld)};
     const cuuint32_t box[2] = {128, static_cast<cuuint32_t>(d.box_rows)}, elem[2] = {1, 1};
     CUresult r = encode(d.map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, const_cast<void*>(d.ptr), dims, strides, box,
                         elem, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
                         CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
     if (r != CUDA_SUCCESS) {
-      snprintf(g_error, sizeof g_error, "cuTensorMapEncodeTiled failed (%d): %d rows, K=%d, stride %d",
-               int(r), d.rows, k, d.ld);
+      snprintf(g_error, sizeof g_error, "cuTensorMapEncodeTiled failed (%d): %lld rows, %d columns, stride %d",
+               int(r), d.rows, d.cols, d.ld);
       return 4;
     }
   }
