@@ -28,6 +28,7 @@
 #   stream   the stream backend: its GPU tests, then bench_stream.py (chains against the Triton
 #            default and cuBLASLt; STREAM_BENCH_S seconds, STREAM_BENCH_ARGS)
 #   floor    the 27B merged tower's step as plain reads of its weights (bench_floor.py, #12)
+#   pytests  GPU tests named by PYTESTS (pytest arguments, default: all of tests/)
 #   tm_tests GPU tests of the tile-major Triton weights (tests/test_tile_major.py)
 #   layout   pure reads of the weights row-major against tile-major (bench_layout.py, #12)
 #   tower_stream  the 27B tower, merged, auto against stream (TOWER_BACKENDS, TOWER_M, TOWER_SCHEMES)
@@ -119,6 +120,7 @@ for s in $STEPS; do
             step stream_bench ${STREAM_BENCH_S:-300} $PY benchmarks/bench_stream.py --json "$V/stream.json" \
               --budget-s $(( ${STREAM_BENCH_S:-300} - 20 )) ${STREAM_BENCH_ARGS:-} ;;
     floor) step floor 90 $PY benchmarks/bench_floor.py --json "$V/floor.json" ;;
+    pytests) step pytests 200 $PY -m pytest -q -m gpu -p no:cacheprovider --timeout 60 ${PYTESTS:-tests} ;;
     tm_tests) step tm_tests 120 $PY -m pytest -q -m gpu -p no:cacheprovider --timeout 60 tests/test_tile_major.py ;;
     layout) step layout ${LAYOUT_S:-120} $PY benchmarks/bench_layout.py --json "$V/layout.json" ;;
     tower_stream) step tower_stream 150 $FP8 bench tower --model qwen3.5-27b --m ${TOWER_M:-1,8} --arms merged \

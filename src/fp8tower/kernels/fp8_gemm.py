@@ -163,6 +163,32 @@ def _wo_split8_step(w, x, INTERPRET: tl.constexpr):
     return (p1 + p2 * 0.03125) * up[None, :]
 
 
+@triton.jit
+def _wo_split8_row1(w, x_ptr, offs_k, k_end, BLOCK_M: tl.constexpr, INTERPRET: tl.constexpr):
+    """_wo_split8_step for one token (M = 1): its row split into q1, q2 as a vector and
+    broadcast to the MMA's BLOCK_M columns (1/16 of the tile's conversion work). H200
+    2026-12-01 (results/tile_major_H200_2026-12-01/call8/): 16384x5120 31.74 -> 27.13 us,
+    the merged 27B tower 3.183 -> 2.719 ms/step (retuned; M = 8 unchanged, 3.25)."""
+    x1 = tl.load(x_ptr + offs_k, mask=offs_k < k_end, other=0.0).to(tl.float32)
+    amax = tl.max(tl.abs(x1))
+    e = (amax.to(tl.int32, bitcast=True) >> 23) & 0xFF  # as _pow2_row_scales, TOP = 7
+    e = tl.minimum(tl.maximum(e, 8), 254)
+    down = ((261 - e) << 23).to(tl.float32, bitcast=True)
+    up = ((e - 7) << 23).to(tl.float32, bitcast=True)
+    xs = x1 * down
+    if INTERPRET:
+        q1 = _round_e4m3_emulated(xs)
+        q2 = _round_e4m3_emulated((xs - q1) * 32.0)
+    else:
+        q1 = xs.to(tl.float8e4nv).to(tl.float32)
+        q2 = ((xs - q1) * 32.0).to(tl.float8e4nv).to(tl.float32)
+    b1 = tl.broadcast_to(q1.to(w.dtype)[None, :], (BLOCK_M, x1.shape[0]))
+    b2 = tl.broadcast_to(q2.to(w.dtype)[None, :], (BLOCK_M, x1.shape[0]))
+    p1 = tl.dot(w, tl.trans(b1))
+    p2 = tl.dot(w, tl.trans(b2))
+    return (p1 + p2 * 0.03125) * up
+
+
 # M is not specialized: Triton would otherwise compile one variant for M == 1, one for M % 16
 # == 0 and one for the rest, so tuning M = 1, 2, 4, 8, 16 (all BLOCK_M = 16) would compile
 # each config three times instead of once. M only masks the small x tile and the output;
@@ -281,7 +307,9 @@ def _fp8_gemm_decode_kernel(
                 w = _load_w_packed(w_ptr, stride_wn, pid_n, k0, 0, BLOCK_K, BLOCK_N, BLOCK_K)
             else:
                 w = _load_w_tile(w_ptr, stride_wn, offs_n, offs_k, N, k_end, EVEN_N, EVEN_K)
-            if X_ROW1:  # one token: quantize its row (not a 16-row tile), broadcast it
+            if X_ROW1 and SCHEME == 3:  # weight_only WO_MODE 2, one token
+                acc += _wo_split8_row1(w, x_ptr, offs_k, k_end, BLOCK_M, INTERPRET)
+            elif X_ROW1:  # one token: quantize its row (not a 16-row tile), broadcast it
                 x1 = tl.load(x_ptr + offs_k, mask=offs_k < k_end, other=0.0).to(tl.float32)
                 if SCHEME == 1:
                     q1 = _div_by_scale(x1, tok_scale1, tok_inv1)
@@ -347,16 +375,16 @@ def _fp8_gemm_decode_kernel(
             tl.atomic_xchg(cnt_ptr + tile, 0, sem="relaxed", scope="gpu")
 
 
-def row1(scheme_id: int, x_fp8: bool, m: int) -> bool:
+def row1(scheme_id: int, x_fp8: bool, m: int, wo_mode: int = 0) -> bool:
     """The X_ROW1 constexpr: one token (M = 1) whose x the kernel quantizes itself
-    (per_tensor, channel_token, block128). Its row is loaded and quantized as a vector and
+    (per_tensor, channel_token, block128; weight_only's WO_MODE 2 split). Its row is loaded and quantized as a vector and
     broadcast to the MMA's 16 columns: 1/16 of the conversion work of a masked 16-row tile.
     H200 2026-12-01, Nsight Compute, 16384x5120 M=1 (results/ncu_H200_2026-12-01/):
     block128's in-kernel quant issued ~3x the instructions of its pre-pass GEMM and ran
     55.5 us against 27.3; with the row vector 48.2 (latency-bound on its per-group
     reductions: the tuner keeps block128 on the pair). In the retuned 27B tower, M=1:
     per_tensor 2.303 -> 2.290 ms, channel_token 2.403 -> 2.356 (results/row1_H200_*)."""
-    return m == 1 and not x_fp8 and scheme_id in (0, 1, 2)
+    return m == 1 and not x_fp8 and (scheme_id in (0, 1, 2) or (scheme_id == 3 and wo_mode == 2))
 
 
 AMAX_UNROLL_MAX = 16  # tiles of channel_token's unrolled amax (more: the stepped loop)
@@ -410,7 +438,7 @@ def launch_args(
     # launches (nn/plan.py), and a parameter left to its default would stop that.
     kwargs["WO_MODE"] = wo_mode
     kwargs["AMAX_CHUNKS"] = amax_chunks(scheme_id, x_fp8, m, k, block_m)
-    kwargs["X_ROW1"] = row1(scheme_id, x_fp8, m)
+    kwargs["X_ROW1"] = row1(scheme_id, x_fp8, m, wo_mode)
     kwargs["PACKED"] = packed
     if pdl and not interpret:
         kwargs["launch_pdl"] = True
