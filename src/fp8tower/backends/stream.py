@@ -15,7 +15,7 @@ M = 1, us, against the Triton default): correct everywhere; ahead on 16384x5120 
 (6.96 / 6.92), behind on 5120x6144 and 5120x17408 (13.68 / 11.92, 28.36 / 25.59); with a
 small elementwise kernel between GEMMs (as in a model) its chain ran 341.5 us against 296.0
 (its x pre-pass launch then runs alone). The merged 27B tower: 0.88-0.93x of auto
-(results/stream_H200_2026-12-01/ws/, tile_major_.../call1/). So ``auto`` does not time it
+(results/stream_H200_2026-12-01/ws/; tile_major_H200_2026-12-01/README.md, call 1). So ``auto`` does not time it
 (tuning/search.TUNING_EXCLUDED); ``backend="stream"`` serves it.
 
 Serves M <= 16, per_tensor, channel_token and block128: FP8 x from the one-launch activation

@@ -15,6 +15,9 @@ Schemes (SCHEME constexpr):
 Every scheme takes an (N,) weight-scale vector (a per-tensor scale is expanded at prepare),
 so merged shards keep their own scales exactly.
 
+W layout (PACKED constexpr): row-major (N, K), or tile-major (kernels/layout.tile_major for
+this BLOCK_N x BLOCK_K: each tile one contiguous, zero-padded run, loaded without masks).
+
 Split-K is deterministic: each split stores its fp32 partial, bumps a per-tile counter, and
 the last one to arrive sums the partials in split order, writes y and resets the counter to
 zero (no zeroing launch; the counters start zeroed once, at prepare).
@@ -377,8 +380,9 @@ def _fp8_gemm_decode_kernel(
 
 def row1(scheme_id: int, x_fp8: bool, m: int, wo_mode: int = 0) -> bool:
     """The X_ROW1 constexpr: one token (M = 1) whose x the kernel quantizes itself
-    (per_tensor, channel_token, block128; weight_only's WO_MODE 2 split). Its row is loaded and quantized as a vector and
-    broadcast to the MMA's 16 columns: 1/16 of the conversion work of a masked 16-row tile.
+    (per_tensor, channel_token, block128; weight_only's WO_MODE 2 split). Its row is loaded
+    and quantized as a vector and broadcast to the MMA's 16 columns: 1/16 of the conversion
+    work of a masked 16-row tile.
     H200 2026-12-01, Nsight Compute, 16384x5120 M=1 (results/ncu_H200_2026-12-01/):
     block128's in-kernel quant issued ~3x the instructions of its pre-pass GEMM and ran
     55.5 us against 27.3; with the row vector 48.2 (latency-bound on its per-group

@@ -42,8 +42,8 @@ SEED_TOP = 3
 # tower's out_proj -> next in_proj). A chain of GEMMs alone lets launch overlaps look better
 # than a model sees them; a writer before every GEMM hides what they buy where GEMMs are
 # adjacent (H200 2026-12-01, results/tile_major_H200_2026-12-01/: the merged 27B tower tuned
-# GEMM-only ran M = 32 13% over M = 1, tuned with a writer before every GEMM 3-6%, but M = 1
-# 2-6% slower). So on the GPU the timed chain alternates the two: before every
+# GEMM-only ran M = 32 13% over M = 1, tuned with a writer before every GEMM 3-6% (per_tensor,
+# channel_token), but M = 1 2-6% slower). So on the GPU the timed chain alternates the two: before every
 # WRITE_X_EVERY-th GEMM a small elementwise kernel writes x; that writer alone is timed once
 # per problem and its share subtracted (ranking unchanged by it, times comparable with a
 # GEMM alone). 0: GEMMs alone.
@@ -182,11 +182,15 @@ def tune_problem(
     Rule: (1) time every backend's ``default_config``; (2) for each backend whose default is
     within ``prune_ratio`` of the best default (or failed), time its ``priority_configs``, then
     at most ``max_configs`` of its other ``configs(problem)``, evenly spaced over its list (the
-    first included); the rest are counted in ``pruned``.
+    first included); the rest are counted in ``pruned``; (3) time the winner so far over its
+    backend's ``layout_variants``.
     With ``seed`` (a tuned sibling, see SEED_TOP), step (2) times instead the seed's SEED_TOP
     best candidates that are not a default, and the entry records ``seeded_from``.
+    On a GPU every candidate runs in a chain with an x writer before every WRITE_X_EVERY-th
+    call (its share subtracted).
     The winner is ``Entry.winner``: the fastest measured candidate, or within cache.HOST_TIE
-    of it the one with the cheapest eager host path (ties: the first measured). A candidate that
+    of it the one with the cheapest eager host path, then the one without a second weight
+    copy (cache.extra_weight_copy; ties: the first measured). A candidate that
     raises a GPU error (:func:`gpu_errors`) is recorded as failed; other errors propagate.
     The returned entry has no measured candidate if all failed (or there were none).
     """

@@ -4,8 +4,8 @@
 // (backends/stream.pack_weight): each (128-row tile, 256-wide K step) is 32 KB contiguous, so
 // a stage is one TMA box. Row-major W (128 pieces of 256 bytes, K bytes apart, per stage) ran
 // 2.7% slower at 34816x5120 M=1 (49.30 against 47.97 us, H200 2026-12-01,
-// results/tile_major_H200_2026-12-01/README.md, call 1); a plain read of tiles stored tile-major reached
-// 92.6% of the ceiling there against 76.3% row-major (bench_layout.py, call3/).
+// results/tile_major_H200_2026-12-01/README.md, call 1); a plain read of such tiles reached
+// 92.6% of the ceiling there tile-major, 76.3% row-major (bench_layout.py, call3/).
 // Built by nvcc into a plain shared library with a C entry point (backends/stream.py), loaded
 // with ctypes, launched on torch's current stream.
 //
