@@ -95,6 +95,23 @@ def test_layout_variants_and_dispatch_lookup():
     assert search.native_config(triton_gemm.BACKEND, p, search.normalize_config(v)) == (True, v)
 
 
+def test_tile_major_off_means_no_second_copy(interpret, monkeypatch):
+    """FP8TOWER_TILE_MAJOR=0: a tile-major config runs over the row-major weights (no copy
+    made, the same bits); dispatch still recognizes a cached tile-major config."""
+    monkeypatch.setenv("FP8TOWER_TILE_MAJOR", "0")
+    rows, tiles = _both(Scheme.PER_TENSOR, 1, 256, 512, CFGS[0])
+    torch.testing.assert_close(tiles, rows, rtol=0, atol=0)
+    wq, _ = _operands(Scheme.PER_TENSOR, 1, 64, 128)
+    packed = triton_gemm.BACKEND.packed_for(wq)
+    w, n = triton_gemm.launch_weight(packed, {**CFGS[0], "packed": True}, 64)
+    assert w is packed["w"] and n is None and "tile_major" not in packed
+    from fp8tower.tuning import search
+
+    p = GemmProblem(1, 4096, 4096, Scheme.PER_TENSOR, capability=(9, 0))
+    v = {**triton_gemm.BACKEND.configs(p)[0], "packed": True}
+    assert search.native_config(triton_gemm.BACKEND, p, search.normalize_config(v)) == (True, v)
+
+
 @gpu
 @pytest.mark.parametrize("scheme", SCHEMES, ids=str)
 @pytest.mark.parametrize("m", [1, 8, 32])

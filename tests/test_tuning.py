@@ -212,6 +212,16 @@ def test_the_winner_is_timed_over_its_other_weight_layouts(tm_us, winner):
     assert not tsearch.native_config(a, e.problem, {"id": "zz", "block": 64})[0]
 
 
+def test_tile_major_off_times_no_variant_with_a_second_weight_copy(monkeypatch):
+    monkeypatch.setenv("FP8TOWER_TILE_MAJOR", "0")
+    clock = FakeClock()
+    a = fake_backend("a", clock, {"default": 10.0, "a1": 8.0, "a1_tm": 7.0})
+    a = dataclasses.replace(a, configs=lambda p: [{"id": "a1", "block": 64}],
+                            layout_variants=lambda p, c: [{**c, "id": "a1_tm", "packed": True}] if c else [])
+    e = tsearch.tune_problem(cpu_problem(), [a], timer=FakeTimer(clock))
+    assert ("a", "a1_tm") not in clock.ran and cfg_id(e.config) == "a1"
+
+
 def test_x_writer_writes_x_with_its_own_values():
     x = torch.randn(3, 64).bfloat16()
     before = x.clone()

@@ -14,9 +14,10 @@ from typing import Any
 import torch
 
 from ..formats import FP8_DTYPE, Fp8Weight, weight_scale_shape
+from ..kernels.layout import tile_major_enabled
 from ..problem import GemmProblem
 from ..provenance import now_iso
-from .cache import Entry, Measurement, normalize_config
+from .cache import Entry, Measurement, extra_weight_copy, normalize_config
 from .timer import MakeCall, Timer, l2_cache_bytes, rotation_copies, time_cuda_graph
 
 # The oracle is correct, never fast: it is never timed, only taken as the last safe default.
@@ -256,7 +257,8 @@ def tune_problem(
         b = next(c for c in candidates if c.name == win.backend)
         found, cfg = native_config(b, problem, win.config)
         for v in b.layout_variants(problem, cfg) if found else []:
-            measured.append(measure(b, v))
+            if tile_major_enabled() or not extra_weight_copy(v):
+                measured.append(measure(b, v))
     if entry.ranked():
         entry.backend, entry.config = entry.winner.backend, entry.winner.config
     return entry
