@@ -65,6 +65,22 @@ def problem(m, n, k, scheme, cap):
                        static_act_scale=scheme is Scheme.PER_TENSOR)
 
 
+def gemm_cases(scheme, ms, shapes, cap, l2, sets):
+    """Per-GEMM operands, shape by shape: the rotated weight copies (their first two kept in
+    ``sets[(n, k)]`` for :func:`tower_chains`; the rest freed after the shape), then per M
+    ``(p, ws, x, out, copies)``."""
+    for n, k in shapes:
+        copies = rotation_copies(n * k, l2)
+        ws = random_weights(n, k, scheme, copies, seed=n + k)
+        sets[(n, k)] = ws[:2]
+        for m in ms:
+            x = torch.randn(m, k, device="cuda").bfloat16()
+            out = torch.empty(m, n, dtype=torch.bfloat16, device="cuda")
+            yield problem(m, n, k, scheme, cap), ws, x, out, copies
+        del ws
+        torch.cuda.empty_cache()
+
+
 def timed_gemm(make, copies: int, nbytes: int, ceiling_gbps: float) -> dict:
     """One GEMM arm over rotated weight copies (tuning's timer, 10 replays): us, % of the
     read ceiling and the time beyond its bytes at the ceiling (its fixed cost)."""
@@ -253,29 +269,20 @@ def main(argv=None):
     for i, (scheme, ms) in enumerate(plan):
         arms = arms0 if i == 0 else arms1
         sets = {}
-        for n, k in shapes:
-            copies = rotation_copies(n * k, l2)
-            ws = random_weights(n, k, scheme, copies, seed=n + k)
-            sets[(n, k)] = ws[:2]
-            for m in ms:
-                x = torch.randn(m, k, device="cuda").bfloat16()
-                out = torch.empty(m, n, dtype=torch.bfloat16, device="cuda")
-                p = problem(m, n, k, scheme, cap)
-                for arm in arms:
-                    row = {"scheme": scheme.value, "n": n, "k": k, "m": m, "arm": arm,
-                           "bytes": p.bytes_moved()}
-                    try:
-                        if call_for(arm, p, ws[0], x, out) is None:
-                            continue
-                    except Exception as e:  # noqa: BLE001
-                        row["error"] = f"{type(e).__name__}: {e}"[:300]
-                    else:
-                        row["config"] = ARMS[arm](p) if arm in ARMS else None
-                        row.update(time_arm(call_for, arm, p, ws, x, out, copies, ceiling))
-                    res["per_gemm"].append(row)
-                    print(row, flush=True)
-            del ws
-            torch.cuda.empty_cache()
+        for p, ws, x, out, copies in gemm_cases(scheme, ms, shapes, cap, l2, sets):
+            for arm in arms:
+                row = {"scheme": scheme.value, "n": p.n, "k": p.k, "m": p.m, "arm": arm,
+                       "bytes": p.bytes_moved()}
+                try:
+                    if call_for(arm, p, ws[0], x, out) is None:
+                        continue
+                except Exception as e:  # noqa: BLE001
+                    row["error"] = f"{type(e).__name__}: {e}"[:300]
+                else:
+                    row["config"] = ARMS[arm](p) if arm in ARMS else None
+                    row.update(time_arm(call_for, arm, p, ws, x, out, copies, ceiling))
+                res["per_gemm"].append(row)
+                print(row, flush=True)
         save()
         # Tower chain: 9 shapes x 2 weight sets, each weight read once per replay.
         for row in tower_chains(scheme, ms, shapes, sets, arms, cap, ceiling):

@@ -26,11 +26,11 @@ from fp8tower.backends import stream
 from fp8tower.formats import Scheme, quantize_activation
 from fp8tower.kernels import configs as kconfigs
 from fp8tower.tuning.ceiling import read_ceiling
-from fp8tower.tuning.timer import l2_cache_bytes, rotation_copies
+from fp8tower.tuning.timer import l2_cache_bytes
 
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
-from bench_chain import call_with, numerics, problem, time_arm, tower_chains
-from bench_gemm import TOWER_SHAPES, random_weights
+from bench_chain import call_with, gemm_cases, numerics, time_arm, tower_chains
+from bench_gemm import TOWER_SHAPES
 
 STREAM_ARMS = {
     "stream": {"stages": 6, "pdl": True},  # stream-K
@@ -111,28 +111,19 @@ def main(argv=None):
 
     for scheme, ms in plan:
         sets = {}
-        for n, k in shapes:
-            copies = rotation_copies(n * k, l2)
-            ws = random_weights(n, k, scheme, copies, seed=n + k)
-            sets[(n, k)] = ws[:2]
-            for m in ms:
-                x = torch.randn(m, k, device="cuda").bfloat16()
-                out = torch.empty(m, n, dtype=torch.bfloat16, device="cuda")
-                p = problem(m, n, k, scheme, cap)
-                for arm in arms:
-                    if time.time() - t0 > args.budget_s:
-                        res["stopped"] = "budget"
-                        save()
-                        return
-                    row = {"scheme": scheme.value, "n": n, "k": k, "m": m, "arm": arm,
-                           "bytes": p.bytes_moved(), "config": config_of(arm, p)}
-                    if row["config"] is None:
-                        continue
-                    row.update(time_arm(call_for, arm, p, ws, x, out, copies, ceiling))
-                    res["per_gemm"].append(row)
-                    print(row, flush=True)
-            del ws
-            torch.cuda.empty_cache()
+        for p, ws, x, out, copies in gemm_cases(scheme, ms, shapes, cap, l2, sets):
+            for arm in arms:
+                if time.time() - t0 > args.budget_s:
+                    res["stopped"] = "budget"
+                    save()
+                    return
+                row = {"scheme": scheme.value, "n": p.n, "k": p.k, "m": p.m, "arm": arm,
+                       "bytes": p.bytes_moved(), "config": config_of(arm, p)}
+                if row["config"] is None:
+                    continue
+                row.update(time_arm(call_for, arm, p, ws, x, out, copies, ceiling))
+                res["per_gemm"].append(row)
+                print(row, flush=True)
         save()
         for row in tower_chains(scheme, ms, shapes, sets, arms, cap, ceiling, call=call_for, runs=2):
             res["chains"].append(row)

@@ -16,6 +16,7 @@ from fp8tower import backends
 from fp8tower.backends import stream
 from fp8tower.backends.reference import fp8_linear_ref
 from fp8tower.formats import FP8_DTYPE, Scheme, quantize_activation, quantize_weight, sqnr_db
+from fp8tower.kernels.layout import tile_major
 from fp8tower.problem import GemmProblem
 
 
@@ -102,19 +103,14 @@ def test_iteration_space():
 
 
 @pytest.mark.parametrize("n,k", [(256, 512), (200, 5136), (130, 16)])
-def test_pack_weight_is_tile_major(n, k):
-    """Block (tile t, 128-byte chunk c) is rows (t * 2kb + c) * 128 .. + 127 of the packed
-    bytes, row r holding W[128 t + r, 128 c : 128 c + 128]; zeros past N and K."""
+def test_pack_weight_is_the_kernels_layout(n, k):
+    """What the kernel's tensor map reads: (tiles * kb * 256) rows of 128 bytes, 128-row x
+    128-byte blocks tile-major with K padded to whole 256-wide steps (the layout itself:
+    tests/test_tile_major.py)."""
     w = torch.randint(0, 255, (n, k), dtype=torch.uint8).view(torch.float8_e4m3fn)
     p = stream.pack_weight(w)
-    kc = 2 * -(-k // 256)
-    assert p.shape == (stream.tiles(n) * kc * 128, 128) and p.dtype == torch.uint8
-    full = torch.zeros(stream.tiles(n) * 128, kc * 128, dtype=torch.uint8)
-    full[:n, :k] = w.view(torch.uint8)
-    for t in range(stream.tiles(n)):
-        for c in range(kc):
-            block = p[(t * kc + c) * 128:(t * kc + c + 1) * 128]
-            assert torch.equal(block, full[128 * t:128 * t + 128, 128 * c:128 * c + 128])
+    assert p.shape == (stream.iters(n, k) * 256, 128) and p.dtype == torch.uint8
+    assert torch.equal(p, tile_major(w.view(torch.uint8), 128, 128, k_multiple=256))
 
 
 needs_nvcc = pytest.mark.skipif(stream.build_unavailable() is not None, reason="no nvcc")

@@ -14,15 +14,18 @@ gpu = pytest.mark.gpu
 SCHEMES = [Scheme.PER_TENSOR, Scheme.CHANNEL_TOKEN, Scheme.BLOCK128, Scheme.WEIGHT_ONLY]
 
 
-@pytest.mark.parametrize("n,k,bn,bk", [(256, 512, 64, 256), (200, 400, 32, 128), (130, 16, 128, 512)])
-def test_tile_major_layout(n, k, bn, bk):
+@pytest.mark.parametrize("n,k,bn,bk,kmul", [(256, 512, 64, 256, None), (200, 400, 32, 128, None),
+                                           (130, 16, 128, 512, None), (200, 5136, 128, 128, 256)])
+def test_tile_major_layout(n, k, bn, bk, kmul):
     """Tile (i, j) is BLOCK_N x BLOCK_K contiguous bytes at rows (i * tk + j) * BLOCK_N,
-    W[i BN + r, j BK + c] at row r, column c; zeros past N and K."""
+    W[i BN + r, j BK + c] at row r, column c; zeros past N and past K rounded up to
+    ``k_multiple`` (default BLOCK_K)."""
     w = torch.randint(0, 255, (n, k), dtype=torch.uint8).view(torch.float8_e4m3fn)
-    p = tile_major(w, bn, bk)
-    tn, tk = -(-n // bn), -(-k // bk)
+    p = tile_major(w, bn, bk, k_multiple=kmul)
+    kp = -(-k // (kmul or bk)) * (kmul or bk)
+    tn, tk = -(-n // bn), kp // bk
     assert p.shape == (tn * tk * bn, bk) and p.dtype == w.dtype
-    full = torch.zeros(tn * bn, tk * bk, dtype=torch.uint8)
+    full = torch.zeros(tn * bn, kp, dtype=torch.uint8)
     full[:n, :k] = w.view(torch.uint8)
     for i in range(tn):
         for j in range(tk):
