@@ -65,6 +65,15 @@ def problem(m, n, k, scheme, cap):
                        static_act_scale=scheme is Scheme.PER_TENSOR)
 
 
+def parse_plan(text: str) -> list[tuple[Scheme, list[int]]]:
+    """``"per_tensor:1,8;block128:1"`` -> [(Scheme.PER_TENSOR, [1, 8]), (Scheme.BLOCK128, [1])]."""
+    try:
+        return [(Scheme.parse(part.split(":")[0]), [int(v) for v in part.split(":")[1].split(",")])
+                for part in text.split(";")]
+    except (IndexError, ValueError) as e:
+        raise SystemExit(f"--plan {text!r}: expected scheme:M,M;... ({e})") from None
+
+
 def gemm_cases(scheme, ms, shapes, cap, l2, sets):
     """Per-GEMM operands, shape by shape: the rotated weight copies (their first two kept in
     ``sets[(n, k)]`` for :func:`tower_chains`; the rest freed after the shape), then per M
@@ -233,8 +242,7 @@ def main(argv=None):
     t0 = time.time()
     cap = torch.cuda.get_device_capability()
     l2 = l2_cache_bytes()
-    plan = [(Scheme.parse(s.split(":")[0]), [int(v) for v in s.split(":")[1].split(",")])
-            for s in args.plan.split(";")]
+    plan = parse_plan(args.plan)
     arms0, arms1 = args.arms.split(","), args.other_arms.split(",")
     res = {**provenance.record(), "per_gemm": [], "chains": [], "numerics": []}
 

@@ -23,13 +23,13 @@ import torch
 
 from fp8tower import provenance
 from fp8tower.backends import stream
-from fp8tower.formats import Scheme, quantize_activation
+from fp8tower.formats import quantize_activation
 from fp8tower.kernels import configs as kconfigs
 from fp8tower.tuning.ceiling import read_ceiling
 from fp8tower.tuning.timer import l2_cache_bytes
 
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
-from bench_chain import call_with, gemm_cases, numerics, time_arm, tower_chains
+from bench_chain import call_with, gemm_cases, numerics, parse_plan, time_arm, tower_chains
 from bench_gemm import TOWER_SHAPES
 
 STREAM_ARMS = {
@@ -85,8 +85,7 @@ def main(argv=None):
     t0 = time.time()
     cap = torch.cuda.get_device_capability()
     l2 = l2_cache_bytes()
-    plan = [(Scheme.parse(s.split(":")[0]), [int(v) for v in s.split(":")[1].split(",")])
-            for s in args.plan.split(";")]
+    plan = parse_plan(args.plan)
     arms = args.arms.split(",")
     shapes = [tuple(map(int, s.split("x"))) for s in args.shapes.split(",")]
     res = {**provenance.record(), "arms": {a: STREAM_ARMS.get(a, a) for a in arms},
