@@ -11,8 +11,9 @@
 #   retune_b128 retune block128 (27B tower and Qwen3-8B shapes) with the in-kernel quant
 #   host     host time of one eager call per scheme against nn.Linear (bench_host.py, #11)
 #   tune     tune the 27B tower's GEMMs per scheme (all backends; #4, #13): from a cold cache,
-#            or the carried one (TUNE_FLAGS=--retune: tune again; TUNE_8B=1: the 8B's shapes too;
+#            or the carried one (TUNE_FLAGS=--retune: tune again; TUNE_8B=1: the 8B's shapes at M=1 too;
 #            TUNE_M, TUNE_SCHEMES: the M buckets and schemes, default all)
+#   tune8b   the same for the Qwen3-8B's shapes at M=1 only (TUNE_FLAGS)
 #   fourway  cuBLASLt / cuDNN / CUTLASS / Triton / auto per shape and M (bench_fourway.py, #13)
 #   retune_ct  retune channel_token (27B tower and Qwen3-8B shapes): the fused_amax variants
 #   tower_ct the 27B tower, merged + auto, channel_token only
@@ -28,6 +29,8 @@
 #   stream   the stream backend: its GPU tests, then bench_stream.py (chains against the Triton
 #            default and cuBLASLt; STREAM_BENCH_S seconds, STREAM_BENCH_ARGS)
 #   floor    the 27B merged tower's step as plain reads of its weights (bench_floor.py, #12)
+#   early    the 27B merged tower with early launch off / on (bench_early_launch.py, #12; EARLY_M,
+#            EARLY_SCHEMES), then the same with PDL forced on every Triton GEMM (--force-pdl)
 #   pytests  GPU tests named by PYTESTS (pytest arguments, default: all of tests/)
 #   tm_tests GPU tests of the tile-major Triton weights (tests/test_tile_major.py)
 #   layout   pure reads of the weights row-major against tile-major (bench_layout.py, #12)
@@ -67,6 +70,14 @@ fi
 
 START=$(date +%s)
 BUDGET=${BUDGET:-560}  # seconds for all steps: the device tool stops a command at 600
+tune8b() {  # the Qwen3-8B's own shapes at M=1 (per_tensor unmerged and merged, channel_token, block128)
+  for sc in per_tensor channel_token block128; do
+    step "tune8b_$sc" 90 $FP8 tune --shapes 4096x4096,1024x4096,12288x4096,4096x12288 \
+      --m 1 --scheme $sc --max-configs 4 ${TUNE_FLAGS:-}
+  done
+  step tune8b_per_tensor_merged 90 $FP8 tune --shapes 6144x4096,24576x4096 \
+    --m 1 --scheme per_tensor --channel-scale --max-configs 4 ${TUNE_FLAGS:-}
+}
 step() {  # step NAME SECONDS CMD...: run under timeout, log, record exit status and seconds
   local name=$1 limit=$2 start=$(date +%s%N)
   local left=$(( BUDGET - ($(date +%s) - START) - 10 ))
@@ -101,11 +112,9 @@ for s in $STEPS; do
             step "tune_$sc" 150 $FP8 tune --model qwen3.5-27b --m ${TUNE_M:-1,8,16,32} --scheme $sc --max-configs 4 \
               ${TUNE_FLAGS:-}
           done
-          [ -n "${TUNE_8B:-}" ] && for sc in channel_token block128; do  # the 8B's own shapes too
-            step "tune8b_$sc" 90 $FP8 tune --shapes 4096x4096,1024x4096,12288x4096,4096x12288 \
-              --m 1 --scheme $sc --max-configs 4 ${TUNE_FLAGS:-}
-          done
+          [ -n "${TUNE_8B:-}" ] && tune8b
           step dispatch_explain 30 $FP8 dispatch --explain ;;
+    tune8b) tune8b ;;
     retune_ct) step retune_ct_27b 120 $FP8 tune --model qwen3.5-27b --m ${RETUNE_M:-1,8,16,32} --scheme channel_token \
                  --max-configs 4 --retune
                step retune_ct_8b 90 $FP8 tune --shapes 4096x4096,1024x4096,12288x4096,4096x12288 \
@@ -120,6 +129,10 @@ for s in $STEPS; do
             step stream_bench ${STREAM_BENCH_S:-300} $PY benchmarks/bench_stream.py --json "$V/stream.json" \
               --budget-s $(( ${STREAM_BENCH_S:-300} - 20 )) ${STREAM_BENCH_ARGS:-} ;;
     floor) step floor 90 $PY benchmarks/bench_floor.py --json "$V/floor.json" ;;
+    early) for f in "" --force-pdl; do
+             step "early${f:+_pdl}" 150 $PY benchmarks/bench_early_launch.py $f --m ${EARLY_M:-1,8} \
+               --schemes ${EARLY_SCHEMES:-per_tensor,channel_token,block128} --json "$V/early${f:+_pdl}.json"
+           done ;;
     pytests) step pytests 200 $PY -m pytest -q -m gpu -p no:cacheprovider --timeout 60 ${PYTESTS:-tests} ;;
     tm_tests) step tm_tests 120 $PY -m pytest -q -m gpu -p no:cacheprovider --timeout 60 tests/test_tile_major.py ;;
     layout) step layout ${LAYOUT_S:-120} $PY benchmarks/bench_layout.py --json "$V/layout.json" ;;

@@ -289,11 +289,12 @@ def test_fused_amax_is_searched_for_channel_token_only():
                        if not kc.default_config(p).get("fused_amax")), scheme
 
 
-def test_pre_pass_defaults_pair_with_pdl_and_both_are_searched():
+def test_pre_pass_defaults_pair_with_pdl_and_every_launch_is_searched_both_ways():
     """A default that runs a pre-pass launches it and the GEMM with PDL (configs.PDL_PAIR);
-    one-launch defaults and FP8 x given do not; where the default runs a pre-pass the tuner
-    sees pre-pass configs both ways, and it times the default tile quantized the other way
-    early (priority_configs)."""
+    one-launch defaults and FP8 x given do not. The tuner sees every way of taking x with and
+    without PDL (with early launch a single GEMM may gain from it too, graph_edges.py), FP8 x
+    given never with it, and it times the default tile quantized the other way and the
+    default launched the other way early (priority_configs)."""
     import dataclasses
 
     from fp8tower.formats import FP8_DTYPE
@@ -301,23 +302,27 @@ def test_pre_pass_defaults_pair_with_pdl_and_both_are_searched():
 
     cases = [(Scheme.CHANNEL_TOKEN, 1, False), (Scheme.CHANNEL_TOKEN, 8, True),
              (Scheme.BLOCK128, 1, True), (Scheme.PER_TENSOR, 1, False),
-             (Scheme.PER_TENSOR, 32, True), (Scheme.WEIGHT_ONLY, 1, False)]
+             (Scheme.PER_TENSOR, 32, True), (Scheme.WEIGHT_ONLY, 1, False),
+             (Scheme.WEIGHT_ONLY, 32, False)]
     for scheme, m, paired in cases:
         p = GemmProblem(m, 4096, 4096, scheme, capability=(9, 0),
                         static_act_scale=scheme is Scheme.PER_TENSOR)
         base = kc.default_config(p)
         assert bool(base.get("pdl")) == paired and bool(base.get("prefetch")) == paired, scheme
         space = kc.configs(p)
-        pre = [c for c in space if kc.x_is_fp8(scheme, False, c)]
         assert all(c.get("pdl") in (None, True) for c in space)
-        if paired or scheme is Scheme.CHANNEL_TOKEN:  # pre-pass tiles both ways (channel_token
-            # at M = 1 too, fused by default: the pair still won at M = 8 and 16)
-            assert {bool(c.get("pdl")) for c in pre} == {False, True}, scheme
-        else:  # per_tensor quantizing in the GEMM: no PDL pair in the space (configs.py)
-            assert not any(c.get("pdl") for c in space), scheme
-        assert not any(c.get("pdl") for c in space if not kc.x_is_fp8(scheme, False, c))
+        assert all(bool(c.get("prefetch")) == bool(c.get("pdl")) for c in space)
+        for one_launch in (False, True):  # both ways wherever the scheme takes x that way
+            kind = [c for c in space if kc.x_is_fp8(scheme, False, c) != one_launch]
+            if kind:
+                assert {bool(c.get("pdl")) for c in kind} == {False, True}, (scheme, m)
+        prio = kc.priority_configs(p)
+        pdl_twin = prio[-1]
+        assert bool(pdl_twin.get("pdl")) != bool(base.get("pdl")), (scheme, m)
+        assert {k: v for k, v in pdl_twin.items() if k not in ("pdl", "prefetch")} == \
+            {k: v for k, v in base.items() if k not in ("pdl", "prefetch")}
         if scheme is not Scheme.WEIGHT_ONLY:  # (one way to take x: no twin)
-            twin = kc.priority_configs(p)[-1]
+            twin = prio[-2]
             assert kc.x_is_fp8(scheme, False, twin) != kc.x_is_fp8(scheme, False, base)
     given = dataclasses.replace(GemmProblem(32, 4096, 4096, Scheme.PER_TENSOR, capability=(9, 0),
                                             static_act_scale=True), act_dtype=FP8_DTYPE)

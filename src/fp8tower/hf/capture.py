@@ -40,6 +40,8 @@ import numpy as np
 import torch
 from torch import nn
 
+from .. import graph_edges
+
 MOD_PREFIX = "fp8tower.mod:"
 STEP_LABEL = "(step)"
 MODEL_LABEL = "(model)"
@@ -347,8 +349,8 @@ def capture_model(
                 for _ in range(warm):
                     step()
             torch.cuda.current_stream().wait_stream(side)
-            cuda_graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(cuda_graph):
+            cuda_graph = graph_edges.new_graph()
+            with graph_edges.capture(cuda_graph):  # as generate.py's graphs run
                 step()
             cuda_graph.replay()
             one = _profile_kernels(cuda_graph.replay, "cuda")

@@ -31,6 +31,8 @@ from typing import Any
 import torch
 from torch import nn
 
+from .. import graph_edges
+
 SCHEMA = "fp8tower.bench.generate/1"
 ARM_HELP = ("bf16, fp8:<scheme>[:merged] (scheme: per_tensor, channel_token, block128, "
             "weight_only), torchao:per_row, torchao:per_tensor, transformers:block128")
@@ -324,8 +326,8 @@ def _graph_decode(step, tok, pos, steps: int, warm: int) -> float:
             s_tok.copy_(step(s_tok, s_pos))
             s_pos += 1
     torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
+    graph = graph_edges.new_graph()
+    with graph_edges.capture(graph):  # PDL edges launch early (graph_edges.py)
         s_tok.copy_(step(s_tok, s_pos))
         s_pos += 1
     for _ in range(warm):

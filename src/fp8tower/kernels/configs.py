@@ -62,7 +62,10 @@ def _prequant_default(p: GemmProblem) -> bool:
 # (block128) faster, 4.7% and 2.7% with an elementwise kernel between GEMMs. The 27B tower,
 # retuned: channel_token 3.019 -> 2.820 ms/step at M=1, block128 2.617 -> 2.524
 # (results/tower_qwen3.5-27b_pdl_pairs_*). A GEMM alone, launched with PDL after a kernel
-# that is not, lost up to 3% (results/chain_pdl_prefetch_H200_2026-11-30.json): pairs only.
+# that is not, lost up to 3% (results/chain_pdl_prefetch_H200_2026-11-30.json) while that
+# kernel held it back to its own end; with early launch (graph_edges.py) it need not, so a
+# single GEMM launch may take it too (the search space, below). The defaults keep it for
+# pairs only.
 PDL_PAIR = {"pdl": True, "prefetch": 2}
 
 
@@ -185,12 +188,17 @@ def wave_fits(p: GemmProblem) -> list[dict]:
 def priority_configs(p: GemmProblem) -> list[dict]:
     """What the tuner times first after the default: ``wave_fits``, then the default tile
     with x quantized the other way (in the GEMM or by the pre-pass / channel_token's fused
-    amax): one launch or two is the choice that moves eager host time most (issue #11)."""
+    amax): one launch or two is the choice that moves eager host time most (issue #11);
+    then the default launched the other way with respect to PDL (PDL_PAIR on or off)."""
     base = default_config(p)
-    twins = [c for c in _candidates(p, base)[1:]
-             if all(c[f] == base[f] for f in ("block_n", "block_k", "split_k", "num_stages"))
+    space = _candidates(p, base)[1:]
+    tile = ("block_n", "block_k", "split_k", "num_stages")
+    twins = [c for c in space if all(c[f] == base[f] for f in tile)
              and x_is_fp8(p.scheme, False, c) != x_is_fp8(p.scheme, False, base)]
-    return wave_fits(p) + twins[:1]
+    pdl_twins = [c for c in space if all(c.get(f) == base.get(f) for f in (*tile, "prequant",
+                                                                          "fused_amax", "wo_mode"))
+                 and bool(c.get("pdl")) != bool(base.get("pdl"))]
+    return wave_fits(p) + twins[:1] + pdl_twins[:1]
 
 
 def configs(p: GemmProblem) -> list[dict]:
@@ -205,19 +213,26 @@ def _candidates(p: GemmProblem, base: dict) -> list[dict]:
     """``configs`` around ``base`` (first)."""
     block_m = block_m_for(p.m)
     # How x gets quantized: in the GEMM or by a pre-pass launch (per_tensor, block128); for
-    # channel_token, by the pre-pass or by the GEMM after its own per-token amax.
-    # Pre-pass modes come with and without PDL_PAIR.
-    x_modes = ({"prequant": False}, {"prequant": True, **PDL_PAIR}, {"prequant": True})
+    # channel_token, by the pre-pass or by the GEMM after its own per-token amax. Each mode
+    # with and without PDL_PAIR: since captures move PDL edges to early launch
+    # (graph_edges.py), a GEMM launched with PDL after any kernel, a torch op included, may
+    # stream its first weights while that kernel runs (H200 2026-12-01,
+    # results/early_launch_H200_2026-12-01/call1: per_tensor's cached configs forced to PDL,
+    # the merged 27B tower at M = 8 2.403 -> 2.270 ms/step, but M = 1 2.254 -> 2.378: the
+    # tuner decides per key).
+    x_modes = ({"prequant": False}, {"prequant": False, **PDL_PAIR},
+               {"prequant": True, **PDL_PAIR}, {"prequant": True})
     if p.scheme is Scheme.CHANNEL_TOKEN:
         x_modes = ({"prequant": False, **PDL_PAIR}, {"prequant": False},
-                   {"prequant": False, "fused_amax": True})
-    elif p.scheme is Scheme.WEIGHT_ONLY:
-        x_modes = ({"prequant": False},)
-    if p.act_dtype == FP8_DTYPE or (p.scheme is Scheme.PER_TENSOR and not base["prequant"]):
-        # FP8 x given: no pre-pass to pair with. per_tensor quantizing x in the GEMM: the
-        # tuner's GEMM-only chain ranked a PDL pair first on 5120x6144 M=1, and the tower,
-        # where a non-PDL kernel precedes each pair, lost 3% by it (2.305 -> 2.380 ms/step;
-        # results/tune_pdl_pairs_H200_2026-12-01/, tower_qwen3.5-27b_pdl_pairs_*)
+                   {"prequant": False, "fused_amax": True},
+                   {"prequant": False, "fused_amax": True, **PDL_PAIR})
+    elif p.scheme is Scheme.WEIGHT_ONLY:  # W upcast, and at M <= 16 WO_MODE 2 (default_config)
+        x_modes = ({"prequant": False}, {"prequant": False, **PDL_PAIR})
+        if p.m <= 16:
+            x_modes += ({"prequant": False, "wo_mode": 2},
+                        {"prequant": False, "wo_mode": 2, **PDL_PAIR})
+    if p.act_dtype == FP8_DTYPE:
+        # FP8 x given: its producer is the caller's kernel, timed nowhere here; no PDL.
         x_modes = tuple(m for m in x_modes if "pdl" not in m)
     out = [base]
     for block_n, block_k in ((64, 256), (32, 256), (64, 512), (128, 256), (64, 128), (32, 512)):

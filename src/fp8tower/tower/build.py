@@ -37,7 +37,7 @@ from functools import partial
 
 import torch
 
-from .. import backends, dispatch
+from .. import backends, dispatch, graph_edges
 from ..backends import Backend
 from ..formats import FP8_DTYPE, FP8_MAX, Fp8Weight, Scheme, weight_scale_shape
 from ..models import DEFAULT_PARTS, GemmSpec, TowerSpec, get_spec
@@ -316,8 +316,10 @@ class Tower:
             self._resolve(g)
         self._warm = True
 
-    def capture(self, steps: int = 1):
-        """A CUDA graph of ``steps`` chained decode steps from ``static_x`` to ``static_y``."""
+    def capture(self, steps: int = 1, *, early: bool | None = None):
+        """A CUDA graph of ``steps`` chained decode steps from ``static_x`` to ``static_y``;
+        ``early``: move its PDL kernels' edges to early launch (graph_edges; default: on
+        unless FP8TOWER_EARLY_LAUNCH=0)."""
         if self.device.type != "cuda":
             raise RuntimeError(f"CUDA graphs need a CUDA device; this tower is on {self.device} "
                                "(run Tower.step eagerly)")
@@ -327,8 +329,8 @@ class Tower:
             self.warmup()
         self._graph = None
         misses = dispatch.stats().get("capture_misses", 0)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
+        graph = graph_edges.new_graph()
+        with graph_edges.capture(graph, early=early):
             h = self.static_x
             for _ in range(steps):
                 h = self.step(h)

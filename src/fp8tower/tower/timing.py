@@ -34,19 +34,21 @@ class TowerTiming:
                 "number, not a GPU claim")
 
 
-def time_tower(tower: Tower, *, replays: int = 20, steps: int = 8, warmup: int = 3) -> TowerTiming:
+def time_tower(tower: Tower, *, replays: int = 20, steps: int = 8, warmup: int = 3,
+               early: bool | None = None) -> TowerTiming:
     """ms/step of ``tower``: CUDA graph replays timed with events (CUDA), or eager wall clock
     (CPU). Warms the tower up first when needed. No weight rotation: a real tower's step
     reads far more than the L2 (7.2 GB for qwen3.5-27b vs 60 MB on the H200), so each step
-    starts cold; a toy tower (tiny-hybrid, 0.7 MB) is timed L2-warm."""
+    starts cold; a toy tower (tiny-hybrid, 0.7 MB) is timed L2-warm. ``early``: given, the
+    graph is captured anew with (True) or without (False) early launch (graph_edges)."""
     if replays < 1 or steps < 1 or warmup < 0:
         raise ValueError(f"bad arguments: {replays=}, {steps=}, {warmup=}")
     if not tower.warm:
         tower.warmup()
     per_step: list[float] = []
     if tower.device.type == "cuda":
-        if tower._graph is None or tower.graph_steps != steps:
-            tower.capture(steps)
+        if tower._graph is None or tower.graph_steps != steps or early is not None:
+            tower.capture(steps, early=early)
         tower.replay(warmup)
         ms = event_times_ms(lambda: tower.replay(1), replays,
                             torch.cuda.current_stream(tower.device))

@@ -7,7 +7,8 @@
    consecutive calls never find their weights in L2.
 2. Eager warm-up on a side stream (Triton compiles, cuBLASLt picks and allocates workspaces).
 3. ONE CUDA graph captures the calls on copies 0, 1, ..., n_copies-1 in sequence (repeated
-   round-robin to at least ``min_calls`` calls, so event resolution is negligible).
+   round-robin to at least ``min_calls`` calls, so event resolution is negligible), its
+   PDL edges moved to early launch as in every graph fp8tower captures (graph_edges.py).
 4. ``warmup`` replays, then ``replays`` replays each bracketed by CUDA events on the stream.
    Per replay: elapsed / calls = microseconds per call. Reported: the median over replays,
    the min, and the spread (max - min) / median.
@@ -26,6 +27,8 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 import torch
+
+from .. import graph_edges
 
 # Cold L2: the rotated copies together exceed this many L2s (DESIGN.md).
 L2_FACTOR = 3
@@ -109,9 +112,10 @@ def time_cuda_graph(
     torch.cuda.current_stream().wait_stream(side)
     torch.cuda.synchronize()
 
-    graph = torch.cuda.CUDAGraph()
+    graph = graph_edges.new_graph()
     # thread_local: other threads of a serving process may keep using CUDA meanwhile.
-    with torch.cuda.graph(graph, capture_error_mode="thread_local"):
+    # PDL edges launch early, as in every graph fp8tower captures (graph_edges.py).
+    with graph_edges.capture(graph, capture_error_mode="thread_local"):
         for j in range(n_calls):
             calls[j % n_copies]()
     for _ in range(warmup):
