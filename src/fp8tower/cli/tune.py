@@ -230,6 +230,12 @@ def tune(
     ceiling: Annotated[bool, typer.Option(
         "--ceiling/--no-ceiling",
         help="Measure the GPU's read ceiling first (GB/s as a fraction of it).")] = True,
+    in_context: Annotated[bool, typer.Option(
+        "--in-context",
+        help="Then re-rank each key's few best candidates by the model's whole decode step "
+        "(its FP8 tower with random weights, CUDA graph; needs --model): one pass per scheme, "
+        "arm and M bucket, the step timed once per candidate (fp8tower.tuning.context).")]
+    = False,
     explain: Explain = False,
     as_json: Json = False,
 ) -> None:
@@ -240,6 +246,9 @@ def tune(
     from ..problem import GemmProblem, m_bucket
     if not model and not shapes:
         raise typer.BadParameter("give --model and/or --shapes", param_hint="--model/--shapes")
+    if in_context and not model:
+        raise typer.BadParameter("--in-context times a model's decode step: give --model",
+                                 param_hint="--in-context")
     ms = _parse_ms(m)
     adt, odt = _parse_dtype(act_dtype, "--act-dtype"), _parse_dtype(out_dtype, "--out-dtype")
     nks, spec = _shapes_from(model, shapes, merged, parts)
@@ -277,14 +286,62 @@ def tune(
     entries = pretune(dispatch.default_dispatcher(), problems, progress=not as_json,
                       retune=retune, read_ceiling_gbps=gbps, max_configs=max_configs, full=full,
                       precompile=precompile)
+    context_rows = []
+    if in_context:
+        context_rows = _refine_in_context(spec, schemes, buckets, merged, parts,
+                                          progress=not as_json)
+        d = dispatch.default_dispatcher()  # the refined entries replace the tuned ones
+        entries = [d.entries_for(e.problem).get(e.key, e) for e in entries]
     rows = sorted((explain_row(e) for e in entries), key=_sort_key)
     name = torch.cuda.get_device_name()
     if as_json:
-        typer.echo(json.dumps({"gpu": name, "read_ceiling_gbps": gbps, "decisions": rows},
-                              indent=2))
+        typer.echo(json.dumps({"gpu": name, "read_ceiling_gbps": gbps, "decisions": rows,
+                               "in_context": context_rows}, indent=2))
         return
     title = f"{name}: {len(rows)} tuned keys" + (f", read ceiling {gbps:.0f} GB/s" if gbps else "")
     _print_table(rows, explain=explain, title=title)
+    if context_rows:
+        _print_context(context_rows)
+
+
+def _refine_in_context(spec, schemes, buckets, merged, parts, *, progress: bool) -> list[dict]:
+    """tuning.context.refine over the model's tower per scheme, arm and M bucket."""
+    import torch
+
+    from ..tower.build import build_tower
+    from ..tuning.context import refine
+
+    arms = ("unmerged", "merged") if merged is None else ("merged" if merged else "unmerged",)
+    rows = []
+    for s in schemes:
+        for arm in arms:
+            tower = build_tower(spec, scheme=s, arm=arm, backend="auto", m=buckets[0],
+                                parts=tuple(_csv(parts)))
+            for b in buckets:
+                tower.reconfigure(m=b)
+                if progress:
+                    typer.echo(f"in context: {spec.name} {s.value} {arm} M={b}", err=True)
+                for r in refine(tower):
+                    rows.append({"scheme": s.value, "arm": arm, "m": b, **r})
+            del tower
+            torch.cuda.empty_cache()
+    return rows
+
+
+def _print_context(rows: list[dict]) -> None:
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table(title=Text("in context: ms per decode step with each key's choice"))
+    for col in ("scheme", "arm", "M", "key", "kept", "ms before", "ms after", "timed"):
+        table.add_column(col, justify="right" if col in ("M", "ms before", "ms after", "timed")
+                         else "left")
+    for r in rows:
+        cells = [r["scheme"], r["arm"], str(r["m"]), r["key"], r["kept"] or "-",
+                 f"{r['ms_before']:.4f}" if "ms_before" in r else "-",
+                 f"{r['ms_after']:.4f}" if "ms_after" in r else "-", str(len(r["candidates"]))]
+        table.add_row(*(Text(c) for c in cells))
+    _console().print(table)
 
 
 @app.command("dispatch")

@@ -264,6 +264,10 @@ class Tower:
         x = torch.empty(self.m, weight.k, dtype=self.dtype, device=self.device)
         return GemmProblem.for_call(x, weight, self.dtype)
 
+    def gemm_problems(self) -> list[GemmProblem]:
+        """The dispatch key of every GEMM call of one step, in order (keys repeat)."""
+        return [self.problem(g) for g in self._gemms()]
+
     def _resolve(self, g: _Gemm) -> Backend:
         return dispatch.resolve(self.problem(g), self.backend)[0]
 

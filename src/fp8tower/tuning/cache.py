@@ -103,6 +103,9 @@ class Entry:
     pruned: dict[str, int] = field(default_factory=dict)  # backend -> configs not timed
     read_ceiling_gbps: float | None = None
     seeded_from: str | None = None  # the sibling key whose best configs were the shortlist
+    # In-context tuning (tuning/context.py): the decode step that re-ranked the shortlist, and
+    # each candidate's ms per step there. Then (backend, config) is that step's fastest.
+    context: dict | None = None
 
     @property
     def key(self) -> str:
@@ -121,7 +124,12 @@ class Entry:
     def winner(self) -> Measurement:
         """The fastest candidate, unless one within HOST_TIE of it has a cheaper eager host
         path (EAGER_HOST_US) or needs no second copy of the weights (extra_weight_copy);
-        then the cheapest of those (ties: the faster)."""
+        then the cheapest of those (ties: the faster). An entry tuned in context: its choice."""
+        if self.context is not None:
+            chosen = next((c for c in self.ranked()
+                           if (c.backend, c.config) == (self.backend, self.config)), None)
+            if chosen is not None:
+                return chosen
         return min(self.ties(), key=lambda c: (EAGER_HOST_US.get(c.backend, 0.0),
                                                extra_weight_copy(c.config)))
 
@@ -158,6 +166,7 @@ class Entry:
             "candidates": [dataclasses.asdict(c) for c in self.candidates],
             "pruned": dict(self.pruned),
             "seeded_from": self.seeded_from,
+            "context": self.context,
         }
 
     @classmethod
@@ -195,10 +204,23 @@ class Entry:
         seeded_from = raw.get("seeded_from")  # absent in files written before it existed
         if seeded_from is not None and not isinstance(seeded_from, str):
             raise EntryError(f"seeded_from must be a key or null, got {seeded_from!r:.60}")
+        context = raw.get("context")  # absent in files written before it existed
+        if context is not None and not (isinstance(context, dict)
+                                        and isinstance(context.get("ms_per_step"), list)):
+            raise EntryError(f"context must be an object with ms_per_step, or null, "
+                             f"got {context!r:.60}")
         entry = cls(problem, backend, config, _get(raw, "date", str), cands, pruned, ceiling,
-                    seeded_from)
+                    seeded_from, context)
         if not entry.ranked():
             raise EntryError("no candidate was measured")
+        if context is not None:  # the step's choice: a measured candidate, timed in it
+            timed = [(r.get("backend"), r.get("config")) for r in context["ms_per_step"]
+                     if isinstance(r, dict)]
+            if not any((c.backend, c.config) == (backend, config) for c in entry.ranked()) \
+                    or (backend, config) not in timed:
+                raise EntryError(f"its in-context choice {backend}[{config_label(config)}] is "
+                                 "not a measured candidate timed in its context")
+            return entry
         stored = next((c for c in entry.ties() if (c.backend, c.config) == (backend, config)),
                       None)
         if stored is None:

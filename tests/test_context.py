@@ -1,0 +1,116 @@
+"""In-context tuning (fp8tower.tuning.context): the shortlist, one coordinate-descent pass over
+a tower's keys (the step's time decides, not the per-GEMM time), and the evidence it leaves
+in the cache file. On the CPU: a tiny tower on the Triton interpreter, the step timer faked
+so that the step's time follows the configs dispatch resolved."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from fp8tower import dispatch
+from fp8tower.formats import Scheme
+from fp8tower.kernels import configs as kc
+from fp8tower.tower import timing
+from fp8tower.tower.build import build_tower
+from fp8tower.tuning import context
+from fp8tower.tuning.cache import DecisionCache, Entry, EntryError, Measurement
+
+
+def _m(cfg, us, backend="triton"):
+    return Measurement(backend, cfg, us, us, 0.0, 1.0)
+
+
+def _entry(problem, cands, backend="triton", config=None):
+    e = Entry(problem, "", None, "2026-12-01", cands)
+    w = e.winner if config is None else next(c for c in cands if c.config == config)
+    return dataclasses.replace(e, backend=backend, config=w.config)
+
+
+def test_shortlist_current_top_and_the_other_pdl_way():
+    from fp8tower.problem import GemmProblem
+
+    p = GemmProblem(1, 256, 256, Scheme.PER_TENSOR, capability=(9, 0), static_act_scale=True)
+    a, b, c, d = ({"split_k": s} for s in (1, 2, 3, 4))
+    pdl = {"split_k": 5, "pdl": True, "prefetch": 2}
+    e = _entry(p, [_m(a, 10.0), _m(b, 10.5), _m(c, 11.0), _m(d, 11.5), _m(pdl, 20.0),
+                   Measurement("triton", {"split_k": 6}, error="OutOfResources")])
+    got = [m.config for m in context.shortlist(e, top=2)]
+    assert got == [a, b, pdl]  # current, the next fastest, the fastest with PDL
+    moved = dataclasses.replace(e, config=c)  # a current choice outside the top comes first
+    assert [m.config for m in context.shortlist(moved, top=2)] == [c, a, b, pdl]
+
+
+@pytest.fixture
+def fresh_dispatch(tmp_path, monkeypatch):
+    monkeypatch.setenv("FP8TOWER_CACHE_DIR", str(tmp_path))
+    dispatch.reset()
+    yield tmp_path
+    dispatch.reset()
+
+
+def test_refine_keeps_what_the_step_says(interpret, fresh_dispatch, monkeypatch):
+    """Every key gets two candidates; the per-GEMM times favour the default, the (fake) step
+    favours the other config on one key only: that key moves, the rest stay, the evidence is
+    in the entries and survives the cache file's validation."""
+    tower = build_tower("tiny-hybrid", scheme="per_tensor", arm="merged", backend="auto",
+                        m=1, device="cpu")
+    d = dispatch.default_dispatcher()
+    problems = {p.key(): p for p in tower.gemm_problems()}
+    alt = {}
+    for key, p in problems.items():
+        base = kc.default_config(p)
+        other = next(c for c in kc.configs(p) if c != base and c.get("pdl") == base.get("pdl")
+                     and c["prequant"] == base["prequant"])
+        alt[key] = other
+        d.accept(p, _entry(p, [_m(base, 10.0), _m(other, 10.2)]))
+    per_step = {k: sum(p.weight_bytes() for p in tower.gemm_problems() if p.key() == k)
+                for k in problems}
+    target = max(per_step, key=per_step.get)  # the most weight bytes per step
+
+    def fake_time_tower(t, *, replays, steps, **kw):
+        cfg = dispatch.resolve(problems[target])[1]
+        ms = 1.0 if cfg == alt[target] else 1.1
+        for key, p in problems.items():  # a 0.1% effect elsewhere: below MIN_GAIN
+            if key != target and dispatch.resolve(p)[1] == alt[key]:
+                ms -= 0.001
+        return timing.TowerTiming(ms, ms, ms, replays, steps, "fake")
+
+    monkeypatch.setattr(timing, "time_tower", fake_time_tower)
+    rows = context.refine(tower, steps=1, replays=1)
+    assert rows[0]["key"] == target  # most bytes first
+    by_key = {r["key"]: r for r in rows}
+    assert by_key[target]["ms_after"] == 1.0 and by_key[target]["ms_before"] > 1.0
+    for key, p in problems.items():
+        entry = d.entries_for(p)[key]
+        want = alt[key] if key == target else kc.default_config(p)
+        assert (entry.backend, entry.config) == ("triton", want), key
+        assert dispatch.resolve(p)[1] == want
+        assert entry.winner.config == want  # the step's choice, though not the fastest GEMM
+        assert [r["ms"] for r in entry.context["ms_per_step"]] == \
+            [r["ms"] for r in by_key[key]["candidates"]]
+    # the saved file: the in-context choices load back as they were chosen
+    (path,) = list(fresh_dispatch.glob("*.json"))
+    loaded = DecisionCache(path, DecisionCache.for_device(fresh_dispatch, None).meta).load()
+    assert (loaded[target].backend, loaded[target].config) == ("triton", alt[target])
+
+
+def test_a_context_must_name_a_measured_candidate_it_timed():
+    from fp8tower.problem import GemmProblem
+
+    p = GemmProblem(1, 256, 256, Scheme.PER_TENSOR, capability=(9, 0), static_act_scale=True)
+    a, b = {"split_k": 1}, {"split_k": 2}
+    e = _entry(p, [_m(a, 10.0), _m(b, 13.0)], config=b)
+    ctx = {"step": "t", "date": "d", "ms_per_step": [{"backend": "triton", "config": a, "ms": 2.0},
+                                                     {"backend": "triton", "config": b, "ms": 1.9}]}
+    ok = dataclasses.replace(e, context=ctx)
+    back = Entry.from_json(p.key(), ok.to_json())
+    assert back.config == b and back.winner.config == b  # 30% slower per GEMM, kept
+    with pytest.raises(EntryError, match="not the fastest"):  # no context: the tie rule
+        Entry.from_json(p.key(), e.to_json())
+    untimed = dataclasses.replace(e, context={**ctx, "ms_per_step": ctx["ms_per_step"][:1]})
+    with pytest.raises(EntryError, match="in-context choice"):
+        Entry.from_json(p.key(), untimed.to_json())
+    with pytest.raises(EntryError, match="context must be"):
+        Entry.from_json(p.key(), {**ok.to_json(), "context": ["x"]})
