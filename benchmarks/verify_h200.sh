@@ -75,10 +75,10 @@ BUDGET=${BUDGET:-560}  # seconds for all steps: the device tool stops a command 
 tune8b() {  # the Qwen3-8B's own shapes at M=1 (per_tensor unmerged and merged, channel_token, block128)
   for sc in per_tensor channel_token block128; do
     step "tune8b_$sc" 90 $FP8 tune --shapes 4096x4096,1024x4096,12288x4096,4096x12288 \
-      --m 1 --scheme $sc --max-configs 4 ${TUNE_FLAGS:-}
+      --m 1 --scheme $sc --max-configs 4 ${TUNE8B_FLAGS:-${TUNE_FLAGS:-}}
   done
   step tune8b_per_tensor_merged 90 $FP8 tune --shapes 6144x4096,24576x4096 \
-    --m 1 --scheme per_tensor --channel-scale --max-configs 4 ${TUNE_FLAGS:-}
+    --m 1 --scheme per_tensor --channel-scale --max-configs 4 ${TUNE8B_FLAGS:-${TUNE_FLAGS:-}}
 }
 step() {  # step NAME SECONDS CMD...: run under timeout, log, record exit status and seconds
   local name=$1 limit=$2 start=$(date +%s%N)
