@@ -28,18 +28,26 @@ def _entry(problem, cands, backend="triton", config=None):
     return dataclasses.replace(e, backend=backend, config=w.config)
 
 
-def test_shortlist_current_top_and_the_other_pdl_way():
+def test_shortlist_current_top_then_other_launch_kinds():
     from fp8tower.problem import GemmProblem
 
     p = GemmProblem(1, 256, 256, Scheme.PER_TENSOR, capability=(9, 0), static_act_scale=True)
-    a, b, c, d = ({"split_k": s} for s in (1, 2, 3, 4))
-    pdl = {"split_k": 5, "pdl": True, "prefetch": 2}
-    e = _entry(p, [_m(a, 10.0), _m(b, 10.5), _m(c, 11.0), _m(d, 11.5), _m(pdl, 20.0),
-                   Measurement("triton", {"split_k": 6}, error="OutOfResources")])
+    a, b, c, d = ({"split_k": s, "prequant": False} for s in (1, 2, 3, 4))
+    pair = {"split_k": 5, "prequant": True, "pdl": True, "prefetch": 2}
+    pair2 = {**pair, "split_k": 6}
+    slow_pdl = {"split_k": 7, "prequant": False, "pdl": True, "prefetch": 2}
+    e = _entry(p, [_m(a, 10.0), _m(b, 10.5), _m(c, 11.0), _m(d, 11.2), _m(pair, 11.3),
+                   _m(pair2, 11.4), _m(None, 11.45, "cublaslt"), _m(slow_pdl, 11.48),
+                   Measurement("triton", {"split_k": 8}, error="OutOfResources")])
     got = [m.config for m in context.shortlist(e, top=2)]
-    assert got == [a, b, pdl]  # current, the next fastest, the fastest with PDL
+    # current, the next fastest, then one of each other kind within 15%: the PDL pair,
+    # cuBLASLt, the in-GEMM PDL launch (11.48 us); never a second pair or a failure
+    assert got == [a, b, pair, None, slow_pdl]
+    assert [m.config for m in context.shortlist(e, top=2, kinds=3)] == [a, b, pair]
     moved = dataclasses.replace(e, config=c)  # a current choice outside the top comes first
-    assert [m.config for m in context.shortlist(moved, top=2)] == [c, a, b, pdl]
+    assert [m.config for m in context.shortlist(moved, top=2)][:3] == [c, a, b]
+    far = _entry(p, [_m(a, 10.0), _m(b, 10.5), _m(pair, 11.6)])  # over KIND_RATIO
+    assert [m.config for m in context.shortlist(far, top=1)] == [a]
 
 
 @pytest.fixture

@@ -25,27 +25,39 @@ from ..provenance import now_iso
 from .cache import Entry, Measurement
 
 TOP = 3  # the fastest candidates of a key (per GEMM) timed in the step
+KINDS = 6  # at most this many candidates in all
+KIND_RATIO = 1.15  # other kinds of launch: within this factor of the fastest per GEMM
 MIN_GAIN = 0.003  # a step this much faster (0.3%) to move a key off its current choice
 
 
-def _pdl(c: Measurement) -> bool:
-    return isinstance(c.config, dict) and bool(c.config.get("pdl"))
+def launch_kind(c: Measurement) -> tuple:
+    """What decides how a candidate overlaps its neighbours: its backend, PDL or not, and
+    how x is quantized (in the GEMM, a pre-pass launch, channel_token's fused amax)."""
+    cfg = c.config if isinstance(c.config, dict) else {}
+    return (c.backend, bool(cfg.get("pdl")), bool(cfg.get("prequant")),
+            bool(cfg.get("fused_amax")))
 
 
-def shortlist(entry: Entry, top: int = TOP) -> list[Measurement]:
+def shortlist(entry: Entry, top: int = TOP, kinds: int = KINDS) -> list[Measurement]:
     """The candidates :func:`refine` times for ``entry``: its current choice, its ``top``
-    fastest, and the fastest launched the other way with respect to PDL (the choice the
-    chain ranks least reliably)."""
+    fastest, then the fastest of each other launch kind (:func:`launch_kind`) within
+    KIND_RATIO of the fastest, at most ``kinds`` in all. The chain ranks launch kinds least
+    reliably: H200 2026-12-01 (results/early_launch_H200_2026-12-01/call3), per_tensor
+    5120x6144 M=1 timed 11.53 us as a PDL pre-pass pair and 12.03 us quantizing x in the
+    GEMM, but the 27B step ran 2.331 and 2.273 ms with them."""
     ranked = entry.ranked()
     current = next((c for c in ranked
                     if (c.backend, c.config) == (entry.backend, entry.config)), None)
     out = [current] if current is not None else []
     out += [c for c in ranked[:top] if c not in out]
-    if current is not None:
-        other = next((c for c in ranked if _pdl(c) != _pdl(current)), None)
-        if other is not None and other not in out:
-            out.append(other)
-    return out
+    seen = {launch_kind(c) for c in out}
+    for c in ranked:
+        if len(out) >= kinds or c.median_us > KIND_RATIO * ranked[0].median_us:
+            break
+        if launch_kind(c) not in seen:
+            seen.add(launch_kind(c))
+            out.append(c)
+    return out[:max(kinds, 1)]
 
 
 def refine(tower, *, top: int = TOP, steps: int = 8, replays: int = 10,
