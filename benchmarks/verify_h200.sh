@@ -32,7 +32,7 @@
 #            default and cuBLASLt; STREAM_BENCH_S seconds, STREAM_BENCH_ARGS)
 #   floor    the 27B merged tower's step as plain reads of its weights (bench_floor.py, #12)
 #   early    the 27B merged tower with early launch off / on (bench_early_launch.py, #12; EARLY_M,
-#            EARLY_SCHEMES), then the same with PDL forced on every Triton GEMM (--force-pdl)
+#            EARLY_SCHEMES); EARLY_FORCE=1: then with PDL forced on every Triton GEMM (--force-pdl)
 #   pytests  GPU tests named by PYTESTS (pytest arguments, default: all of tests/)
 #   tm_tests GPU tests of the tile-major Triton weights (tests/test_tile_major.py)
 #   layout   pure reads of the weights row-major against tile-major (bench_layout.py, #12)
@@ -135,7 +135,7 @@ for s in $STEPS; do
             step stream_bench ${STREAM_BENCH_S:-300} $PY benchmarks/bench_stream.py --json "$V/stream.json" \
               --budget-s $(( ${STREAM_BENCH_S:-300} - 20 )) ${STREAM_BENCH_ARGS:-} ;;
     floor) step floor 90 $PY benchmarks/bench_floor.py --json "$V/floor.json" ;;
-    early) for f in "" --force-pdl; do
+    early) for f in "" ${EARLY_FORCE:+--force-pdl}; do
              step "early${f:+_pdl}" 150 $PY benchmarks/bench_early_launch.py $f --m ${EARLY_M:-1,8} \
                --schemes ${EARLY_SCHEMES:-per_tensor,channel_token,block128} --json "$V/early${f:+_pdl}.json"
            done ;;
