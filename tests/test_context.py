@@ -1,4 +1,4 @@
-"""In-context tuning (fp8tower.tuning.context): the shortlist, one coordinate-descent pass over
+"""In-context tuning (fp8tower.tower.context): the shortlist, one coordinate-descent pass over
 a tower's keys (the step's time decides, not the per-GEMM time), and the evidence it leaves
 in the cache file. On the CPU: a tiny tower on the Triton interpreter, the step timer faked
 so that the step's time follows the configs dispatch resolved."""
@@ -12,9 +12,8 @@ import pytest
 from fp8tower import dispatch
 from fp8tower.formats import Scheme
 from fp8tower.kernels import configs as kc
-from fp8tower.tower import timing
+from fp8tower.tower import context, timing
 from fp8tower.tower.build import build_tower
-from fp8tower.tuning import context
 from fp8tower.tuning.cache import DecisionCache, Entry, EntryError, Measurement
 
 

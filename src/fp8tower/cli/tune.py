@@ -234,7 +234,7 @@ def tune(
         "--in-context",
         help="Then re-rank each key's few best candidates by the model's whole decode step "
         "(its FP8 tower with random weights, CUDA graph; needs --model): one pass per scheme, "
-        "arm and M bucket, the step timed once per candidate (fp8tower.tuning.context).")]
+        "arm and M bucket, the step timed once per candidate (fp8tower.tower.context).")]
     = False,
     explain: Explain = False,
     as_json: Json = False,
@@ -309,7 +309,7 @@ def _refine_in_context(spec, schemes, buckets, merged, parts, *, progress: bool)
     import torch
 
     from ..tower.build import build_tower
-    from ..tuning.context import refine
+    from ..tower.context import refine
 
     arms = ("unmerged", "merged") if merged is None else ("merged" if merged else "unmerged",)
     rows = []

@@ -103,7 +103,7 @@ class Entry:
     pruned: dict[str, int] = field(default_factory=dict)  # backend -> configs not timed
     read_ceiling_gbps: float | None = None
     seeded_from: str | None = None  # the sibling key whose best configs were the shortlist
-    # In-context tuning (tuning/context.py): the decode step that re-ranked the shortlist, and
+    # In-context tuning (tower/context.py): the decode step that re-ranked the shortlist, and
     # each candidate's ms per step there. Then (backend, config) is that step's fastest.
     context: dict | None = None
 

@@ -1,6 +1,6 @@
 """In-context tuning: each GEMM key's few best candidates re-ranked by the decode step it serves.
 
-search.py times a candidate in a chain of its own shape (with an x writer between some calls).
+tuning/search.py times a candidate in a chain of its own shape (with an x writer between some calls).
 How a config's launches overlap their neighbours' (pre-pass pairs, PDL and early launch,
 graph_edges.py) depends on those neighbours, and that chain can rank candidates the step
 does not: H200 2026-12-01 (results/early_launch_H200_2026-12-01/), the merged 27B tower
@@ -9,7 +9,7 @@ configs ran 2.254, and 2.404 at M = 8 where those configs launched with PDL ran 
 
 :func:`refine` makes one coordinate-descent pass over a tower's GEMM keys, the most weight
 bytes per step first. For each key it times the whole step (CUDA graph, cold L2:
-tower.timing.time_tower) with each of the key's :func:`shortlist` candidates in turn, and
+timing.time_tower) with each of the key's :func:`shortlist` candidates in turn, and
 keeps the fastest unless the current choice is within MIN_GAIN of it. The entry records the
 step times (``Entry.context``) and is saved like any tuning. A key shared by several GEMMs
 of the step (every layer's out_proj) is judged by all of them at once.
@@ -22,7 +22,7 @@ from collections.abc import Callable
 
 from .. import dispatch
 from ..provenance import now_iso
-from .cache import Entry, Measurement
+from ..tuning.cache import Entry, Measurement
 
 TOP = 3  # the fastest candidates of a key (per GEMM) timed in the step
 KINDS = 6  # at most this many candidates in all
@@ -65,15 +65,15 @@ def refine(tower, *, top: int = TOP, steps: int = 8, replays: int = 10,
     """One pass over ``tower``'s GEMM keys at its M (module doc); returns one row per key:
     its candidates' step times and the choice kept. Every key must be tuned already (the
     tower's warm-up tunes what is not, where the policy allows)."""
-    from ..tower.timing import time_tower
-    from .tuner import save
+    from ..tuning.tuner import save
+    from . import timing
 
     d = dispatch.default_dispatcher()
 
     def step_ms() -> float:
         tower.reconfigure()  # the graph goes; the next warm-up resolves the new choice
         tower.warmup()
-        return time_tower(tower, replays=replays, steps=steps).ms_per_step
+        return timing.time_tower(tower, replays=replays, steps=steps).ms_per_step
 
     tower.warmup()
     weight: dict[str, int] = {}
