@@ -14,7 +14,8 @@
 #            or the carried one (TUNE_FLAGS=--retune: tune again; TUNE_8B=1: the 8B's shapes at M=1 too;
 #            TUNE_M, TUNE_SCHEMES: the M buckets and schemes, default all)
 #   tune_ctx the 27B tower's merged keys tuned, then re-ranked in context (tune --in-context;
-#            TUNE_CTX_SCHEMES comma list, TUNE_M, TUNE_FLAGS); JSON in tune_ctx.json
+#            TUNE_CTX_SCHEMES comma list, TUNE_M, TUNE_FLAGS; TUNE_CTX_ARGS: the model and arm
+#            options, default "--model qwen3.5-27b --merged"); JSON in tune_ctx.json
 #   tune8b   the same for the Qwen3-8B's shapes at M=1 only (TUNE_FLAGS)
 #   fourway  cuBLASLt / cuDNN / CUTLASS / Triton / auto per shape and M (bench_fourway.py, #13)
 #   retune_ct  retune channel_token (27B tower and Qwen3-8B shapes): the fused_amax variants
@@ -117,7 +118,7 @@ for s in $STEPS; do
           [ -n "${TUNE_8B:-}" ] && tune8b
           step dispatch_explain 30 $FP8 dispatch --explain ;;
     tune8b) tune8b ;;
-    tune_ctx) step tune_ctx 320 bash -c "$FP8 tune --model qwen3.5-27b --m ${TUNE_M:-1,8,16,32} --merged \
+    tune_ctx) step tune_ctx 320 bash -c "$FP8 tune ${TUNE_CTX_ARGS:---model qwen3.5-27b --merged} --m ${TUNE_M:-1,8,16,32} \
                 --scheme ${TUNE_CTX_SCHEMES:-per_tensor,channel_token,block128,weight_only} --max-configs 4 \
                 --in-context --json ${TUNE_FLAGS:-} > $V/tune_ctx.json"
               step dispatch_explain 30 $FP8 dispatch --explain ;;
