@@ -89,6 +89,7 @@ def test_refine_keeps_what_the_step_says(interpret, fresh_dispatch, monkeypatch)
     assert rows[0]["key"] == target  # most bytes first
     by_key = {r["key"]: r for r in rows}
     assert by_key[target]["ms_after"] == 1.0 and by_key[target]["ms_before"] > 1.0
+    assert by_key[target]["confirm_ms"] == [1.1, 1.0]  # the move, timed again
     for key, p in problems.items():
         entry = d.entries_for(p)[key]
         want = alt[key] if key == target else kc.default_config(p)
@@ -101,6 +102,37 @@ def test_refine_keeps_what_the_step_says(interpret, fresh_dispatch, monkeypatch)
     (path,) = list(fresh_dispatch.glob("*.json"))
     loaded = DecisionCache(path, DecisionCache.for_device(fresh_dispatch, None).meta).load()
     assert (loaded[target].backend, loaded[target].config) == ("triton", alt[target])
+
+
+def test_a_fast_fluke_is_not_confirmed(interpret, fresh_dispatch, monkeypatch):
+    """A challenger that times fast once and not again keeps the current choice."""
+    tower = build_tower("tiny-hybrid", scheme="per_tensor", arm="merged", backend="auto",
+                        m=1, device="cpu")
+    d = dispatch.default_dispatcher()
+    problems = {p.key(): p for p in tower.gemm_problems()}
+    alt = {}
+    for key, p in problems.items():
+        base = kc.default_config(p)
+        alt[key] = next(c for c in kc.configs(p) if c != base and c.get("pdl") == base.get("pdl")
+                        and c["prequant"] == base["prequant"])
+        d.accept(p, _entry(p, [_m(base, 10.0), _m(alt[key], 10.2)]))
+    seen = {}
+
+    def fake_time_tower(t, *, replays, steps, **kw):
+        ms = 1.1
+        for key, p in problems.items():
+            if dispatch.resolve(p)[1] == alt[key]:
+                seen[key] = seen.get(key, 0) + 1
+                ms = 1.0 if seen[key] == 1 else 1.2  # fast the first time only
+        return timing.TowerTiming(ms, ms, ms, replays, steps, "fake")
+
+    monkeypatch.setattr(timing, "time_tower", fake_time_tower)
+    rows = context.refine(tower, steps=1, replays=1)
+    for r in rows:
+        assert r["confirm_ms"] == [1.1, 1.2] and r["kept"] == r["was"], r["key"]
+    for key, p in problems.items():
+        assert d.entries_for(p)[key].config == kc.default_config(p)
+        assert d.entries_for(p)[key].context["confirm_ms"] == [1.1, 1.2]
 
 
 def test_a_context_must_name_a_measured_candidate_it_timed():
