@@ -28,6 +28,7 @@
 #   trace2   the same, channel_token unmerged at M=32 (where auto mixes CUTLASS and Triton)
 #   gen8b    end-to-end decode, Qwen3-8B-shaped transformers model (bench generate, #11)
 #   gen8b_triton  the same, every FP8 linear on the Triton backend (its planned eager path)
+#   gen8b_noearly the same, graphs without early launch (FP8TOWER_EARLY_LAUNCH=0)
 #   hostbe   host time per eager call, per backend (triton cublaslt cutlass cudnn auto)
 #   stream   the stream backend: its GPU tests, then bench_stream.py (chains against the Triton
 #            default and cuBLASLt; STREAM_BENCH_S seconds, STREAM_BENCH_ARGS)
@@ -181,6 +182,9 @@ for s in $STEPS; do
     gen8b) step gen8b 200 $FP8 bench generate --model qwen3-8b --batch 1 --context 512 --steps 16 --rounds ${GEN8B_ROUNDS:-5} \
              --arms ${GEN8B_ARMS:-bf16,fp8:per_tensor,fp8:per_tensor:merged,fp8:channel_token,fp8:block128,torchao:per_row,torchao:per_tensor,transformers:block128} \
              --json "$V/gen8b.json" ;;
+    gen8b_noearly) step gen8b_noearly 200 env FP8TOWER_EARLY_LAUNCH=0 $FP8 bench generate --model qwen3-8b --batch 1 \
+             --context 512 --steps 16 --rounds ${GEN8B_ROUNDS:-5} --json "$V/gen8b_noearly.json" \
+             --arms ${GEN8B_ARMS:-bf16,fp8:per_tensor,fp8:per_tensor:merged,fp8:channel_token,fp8:block128} ;;
     gen8b_triton) step gen8b_triton 200 $FP8 bench generate --model qwen3-8b --batch 1 --context 512 \
              --steps 16 --backend triton --json "$V/gen8b_triton.json" \
              --arms bf16,fp8:per_tensor,fp8:per_tensor:merged,fp8:channel_token,fp8:block128 ;;
