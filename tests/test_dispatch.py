@@ -268,6 +268,8 @@ def test_cli_tune_rejects_bad_arguments():
                  ["tune", "--shapes", "8x8", "--scheme", "int4"], ["tune", "--model", "nope"]):
         res = CliRunner().invoke(app, args)
         assert res.exit_code == 2, (args, res.output)
+    res = CliRunner().invoke(app, ["tune", "--shapes", "8x8", "--in-context"])
+    assert res.exit_code == 2 and "give --model" in res.output
 
 
 # ----------------------------------------------------------------------------- GPU

@@ -21,7 +21,8 @@ such a kernel has no wait and must not start early.
 
 The contract this relies on is PDL's own: a kernel launched with PDL reads its predecessors'
 outputs only after ``griddepcontrol.wait`` (without it, even the PROGRAMMATIC port gives no
-memory visibility). ``FP8TOWER_EARLY_LAUNCH=0`` turns the rewrite off.
+memory visibility). ``FP8TOWER_EARLY_LAUNCH=0`` turns the rewrite off; a torch or driver that
+cannot edit graph edges leaves graphs as captured (warned once).
 
 The driver API is reached with ctypes (libcuda, ``cu*_v2`` edge functions of CUDA >= 12.3),
 loaded on first use: importing this module touches no CUDA.
@@ -32,6 +33,7 @@ from __future__ import annotations
 import ctypes
 import functools
 import os
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -75,8 +77,8 @@ def _driver():
         try:
             fn = getattr(lib, name)
         except AttributeError:
-            raise RuntimeError(f"early launch needs {name} (a CUDA >= 12.3 driver); this "
-                               "driver lacks it: set FP8TOWER_EARLY_LAUNCH=0") from None
+            raise RuntimeError(f"early launch needs {name} (a CUDA >= 12.3 driver), which "
+                               "this driver lacks (FP8TOWER_EARLY_LAUNCH=0 skips it)") from None
         fn.argtypes, fn.restype = argtypes, ctypes.c_int
         fns[name] = fn
     return fns
@@ -132,20 +134,51 @@ def early_launch(graph) -> int:
 
 
 def new_graph():
-    """A ``torch.cuda.CUDAGraph`` whose raw graph stays editable after capture."""
+    """A ``torch.cuda.CUDAGraph`` whose raw graph stays editable after capture (torch >= 2.8:
+    ``keep_graph``); with an older torch a plain one, which :func:`capture` leaves as is."""
     import torch
 
-    return torch.cuda.CUDAGraph(keep_graph=True)
+    try:
+        graph = torch.cuda.CUDAGraph(keep_graph=True)
+    except TypeError:  # torch without keep_graph
+        graph = torch.cuda.CUDAGraph()
+        graph.fp8tower_editable = False
+    else:
+        graph.fp8tower_editable = True
+    return graph
+
+
+_warned: set[str] = set()
+
+
+def _warn_once(why: str) -> None:
+    if why not in _warned:
+        _warned.add(why)
+        warnings.warn(f"fp8tower: CUDA graphs run without early launch: {why}", RuntimeWarning,
+                      stacklevel=4)
 
 
 @contextmanager
 def capture(graph, *, early: bool | None = None, **graph_kwargs) -> Iterator[None]:
     """``torch.cuda.graph(graph, **graph_kwargs)``, then (``early``; default: :func:`enabled`)
-    :func:`early_launch`, then instantiate. ``graph`` from :func:`new_graph`."""
+    :func:`early_launch`, then instantiate. ``graph`` from :func:`new_graph`. Where this
+    torch or driver cannot edit graph edges, the graph runs as captured (warned once): slower,
+    never wrong. ``graph.early_edges``: how many edges moved."""
     import torch
 
     with torch.cuda.graph(graph, **graph_kwargs):
         yield
+    graph.early_edges = 0
     if enabled() if early is None else early:
-        graph.early_edges = early_launch(graph)
-    graph.instantiate()
+        if not getattr(graph, "fp8tower_editable", False):
+            _warn_once("this torch cannot keep a captured graph editable (keep_graph, torch "
+                       ">= 2.8)")
+        else:
+            try:
+                _driver()
+            except RuntimeError as e:
+                _warn_once(str(e))
+            else:
+                graph.early_edges = early_launch(graph)
+    if getattr(graph, "fp8tower_editable", False):
+        graph.instantiate()

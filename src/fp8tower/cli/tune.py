@@ -171,7 +171,9 @@ def _print_table(rows: list[dict], *, explain: bool, title: str) -> None:
                 _pct(r["margin_other_backend"]),
                 f"{r['measured']} ok, {len(r['failed'])} failed, {pruned} pruned"
                 + (f", seeded from M={r['seeded_from'].split('_')[0][1:]}"
-                   if r.get("seeded_from") else ""),
+                   if r.get("seeded_from") else "")
+                + (f", chosen in context ({r['context'].get('step')})"
+                   if r.get("context") else ""),
             ]
         else:
             cells.append(r["date"])
@@ -305,7 +307,8 @@ def tune(
 
 
 def _refine_in_context(spec, schemes, buckets, merged, parts, *, progress: bool) -> list[dict]:
-    """tuning.context.refine over the model's tower per scheme, arm and M bucket."""
+    """tower.context.refine over the model's tower per scheme, arm and M bucket (progress
+    on stderr, one line per key)."""
     import torch
 
     from ..tower.build import build_tower
@@ -321,7 +324,8 @@ def _refine_in_context(spec, schemes, buckets, merged, parts, *, progress: bool)
                 tower.reconfigure(m=b)
                 if progress:
                     typer.echo(f"in context: {spec.name} {s.value} {arm} M={b}", err=True)
-                for r in refine(tower):
+                advance = (lambda what: typer.echo(f"  {what}", err=True)) if progress else None
+                for r in refine(tower, advance=advance):
                     rows.append({"scheme": s.value, "arm": arm, "m": b, **r})
             del tower
             torch.cuda.empty_cache()

@@ -142,7 +142,8 @@ class Entry:
 
     def margin(self) -> float | None:
         """How much slower the runner-up is: runner_up / winner - 1 (None: no runner-up;
-        negative where the winner took a host tie, see EAGER_HOST_US)."""
+        negative where the winner took a host tie, see EAGER_HOST_US, or was chosen in
+        context)."""
         others = self._others()
         return others[0].median_us / self.winner.median_us - 1 if others else None
 
@@ -506,6 +507,7 @@ def explain_row(entry: Entry, *, runners_up: int = 2) -> dict:
                    for c in entry.failures()],
         "pruned": dict(entry.pruned),
         "seeded_from": entry.seeded_from,
+        "context": entry.context,  # in-context tuning: the step and its times per candidate
         "bytes_moved": p.bytes_moved(),
         "read_ceiling_gbps": entry.read_ceiling_gbps,
         "date": entry.date,
