@@ -57,10 +57,9 @@ def fresh_dispatch(tmp_path, monkeypatch):
     dispatch.reset()
 
 
-def test_refine_keeps_what_the_step_says(interpret, fresh_dispatch, monkeypatch):
-    """Every key gets two candidates; the per-GEMM times favour the default, the (fake) step
-    favours the other config on one key only: that key moves, the rest stay, the evidence is
-    in the entries and survives the cache file's validation."""
+def _tower_with_two_candidates():
+    """A tiny merged per_tensor tower on the CPU whose every key is tuned (fake times) to its
+    default config at 10.0 us and another config of the same launch kind at 10.2 us."""
     tower = build_tower("tiny-hybrid", scheme="per_tensor", arm="merged", backend="auto",
                         m=1, device="cpu")
     d = dispatch.default_dispatcher()
@@ -68,10 +67,17 @@ def test_refine_keeps_what_the_step_says(interpret, fresh_dispatch, monkeypatch)
     alt = {}
     for key, p in problems.items():
         base = kc.default_config(p)
-        other = next(c for c in kc.configs(p) if c != base and c.get("pdl") == base.get("pdl")
-                     and c["prequant"] == base["prequant"])
-        alt[key] = other
-        d.accept(p, _entry(p, [_m(base, 10.0), _m(other, 10.2)]))
+        alt[key] = next(c for c in kc.configs(p) if c != base and c.get("pdl") == base.get("pdl")
+                        and c["prequant"] == base["prequant"])
+        d.accept(p, _entry(p, [_m(base, 10.0), _m(alt[key], 10.2)]))
+    return tower, d, problems, alt
+
+
+def test_refine_keeps_what_the_step_says(interpret, fresh_dispatch, monkeypatch):
+    """Every key gets two candidates; the per-GEMM times favour the default, the (fake) step
+    favours the other config on one key only: that key moves, the rest stay, the evidence is
+    in the entries and survives the cache file's validation."""
+    tower, d, problems, alt = _tower_with_two_candidates()
     per_step = {k: sum(p.weight_bytes() for p in tower.gemm_problems() if p.key() == k)
                 for k in problems}
     target = max(per_step, key=per_step.get)  # the most weight bytes per step
@@ -106,16 +112,7 @@ def test_refine_keeps_what_the_step_says(interpret, fresh_dispatch, monkeypatch)
 
 def test_a_fast_fluke_is_not_confirmed(interpret, fresh_dispatch, monkeypatch):
     """A challenger that times fast once and not again keeps the current choice."""
-    tower = build_tower("tiny-hybrid", scheme="per_tensor", arm="merged", backend="auto",
-                        m=1, device="cpu")
-    d = dispatch.default_dispatcher()
-    problems = {p.key(): p for p in tower.gemm_problems()}
-    alt = {}
-    for key, p in problems.items():
-        base = kc.default_config(p)
-        alt[key] = next(c for c in kc.configs(p) if c != base and c.get("pdl") == base.get("pdl")
-                        and c["prequant"] == base["prequant"])
-        d.accept(p, _entry(p, [_m(base, 10.0), _m(alt[key], 10.2)]))
+    tower, d, problems, alt = _tower_with_two_candidates()
     seen = {}
 
     def fake_time_tower(t, *, replays, steps, **kw):
