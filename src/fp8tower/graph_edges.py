@@ -17,7 +17,9 @@ all blocks of the kernel have begun execution"). The edge stays programmatic, so
 ``griddepcontrol.wait`` still waits for the predecessor's completion and memory: what the
 dependent reads after its wait is unchanged, only when it may start (and stream weights)
 moves. Ordinary edges (a kernel launched without PDL, memcpy/memset nodes) are left alone:
-such a kernel has no wait and must not start early.
+such a kernel has no wait and must not start early. H200 2026-12-01
+(results/early_launch_H200_2026-12-01/call5/early.json): the merged 27B tower, same configs,
+0-3.9% faster a step (block128 M=1 2.404 -> 2.352 ms), the same bits.
 
 The contract this relies on is PDL's own: a kernel launched with PDL reads its predecessors'
 outputs only after ``griddepcontrol.wait`` (without it, even the PROGRAMMATIC port gives no
