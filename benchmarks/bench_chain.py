@@ -90,6 +90,16 @@ def gemm_cases(scheme, ms, shapes, cap, l2, sets):
         torch.cuda.empty_cache()
 
 
+def saver(path: str, res: dict, t0: float):
+    """``save()``: write ``res`` to ``path`` with the seconds since ``t0``; called after each
+    row, so a run cut short keeps what it measured."""
+    def save():
+        res["seconds"] = round(time.time() - t0, 1)
+        with open(path, "w") as f:
+            json.dump(res, f, indent=1)
+    return save
+
+
 def timed_gemm(make, copies: int, nbytes: int, ceiling_gbps: float) -> dict:
     """One GEMM arm over rotated weight copies (tuning's timer, 10 replays): us, % of the
     read ceiling and the time beyond its bytes at the ceiling (its fixed cost)."""
@@ -246,10 +256,7 @@ def main(argv=None):
     arms0, arms1 = args.arms.split(","), args.other_arms.split(",")
     res = {**provenance.record(), "per_gemm": [], "chains": [], "numerics": []}
 
-    def save():
-        res["seconds"] = round(time.time() - t0, 1)
-        with open(args.json, "w") as f:
-            json.dump(res, f, indent=1)
+    save = saver(args.json, res, t0)
 
     # Build every Triton variant in parallel first (kernels/offline.py).
     jobs = []

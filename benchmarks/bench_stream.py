@@ -15,7 +15,6 @@ One run, cold L2, one CUDA graph per row (bench_chain's timers):
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 
@@ -29,7 +28,15 @@ from fp8tower.tuning.ceiling import read_ceiling
 from fp8tower.tuning.timer import l2_cache_bytes
 
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
-from bench_chain import call_with, gemm_cases, numerics, parse_plan, time_arm, tower_chains
+from bench_chain import (
+    call_with,
+    gemm_cases,
+    numerics,
+    parse_plan,
+    saver,
+    time_arm,
+    tower_chains,
+)
 from bench_gemm import TOWER_SHAPES
 
 STREAM_ARMS = {
@@ -91,10 +98,7 @@ def main(argv=None):
     res = {**provenance.record(), "arms": {a: STREAM_ARMS.get(a, a) for a in arms},
            "per_gemm": [], "chains": [], "numerics": []}
 
-    def save():
-        res["seconds"] = round(time.time() - t0, 1)
-        with open(args.json, "w") as f:
-            json.dump(res, f, indent=1)
+    save = saver(args.json, res, t0)
 
     stream.build()
     ceilings = read_ceiling()

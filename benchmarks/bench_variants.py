@@ -282,7 +282,7 @@ def main(argv=None):
     t0 = time.time()
 
     sys.path.insert(0, __file__.rsplit("/", 1)[0])
-    from bench_chain import call_with, timed_chain, timed_gemm
+    from bench_chain import call_with, saver, timed_chain, timed_gemm
     from bench_gemm import random_weights
 
     from fp8tower.backends import triton_gemm as tg
@@ -295,10 +295,7 @@ def main(argv=None):
            "plan": {s.value: ms for s, ms in plan.items()}, "per_gemm": [], "chains": [],
            "numerics": [], "skipped": []}
 
-    def save():
-        res["seconds"] = round(time.time() - t0, 1)
-        with open(args.json, "w") as f:
-            json.dump(res, f, indent=1)
+    save = saver(args.json, res, t0)
 
     def over_budget(what):
         if time.time() - t0 > args.budget_s:
