@@ -17,6 +17,7 @@
 #            TUNE_CTX_SCHEMES comma list, TUNE_M, TUNE_FLAGS; TUNE_CTX_ARGS: the model and arm
 #            options, default "--model qwen3.5-27b --merged"); JSON in tune_ctx.json
 #   tune8b   the same for the Qwen3-8B's shapes at M=1 only (TUNE_FLAGS)
+#   tune_extra  fp8tower tune with TUNE_EXTRA_ARGS (e.g. one key with a wider --max-configs)
 #   fourway  cuBLASLt / cuDNN / CUTLASS / Triton / auto per shape and M (bench_fourway.py, #13)
 #   retune_ct  retune channel_token (27B tower and Qwen3-8B shapes): the fused_amax variants
 #   tower_ct the 27B tower, merged + auto, channel_token only
@@ -33,6 +34,8 @@
 #   stream   the stream backend: its GPU tests, then bench_stream.py (chains against the Triton
 #            default and cuBLASLt; STREAM_BENCH_S seconds, STREAM_BENCH_ARGS)
 #   floor    the 27B merged tower's step as plain reads of its weights (bench_floor.py, #12)
+#   prepass  the activation pre-pass alone and in its pair: block128's grouping and scale
+#            pipelining arms, channel_token at K = 17408 (bench_prepass.py, #12; PREPASS_ARGS)
 #   early    the 27B merged tower with early launch off / on (bench_early_launch.py, #12; EARLY_M,
 #            EARLY_SCHEMES); EARLY_FORCE=1: then with PDL forced on every Triton GEMM (--force-pdl)
 #   pytests  GPU tests named by PYTESTS (pytest arguments, default: all of tests/)
@@ -119,6 +122,7 @@ for s in $STEPS; do
           [ -n "${TUNE_8B:-}" ] && tune8b
           step dispatch_explain 30 $FP8 dispatch --explain ;;
     tune8b) tune8b ;;
+    tune_extra) step tune_extra ${TUNE_EXTRA_S:-150} $FP8 tune ${TUNE_EXTRA_ARGS:?} ;;
     tune_ctx) step tune_ctx 320 bash -c "$FP8 tune ${TUNE_CTX_ARGS:---model qwen3.5-27b --merged} --m ${TUNE_M:-1,8,16,32} \
                 --scheme ${TUNE_CTX_SCHEMES:-per_tensor,channel_token,block128,weight_only} --max-configs 4 \
                 --in-context --json ${TUNE_FLAGS:-} > $V/tune_ctx.json"
@@ -137,6 +141,8 @@ for s in $STEPS; do
             step stream_bench ${STREAM_BENCH_S:-300} $PY benchmarks/bench_stream.py --json "$V/stream.json" \
               --budget-s $(( ${STREAM_BENCH_S:-300} - 20 )) ${STREAM_BENCH_ARGS:-} ;;
     floor) step floor 90 $PY benchmarks/bench_floor.py --json "$V/floor.json" ;;
+    prepass) step prepass ${PREPASS_S:-300} $PY benchmarks/bench_prepass.py --json "$V/prepass.json" \
+               ${PREPASS_ARGS:-} ;;
     early) for f in "" ${EARLY_FORCE:+--force-pdl}; do
              step "early${f:+_pdl}" 150 $PY benchmarks/bench_early_launch.py $f --m ${EARLY_M:-1,8} \
                --schemes ${EARLY_SCHEMES:-per_tensor,channel_token,block128} --json "$V/early${f:+_pdl}.json"

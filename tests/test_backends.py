@@ -195,9 +195,10 @@ def test_triton_wave_fits():
     assert all(c in configs(p) for c in fits)
     # Over one wave: the default is the one-wave variant (H200 evidence in default_config).
     assert default_config(p) == fits[0] and configs(p)[0] == fits[0]
-    # Nothing to gain: 256 programs already fill 0.97 of one wave; weight_only is not modelled.
+    # Nothing to gain: 256 programs already fill 0.97 of one wave; weight_only's upcast (its
+    # default at M = 64) is not modelled.
     assert wave_fits(GemmProblem(1, 16384, 5120, Scheme.PER_TENSOR)) == []
-    assert wave_fits(GemmProblem(1, 10240, 5120, Scheme.WEIGHT_ONLY)) == []
+    assert wave_fits(GemmProblem(64, 10240, 5120, Scheme.WEIGHT_ONLY)) == []
 
 
 @pytest.mark.parametrize("scheme", [Scheme.PER_TENSOR, Scheme.CHANNEL_TOKEN, Scheme.BLOCK128])
@@ -302,8 +303,8 @@ def test_pre_pass_defaults_pair_with_pdl_and_every_launch_is_searched_both_ways(
 
     cases = [(Scheme.CHANNEL_TOKEN, 1, False), (Scheme.CHANNEL_TOKEN, 8, True),
              (Scheme.BLOCK128, 1, True), (Scheme.PER_TENSOR, 1, False),
-             (Scheme.PER_TENSOR, 32, True), (Scheme.WEIGHT_ONLY, 1, False),
-             (Scheme.WEIGHT_ONLY, 32, False)]
+             (Scheme.PER_TENSOR, 32, True), (Scheme.WEIGHT_ONLY, 1, True),
+             (Scheme.WEIGHT_ONLY, 32, True), (Scheme.WEIGHT_ONLY, 64, False)]
     for scheme, m, paired in cases:
         p = GemmProblem(m, 4096, 4096, scheme, capability=(9, 0),
                         static_act_scale=scheme is Scheme.PER_TENSOR)
@@ -321,9 +322,8 @@ def test_pre_pass_defaults_pair_with_pdl_and_every_launch_is_searched_both_ways(
         assert bool(pdl_twin.get("pdl")) != bool(base.get("pdl")), (scheme, m)
         assert {k: v for k, v in pdl_twin.items() if k not in ("pdl", "prefetch")} == \
             {k: v for k, v in base.items() if k not in ("pdl", "prefetch")}
-        if scheme is not Scheme.WEIGHT_ONLY:  # (one way to take x: no twin)
-            twin = prio[-2]
-            assert kc.x_is_fp8(scheme, False, twin) != kc.x_is_fp8(scheme, False, base)
+        twin = prio[-2]
+        assert kc.x_is_fp8(scheme, False, twin) != kc.x_is_fp8(scheme, False, base), (scheme, m)
     given = dataclasses.replace(GemmProblem(32, 4096, 4096, Scheme.PER_TENSOR, capability=(9, 0),
                                             static_act_scale=True), act_dtype=FP8_DTYPE)
     assert not any(c.get("pdl") for c in [kc.default_config(given), *kc.configs(given)])

@@ -1,6 +1,7 @@
-"""Kernel variants kept out of the defaults until measured (issue #12): weight_only's
-WO_MODE 1 (fp16 MMA, x scaled per token and K step by a power of two) and 2 (x split into
-two FP8 parts, FP8 MMAs), on the CPU interpreter against the float64 reference."""
+"""weight_only's kernel variants (issue #12): WO_MODE 1 (fp16 MMA, x scaled per token and K
+step by a power of two), 2 (x split into two FP8 parts in the GEMM, FP8 MMAs) and the
+pre-pass split ("prequant": two FP8 rows a token, block128's grouped path), on the CPU
+interpreter against the float64 reference."""
 
 import pytest
 import torch
@@ -25,7 +26,7 @@ def _x(m, k, spread, seed):
     return x.bfloat16()
 
 
-@pytest.mark.parametrize("mode", [1, 2])
+@pytest.mark.parametrize("mode", [1, 2, "prequant"])
 @pytest.mark.parametrize("m", [1, 3, 16, 33])
 @pytest.mark.parametrize("split_k", [1, 3])
 def test_weight_only_modes(interpret, mode, m, split_k):
@@ -36,6 +37,9 @@ def test_weight_only_modes(interpret, mode, m, split_k):
     ref = fp8_linear_ref(x, w, out_dtype=torch.float64, compute_dtype=torch.float64)
     cfg = {"block_n": 64, "block_k": 128, "split_k": split_k, "num_warps": 4,
            "num_stages": 2, "prequant": False, "wo_mode": mode}
+    if mode == "prequant":  # x split into two FP8 rows a token by the pre-pass
+        cfg = {**cfg, "prequant": True, "block_k": 256}
+        del cfg["wo_mode"]
     out = torch.full((m, n), float("nan"), dtype=torch.float32)
     triton_gemm._run(x, w, triton_gemm.BACKEND.packed_for(w), out_dtype=torch.float32,
                      config=cfg, out=out)

@@ -23,6 +23,9 @@ def quantize(
     one_launch = x.is_cuda and _HAS_TRITON and not (
         scheme is Scheme.PER_TENSOR and static_scale is None
     )
+    # weight_only's two-part split exists only as the kernel (the interpreter runs it on the
+    # CPU, rounding exactly: kernels/act_quant._split8_groups)
+    one_launch = one_launch or (scheme is Scheme.WEIGHT_ONLY and _HAS_TRITON)
     if one_launch:
         from ..kernels.act_quant import quantize as triton_quantize
 

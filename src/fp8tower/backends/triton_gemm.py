@@ -7,7 +7,9 @@ too (1x128 groups are local to a K step) but the pre-pass measured faster (H200,
 2026-11-29: 10240x5120 M=1 fused 148 us); channel_token needs each token's amax over all
 of K first: the per-token pre-pass (kernels/act_quant.py), or config "fused_amax" (each
 program takes its tokens' amax itself: one launch, the same bits), the default at M = 1,
-where it runs within 3% of the pair (kernels/configs.FUSED_AMAX_MAX_M).
+where it runs within 3% of the pair (kernels/configs.FUSED_AMAX_MAX_M). weight_only up to
+M = 32: x split exactly into two FP8 rows a token by the pre-pass, so its GEMM runs FP8 MMAs
+on block128's path (kernels/configs.WO_SPLIT_MAX_M); above, W upcast in the GEMM.
 """
 
 from __future__ import annotations
@@ -131,6 +133,8 @@ def _run(x, weight, packed, *, act_scale=None, bias=None, out_dtype=torch.bfloat
         raise ValueError(f"block128 needs BLOCK_N dividing 128 and BLOCK_K a multiple of 128: {cfg}")
     xs, xs_stride = packed["ws"], 0  # xs: any valid pointer when unused
     x_fp8 = x_is_fp8(scheme, x.dtype == FP8_DTYPE, cfg)
+    if scheme is Scheme.WEIGHT_ONLY and x_fp8 and block_k % 128:
+        raise ValueError(f"weight_only's split pre-pass needs BLOCK_K a multiple of 128: {cfg}")
     if scheme is Scheme.PER_TENSOR:
         if x.dtype == FP8_DTYPE:
             xs = act_scale.float().reshape(1)
@@ -141,11 +145,11 @@ def _run(x, weight, packed, *, act_scale=None, bias=None, out_dtype=torch.bfloat
             xs = static.float().reshape(1)
             if x_fp8:  # the pre-pass
                 x, _ = quantize_act(x, scheme, xs, pdl=cfg.get("pdl", False))
-    elif x_fp8:  # channel_token, or block128 with the pre-pass
+    elif x_fp8:  # channel_token, block128 or weight_only with the pre-pass
         x, xs = quantize_act(x, scheme, pdl=cfg.get("pdl", False))
         xs_stride = xs.stride(0) if xs.dim() == 2 else 1
-    block_m = block_m_for(m)
-    grid_m = -(-m // block_m)
+    block_m = block_m_for(x.shape[0])  # weight_only's pre-pass: two rows a token
+    grid_m = -(-x.shape[0] // block_m)
     if out is None:
         y = torch.empty(m, weight.n, dtype=out_dtype, device=x.device)
     else:

@@ -1,4 +1,5 @@
-"""One-launch FP8 activation quantization (Triton): per-tensor static, per-token, 1x128 groups.
+"""One-launch FP8 activation quantization (Triton): per-tensor static, per-token, 1x128 groups,
+and weight_only's exact split of x into two FP8 parts (``_split8_groups``).
 
 Division is IEEE round-to-nearest: one div_rn per scale for its reciprocal r, then x * r
 with one FMA correction per element (fp8_gemm._div_by_scale: div_rn's bits), so results
@@ -12,7 +13,8 @@ reciprocal and 4-16 warps a row the pair at 16384x5120 M=8 went from 28.2 to 22.
 (per_tensor's GEMM: 23.0; results/amax_unrolled_H200_2026-12-01/ and
 results/fast_token_prepass_H200_2026-12-01/, tuning_cache.json of each). A 1x128 group
 takes one warp, so its amax is a warp shuffle with no block-wide barrier (the block128
-pair 24.64 -> 24.34 us at 16384x5120 M=1; results/b128_one_warp_prepass_H200_2026-12-01/).
+pair 24.64 -> 24.34 us at 16384x5120 M=1; results/b128_one_warp_prepass_H200_2026-12-01/);
+above M = 1 a program takes 8 groups, one warp each (b128_groups_per_program).
 
 PDL (constexpr; launched with ``launch_pdl``): the kernel first lets the next one launch
 (``gdc_launch_dependents``: the GEMM that reads q, which streams its weights meanwhile; its
@@ -30,20 +32,65 @@ import triton
 import triton.language as tl
 
 from ..formats import BLOCK, FP8_DTYPE, FP8_MAX, MIN_SCALE, Scheme
-from .fp8_gemm import _div_by_scale
+from .fp8_gemm import _div_by_scale, _round_e4m3_emulated
+
+
+@triton.jit
+def _split8_groups(x, q_ptr, s_ptr, row, stride_qm, stride_sm, gi, offs, mask,
+                   GROUP: tl.constexpr, K, INTERPRET: tl.constexpr):
+    """weight_only's x as two FP8 parts per 1x128 group (SPLIT8): x = up * (q1 + q2 / 32)
+    with up a power of two per group (max |x / up| in [128, 256)), q1 = fp8(x / up) and
+    q2 = fp8((x / up - q1) * 32): exact for every element >= 2^-14 of its group's max
+    (fp8_gemm._wo_split8_step's argument; tests/test_act_quant.py). Token ``row``'s parts go to rows 2 row and
+    2 row + 1 of q, with scales up and up / 32; a group holding an inf gets a NaN scale
+    (an FP8 cast would saturate it to a finite value)."""
+    e_raw = (tl.max(tl.abs(x), axis=1).to(tl.int32, bitcast=True) >> 23) & 0xFF
+    e = tl.minimum(tl.maximum(e_raw, 13), 254)  # both scales normal: up / 32 >= 2^-126
+    down = ((261 - e) << 23).to(tl.float32, bitcast=True)  # 2^(134 - e)
+    up = ((e - 7) << 23).to(tl.float32, bitcast=True)  # 2^(e - 134): exact inverses
+    up = tl.where(e_raw == 255, float("nan"), up)
+    xs = x * down[:, None]
+    if INTERPRET:  # the interpreter's fp32 -> e4m3 cast is wrong on carries (DESIGN.md)
+        q1 = _round_e4m3_emulated(xs)
+        q2 = _round_e4m3_emulated((xs - q1) * 32.0)
+    else:
+        q1 = xs.to(tl.float8e4nv).to(tl.float32)
+        q2 = ((xs - q1) * 32.0).to(tl.float8e4nv).to(tl.float32)
+    in_k = gi * GROUP < K
+    tl.store(s_ptr + (2 * row) * stride_sm + gi, up, mask=in_k)
+    tl.store(s_ptr + (2 * row + 1) * stride_sm + gi, up * 0.03125, mask=in_k)
+    tl.store(q_ptr + (2 * row) * stride_qm + offs, q1.to(q_ptr.dtype.element_ty), mask=mask)
+    tl.store(q_ptr + (2 * row + 1) * stride_qm + offs, q2.to(q_ptr.dtype.element_ty), mask=mask)
 
 
 @triton.jit
 def _fp8_act_quant_kernel(
     x_ptr, q_ptr, s_ptr, static_ptr, K, stride_xm, stride_qm, stride_sm,
     GROUP: tl.constexpr, BLOCK_G: tl.constexpr, STATIC: tl.constexpr,
-    FMAX: tl.constexpr, SMIN: tl.constexpr, PDL: tl.constexpr = False,
+    FMAX: tl.constexpr, SMIN: tl.constexpr, PDL: tl.constexpr = False, GPP: tl.constexpr = 1,
+    SPLIT8: tl.constexpr = False, INTERPRET: tl.constexpr = False,
 ):
     if PDL:  # never under the interpreter (quantize_args): it has no griddepcontrol
         tl.extra.cuda.gdc_launch_dependents()
         tl.extra.cuda.gdc_wait()
     row = tl.program_id(0)
     g = tl.program_id(1)
+    if GPP > 1 or SPLIT8:  # GPP groups a program, one per row of a (GPP, BLOCK_G) tile
+        gi = g * GPP + tl.arange(0, GPP)
+        lane2 = tl.arange(0, BLOCK_G)[None, :]
+        offs2 = gi[:, None] * GROUP + lane2
+        mask2 = (lane2 < GROUP) & (offs2 < K)
+        x2 = tl.load(x_ptr + row * stride_xm + offs2, mask=mask2, other=0.0).to(tl.float32)
+        if SPLIT8:
+            _split8_groups(x2, q_ptr, s_ptr, row, stride_qm, stride_sm, gi, offs2, mask2,
+                           GROUP, K, INTERPRET)
+            return
+        s2 = tl.maximum(tl.math.div_rn(tl.max(tl.abs(x2), axis=1), FMAX), SMIN)
+        tl.store(s_ptr + row * stride_sm + gi, s2, mask=gi * GROUP < K)
+        r2 = tl.math.div_rn(tl.full((GPP,), 1.0, tl.float32), s2)
+        q2 = tl.clamp(_div_by_scale(x2, s2[:, None], r2[:, None]), -FMAX, FMAX)
+        tl.store(q_ptr + row * stride_qm + offs2, q2.to(q_ptr.dtype.element_ty), mask=mask2)
+        return
     lane = tl.arange(0, BLOCK_G)
     offs = g * GROUP + lane
     mask = (lane < GROUP) & (offs < K)
@@ -57,16 +104,31 @@ def _fp8_act_quant_kernel(
     tl.store(q_ptr + row * stride_qm + offs, q.to(q_ptr.dtype.element_ty), mask=mask)
 
 
+def b128_groups_per_program(m: int) -> int:
+    """block128's 1x128 groups per program (GPP): one at M = 1, eight above. H200
+    2026-12-01 (results/b128_scales_H200_2026-12-01/call1/prepass.json, the pre-pass
+    alone): K = 6144, M = 32 2.06 -> 1.50 us, K = 17408, M = 32 3.77 -> 1.87 (thousands of
+    one-warp programs were the cost); at M = 1, K = 5120 one group a program was the
+    fastest (1.19 against 1.35 us)."""
+    return 1 if m == 1 else 8
+
+
 def quantize_args(
     x: torch.Tensor, scheme: Scheme, static_scale: torch.Tensor | None = None,
     q: torch.Tensor | None = None, s_out: torch.Tensor | None = None, pdl: bool = False,
+    groups_per_program: int | None = None,
 ):
     """(grid, args, kwargs, q, scale) of one launch of ``_fp8_act_quant_kernel``; ``q`` and
     ``s_out`` (the outputs) are allocated unless given (a cached launch plan reuses its own).
-    ``pdl``: launched with programmatic dependent launch (module doc; GPU only)."""
+    ``pdl``: launched with programmatic dependent launch (module doc; GPU only).
+    ``groups_per_program``: 1x128 groups a program (default b128_groups_per_program).
+    weight_only: x split into two FP8 parts a token (``_split8_groups``): q (2M, K), scales
+    (2M, ceil(K/128)), rows 2m and 2m + 1 for token m."""
     m, k = x.shape
+    gpp = 1
+    split8 = scheme is Scheme.WEIGHT_ONLY  # two FP8 rows a token (_split8_groups)
     if q is None:
-        q = torch.empty(m, k, dtype=FP8_DTYPE, device=x.device)
+        q = torch.empty(2 * m if split8 else m, k, dtype=FP8_DTYPE, device=x.device)
     if scheme is Scheme.PER_TENSOR:
         if static_scale is None:
             raise ValueError("the one-launch per-tensor quant needs a static scale")
@@ -74,11 +136,14 @@ def quantize_args(
         group, grid = 2048, (m, triton.cdiv(k, 2048))
         static, s_out, stride_s = True, s, 0
     else:
-        group = BLOCK if scheme is Scheme.BLOCK128 else k
+        group = k if scheme is Scheme.CHANNEL_TOKEN else BLOCK
         ng = triton.cdiv(k, group)
         if s_out is None:
-            s_out = torch.empty(m, ng, dtype=torch.float32, device=x.device)
-        grid, static, s, stride_s = (m, ng), False, s_out, ng
+            s_out = torch.empty(2 * m if split8 else m, ng, dtype=torch.float32, device=x.device)
+        if group == BLOCK:
+            gpp = groups_per_program or b128_groups_per_program(m)
+            gpp = max(1, min(gpp, triton.next_power_of_2(ng)))
+        grid, static, s, stride_s = (m, triton.cdiv(ng, gpp)), False, s_out, ng
     args = (x, q, s_out, s, k, x.stride(0), q.stride(0), stride_s)
     pdl = pdl and os.environ.get("TRITON_INTERPRET") != "1"
     # PDL always passed: a launch plan binds every parameter by name (nn/plan.py)
@@ -87,7 +152,10 @@ def quantize_args(
               "FMAX": FP8_MAX, "SMIN": MIN_SCALE, "PDL": pdl,
               # a token's row: ~64 elements a thread (4 to 16 warps); a 1x128 group: one
               # warp, so its amax is a warp shuffle, no block-wide barrier
-              "num_warps": 1 if block_g <= 128 else min(16, max(4, block_g // 2048))}
+              "num_warps": 1 if block_g <= 128 else min(16, max(4, block_g // 2048)),
+              "GPP": gpp, "SPLIT8": split8, "INTERPRET": os.environ.get("TRITON_INTERPRET") == "1"}
+    if gpp > 1 or split8:  # one warp per 1x128 group, up to 8 warps
+        kwargs["num_warps"] = min(gpp, 8)
     if pdl:
         kwargs["launch_pdl"] = True
     if scheme is Scheme.PER_TENSOR:
@@ -105,7 +173,8 @@ def quantize(
     """(M, K) bf16/fp16/fp32 -> (FP8 (M, K), scale) in one launch (``pdl``: see the module doc).
 
     Scale shapes: per_tensor () (static only: a dynamic per-tensor scale needs a global
-    reduction, see act_quant.quantize), channel_token (M,), block128 (M, ceil(K/128)).
+    reduction, see act_quant.quantize), channel_token (M,), block128 (M, ceil(K/128));
+    weight_only: FP8 (2M, K) and (2M, ceil(K/128)), two parts a token (quantize_args).
     """
     grid, args, kwargs, q, scale = quantize_args(x.contiguous(), scheme, static_scale, pdl=pdl)
     _fp8_act_quant_kernel[grid](*args, **kwargs)

@@ -42,14 +42,26 @@ def _split_for(p: GemmProblem, block_n: int, block_k: int) -> int:
     return int(max(1, min(round(_TARGET_PROGRAMS / tiles), k_iters // 2, 16)))
 
 
+# weight_only's x split by the pre-pass into two FP8 rows a token (act_quant._split8_groups,
+# the GEMM on block128's grouped path) against WO_MODE 2 (the split in the GEMM) and the
+# upcast: faster on every 27B tower shape at M = 1, 8, 16, 32 (H200 2026-12-01,
+# results/b128_scales_H200_2026-12-01/call3/prepass.json "wo", default tiles, PDL pair):
+# 16384x5120 26.44 -> 22.73 us (M = 1), 31.59 -> 23.37 (M = 8), 43.38 -> 33.95 (M = 32);
+# 5120x6144 14.48 -> 11.59 (M = 1). M = 64 (two M tiles, W read twice) is not measured:
+# the upcast stays the default there.
+WO_SPLIT_MAX_M = 32
+
+
 def _prequant_default(p: GemmProblem) -> bool:
     """Quantize x in a pre-pass launch rather than in the GEMM. block128: always (see the
-    module doc). per_tensor at M >= 32: in the H200 tuning evidence (2026-11-29, same tile
+    module doc); weight_only up to WO_SPLIT_MAX_M (its two-part split, above). per_tensor at M >= 32: in the H200 tuning evidence (2026-11-29, same tile
     both ways; benchmarks/results/tuning_cache_evidence_H200_2026-11-29.json) the
     pre-pass was 1.14-1.33x faster at M = 32 on the four >= 25 MB shapes where both were
     timed (12288x5120: 22.2 vs 29.5 us; 1024x5120 lost, 11.8 vs 10.5 us), while at M <= 16
     fused was as fast or faster on 7-8 of 10 shapes. M = 64 follows M = 32 untimed: the
     fused default lost to cuBLASLt by > 2x there, so the tuner pruned Triton."""
+    if p.scheme is Scheme.WEIGHT_ONLY:
+        return p.m <= WO_SPLIT_MAX_M
     return p.scheme is Scheme.BLOCK128 or (p.scheme is Scheme.PER_TENSOR and p.m >= 32)
 
 
@@ -86,9 +98,10 @@ def _tile_default(p: GemmProblem) -> dict:
            "num_warps": 4, "num_stages": 4, "prequant": _prequant_default(p)}
     if p.scheme is Scheme.CHANNEL_TOKEN and p.m <= FUSED_AMAX_MAX_M and p.act_dtype != FP8_DTYPE:
         cfg["fused_amax"] = True  # one launch (see FUSED_AMAX_MAX_M)
+    upcast = p.scheme is Scheme.WEIGHT_ONLY and not cfg["prequant"]  # compiles smaller
     while cfg["num_stages"] > 2 and (
         smem_bytes(cfg, block_m_for(p.m)) > _SMEM_BUDGET
-        or (p.scheme is not Scheme.WEIGHT_ONLY and programs_per_sm(cfg, p) < 2)
+        or (not upcast and programs_per_sm(cfg, p) < 2)
     ):
         cfg["num_stages"] -= 1
     return with_pdl_pair(p, cfg)
@@ -107,14 +120,8 @@ def default_config(p: GemmProblem) -> dict:
     - per_tensor 34816x5120 (2.06 waves, no one-wave variant of the same tile): BLOCK_K 128
       with 3 stages (0.69 waves) 44.95 us against 53.21 and cuBLASLt 47.46 at M = 1, 46.40
       against 54.55 / 48.86 at M = 16 (results/variants_H200_2026-11-30.json).
-    weight_only at M <= 16: WO_MODE 2 (x as two exact FP8 parts, FP8 MMAs, W straight from
-    shared memory) on per_tensor's tile, 1.45-1.86x faster than the fp8 -> bf16 upcast
-    default where the tiles differ, 1.07-1.23x where they do not (same file, every tower
-    shape, M = 1 and 16); M >= 32 was not timed and keeps the upcast default."""
-    if p.scheme is Scheme.WEIGHT_ONLY and p.m <= 16:
-        q = GemmProblem(p.m, p.n, p.k, Scheme.PER_TENSOR, capability=p.capability,
-                        static_act_scale=True)
-        return {**default_config(q), "prequant": False, "wo_mode": 2}
+    weight_only up to M = 32: x split by the pre-pass (WO_SPLIT_MAX_M), on the tile of the
+    schemes that take FP8 x (the GEMM is block128's)."""
     base = _tile_default(p)
     if waves(base, p) <= 1.0:
         return base
@@ -142,7 +149,9 @@ def programs_per_sm(cfg: dict, p: GemmProblem) -> int:
     x stages hold one row and the build is smaller (3 programs per SM for 64x256x4); the
     estimate keeps the 16-row x the wave rule's defaults were measured with (fewer slots
     assumed: a grid it calls one wave is one)."""
-    x_item = 1 if x_is_fp8(p.scheme, p.act_dtype == FP8_DTYPE, cfg) else 2
+    # weight_only's pre-pass gives 2M FP8 rows: as many bytes as M bf16 rows (M >= 8)
+    x_item = 1 if x_is_fp8(p.scheme, p.act_dtype == FP8_DTYPE, cfg) and \
+        p.scheme is not Scheme.WEIGHT_ONLY else 2
     smem = smem_bytes(cfg, block_m_for(p.m), x_item) + SMEM_RESERVED_PER_PROGRAM
     return max(1, SMEM_PER_SM // smem)
 
@@ -169,9 +178,9 @@ def wave_fits(p: GemmProblem) -> list[dict]:
     >= 50 MB shapes, but 43-61% at 1.03-1.21 waves; at equal bytes, 1.03 against 0.91 waves
     cost 16 points (17408x5120 vs 5120x17408), and on 10240x5120 channel_token 3 stages
     (0.81 waves) beat the default's 4 (1.21 waves), 49% against 44%."""
-    if p.scheme is Scheme.WEIGHT_ONLY:
-        return []  # its W staging compiles smaller than programs_per_sm assumes (M = 32)
     base = _tile_default(p)
+    if p.scheme is Scheme.WEIGHT_ONLY and not base["prequant"]:
+        return []  # the upcast's W staging compiles smaller than programs_per_sm assumes
     floor = wave_fill(base, p) + 0.1
     same_tile = ("block_n", "block_k", "num_warps", "prequant", "fused_amax", "pdl", "prefetch")
     best: dict[bool, tuple] = {}  # one wave or not -> (key, cfg)
@@ -226,8 +235,10 @@ def _candidates(p: GemmProblem, base: dict) -> list[dict]:
         x_modes = ({"prequant": False, **PDL_PAIR}, {"prequant": False},
                    {"prequant": False, "fused_amax": True},
                    {"prequant": False, "fused_amax": True, **PDL_PAIR})
-    elif p.scheme is Scheme.WEIGHT_ONLY:  # W upcast, and at M <= 16 WO_MODE 2 (default_config)
-        x_modes = ({"prequant": False}, {"prequant": False, **PDL_PAIR})
+    elif p.scheme is Scheme.WEIGHT_ONLY:  # W upcast; the split pre-pass; at M <= 16 WO_MODE 2
+        # prequant: x split by the pre-pass into two FP8 rows a token (act_quant.py)
+        x_modes = ({"prequant": False}, {"prequant": False, **PDL_PAIR},
+                   {"prequant": True, **PDL_PAIR}, {"prequant": True})
         if p.m <= 16:
             x_modes += ({"prequant": False, "wo_mode": 2},
                         {"prequant": False, "wo_mode": 2, **PDL_PAIR})
@@ -278,9 +289,11 @@ FUSED_AMAX_MAX_M = 1
 
 def x_is_fp8(scheme: Scheme, act_is_fp8: bool, cfg: dict) -> bool:
     """Whether the GEMM kernel reads FP8 x (given, or from the pre-pass) or quantizes it:
-    config ``prequant`` (per_tensor, block128) or, for channel_token, not ``fused_amax``."""
+    config ``prequant`` (per_tensor, block128, weight_only) or, for channel_token, not
+    ``fused_amax``."""
     if scheme is Scheme.PER_TENSOR:
         return act_is_fp8 or cfg.get("prequant", False)
     if scheme is Scheme.CHANNEL_TOKEN:
         return not cfg.get("fused_amax", False)
-    return scheme is Scheme.BLOCK128 and cfg.get("prequant", False)
+    # block128's 1x128 groups, or weight_only's exact two-part split (act_quant.py)
+    return cfg.get("prequant", False)

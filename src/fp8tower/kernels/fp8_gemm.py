@@ -9,9 +9,13 @@ Schemes (SCHEME constexpr):
   1 channel_token  FP8 x from a per-token pre-pass, (M,) scales; (N,) weight scales; or
                    (not X_FP8: config "fused_amax") bf16 x whose per-token amax each program
                    takes over all of K itself first: the pre-pass's scales, bit for bit
-  2 block128       bf16 x quantized in-kernel per 1x128 group (amax is local to the tile);
-                   per-128x128-block weight scales applied per 128-wide K step
-  3 weight_only    bf16 x, W upcast to x's dtype in registers; (N,) weight scales
+  2 block128       bf16 x quantized in-kernel per 1x128 group (amax is local to the tile),
+                   or FP8 x from the pre-pass ("prequant"); per-128x128-block weight scales
+                   applied per 128-wide K step
+  3 weight_only    bf16 x, W upcast to x's dtype in registers (or WO_MODE 1 / 2 below);
+                   or ("prequant", X_FP8) x split exactly by the pre-pass into two FP8 rows
+                   a token with power-of-two scales per 1x128 group: FP8 MMAs on block128's
+                   path, the two rows summed in the epilogue; (N,) weight scales
 Every scheme takes an (N,) weight-scale vector (a per-tensor scale is expanded at prepare),
 so merged shards keep their own scales exactly.
 
@@ -102,7 +106,8 @@ def _div_by_scale(x, s, r):
     return tl.fma(tl.fma(-q, s, x), r, q)
 
 
-# weight_only variants (WO_MODE constexpr; 0 = W upcast to x's dtype, the default). sm_90 has
+# weight_only's GEMM-only variants (WO_MODE constexpr; 0 = W upcast to x's dtype; the default
+# up to M = 32 is x split by the pre-pass, configs.WO_SPLIT_MAX_M). sm_90 has
 # no e4m3 -> bf16 conversion: mode 0 compiles to cvt.rn.f16x2.e4m3x2 then one cvt.bf16.f16
 # per element (kernels/offline.py). Both variants scale each K step's x tile per token by a
 # power of two (exact) and undo it on the fp32 partial, so x's bf16 range always fits.
@@ -196,6 +201,22 @@ def _wo_split8_row1(w, x_ptr, offs_k, k_end, BLOCK_M: tl.constexpr, INTERPRET: t
 # == 0 and one for the rest, so tuning M = 1, 2, 4, 8, 16 (all BLOCK_M = 16) would compile
 # each config three times instead of once. M only masks the small x tile and the output;
 # the cost of dropping the M == 1 variant is not yet measured on the H200.
+@triton.jit
+def _group_scales(ws_ptr, xs_ptr, stride_wsn, stride_xsm, pid_n, offs_m, M, kb_k, k_end,
+                  BLOCK_N: tl.constexpr, W_BLOCKS: tl.constexpr):
+    """The scales of the 128-wide K step at kb_k on FP8 x from the pre-pass: each x row's
+    1x128 group's (BLOCK_M,), and (W_BLOCKS, block128) the weight block's, a scalar (else
+    1: weight_only scales W per channel in the epilogue); zeros past k_end."""
+    xs = tl.load(xs_ptr + offs_m * stride_xsm + kb_k // 128,
+                 mask=(offs_m < M) & (offs_m * 0 + kb_k < k_end), other=0.0)
+    if W_BLOCKS:
+        wsc = tl.load(ws_ptr + (pid_n * BLOCK_N // 128) * stride_wsn + kb_k // 128,
+                      mask=kb_k < k_end, other=0.0)
+    else:
+        wsc = 1.0
+    return wsc, xs
+
+
 @triton.jit(do_not_specialize=["M"])
 def _fp8_gemm_decode_kernel(
     w_ptr, x_ptr, y_ptr, ws_ptr, xs_ptr, bias_ptr, part_ptr, cnt_ptr,
@@ -270,8 +291,32 @@ def _fp8_gemm_decode_kernel(
             tok_scale1 = tl.max(tok_scale)
             tok_inv1 = tl.max(tok_inv)
 
+    GROUPED: tl.constexpr = (SCHEME == 2 or SCHEME == 3) and X_FP8
+    if GROUPED:
+        # FP8 x with per-(row, 1x128 group) scales from the pre-pass: block128's groups, or
+        # weight_only's two parts a token. Each 128-wide step's scales are loaded one step
+        # ahead (carried through the loop), so their latency hides behind the step before's
+        # MMA. Loaded in the step itself, they sat on its critical path: H200 2026-12-01,
+        # block128's pair 8-12% slower at M = 1..32 on the 27B tower's shapes, bits equal
+        # (results/b128_scales_H200_2026-12-01/call1/prepass.json).
+        wsc_n, xs_n = _group_scales(ws_ptr, xs_ptr, stride_wsn, stride_xsm, pid_n, offs_m, M,
+                                    k_start, k_end, BLOCK_N, SCHEME == 2)
     for k0 in range(k_start, k_end, BLOCK_K):
-        if SCHEME == 2:
+        if GROUPED:
+            for kk in tl.static_range(0, BLOCK_K, 128):
+                offs_k = k0 + kk + tl.arange(0, 128)
+                if PACKED:
+                    w = _load_w_packed(w_ptr, stride_wn, pid_n, k0, kk, 128, BLOCK_N, BLOCK_K)
+                else:
+                    w = _load_w_tile(w_ptr, stride_wn, offs_n, offs_k, N, k_end, EVEN_N, EVEN_K)
+                xq = _load_x_tile(x_ptr, stride_xm, offs_m, offs_k, M, k_end)
+                wsc, xs = wsc_n, xs_n
+                wsc_n, xs_n = _group_scales(ws_ptr, xs_ptr, stride_wsn, stride_xsm, pid_n,
+                                            offs_m, M, k0 + kk + 128, k_end, BLOCK_N,
+                                            SCHEME == 2)
+                part = tl.dot(w, tl.trans(xq))
+                acc += part * (wsc * xs[None, :])
+        elif SCHEME == 2:
             # One 128-wide step per weight block column: scales are per (n-block, k-block).
             for kk in tl.static_range(0, BLOCK_K, 128):
                 offs_k = k0 + kk + tl.arange(0, 128)
@@ -283,11 +328,7 @@ def _fp8_gemm_decode_kernel(
                     w = _load_w_packed(w_ptr, stride_wn, pid_n, k0, kk, 128, BLOCK_N, BLOCK_K)
                 else:
                     w = _load_w_tile(w_ptr, stride_wn, offs_n, offs_k, N, k_end, EVEN_N, EVEN_K)
-                if X_FP8:  # 1x128 groups quantized by the pre-pass
-                    xq = _load_x_tile(x_ptr, stride_xm, offs_m, offs_k, M, k_end)
-                    xs = tl.load(xs_ptr + offs_m * stride_xsm + (k0 + kk) // 128,
-                                 mask=(offs_m < M) & (offs_m * 0 + k0 + kk < k_end), other=0.0)
-                elif X_ROW1:  # one token: quantize its row, the MMA takes it 16 times
+                if X_ROW1:  # one token: quantize its row, the MMA takes it 16 times
                     x1 = tl.load(x_ptr + offs_k, mask=offs_k < k_end, other=0.0).to(tl.float32)
                     xs1 = tl.maximum(tl.math.div_rn(tl.max(tl.abs(x1)), FMAX), SMIN)
                     q1 = _div_by_scale(x1, xs1, tl.math.div_rn(xs1 * 0.0 + 1.0, xs1))
@@ -352,6 +393,12 @@ def _fp8_gemm_decode_kernel(
             acc = acc * tl.load(xs_ptr + offs_m * stride_xsm, mask=offs_m < M, other=0.0)[None, :]
         if SCHEME == 1 and not X_FP8:
             acc = acc * tok_scale[None, :]
+    if SCHEME == 3 and X_FP8:
+        # weight_only's split x (act_quant._split8_groups): rows 2m and 2m + 1 are token
+        # m's two parts, already scaled; y's row m is their sum.
+        acc = tl.sum(tl.reshape(acc, (BLOCK_N, BLOCK_M // 2, 2)), axis=2)
+        offs_m = pid_m * (BLOCK_M // 2) + tl.arange(0, BLOCK_M // 2)
+        M = M // 2
 
     y_ptrs = y_ptr + offs_m[None, :] * stride_ym + offs_n[:, None]
     y_mask = n_mask[:, None] & (offs_m[None, :] < M)
@@ -360,7 +407,8 @@ def _fp8_gemm_decode_kernel(
             acc += tl.load(bias_ptr + offs_n, mask=n_mask, other=0.0).to(tl.float32)[:, None]
         tl.store(y_ptrs, acc.to(y_ptr.dtype.element_ty), mask=y_mask)
     else:
-        # Partials laid out [SPLIT_K, M_pad, N]; M_pad = grid_m * BLOCK_M.
+        # Partials laid out [SPLIT_K, M_pad, N]; M_pad = grid_m * BLOCK_M (half of it used
+        # after weight_only's pair sums).
         m_pad = tl.num_programs(2) * BLOCK_M
         p_ptrs = part_ptr + offs_m[None, :] * N + offs_n[:, None]
         tl.store(p_ptrs + pid_k * m_pad * N, acc, mask=n_mask[:, None])
@@ -368,7 +416,7 @@ def _fp8_gemm_decode_kernel(
         tile = pid_m * tl.num_programs(0) + pid_n
         arrived = tl.atomic_add(cnt_ptr + tile, 1, sem="acq_rel", scope="gpu")
         if arrived == SPLIT_K - 1:
-            total = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
+            total = tl.zeros_like(acc)
             for s in range(SPLIT_K):
                 total += tl.load(p_ptrs + s * m_pad * N, mask=n_mask[:, None], other=0.0,
                                  cache_modifier=".cg")

@@ -157,19 +157,21 @@ def compile_gemm(problem: GemmProblem, config: dict, capability: tuple[int, int]
         )
     p, cfg = problem, config
     x_fp8 = x_is_fp8(p.scheme, p.act_dtype == torch.float8_e4m3fn, cfg)
-    bm, bn, bk, split = block_m_for(p.m), cfg["block_n"], cfg["block_k"], cfg["split_k"]
+    rows = 2 * p.m if p.scheme is Scheme.WEIGHT_ONLY and x_fp8 else p.m  # its split x
+    bm, bn, bk, split = block_m_for(rows), cfg["block_n"], cfg["block_k"], cfg["split_k"]
     x_dtype = torch.float8_e4m3fn if x_fp8 else p.act_dtype
     k_per_split = math.ceil(math.ceil(p.k / bk) / split) * bk  # as fp8_gemm.launch
     # Scale strides as triton_gemm._run passes them (0 and 1 specialize differently).
     k_blocks = -(-p.k // 128)
     ws_stride = k_blocks if p.scheme is Scheme.BLOCK128 else 0
-    xs_stride = {Scheme.BLOCK128: k_blocks, Scheme.CHANNEL_TOKEN: 1}.get(p.scheme, 0)
+    xs_stride = {Scheme.BLOCK128: k_blocks, Scheme.WEIGHT_ONLY: k_blocks,
+                 Scheme.CHANNEL_TOKEN: 1}.get(p.scheme, 0)
     if not x_fp8:  # no pre-pass scales: _run passes the weight scales with stride 0
         xs_stride = 0
     t = time.perf_counter()
     with offline_target(capability):
         compiled = kernel.warmup(
-            MockTensor(torch.float8_e4m3fn, [p.n, p.k]), MockTensor(x_dtype, [p.m, p.k]),
+            MockTensor(torch.float8_e4m3fn, [p.n, p.k]), MockTensor(x_dtype, [rows, p.k]),
             MockTensor(p.out_dtype, [p.m, p.n]), MockTensor(torch.float32, [p.n]),
             MockTensor(torch.float32, [p.m]), MockTensor(p.out_dtype, [p.n]),
             # Without split-K, fp8_gemm.launch passes y for the unused pointers: same types

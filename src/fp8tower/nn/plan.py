@@ -325,8 +325,11 @@ def _triton_plan(x2, weight, packed, be, config, *, bias, out_dtype, out_shape) 
     if scheme is Scheme.BLOCK128 and (128 % block_n or block_k % 128):
         raise ValueError(f"block128 needs BLOCK_N dividing 128 and BLOCK_K a multiple of 128: {cfg}")
     x_fp8 = configs.x_is_fp8(scheme, False, cfg)
-    block_m = configs.block_m_for(m)
-    grid_m = -(-m // block_m)
+    if scheme is Scheme.WEIGHT_ONLY and x_fp8 and block_k % 128:
+        raise ValueError(f"weight_only's split pre-pass needs BLOCK_K a multiple of 128: {cfg}")
+    rows = 2 * m if scheme is Scheme.WEIGHT_ONLY and x_fp8 else m  # weight_only's split x
+    block_m = configs.block_m_for(rows)
+    grid_m = -(-rows // block_m)
     ws = packed["ws"]
     xs, xs_stride = ws, 0
     if scheme is Scheme.PER_TENSOR:

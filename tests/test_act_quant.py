@@ -1,0 +1,74 @@
+"""The activation pre-pass (kernels/act_quant.py) on the CPU interpreter: block128's grouping
+of 1x128 groups into programs changes the launch, never the bits."""
+
+import pytest
+import torch
+
+from fp8tower.formats import Scheme
+
+pytest.importorskip("triton")
+
+
+@pytest.mark.parametrize("m,k", [(1, 640), (3, 1000), (2, 6144)])
+def test_block128_groups_per_program_give_the_same_bits(interpret, m, k):
+    from fp8tower.kernels import act_quant as aq
+
+    g = torch.Generator().manual_seed(k)
+    x = (torch.randn(m, k, generator=g) * torch.exp2(torch.randint(-6, 6, (m, k), generator=g)))
+    x = x.bfloat16()
+    x[:, 128:256] = 0.0  # an all-zero group: the clamped scale
+    runs = []
+    for gpp in (1, 2, 8, 16):
+        grid, args, kw, q, s = aq.quantize_args(x, Scheme.BLOCK128, groups_per_program=gpp)
+        groups = -(-k // 128)
+        per_program = min(gpp, 1 << (groups - 1).bit_length())  # at most the next power of 2
+        assert grid == (m, -(-groups // per_program))
+        aq._fp8_act_quant_kernel[grid](*args, **kw)
+        runs.append((q.view(torch.uint8).clone(), s.clone()))
+    for q, s in runs[1:]:
+        assert torch.equal(q, runs[0][0]) and torch.equal(s, runs[0][1])
+
+
+def test_block128_groups_per_program_rule():
+    from fp8tower.kernels.act_quant import b128_groups_per_program, quantize_args
+
+    assert b128_groups_per_program(1) == 1 and b128_groups_per_program(8) == 8
+    x = torch.zeros(32, 6144, dtype=torch.bfloat16)
+    grid, _, kw, _, _ = quantize_args(x, Scheme.BLOCK128)
+    assert grid == (32, 6) and kw["GPP"] == 8 and kw["num_warps"] == 8
+
+
+# the interpreter's numpy warns on the inf group's inf - inf (NaN, as on the GPU)
+@pytest.mark.filterwarnings("ignore:invalid value encountered in subtract:RuntimeWarning")
+def test_weight_only_split_is_exact_and_keeps_infinities(interpret):
+    """weight_only's pre-pass (act_quant._split8_groups): token m's rows 2m, 2m + 1 with
+    scales up and up / 32 give x back exactly for every element >= 2^-14 of its group's max,
+    over values spread across 40 binades; an all-zero group gets normal scales and zeros; a
+    group holding an inf gets a NaN scale (an FP8 cast would saturate it)."""
+    from fp8tower.kernels import act_quant as aq
+
+    g = torch.Generator().manual_seed(0)
+    m, k = 3, 1000
+    x = torch.randn(m, k, generator=g) * torch.exp2(torch.randint(-20, 20, (m, k), generator=g))
+    x = x.bfloat16()
+    x[1, 128:256] = 0.0
+    x[2, 5] = float("inf")
+    grid, args, kw, q, s = aq.quantize_args(x, Scheme.WEIGHT_ONLY)
+    aq._fp8_act_quant_kernel[grid](*args, **kw)
+    assert q.shape == (2 * m, k) and s.shape == (2 * m, -(-k // 128))
+    xf, checked = x.float(), 0
+    for t in range(m):
+        for gi in range(s.shape[1]):
+            cols = slice(gi * 128, min(k, gi * 128 + 128))
+            a = xf[t, cols]
+            amax = a.abs().max()
+            if not torch.isfinite(amax):
+                assert torch.isnan(s[2 * t, gi]) and torch.isnan(s[2 * t + 1, gi])
+                continue
+            assert s[2 * t, gi] == 32 * s[2 * t + 1, gi] and s[2 * t + 1, gi] >= 2.0**-126
+            back = q[2 * t, cols].float() * s[2 * t, gi] + q[2 * t + 1, cols].float() * s[2 * t + 1, gi]
+            big = a.abs() >= amax * 2.0**-14
+            assert torch.equal(back[big], a[big]), (t, gi)
+            checked += int(big.sum())
+    assert checked > 500
+    assert bool((q[2:4, 128:256].float() == 0).all())
