@@ -80,6 +80,18 @@ def output(p: GemmProblem, cfg: dict) -> torch.Tensor:
                   out_dtype=p.out_dtype, config=cfg).float()
 
 
+def time_arms(p: GemmProblem, arms: dict, row: dict) -> None:
+    """row[name]: us of each arm (name -> (config, block128 groups a pre-pass program or
+    None)); row[name_diff]: max |y - y_first| / max |y_first| on the same operands."""
+    ref = None
+    for name, (cfg, gpp) in arms.items():
+        with groups_per_program(gpp):
+            row[name] = round(time_gemm(p, cfg), 2)
+            y = output(p, cfg)
+        ref = y if ref is None else ref
+        row[f"{name}_diff"] = float((y - ref).abs().max() / ref.abs().max())
+
+
 def time_prepass(scheme: Scheme, m: int, k: int, gpp: int) -> float:
     xs = [torch.randn(m, k, device="cuda", dtype=torch.bfloat16) for _ in range(4)]
     static = torch.tensor(0.02, device="cuda") if scheme is Scheme.PER_TENSOR else None
@@ -117,53 +129,38 @@ def main() -> None:
                 out["prepass"].append(row)
                 print("prepass", row, flush=True)
         save()
+    shapes_m = [(s, *_shape(s), m) for s in PAIR_SHAPES for m in ms]
     if "pair" in sections:
-        for shape in PAIR_SHAPES:
-            n, k = _shape(shape)
-            for m in ms:
-                p = GemmProblem(m, n, k, Scheme.BLOCK128)
-                cfg = {**kc.default_config(p), **kc.PDL_PAIR, "prequant": True}
-                row = {"shape": shape, "m": m, "config": cfg}
-                ref = None
-                for gpp in PAIR_GPP:
-                    name = "default" if gpp is None else f"gpp{gpp}"
-                    with groups_per_program(gpp):
-                        row[name] = round(time_gemm(p, cfg), 2)
-                        y = output(p, cfg)
-                    ref = y if ref is None else ref
-                    row[f"{name}_diff"] = float((y - ref).abs().max() / ref.abs().max())
-                q = GemmProblem(m, n, k, Scheme.PER_TENSOR, static_act_scale=True)
-                row["per_tensor_pair"] = round(time_gemm(q, cfg), 2)
-                row["per_tensor_fused"] = round(time_gemm(q, {**cfg, "prequant": False}), 2)
-                out["pair"].append(row)
-                print("pair", row, f"{time.time() - t0:.0f}s", flush=True)
-                save()
+        for shape, n, k, m in shapes_m:
+            p = GemmProblem(m, n, k, Scheme.BLOCK128)
+            cfg = {**kc.default_config(p), **kc.PDL_PAIR, "prequant": True}
+            row = {"shape": shape, "m": m, "config": cfg}
+            time_arms(p, {"default" if g is None else f"gpp{g}": (cfg, g) for g in PAIR_GPP}, row)
+            q = GemmProblem(m, n, k, Scheme.PER_TENSOR, static_act_scale=True)
+            row["per_tensor_pair"] = round(time_gemm(q, cfg), 2)
+            row["per_tensor_fused"] = round(time_gemm(q, {**cfg, "prequant": False}), 2)
+            out["pair"].append(row)
+            print("pair", row, f"{time.time() - t0:.0f}s", flush=True)
+            save()
     if "wo" in sections:
-        for shape in PAIR_SHAPES:
-            n, k = _shape(shape)
-            for m in ms:
-                p = GemmProblem(m, n, k, Scheme.WEIGHT_ONLY)
-                tile = {f: v for f, v in kc.default_config(p).items()
-                        if f in ("block_n", "block_k", "split_k", "num_warps", "num_stages")}
-                q = GemmProblem(m, n, k, Scheme.PER_TENSOR, static_act_scale=True)
-                arms = {"split_pdl": {**tile, "prequant": True, **kc.PDL_PAIR},
-                        "split": {**tile, "prequant": True},
-                        "upcast": {**tile, "prequant": False}}
-                if m <= 16:
-                    arms["wo_mode2"] = {**kc.default_config(q), "prequant": False, "wo_mode": 2}
-                row = {"shape": shape, "m": m, "default_config": kc.default_config(p)}
-                ref = None
-                for name, cfg in arms.items():
-                    row[name] = round(time_gemm(p, cfg), 2)
-                    y = output(p, cfg)
-                    ref = y if ref is None else ref
-                    row[f"{name}_diff"] = float((y - ref).abs().max() / ref.abs().max())
-                b = GemmProblem(m, n, k, Scheme.BLOCK128)
-                row["block128_pair"] = round(time_gemm(b, {**kc.default_config(b), **kc.PDL_PAIR,
-                                                           "prequant": True}), 2)
-                out["wo"].append(row)
-                print("wo", row, f"{time.time() - t0:.0f}s", flush=True)
-                save()
+        for shape, n, k, m in shapes_m:
+            p = GemmProblem(m, n, k, Scheme.WEIGHT_ONLY)
+            tile = {f: v for f, v in kc.default_config(p).items()
+                    if f in ("block_n", "block_k", "split_k", "num_warps", "num_stages")}
+            q = GemmProblem(m, n, k, Scheme.PER_TENSOR, static_act_scale=True)
+            arms = {"split_pdl": ({**tile, "prequant": True, **kc.PDL_PAIR}, None),
+                    "split": ({**tile, "prequant": True}, None),
+                    "upcast": ({**tile, "prequant": False}, None)}
+            if m <= 16:
+                arms["wo_mode2"] = ({**kc.default_config(q), "prequant": False, "wo_mode": 2}, None)
+            row = {"shape": shape, "m": m, "default_config": kc.default_config(p)}
+            time_arms(p, arms, row)
+            b = GemmProblem(m, n, k, Scheme.BLOCK128)
+            row["block128_pair"] = round(time_gemm(b, {**kc.default_config(b), **kc.PDL_PAIR,
+                                                       "prequant": True}), 2)
+            out["wo"].append(row)
+            print("wo", row, f"{time.time() - t0:.0f}s", flush=True)
+            save()
     if "ct_long" in sections:
         for m in (1, 8):
             p = GemmProblem(m, 5120, 17408, Scheme.CHANNEL_TOKEN)

@@ -41,9 +41,9 @@ def _split8_groups(x, q_ptr, s_ptr, row, stride_qm, stride_sm, gi, offs, mask,
     """weight_only's x as two FP8 parts per 1x128 group (SPLIT8): x = up * (q1 + q2 / 32)
     with up a power of two per group (max |x / up| in [128, 256)), q1 = fp8(x / up) and
     q2 = fp8((x / up - q1) * 32): exact for every element >= 2^-14 of its group's max
-    (fp8_gemm._wo_split8_step's argument; tests/test_act_quant.py). Token ``row``'s parts go to rows 2 row and
-    2 row + 1 of q, with scales up and up / 32; a group holding an inf gets a NaN scale
-    (an FP8 cast would saturate it to a finite value)."""
+    (fp8_gemm._wo_split8_step's argument; tests/test_act_quant.py). Token ``row``'s parts
+    go to rows 2 row and 2 row + 1 of q, with scales up and up / 32; a group holding an inf
+    gets a NaN scale (an FP8 cast would saturate it to a finite value)."""
     e_raw = (tl.max(tl.abs(x), axis=1).to(tl.int32, bitcast=True) >> 23) & 0xFF
     e = tl.minimum(tl.maximum(e_raw, 13), 254)  # both scales normal: up / 32 >= 2^-126
     down = ((261 - e) << 23).to(tl.float32, bitcast=True)  # 2^(134 - e)
@@ -153,7 +153,8 @@ def quantize_args(
               # a token's row: ~64 elements a thread (4 to 16 warps); a 1x128 group: one
               # warp, so its amax is a warp shuffle, no block-wide barrier
               "num_warps": 1 if block_g <= 128 else min(16, max(4, block_g // 2048)),
-              "GPP": gpp, "SPLIT8": split8, "INTERPRET": os.environ.get("TRITON_INTERPRET") == "1"}
+              "GPP": gpp, "SPLIT8": split8,
+              "INTERPRET": os.environ.get("TRITON_INTERPRET") == "1"}
     if gpp > 1 or split8:  # one warp per 1x128 group, up to 8 warps
         kwargs["num_warps"] = min(gpp, 8)
     if pdl:

@@ -54,8 +54,9 @@ WO_SPLIT_MAX_M = 32
 
 def _prequant_default(p: GemmProblem) -> bool:
     """Quantize x in a pre-pass launch rather than in the GEMM. block128: always (see the
-    module doc); weight_only up to WO_SPLIT_MAX_M (its two-part split, above). per_tensor at M >= 32: in the H200 tuning evidence (2026-11-29, same tile
-    both ways; benchmarks/results/tuning_cache_evidence_H200_2026-11-29.json) the
+    module doc); weight_only up to WO_SPLIT_MAX_M (its two-part split, above). per_tensor
+    at M >= 32: in the H200 tuning evidence (2026-11-29, same tile both ways;
+    benchmarks/results/tuning_cache_evidence_H200_2026-11-29.json) the
     pre-pass was 1.14-1.33x faster at M = 32 on the four >= 25 MB shapes where both were
     timed (12288x5120: 22.2 vs 29.5 us; 1024x5120 lost, 11.8 vs 10.5 us), while at M <= 16
     fused was as fast or faster on 7-8 of 10 shapes. M = 64 follows M = 32 untimed: the

@@ -197,10 +197,6 @@ def _wo_split8_row1(w, x_ptr, offs_k, k_end, BLOCK_M: tl.constexpr, INTERPRET: t
     return (p1 + p2 * 0.03125) * up
 
 
-# M is not specialized: Triton would otherwise compile one variant for M == 1, one for M % 16
-# == 0 and one for the rest, so tuning M = 1, 2, 4, 8, 16 (all BLOCK_M = 16) would compile
-# each config three times instead of once. M only masks the small x tile and the output;
-# the cost of dropping the M == 1 variant is not yet measured on the H200.
 @triton.jit
 def _group_scales(ws_ptr, xs_ptr, stride_wsn, stride_xsm, pid_n, offs_m, M, kb_k, k_end,
                   BLOCK_N: tl.constexpr, W_BLOCKS: tl.constexpr):
@@ -217,6 +213,10 @@ def _group_scales(ws_ptr, xs_ptr, stride_wsn, stride_xsm, pid_n, offs_m, M, kb_k
     return wsc, xs
 
 
+# M is not specialized: Triton would otherwise compile one variant for M == 1, one for M % 16
+# == 0 and one for the rest, so tuning M = 1, 2, 4, 8, 16 (all BLOCK_M = 16) would compile
+# each config three times instead of once. M only masks the small x tile and the output;
+# the cost of dropping the M == 1 variant is not yet measured on the H200.
 @triton.jit(do_not_specialize=["M"])
 def _fp8_gemm_decode_kernel(
     w_ptr, x_ptr, y_ptr, ws_ptr, xs_ptr, bias_ptr, part_ptr, cnt_ptr,
