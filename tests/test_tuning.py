@@ -379,6 +379,42 @@ def test_cache_version_mismatch_is_ignored_then_replaced(tmp_path):
     assert doc["meta"]["torch"] == torch.__version__ and list(doc["entries"]) == [e2.key]
 
 
+def test_cache_made_with_other_kernel_code_is_ignored(tmp_path, monkeypatch):
+    """The kernel sources' hash is part of what a cache must match (provenance.kernel_code):
+    timings of other kernels are not evidence for these; a file from before the hash (no
+    'kernels' key) is ignored too."""
+    from fp8tower import provenance
+
+    code = provenance.kernel_code()
+    assert len(code) == 16 and meta()["kernels"] == code
+    path = tmp_path / "cpu.json"
+    e = entry_with({"a": 5.0})
+    DecisionCache(path, meta(kernels="0" * 16)).save({e.key: e})
+    with pytest.warns(tcache.TuningCacheWarning, match=r"kernels '0{16}' != "):
+        assert DecisionCache(path, meta()).load() == {}
+    old = {k: v for k, v in meta().items() if k != "kernels"}
+    DecisionCache(path, old).save({e.key: e})
+    with pytest.warns(tcache.TuningCacheWarning, match=r"kernels None != "):
+        assert DecisionCache(path, meta()).load() == {}
+    # the hash covers the CUDA sources and the Triton kernels, and changes with them
+    src = tmp_path / "fp8tower"
+    for sub in ("kernels", "backends/csrc/stream"):
+        (src / sub).mkdir(parents=True)
+    (src / "kernels" / "k.py").write_text("a")
+    (src / "backends" / "csrc" / "stream" / "s.cu").write_text("b")
+    monkeypatch.setattr(provenance, "__file__", str(src / "provenance.py"))
+    provenance.kernel_code.cache_clear()
+    try:
+        first = provenance.kernel_code()
+        (src / "backends" / "csrc" / "stream" / "s.cu").write_text("c")
+        provenance.kernel_code.cache_clear()
+        assert provenance.kernel_code() != first
+    finally:
+        monkeypatch.undo()
+        provenance.kernel_code.cache_clear()
+    assert provenance.kernel_code() == code
+
+
 @pytest.mark.parametrize("content", ["", '{"meta": {}, "entr', "[1, 2]", '{"meta": 3}', "\x00\xff"])
 def test_cache_corrupt_file_warns_and_is_ignored(tmp_path, content):
     path = tmp_path / "cpu.json"

@@ -2,7 +2,8 @@
 benchmark JSON, ``fp8tower bench`` / ``info``, trace manifests).
 
 :func:`versions` is what must match for a cached decision to be trusted (GPU, driver, CUDA,
-torch, triton, fp8tower); :func:`record` adds python, host, date and command line. Package
+torch, triton, fp8tower and its kernel code); :func:`record` adds python, host, date and
+command line. Package
 versions come from their metadata, never from importing them: importing triton before
 ``TRITON_INTERPRET=1`` is set leaves a process unable to interpret kernels (triton 3.9).
 torch is imported only by :func:`versions` (its CUDA build and the GPU need it).
@@ -11,6 +12,8 @@ torch is imported only by :func:`versions` (its CUDA build and the GPU need it).
 from __future__ import annotations
 
 import datetime
+import functools
+import hashlib
 import importlib.metadata
 import importlib.util
 import platform
@@ -49,15 +52,37 @@ def driver_version() -> str:
     return m.group(1) if m else "unknown"
 
 
+# The sources of the code the tuner times: GEMM and activation kernels, backends, their CUDA.
+_KERNEL_SOURCES = ("kernels", "backends")
+_SOURCE_SUFFIXES = (".py", ".cu", ".cuh", ".h", ".hpp")
+
+
+@functools.cache
+def kernel_code() -> str:
+    """16 hex digits of sha256 over fp8tower's kernel and backend sources (``_KERNEL_SOURCES``).
+    A tuning cache made with other kernel code holds timings of other kernels: the fp8tower
+    version alone did not change when they did (2026-12-01: an entry of channel_token
+    5120x17408 kept 48.8 us, measured before its pre-pass got fast, against 28 us since)."""
+    root = Path(__file__).parent
+    h = hashlib.sha256()
+    for sub in _KERNEL_SOURCES:
+        for f in sorted((root / sub).rglob("*")):
+            if f.is_file() and f.suffix in _SOURCE_SUFFIXES:
+                h.update(f.relative_to(root).as_posix().encode() + b"\0")
+                h.update(f.read_bytes() + b"\0")
+    return h.hexdigest()[:16]
+
+
 def now_iso() -> str:
     """UTC now, ISO 8601 to the second."""
     return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
 
 
 def versions(gpu_name: str | None) -> dict:
-    """GPU (None: 'cpu'), driver, CUDA (torch's build), torch, triton, fp8tower, cuDNN and
-    its frontend (the cudnn backend's plan indices index cuDNN's heuristics list), CUTLASS
-    (nvidia-cutlass: the headers the cutlass backend's kernels are built from)."""
+    """GPU (None: 'cpu'), driver, CUDA (torch's build), torch, triton, fp8tower and its
+    kernel code (:func:`kernel_code`), cuDNN and its frontend (the cudnn backend's plan
+    indices index cuDNN's heuristics list), CUTLASS (nvidia-cutlass: the headers the
+    cutlass backend's kernels are built from)."""
     import torch
 
     return {
@@ -67,6 +92,7 @@ def versions(gpu_name: str | None) -> dict:
         "torch": torch.__version__,
         "triton": package_version("triton"),
         "fp8tower": __version__,
+        "kernels": kernel_code(),
         "cudnn": str(torch.backends.cudnn.version() or "none"),
         "cudnn_frontend": package_version("nvidia-cudnn-frontend"),
         "cutlass": package_version("nvidia-cutlass"),

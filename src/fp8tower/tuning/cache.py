@@ -334,8 +334,8 @@ def problem_from_json(raw: Any) -> GemmProblem:
 # ============================================================================ cache
 
 CACHE_FORMAT = 1
-_META_KEYS = ("format", "gpu", "driver", "cuda", "torch", "triton", "fp8tower", "cudnn",
-              "cudnn_frontend", "cutlass")
+_META_KEYS = ("format", "gpu", "driver", "cuda", "torch", "triton", "fp8tower", "kernels",
+              "cudnn", "cudnn_frontend", "cutlass")
 
 
 default_cache_dir = cache_dir  # the tuning cache's folder: fp8tower.paths' rule
@@ -348,8 +348,9 @@ def cache_file_name(device_name: str) -> str:
 
 
 def environment_meta(gpu_name: str | None) -> dict:
-    """What a cache file must match: GPU (None: CPU), driver, CUDA, torch, triton, fp8tower,
-    cuDNN and its frontend, CUTLASS (the headers the cutlass backend builds from)."""
+    """What a cache file must match: GPU (None: CPU), driver, CUDA, torch, triton, fp8tower
+    and its kernel code, cuDNN and its frontend, CUTLASS (the headers the cutlass backend
+    builds from)."""
     return {"format": CACHE_FORMAT, **versions(gpu_name)}
 
 
@@ -357,7 +358,7 @@ def meta_mismatch(found: Any, expected: Mapping) -> str | None:
     """None when a file's metadata matches ``expected``, else what differs."""
     if not isinstance(found, dict):
         return "it has no metadata"
-    diffs = [f"{k} {found.get(k)!r} != {expected[k]!r}" for k in _META_KEYS
+    diffs = [f"{k} {found.get(k)!r} != {expected.get(k)!r}" for k in _META_KEYS
              if found.get(k) != expected.get(k)]
     return "; ".join(diffs) or None
 
