@@ -32,6 +32,9 @@ def test_block128_groups_per_program_give_the_same_bits(interpret, m, k):
 def test_block128_groups_per_program_rule():
     from fp8tower.kernels.act_quant import b128_groups_per_program, quantize_args
 
+    with pytest.raises(ValueError, match="power of two, got 3"):
+        quantize_args(torch.zeros(2, 512, dtype=torch.bfloat16), Scheme.BLOCK128,
+                      groups_per_program=3)
     assert b128_groups_per_program(1) == 1 and b128_groups_per_program(8) == 8
     x = torch.zeros(32, 6144, dtype=torch.bfloat16)
     grid, _, kw, _, _ = quantize_args(x, Scheme.BLOCK128)

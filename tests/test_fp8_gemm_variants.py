@@ -54,6 +54,28 @@ def test_weight_only_modes(interpret, mode, m, split_k):
         assert db >= 100.0, f"mode {mode} row {r}: {db:.1f} dB"
 
 
+# the interpreter's numpy warns on inf - inf (NaN, as on the GPU)
+@pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")
+@pytest.mark.parametrize("mode", [1, 2, "prequant"])
+def test_weight_only_infinite_activation_is_not_made_finite(interpret, mode):
+    """A token whose x holds an inf gives a non-finite output row in every way of taking x
+    (the split's FP8 casts would saturate it: its scale is NaN instead); the others stay
+    finite."""
+    m, n, k = 3, 64, 256
+    w = quantize_weight(torch.randn(n, k, generator=torch.Generator().manual_seed(0)) * 0.02,
+                        Scheme.WEIGHT_ONLY)
+    x = _x(m, k, spread=4, seed=1)
+    x[1, 5] = float("inf")
+    cfg = {"block_n": 64, "block_k": 128, "split_k": 1, "num_warps": 4, "num_stages": 2,
+           "prequant": mode == "prequant"}
+    if mode != "prequant":
+        cfg["wo_mode"] = mode
+    out = triton_gemm._run(x, w, triton_gemm.BACKEND.packed_for(w), out_dtype=torch.float32,
+                           config=cfg)
+    assert not bool(torch.isfinite(out[1]).any()), mode
+    assert bool(torch.isfinite(out[2]).all()), mode
+
+
 def test_round_e4m3_emulated_matches_torch(interpret):
     """The interpreter-only rounding (mode 2) agrees with torch's fp32 -> e4m3 cast,
     carries into the exponent included."""

@@ -32,7 +32,7 @@ import triton
 import triton.language as tl
 
 from ..formats import BLOCK, FP8_DTYPE, FP8_MAX, MIN_SCALE, Scheme
-from .fp8_gemm import _div_by_scale, _round_e4m3_emulated
+from .fp8_gemm import _div_by_scale, _pow2_scales, _split8_parts
 
 
 @triton.jit
@@ -44,18 +44,9 @@ def _split8_groups(x, q_ptr, s_ptr, row, stride_qm, stride_sm, gi, offs, mask,
     (fp8_gemm._wo_split8_step's argument; tests/test_act_quant.py). Token ``row``'s parts
     go to rows 2 row and 2 row + 1 of q, with scales up and up / 32; a group holding an inf
     gets a NaN scale (an FP8 cast would saturate it to a finite value)."""
-    e_raw = (tl.max(tl.abs(x), axis=1).to(tl.int32, bitcast=True) >> 23) & 0xFF
-    e = tl.minimum(tl.maximum(e_raw, 13), 254)  # both scales normal: up / 32 >= 2^-126
-    down = ((261 - e) << 23).to(tl.float32, bitcast=True)  # 2^(134 - e)
-    up = ((e - 7) << 23).to(tl.float32, bitcast=True)  # 2^(e - 134): exact inverses
-    up = tl.where(e_raw == 255, float("nan"), up)
-    xs = x * down[:, None]
-    if INTERPRET:  # the interpreter's fp32 -> e4m3 cast is wrong on carries (DESIGN.md)
-        q1 = _round_e4m3_emulated(xs)
-        q2 = _round_e4m3_emulated((xs - q1) * 32.0)
-    else:
-        q1 = xs.to(tl.float8e4nv).to(tl.float32)
-        q2 = ((xs - q1) * 32.0).to(tl.float8e4nv).to(tl.float32)
+    # exponent >= 13: both scales normal (up / 32 >= 2^-126)
+    down, up = _pow2_scales(tl.max(tl.abs(x), axis=1), 7, 13)
+    q1, q2 = _split8_parts(x * down[:, None], INTERPRET)
     in_k = gi * GROUP < K
     tl.store(s_ptr + (2 * row) * stride_sm + gi, up, mask=in_k)
     tl.store(s_ptr + (2 * row + 1) * stride_sm + gi, up * 0.03125, mask=in_k)
@@ -125,6 +116,10 @@ def quantize_args(
     weight_only: x split into two FP8 parts a token (``_split8_groups``): q (2M, K), scales
     (2M, ceil(K/128)), rows 2m and 2m + 1 for token m."""
     m, k = x.shape
+    if groups_per_program is not None and (groups_per_program < 1
+                                           or groups_per_program & (groups_per_program - 1)):
+        raise ValueError(f"groups_per_program must be a power of two, got {groups_per_program}")
+    interpret = os.environ.get("TRITON_INTERPRET") == "1"
     gpp = 1
     split8 = scheme is Scheme.WEIGHT_ONLY  # two FP8 rows a token (_split8_groups)
     if q is None:
@@ -145,7 +140,7 @@ def quantize_args(
             gpp = max(1, min(gpp, triton.next_power_of_2(ng)))
         grid, static, s, stride_s = (m, triton.cdiv(ng, gpp)), False, s_out, ng
     args = (x, q, s_out, s, k, x.stride(0), q.stride(0), stride_s)
-    pdl = pdl and os.environ.get("TRITON_INTERPRET") != "1"
+    pdl = pdl and not interpret
     # PDL always passed: a launch plan binds every parameter by name (nn/plan.py)
     block_g = triton.next_power_of_2(group)
     kwargs = {"GROUP": group, "BLOCK_G": block_g, "STATIC": static,
@@ -153,8 +148,7 @@ def quantize_args(
               # a token's row: ~64 elements a thread (4 to 16 warps); a 1x128 group: one
               # warp, so its amax is a warp shuffle, no block-wide barrier
               "num_warps": 1 if block_g <= 128 else min(16, max(4, block_g // 2048)),
-              "GPP": gpp, "SPLIT8": split8,
-              "INTERPRET": os.environ.get("TRITON_INTERPRET") == "1"}
+              "GPP": gpp, "SPLIT8": split8, "INTERPRET": interpret}
     if gpp > 1 or split8:  # one warp per 1x128 group, up to 8 warps
         kwargs["num_warps"] = min(gpp, 8)
     if pdl:

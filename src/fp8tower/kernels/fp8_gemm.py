@@ -112,15 +112,22 @@ def _div_by_scale(x, s, r):
 # per element (kernels/offline.py). Both variants scale each K step's x tile per token by a
 # power of two (exact) and undo it on the fp32 partial, so x's bf16 range always fits.
 @triton.jit
-def _pow2_row_scales(x, TOP: tl.constexpr):
-    """(down, up) per row of the fp32 tile x: powers of two with max|x * down| in
-    [2^TOP, 2^(TOP+1)) and up = 1 / down (all-zero or tiny rows: clamped, both normal)."""
-    amax = tl.max(tl.abs(x), axis=1)
-    e = (amax.to(tl.int32, bitcast=True) >> 23) & 0xFF  # biased exponent of the row amax
-    e = tl.minimum(tl.maximum(e, TOP + 1), 254)  # 255: inf/nan rows stay inf/nan
+def _pow2_scales(amax, TOP: tl.constexpr, E_MIN: tl.constexpr):
+    """(down, up) for fp32 amax (any shape): powers of two with amax * down in
+    [2^TOP, 2^(TOP+1)) and up = 1 / down; the biased exponent is clamped to >= E_MIN (all-zero
+    or tiny rows: both normal for E_MIN >= TOP + 1). A non-finite amax gives up = NaN: the
+    FP8 casts of the split (``_split8_parts``) would saturate an inf to a finite value."""
+    e_raw = (amax.to(tl.int32, bitcast=True) >> 23) & 0xFF  # biased exponent of amax
+    e = tl.minimum(tl.maximum(e_raw, E_MIN), 254)
     down = ((254 + TOP - e) << 23).to(tl.float32, bitcast=True)  # 2^(127 + TOP - e)
     up = ((e - TOP) << 23).to(tl.float32, bitcast=True)  # 2^(e - 127 - TOP)
-    return down, up
+    return down, tl.where(e_raw == 255, float("nan"), up)
+
+
+@triton.jit
+def _pow2_row_scales(x, TOP: tl.constexpr):
+    """_pow2_scales per row of the fp32 tile x (exponent clamped to >= TOP + 1)."""
+    return _pow2_scales(tl.max(tl.abs(x), axis=1), TOP, TOP + 1)
 
 
 @triton.jit
@@ -151,6 +158,19 @@ def _round_e4m3_emulated(v):
 
 
 @triton.jit
+def _split8_parts(xs, INTERPRET: tl.constexpr):
+    """(q1, q2) in fp32, both e4m3 values, with xs = q1 + q2 / 32 (module doc of
+    ``_wo_split8_step`` for when that is exact); |xs| < 256."""
+    if INTERPRET:  # the interpreter's fp32 -> e4m3 cast is wrong on carries (DESIGN.md)
+        q1 = _round_e4m3_emulated(xs)
+        q2 = _round_e4m3_emulated((xs - q1) * 32.0)  # residual <= half an ulp: <= 8 * 32
+    else:
+        q1 = xs.to(tl.float8e4nv).to(tl.float32)
+        q2 = ((xs - q1) * 32.0).to(tl.float8e4nv).to(tl.float32)
+    return q1, q2
+
+
+@triton.jit
 def _wo_split8_step(w, x, INTERPRET: tl.constexpr):
     """WO_MODE 2: x = 2^s (q1 + q2 / 32) with q1, q2 FP8 (per token, per K step), two FP8
     MMAs with W straight from shared memory (no upcast at all). Exact for every element
@@ -159,13 +179,7 @@ def _wo_split8_step(w, x, INTERPRET: tl.constexpr):
     j * ulp with |j| <= 8: one more e4m3 value after * 32 (normal or subnormal)."""
     xf = x.to(tl.float32)
     down, up = _pow2_row_scales(xf, 7)  # max |x * down| in [128, 256): inside e4m3's 448
-    xs = xf * down[:, None]
-    if INTERPRET:
-        q1 = _round_e4m3_emulated(xs)
-        q2 = _round_e4m3_emulated((xs - q1) * 32.0)  # residual <= half an ulp: <= 8 * 32
-    else:
-        q1 = xs.to(tl.float8e4nv).to(tl.float32)
-        q2 = ((xs - q1) * 32.0).to(tl.float8e4nv).to(tl.float32)
+    q1, q2 = _split8_parts(xf * down[:, None], INTERPRET)
     p1 = tl.dot(w, tl.trans(q1.to(w.dtype)))
     p2 = tl.dot(w, tl.trans(q2.to(w.dtype)))
     return (p1 + p2 * 0.03125) * up[None, :]
@@ -178,18 +192,8 @@ def _wo_split8_row1(w, x_ptr, offs_k, k_end, BLOCK_M: tl.constexpr, INTERPRET: t
     2026-12-01 (results/tile_major_H200_2026-12-01/call8/): 16384x5120 31.74 -> 27.13 us,
     the merged 27B tower 3.183 -> 2.719 ms/step (retuned; M = 8 unchanged, 3.25)."""
     x1 = tl.load(x_ptr + offs_k, mask=offs_k < k_end, other=0.0).to(tl.float32)
-    amax = tl.max(tl.abs(x1))
-    e = (amax.to(tl.int32, bitcast=True) >> 23) & 0xFF  # as _pow2_row_scales, TOP = 7
-    e = tl.minimum(tl.maximum(e, 8), 254)
-    down = ((261 - e) << 23).to(tl.float32, bitcast=True)
-    up = ((e - 7) << 23).to(tl.float32, bitcast=True)
-    xs = x1 * down
-    if INTERPRET:
-        q1 = _round_e4m3_emulated(xs)
-        q2 = _round_e4m3_emulated((xs - q1) * 32.0)
-    else:
-        q1 = xs.to(tl.float8e4nv).to(tl.float32)
-        q2 = ((xs - q1) * 32.0).to(tl.float8e4nv).to(tl.float32)
+    down, up = _pow2_scales(tl.max(tl.abs(x1)), 7, 8)  # as _wo_split8_step
+    q1, q2 = _split8_parts(x1 * down, INTERPRET)
     b1 = tl.broadcast_to(q1.to(w.dtype)[None, :], (BLOCK_M, x1.shape[0]))
     b2 = tl.broadcast_to(q2.to(w.dtype)[None, :], (BLOCK_M, x1.shape[0]))
     p1 = tl.dot(w, tl.trans(b1))
