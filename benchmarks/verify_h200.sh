@@ -14,18 +14,24 @@
 #            or the carried one (TUNE_FLAGS=--retune: tune again; TUNE_8B=1: the 8B's shapes at M=1 too;
 #            TUNE_M, TUNE_SCHEMES: the M buckets and schemes, default all)
 #   tune_ctx the 27B tower's merged keys tuned, then re-ranked in context (tune --in-context;
-#            TUNE_CTX_SCHEMES comma list, TUNE_M, TUNE_FLAGS; TUNE_CTX_ARGS: the model and arm
-#            options, default "--model qwen3.5-27b --merged"); JSON in tune_ctx.json
+#            TUNE_CTX_SCHEMES comma list, TUNE_M, TUNE_FLAGS, TUNE_CTX_S its seconds (320);
+#            TUNE_CTX_ARGS: the model and arm options, default "--model qwen3.5-27b --merged");
+#            JSON in tune_ctx.json
 #   tune8b   the same for the Qwen3-8B's shapes at M=1 only (TUNE_FLAGS)
 #   tune_extra  fp8tower tune with TUNE_EXTRA_ARGS (e.g. one key with a wider --max-configs)
-#   fourway  cuBLASLt / cuDNN / CUTLASS / Triton / auto per shape and M (bench_fourway.py, #13)
+#   fourway  cuBLASLt / cuDNN / CUTLASS / Triton / auto per shape and M (bench_fourway.py, #13;
+#            FOURWAY_ARGS replaces "--max-configs 2", e.g. "--schemes block128 --arms cutlass,triton")
 #   retune_ct  retune channel_token (27B tower and Qwen3-8B shapes): the fused_amax variants
 #   tower_ct the 27B tower, merged + auto, channel_token only
 #   tower_merged  the 27B tower, merged + auto (TOWER_SCHEMES, TOWER_M: comma lists)
+#   tower_without  before/after in one call: the merged tower tuned in context and timed with
+#            auto restricted to every backend but WITHOUT (default cutlass; FP8TOWER_BACKENDS,
+#            its own cache), then timed with the carried cache (TOWER_SCHEMES, TOWER_M)
 #   tower    the 27B tower: unmerged/merged x cublaslt/auto x schemes x M (#5, #12)
 #   ncu      Nsight Compute sections of one GEMM per variant (benchmarks/ncu_gemm.py, #12):
 #            block128 pre-pass / in-kernel quant, channel_token fused amax / pair, per_tensor
 #   trace    paired trace of the tuned merged tower with auto: which library ran each group
+#            (TRACE_SCHEME, default per_tensor; TRACE_M, default 1)
 #   trace2   the same, channel_token unmerged at M=32 (where auto mixes CUTLASS and Triton)
 #   gen8b    end-to-end decode, Qwen3-8B-shaped transformers model (bench generate, #11)
 #   gen8b_triton  the same, every FP8 linear on the Triton backend (its planned eager path)
@@ -123,7 +129,7 @@ for s in $STEPS; do
           step dispatch_explain 30 $FP8 dispatch --explain ;;
     tune8b) tune8b ;;
     tune_extra) step tune_extra ${TUNE_EXTRA_S:-150} $FP8 tune ${TUNE_EXTRA_ARGS:?} ;;
-    tune_ctx) step tune_ctx 320 bash -c "$FP8 tune ${TUNE_CTX_ARGS:---model qwen3.5-27b --merged} --m ${TUNE_M:-1,8,16,32} \
+    tune_ctx) step tune_ctx ${TUNE_CTX_S:-320} bash -c "$FP8 tune ${TUNE_CTX_ARGS:---model qwen3.5-27b --merged} --m ${TUNE_M:-1,8,16,32} \
                 --scheme ${TUNE_CTX_SCHEMES:-per_tensor,channel_token,block128,weight_only} --max-configs 4 \
                 --in-context --json ${TUNE_FLAGS:-} > $V/tune_ctx.json"
               step dispatch_explain 30 $FP8 dispatch --explain ;;
@@ -134,6 +140,18 @@ for s in $STEPS; do
                step dispatch_explain 30 $FP8 dispatch --explain ;;
     tower_ct) step tower_ct 120 $FP8 bench tower --model qwen3.5-27b --m 1,8,32 --arms merged \
                 --backends auto --scheme channel_token --json "$V/tower_ct.json" ;;
+    tower_without)  # before/after in one call: the tower tuned (in context) and timed without
+                    # backend $WITHOUT (FP8TOWER_BACKENDS), then with the carried cache
+      pool=$($PY -c "from fp8tower import backends; print(','.join(n for n in backends.names() if n != '${WITHOUT:-cutlass}'))")
+      mkdir -p "$V/cache_without"
+      step tune_without ${TUNE_CTX_S:-320} env FP8TOWER_CACHE_DIR="$V/cache_without" FP8TOWER_BACKENDS="$pool" \
+        bash -c "$FP8 tune --model qwen3.5-27b --merged --m ${TOWER_M:-1,8,32} \
+          --scheme ${TOWER_SCHEMES:-block128} --max-configs 4 --in-context --json > $V/tune_without.json"
+      step tower_without 120 env FP8TOWER_CACHE_DIR="$V/cache_without" FP8TOWER_BACKENDS="$pool" \
+        $FP8 bench tower --model qwen3.5-27b --m ${TOWER_M:-1,8,32} --arms merged --backends auto \
+          --scheme ${TOWER_SCHEMES:-block128} --json "$V/tower_without.json"
+      step tower_with 120 $FP8 bench tower --model qwen3.5-27b --m ${TOWER_M:-1,8,32} --arms merged \
+        --backends auto --scheme ${TOWER_SCHEMES:-block128} --json "$V/tower_with.json" ;;
     tower_merged) step tower_merged 120 $FP8 bench tower --model qwen3.5-27b --m ${TOWER_M:-1,8,32} \
                 --arms merged --backends auto --scheme ${TOWER_SCHEMES:-per_tensor,channel_token,block128} \
                 --json "$V/tower_merged.json" ;;
@@ -153,7 +171,8 @@ for s in $STEPS; do
     tower_stream) step tower_stream 150 $FP8 bench tower --model qwen3.5-27b --m ${TOWER_M:-1,8} --arms merged \
                     --backends ${TOWER_BACKENDS:-auto,stream} --scheme ${TOWER_SCHEMES:-per_tensor,channel_token,block128} \
                     --json "$V/tower_stream.json" ;;
-    fourway) step fourway 220 $PY benchmarks/bench_fourway.py --max-configs 2 --json "$V/fourway.json" ;;
+    fourway) step fourway ${FOURWAY_S:-220} $PY benchmarks/bench_fourway.py --json "$V/fourway.json" \
+               ${FOURWAY_ARGS:---max-configs 2} ;;
     tower) step tower 200 $FP8 bench tower --model qwen3.5-27b --m 1,8,32 --arms unmerged,merged \
              --backends cublaslt,auto --scheme per_tensor,channel_token,block128 --json "$V/tower.json" ;;
     ncu) NCU_BASE='"block_n": 64, "block_k": 256, "split_k": 1, "num_warps": 4, "num_stages": 4'
@@ -178,7 +197,7 @@ for s in $STEPS; do
                     $PY benchmarks/ncu_gemm.py --backend stream --scheme $1 --shape $2 --m $3 \
                     --config "$NCU_STREAM_CONFIG"
                 done ;;
-    trace) step trace 120 $FP8 trace capture --model qwen3.5-27b --arm merged --backend auto --m 1 \
+    trace) step trace 120 $FP8 trace capture --model qwen3.5-27b --arm merged --backend auto --m ${TRACE_M:-1} \
              --scheme ${TRACE_SCHEME:-per_tensor} \
              --out "$V/trace_merged_auto"
            step trace_attr 60 $FP8 trace attribute "$V/trace_merged_auto" --json "$V/trace_attr.json" ;;

@@ -61,7 +61,6 @@ def test_explicit_request_names_the_reason():
     [
         (GemmProblem(8, 1024, 5120, "per_tensor"), "CUDA tensor"),
         (GemmProblem(8, 1024, 5120, "per_tensor", capability=(8, 9)), "sm_90a only, this is sm_89"),
-        (sm90(scheme="block128"), "not block128"),
         (sm90(scheme="weight_only"), "not weight_only"),
         (sm90(out_dtype=torch.float16), "bfloat16 only"),
         (sm90(n=1000), "N=1000"),
@@ -72,7 +71,7 @@ def test_check_reasons(problem, match):
     assert match in cutlass.BACKEND.check(problem)
 
 
-@pytest.mark.parametrize("scheme", ["per_tensor", "channel_token"])
+@pytest.mark.parametrize("scheme", ["per_tensor", "channel_token", "block128"])
 def test_check_serves_tower_shapes(scheme):
     assert cutlass.BACKEND.check(sm90(m=3, scheme=scheme)) is None
     assert cutlass.BACKEND.check(sm90(scheme=scheme, channel_weight_scale=scheme == "per_tensor")) is None
@@ -91,6 +90,50 @@ def test_configs_use_the_token_tile_of_the_bucket(m, tn):
         assert tsearch.native_config(cutlass.BACKEND, sm90(m=m), tcache.normalize_config(c)) == (True, c)
     # PDL only where the build has griddepcontrol (see fp8_gemm.cu)
     assert all(cutlass._GDC[c["sched"]] for c in cfgs if c["pdl"])
+
+
+@pytest.mark.parametrize("m, tn", [(1, 16), (32, 32), (64, 64)])
+def test_block128_runs_the_blockwise_schedules_only(m, tn):
+    """block128 gets the blockwise-scaled builds (bp, bk) and nothing else; the other schemes
+    never get them; split-K 2/3/4 where the 128-row tiles leave SMs idle (N = 5120: 40)."""
+    p = sm90(m=m, n=5120, k=6144, scheme="block128")
+    cfgs = cutlass.BACKEND.configs(p)
+    assert {c["sched"] for c in cfgs} == {"bp", "bk"}
+    assert sorted(c["splits"] for c in cfgs if c["mode"] == "splitk") == [2, 3, 4]
+    assert cutlass.BACKEND.default_config(p) in cfgs
+    assert all(cutlass.spec_of(c).tile_n == tn for c in cfgs)
+    assert all(cutlass._GDC[c["sched"]] for c in cfgs if c["pdl"])
+    for c in cfgs:
+        assert tsearch.native_config(cutlass.BACKEND, p, tcache.normalize_config(c)) == (True, c)
+    for scheme in ("per_tensor", "channel_token"):
+        scheds = {c["sched"] for c in cutlass.BACKEND.configs(sm90(m=m, scheme=scheme))}
+        assert not scheds & cutlass.BLOCKWISE
+
+
+def test_block128_scales_repeat_to_64_rows():
+    """Row r of the expanded scales is the 128-row block scale of weight rows 64r..64r+63,
+    down to a partial last block (N = 1040: 9 blocks of 128, 17 groups of 64)."""
+    from fp8tower.formats import quantize_weight
+
+    w = quantize_weight(torch.randn(1040, 384) * 0.02, "block128")
+    s128 = w.kernel_scale()
+    s64 = cutlass.block_scales_64(w)
+    assert s128.shape == (9, 3) and s64.shape == (17, 3) and s64.is_contiguous()
+    for r in range(17):
+        torch.testing.assert_close(s64[r], s128[r // 2], rtol=0, atol=0)
+    assert cutlass._prepare(w)["w_scale"].data_ptr() != s128.data_ptr()
+
+
+def test_a_blockwise_config_never_runs_another_scheme_and_vice_versa():
+    from fp8tower.formats import quantize_weight
+
+    x = torch.randn(2, 256).bfloat16()
+    for scheme, cfg in (("block128", {"sched": "pf", "tile": "64x16x128"}),
+                        ("per_tensor", {"sched": "bp", "tile": "64x16x128"})):
+        w = quantize_weight(torch.randn(128, 256) * 0.02, scheme,
+                            act_scale=0.02 if scheme == "per_tensor" else None)
+        with pytest.raises(cutlass.CutlassError, match="block128 runs the blockwise"):
+            cutlass._run(x, w, cutlass._prepare(w), config=cfg)
 
 
 def test_kernel_family_matches_what_the_h200_trace_showed():
@@ -119,6 +162,8 @@ def test_build_spec_names_and_rejects_unknown_schedules():
     assert s.name == "pf_64x32x128" and "-DFP8T_SCHED=3" in s.defines()
     assert "-DCUTLASS_ENABLE_GDC_FOR_SM90" in s.defines()
     assert "-DCUTLASS_ENABLE_GDC_FOR_SM90" not in cutlass.BuildSpec("sk", 128, 16).defines()
+    assert "-DFP8T_SCHED=4" in cutlass.BuildSpec("bp", 64, 16).defines()
+    assert "-DCUTLASS_ENABLE_GDC_FOR_SM90" not in cutlass.BuildSpec("bk", 128, 16).defines()
     with pytest.raises(ValueError, match="unknown CUTLASS schedule 'xx'"):
         cutlass.BuildSpec("xx", 64, 16)
 

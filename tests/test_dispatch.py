@@ -141,15 +141,53 @@ def test_all_candidates_fail_gives_default_and_saves_nothing(tmp_path):
 
 
 def test_stale_config_in_cache_is_not_trusted(tmp_path):
+    """The 'fast' backend no longer offers f1: the cached choice is not used; the entry's
+    fastest measured candidate that still runs (fast's default, 10 us) serves instead."""
     clock = FakeClock()
     Dispatcher(candidates=three(clock), timer=FakeTimer(clock), tune=True).resolve(cpu_problem())
-    # The 'fast' backend no longer offers f1: the cached choice must not be used.
     changed = [fake_backend("slow", clock, {"default": 20.0}),
                fake_backend("fast", clock, {"default": 10.0, "f2": 3.0})]
-    d = Dispatcher(candidates=changed, timer=FakeTimer(clock), tune=False)
-    with pytest.warns(tcache.TuningCacheWarning, match="no longer offers"):
+    timer = FakeTimer(clock)
+    d = Dispatcher(candidates=changed, timer=timer, tune=False)
+    with pytest.warns(tcache.TuningCacheWarning,
+                      match=r"no longer offers.*fastest runnable candidate, fast None \(10.00 us"):
         b, cfg = d.resolve(cpu_problem())
-    assert (b.name, cfg) == ("slow", None)
+    assert (b.name, cfg) == ("fast", None) and timer.calls == 0
+
+
+def test_no_runnable_candidate_left_takes_the_safe_default():
+    clock = FakeClock()
+    Dispatcher(candidates=three(clock)[1:2], timer=FakeTimer(clock), tune=True).resolve(cpu_problem())
+    d = Dispatcher(candidates=[fake_backend("slow", clock, {"default": 20.0})], tune=False)
+    with pytest.warns(tcache.TuningCacheWarning, match="names backend 'fast', not registered"):
+        b, cfg = d.resolve(cpu_problem())
+    assert (b.name, cfg) == ("slow", None) and d.stats["defaults"] == 1
+
+
+def test_backends_env_restricts_auto_to_the_named_backends(monkeypatch):
+    """FP8TOWER_BACKENDS: the process dispatcher's pool, in registry order; a cached winner
+    outside it gives way to the best measured candidate inside it (here the reference)."""
+    from fp8tower import backends
+
+    monkeypatch.setenv("FP8TOWER_BACKENDS", "reference, triton")
+    dispatch.reset()
+    pool = [b.name for b in dispatch.default_dispatcher().pool()]
+    assert pool == [n for n in backends.names() if n in ("reference", "triton")]
+    monkeypatch.setenv("FP8TOWER_BACKENDS", "triton,cutlas")
+    dispatch.reset()
+    with pytest.raises(BackendError, match=r"FP8TOWER_BACKENDS='triton,cutlas'.*cutlas;.*cutlass"):
+        dispatch.default_dispatcher()
+    monkeypatch.setenv("FP8TOWER_BACKENDS", "reference")
+    dispatch.reset()
+    with pytest.raises(BackendError, match="'triton' is not among this dispatcher's candidates"):
+        dispatch.resolve(cpu_problem(), "triton")
+    e = entry_with({"triton": 5.0, "cutlass": 4.0, "reference": 90.0}, problem=cpu_problem())
+    with pytest.warns(tcache.TuningCacheWarning, match="not registered among.*reference"):
+        b, _ = dispatch.default_dispatcher().choice(cpu_problem(), e)
+    assert b.name == "reference"
+    only_outside = entry_with({"cutlass": 4.0, "triton": 5.0}, problem=cpu_problem(m=8))
+    with pytest.warns(tcache.TuningCacheWarning, match="not registered among"):
+        assert dispatch.default_dispatcher().choice(cpu_problem(m=8), only_outside) is None
 
 
 def test_memo_hit_is_a_dict_lookup():

@@ -43,7 +43,8 @@ def test_direct_launch_equals_generic(scheme, m, shape):
 
 QUANT_FIRST_CASES = [("cublaslt", s) for s in (Scheme.PER_TENSOR, Scheme.CHANNEL_TOKEN,
                                                Scheme.BLOCK128)] + \
-                    [("cutlass", s) for s in (Scheme.PER_TENSOR, Scheme.CHANNEL_TOKEN)]
+                    [("cutlass", s) for s in (Scheme.PER_TENSOR, Scheme.CHANNEL_TOKEN,
+                                              Scheme.BLOCK128)]
 
 
 @pytest.mark.parametrize(("backend", "scheme"), QUANT_FIRST_CASES, ids=str)

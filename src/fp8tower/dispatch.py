@@ -7,8 +7,14 @@
   default: the first backend in registry order able to serve, with its ``default_config``.
 - Tuning is allowed on a CUDA device unless ``FP8TOWER_TUNE=0``; never on the CPU.
   ``FP8TOWER_RETUNE=1`` ignores cached entries (each key is then tuned once per process).
-  ``FP8TOWER_CACHE_DIR`` moves the cache. The environment is read once, when the
-  dispatcher is created (the first call, or :func:`reset`).
+  ``FP8TOWER_CACHE_DIR`` moves the cache. ``FP8TOWER_BACKENDS=triton,cublaslt`` (a comma
+  list) restricts ``auto`` to those backends: a cached winner outside them gives way to the
+  fastest measured candidate of the entry that is inside (and a key tuned meanwhile is tuned
+  over them only, and saved so). The environment is read once, when the dispatcher is
+  created (the first call, or :func:`reset`).
+- A cached winner that cannot run here (its backend unavailable or outside the pool, its
+  config no longer offered) gives way to the entry's fastest measured candidate that can,
+  with a warning once per key; with none, the key is tuned again or takes the safe default.
 - Never under CUDA graph capture: a miss during capture takes the safe default (a cached
   entry is still used), is counted (``stats()["capture_misses"]``) and warns once per
   process with the ``fp8tower tune`` command that would have tuned it. It is not memoized,
@@ -138,6 +144,9 @@ class Dispatcher:
             b = backend
         else:
             b = next((b for b in pool if b.name == backend), None)
+            if b is None and backend in backends.names():
+                raise BackendError(f"backend {backend!r} is not among this dispatcher's "
+                                   f"candidates ({names}; FP8TOWER_BACKENDS sets them)")
             if b is None:
                 raise BackendError(f"unknown backend {backend!r}: registered backends are {names}")
         reason = self.able(b, problem)
@@ -208,26 +217,40 @@ class Dispatcher:
             return self._tune_policy
         return self._tune_env and problem.on_cuda
 
+    def _runnable(self, problem: GemmProblem, backend: str, config: Any):
+        """((backend, native config), None) if it can run here, else (None, why not)."""
+        b = next((b for b in self.pool() if b.name == backend), None)
+        if b is None:
+            return None, f"backend {backend!r} is not registered" + (
+                "" if self._candidates is None else " among this dispatcher's candidates")
+        why = self.able(b, problem)
+        if why is not None:
+            return None, why
+        found, native = search.native_config(b, problem, config)
+        if not found:
+            return None, f"{backend} no longer offers config {config}"
+        return (b, native), None
+
     def choice(self, problem: GemmProblem, entry: Entry) -> tuple[Backend, Any] | None:
-        """The entry's (backend, native config) if still valid here, else None (warned once)."""
+        """The entry's (backend, native config) if still valid here; else its fastest
+        measured candidate that is (warned once); else None."""
         if not entry.ranked():
             return None  # a tuning where everything failed
-        b = next((b for b in self.pool() if b.name == entry.backend), None)
-        why = None
-        if b is None:
-            why = f"backend {entry.backend!r} is not registered"
-        else:
-            why = self.able(b, problem)
-            if why is None:
-                found, config = search.native_config(b, problem, entry.config)
-                if found:
-                    return b, config
-                why = f"{entry.backend} no longer offers config {entry.config}"
+        hit, why = self._runnable(problem, entry.backend, entry.config)
+        if hit is not None:
+            return hit
+        fallback, instead = None, ""
+        for c in entry.ranked():  # fastest first
+            fallback = self._runnable(problem, c.backend, c.config)[0]
+            if fallback is not None:
+                instead = (f"; using its fastest runnable candidate, {c.backend} {c.config} "
+                           f"({c.median_us:.2f} us measured)")
+                break
         if entry.key not in self._bad:
             self._bad.add(entry.key)
-            warnings.warn(f"fp8tower: cached choice for {entry.key} ignored: {why}",
+            warnings.warn(f"fp8tower: cached choice for {entry.key} ignored: {why}{instead}",
                           tcache.TuningCacheWarning, stacklevel=5)
-        return None
+        return fallback
 
     # ------------------------------------------------------------------ cache and tuning
 
@@ -243,7 +266,9 @@ class Dispatcher:
         if slot is None:
             cache = None
             if self.persist:
-                known = [b.name for b in self.pool()]
+                # every registered backend: a winner outside the pool still ranks its
+                # runners-up (choice), an unregistered one's entry is skipped at load
+                known = {*backends.names(), *(b.name for b in self.pool())}
                 cache = tcache.DecisionCache.for_device(self.cache_dir, label, known)
             slot = (cache, cache.load() if cache is not None else {})
             self._caches[label or ""] = slot
@@ -290,13 +315,27 @@ def generation() -> int:
     return _generation
 
 
+def candidates_from_env() -> list[Backend] | None:
+    """The backends FP8TOWER_BACKENDS names (comma list), or None when it is unset or empty."""
+    value = os.environ.get("FP8TOWER_BACKENDS", "").strip()
+    if not value:
+        return None
+    registered = backends.names()
+    names = [n.strip() for n in value.split(",") if n.strip()]
+    unknown = [n for n in names if n not in registered]
+    if unknown:
+        raise BackendError(f"FP8TOWER_BACKENDS={value!r}: unknown backend(s) "
+                           f"{', '.join(unknown)}; registered backends are {', '.join(registered)}")
+    return [backends.get(n) for n in registered if n in names]  # in fallback order
+
+
 def default_dispatcher() -> Dispatcher:
     """The process's dispatcher (created on first use, reading the environment then)."""
     global _default
     if _default is None:
         with _default_lock:
             if _default is None:
-                _default = Dispatcher()
+                _default = Dispatcher(candidates=candidates_from_env())
     return _default
 
 

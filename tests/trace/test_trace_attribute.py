@@ -306,3 +306,62 @@ def test_map_arm_steps_disagreeing_with_the_step_ranges_is_an_error():
     )
     with pytest.raises(TraceError, match="2 step ranges .* SHORT is declared as 1 steps"):
         attribute(arm)
+
+
+def test_kernels_without_overlap_partition_the_busy_span():
+    """Early-launched kernels start inside their predecessor: each is counted from the later
+    of its start and the end of every kernel before it; one inside another counts zero."""
+    import numpy as np
+
+    from fp8tower.trace.events import KernelTable
+
+    k = KernelTable.empty()
+    n = 4
+    table = KernelTable(["a"], np.zeros(n, np.int32), np.array([0.0, 5.0, 12.0, 25.0]),
+                        np.array([10.0, 15.0, 3.0, 5.0]), np.zeros(n, np.int64),
+                        np.arange(n), np.zeros((n, 3), np.int32), np.zeros((n, 3), np.int32),
+                        np.full(n, -1), np.full(n, -1))
+    out = table.without_overlap()
+    assert out.start_us.tolist() == [0.0, 10.0, 20.0, 25.0]
+    assert out.dur_us.tolist() == [10.0, 10.0, 0.0, 5.0]  # 25 us: the union of the four
+    assert np.all(np.diff(out.start_us) >= 0) and table.start_us[1] == 5.0  # a copy
+    apart = table.take(np.array([0, 3]))
+    assert apart.without_overlap() is apart and k.without_overlap() is k
+
+
+def test_overlapping_kernels_add_up_to_the_step_not_more():
+    """The same arm with every kernel launched early (starting half-way into the one before,
+    as programmatic dependent launch does): the raw durations would sum to more than the
+    busy span; the attribution counts each kernel without the overlap, so the ops and the
+    unattributed rest add up to the two-length span difference, and a note says so."""
+    import dataclasses
+
+    import numpy as np
+
+    from fp8tower.trace.steps import segment_steps
+
+    arm = load_arm(DATA / "arm_merged")
+
+    def early(trace, steps):
+        k = trace.kernels
+        step = segment_steps(trace, steps, arm.step_pattern).step_of
+        same = (step[1:] == step[:-1]) & (step[1:] >= 0)  # within a step: steps stay apart
+        start = k.start_us.copy()
+        start[1:] = np.where(same, k.start_us[:-1] + k.dur_us[:-1] / 2, start[1:])
+        kernels = k.take(np.arange(len(k)))
+        kernels.dur_us = k.end_us - start
+        kernels.start_us = start
+        return dataclasses.replace(trace, kernels=kernels)
+
+    raw = dataclasses.replace(arm, short=early(arm.short, arm.steps[0]),
+                              long=early(arm.long, arm.steps[1]))
+    raw_sum = float(raw.long.kernels.dur_us.sum() - raw.short.kernels.dur_us.sum())
+    att = attribute(raw)
+    d = att.steps[1] - att.steps[0]
+    assert raw_sum / d / 1e3 > 1.2 * att.span_diff_ms  # what summing raw durations would say
+    # the busy union: the span less the idle gaps between kernels (a few % here)
+    assert 0.9 * att.span_diff_ms < att.ms_per_step <= att.span_diff_ms * (1 + 1e-9)
+    total = sum(op.ms_per_step for op in att.ops) + att.unattributed_ms
+    assert total == pytest.approx(att.ms_per_step)
+    assert any("ran under an earlier kernel" in n for n in att.notes)
+    assert not any("ran under" in n for n in attribute(arm).notes)

@@ -14,10 +14,16 @@ called with raw device pointers on torch's current stream. Schedules (see the .c
 - ``ws``: plain warp-specialized, non-persistent;
 - ``pf``: CUTLASS example 63: prefetches weights before ``griddepcontrol.wait`` and triggers
   dependents early (``overlap``/``prefetch`` ratios), launched with programmatic dependent
-  launch (``pdl``) so that consecutive kernels overlap.
+  launch (``pdl``) so that consecutive kernels overlap;
+- ``bp`` / ``bk`` (block128 only): CUTLASS's blockwise-scaled FP8 mainloop, each 128-wide K
+  step's partial sums scaled in registers by the weight block's and the token group's scale;
+  ping-pong with 64-row tiles, or cooperative 128-row tiles with the stream-K scheduler
+  (split-K at run time). The weight's 128-row block scales are repeated to 64-row groups
+  once, at prepare, so that a 64-row tile holds one.
 
 Activations are quantized by a separate launch (``act_quant``), as for cuBLASLt. Serves
-per_tensor (scalar or per-channel weight scale) and channel_token, bfloat16 output.
+per_tensor (scalar or per-channel weight scale), channel_token and block128, bfloat16
+output.
 """
 
 from __future__ import annotations
@@ -44,11 +50,14 @@ PACKAGE = "nvidia-cutlass"
 SOURCE = Path(__file__).parent / "csrc" / "cutlass" / "fp8_gemm.cu"
 EXAMPLE_63 = "examples/63_hopper_gemm_with_weight_prefetch"
 # Schedule name -> FP8T_SCHED; tile M (weight rows per CTA) each schedule builds.
-SCHEDULES = {"ws": 0, "pp": 1, "sk": 2, "pf": 3}
-_TILE_M = {"ws": 64, "pp": 64, "sk": 128, "pf": 64}
-# sk builds without griddepcontrol (see the .cu file): CUTLASS 4.2.0's stream-K code for it
-# does not compile under nvcc 13.0; the others have it, so a PDL launch is safe for them.
-_GDC = {"ws": True, "pp": True, "sk": False, "pf": True}
+SCHEDULES = {"ws": 0, "pp": 1, "sk": 2, "pf": 3, "bp": 4, "bk": 5}
+_TILE_M = {"ws": 64, "pp": 64, "sk": 128, "pf": 64, "bp": 64, "bk": 128}
+BLOCKWISE = frozenset({"bp", "bk"})  # block128's schedules (and block128 runs only these)
+# sk and bk build without griddepcontrol (see the .cu file): CUTLASS 4.2.0's stream-K code for
+# it does not compile under nvcc 13.0; the others have it, so a PDL launch is safe for them.
+_GDC = {"ws": True, "pp": True, "sk": False, "pf": True, "bp": True, "bk": False}
+# The weight's block scales as the blockwise builds read them: one per 64 rows (the .cu file).
+SCALE_ROWS = 64
 MODES = {"heuristic": 0, "splitk": 1, "streamk": 2}
 NVCC_FLAGS = (
     "-O3", "-std=c++17", "-shared", "-Xcompiler", "-fPIC", "--expt-relaxed-constexpr",
@@ -197,13 +206,20 @@ def spec_of(config: dict) -> BuildSpec:
 
 def _configs(p: GemmProblem) -> list[dict]:
     tn = token_tile(p.bucket)
-    sk = f"{_TILE_M['sk']}x{tn}x128"
-    out = [{"sched": "sk", "tile": sk, "mode": "heuristic", "splits": 1, "pdl": False}]
-    tiles = -(-p.n // _TILE_M["sk"])
-    for splits in (2, 4):  # split-K when the N tiles alone leave SMs idle (132 on the H200)
-        if tiles * splits <= 2 * 132 and p.k // splits >= 512:
-            out.append({"sched": "sk", "tile": sk, "mode": "splitk", "splits": splits, "pdl": False})
-    out.append({"sched": "pp", "tile": f"64x{tn}x128", "mode": "heuristic", "splits": 1, "pdl": False})
+    blockwise = p.scheme is Scheme.BLOCK128
+    sched_k, sched_p = ("bk", "bp") if blockwise else ("sk", "pp")
+    sk = f"{_TILE_M[sched_k]}x{tn}x128"
+    out = [{"sched": sched_k, "tile": sk, "mode": "heuristic", "splits": 1, "pdl": False}]
+    tiles = -(-p.n // _TILE_M[sched_k])
+    for splits in (2, 3, 4):  # split-K when the N tiles alone leave SMs idle (132 on the H200)
+        if tiles * splits <= 2 * 132 and p.k // splits >= 512 and (splits != 3 or blockwise):
+            out.append({"sched": sched_k, "tile": sk, "mode": "splitk", "splits": splits, "pdl": False})
+    out.append({"sched": sched_p, "tile": f"64x{tn}x128", "mode": "heuristic", "splits": 1,
+                "pdl": False})
+    if blockwise:  # no blockwise prefetch mainloop (pf); the ping-pong build has griddepcontrol
+        out.append({"sched": "bp", "tile": f"64x{tn}x128", "mode": "heuristic", "splits": 1,
+                    "pdl": True})
+        return out
     # Example 63's defaults (overlap 0.5, best-effort prefetch) with PDL.
     out.append({"sched": "pf", "tile": f"64x{tn}x128", "mode": "heuristic", "splits": 1,
                 "pdl": True, "overlap": 0.5, "prefetch": -1.0})
@@ -212,8 +228,10 @@ def _configs(p: GemmProblem) -> list[dict]:
 
 def _default_config(p: GemmProblem) -> dict:
     # pf (example 63 + PDL) was the fastest CUTLASS config on 51 of 72 (shape, M, scheme) rows
-    # of benchmarks/results/cutlass_H200_2026-11-30.json (pp 14, sk 7).
-    return next(c for c in _configs(p) if c["sched"] == "pf")
+    # of benchmarks/results/cutlass_H200_2026-11-30.json (pp 14, sk 7). block128: bp with
+    # PDL, unmeasured as a default (the tuner times every config).
+    want = ("bp", True) if p.scheme is Scheme.BLOCK128 else ("pf", True)
+    return next(c for c in _configs(p) if (c["sched"], c["pdl"]) == want)
 
 
 def _check(p: GemmProblem) -> str | None:
@@ -221,8 +239,8 @@ def _check(p: GemmProblem) -> str | None:
         return "needs a CUDA tensor (CUTLASS sm_90a kernels)"
     if p.capability != (9, 0):
         return f"CUTLASS configs are built for sm_90a only, this is sm_{p.capability[0]}{p.capability[1]}"
-    if p.scheme not in (Scheme.PER_TENSOR, Scheme.CHANNEL_TOKEN):
-        return f"the CUTLASS backend serves per_tensor and channel_token, not {p.scheme.value}"
+    if p.scheme not in (Scheme.PER_TENSOR, Scheme.CHANNEL_TOKEN, Scheme.BLOCK128):
+        return f"the CUTLASS backend serves per_tensor, channel_token and block128, not {p.scheme.value}"
     if p.out_dtype != torch.bfloat16:
         return f"the CUTLASS epilogue writes bfloat16 only, asked for {p.out_dtype}"
     if p.n % _ALIGN or p.k % _ALIGN:
@@ -267,7 +285,16 @@ class PrecompileReport:
 # ============================================================================ run
 
 
+def block_scales_64(weight: Fp8Weight) -> torch.Tensor:
+    """block128's (ceil(N/128), ceil(K/128)) scales as the blockwise builds read them: each
+    row twice, cut to ceil(N/64) rows, so row r of the result scales weight rows 64r..64r+63."""
+    rows = -(-weight.n // SCALE_ROWS)
+    return weight.kernel_scale().repeat_interleave(128 // SCALE_ROWS, dim=0)[:rows].contiguous()
+
+
 def _prepare(weight: Fp8Weight) -> dict:
+    if weight.scheme is Scheme.BLOCK128:
+        return {"w": weight.data.contiguous(), "w_scale": block_scales_64(weight), "w_vec": 1}
     scale = weight.scale.float().reshape(-1).contiguous()
     return {"w": weight.data.contiguous(), "w_scale": scale, "w_vec": int(scale.numel() > 1)}
 
@@ -294,11 +321,14 @@ def _run(x, weight, packed, *, act_scale=None, bias=None, out_dtype=torch.bfloat
     scheme = weight.scheme
     xq, sa = act_quant.for_gemm(x, weight, act_scale)
     xq = xq.contiguous()
-    sa = sa.float().reshape(-1).contiguous()
+    sa = sa.float().reshape(-1).contiguous()  # block128: (M, ceil(K/128)) row-major, flat
     m, k = xq.shape
     n = weight.n
     cfg = config or _default_config(GemmProblem(m, n, k, scheme, capability=(9, 0)))
     spec = spec_of(cfg)
+    if (spec.sched in BLOCKWISE) != (scheme is Scheme.BLOCK128):
+        raise CutlassError(f"CUTLASS config {spec.name} cannot run {scheme.value}: block128 runs "
+                           f"the blockwise schedules ({', '.join(sorted(BLOCKWISE))}) and only it does")
     lib = library(spec)
     mode, splits = MODES[cfg.get("mode", "heuristic")], int(cfg.get("splits", 1))
     ws_bytes = _workspace_bytes(spec, m, n, k, splits, mode)
@@ -330,7 +360,8 @@ BACKEND = Backend(
     # activation-quant launch (ours in Triton, or aten's ops for a dynamic per-tensor amax).
     kernel_family=r"fp8tower_cutlass::|Memset|_fp8_act_quant|elementwise|reduce_kernel",
     description="CUTLASS 3.x sm90 FP8 swap-AB GEMMs (stream-K/split-K, ping-pong, example-63 "
-                "prefetch + PDL), built by nvcc; separate activation-quant launch",
+                "prefetch + PDL; block128: blockwise-scaled mainloop), built by nvcc; separate "
+                "activation-quant launch",
     unavailable_reason=_unavailable,
     check=_check,
     prepare=_prepare,

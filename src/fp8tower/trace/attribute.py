@@ -8,6 +8,7 @@ step come from the manifest/map, GB/s is decimal (1e9 B/s).
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass, field
 
@@ -378,10 +379,13 @@ def attribute(arm: Arm, ceiling_gbps: float | None = None) -> Attribution:
     else:
         raise TraceError(f"arm {arm.name}: no manifest and no map file to attribute with")
     use_map = arm.rules is not None
-    rows = _op_rows(arm, units, n_units)
+    # steps and units come from the kernels' real starts; times from the kernels counted
+    # without overlap (same rows, same order)
+    flat = _without_overlap(arm, notes)
+    rows = _op_rows(flat, units, n_units)
 
-    diff = diff_traces(arm.short, arm.long, steps, arm.step_pattern)
-    un = [_unattributed(t, u) for t, u in zip((arm.short, arm.long), units)]
+    diff = diff_traces(flat.short, flat.long, steps, arm.step_pattern)
+    un = [_unattributed(t, u) for t, u in zip((flat.short, flat.long), units)]
     unattributed = [
         delta(nm, un[0].get(nm, (0, 0.0)), un[1].get(nm, (0, 0.0)), steps)
         for nm in sorted(set(un[0]) | set(un[1]))
@@ -434,7 +438,7 @@ def attribute(arm: Arm, ceiling_gbps: float | None = None) -> Attribution:
         ops=op_rows,
         unattributed=unattributed,
         diff=diff,
-        step_times=step_times(arm.long, segs[1]),
+        step_times=step_times(flat.long, segs[1]),
         span_diff_ms=(trace_span_us(arm.long) - trace_span_us(arm.short)) / d / 1e3,
         event_ms_per_step=event,
         ceiling_gbps=ceiling_gbps,
@@ -443,6 +447,22 @@ def attribute(arm: Arm, ceiling_gbps: float | None = None) -> Attribution:
         notes=notes,
         meta=meta,
     )
+
+
+def _without_overlap(arm: Arm, notes: list[str]) -> Arm:
+    """``arm`` with each trace's kernels counted without overlap (KernelTable.without_overlap),
+    and a note of how much kernel time per step ran under an earlier kernel."""
+    short, long = arm.short.without_overlap(), arm.long.without_overlap()
+    if short is arm.short and long is arm.long:
+        return arm
+    hidden = [float(a.kernels.dur_us.sum() - b.kernels.dur_us.sum())
+              for a, b in ((arm.short, short), (arm.long, long))]
+    per_step = (hidden[1] - hidden[0]) / (arm.steps[1] - arm.steps[0]) / 1e3
+    notes.append(f"kernels overlapped (early launch / programmatic dependent launch): "
+                 f"{per_step:.4f} ms/step of kernel time ran under an earlier kernel; each "
+                 f"kernel is counted from the later of its start and the end of the kernels "
+                 f"before it, so the ops add up to the busy span")
+    return dataclasses.replace(arm, short=short, long=long)
 
 
 def _unattributed(trace: Trace, unit: np.ndarray) -> dict[str, tuple[int, float]]:

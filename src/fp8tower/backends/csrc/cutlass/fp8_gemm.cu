@@ -13,8 +13,17 @@
 //             2 sk = cooperative, persistent, stream-K scheduler (split-K / stream-K at run time)
 //             3 pf = CUTLASS example 63: weight prefetch before griddepcontrol.wait,
 //                    early launch_dependent_grids (overlap/prefetch ratios at run time)
-// CUTLASS_ENABLE_GDC_FOR_SM90 (set by the builder except for sk) compiles griddepcontrol into the
-// kernels; without it a PDL launch would race, so fp8t_gemm refuses pdl. sk builds without it:
+//             4 bp = block128: ping-pong, persistent, blockwise-scaled mainloop (below)
+//             5 bk = block128: cooperative, persistent, stream-K scheduler, blockwise-scaled
+// Blockwise (4, 5): CUTLASS's sm90 FP8 mainloop with per-(row group, 128-wide K step) scales
+// applied to each K step's partial accumulator in registers (as DeepSeek-V3's block FP8
+// GEMMs do). Swap-AB again: SFA = the weight's scales at a granularity of 64 rows (block128's
+// 128-row blocks, each scale repeated for both 64-row halves, so a 64-row tile holds one;
+// backends/cutlass.py expands them once at load), SFB = the pre-pass's per-token scales of
+// each 1x128 group of x; both row-major (K-major, ceil(K/128) a row). The epilogue only
+// converts to bf16: the scales are all in the accumulator.
+// CUTLASS_ENABLE_GDC_FOR_SM90 (set by the builder except for sk, bk) compiles griddepcontrol into
+// the kernels; without it a PDL launch would race, so fp8t_gemm refuses pdl. sk, bk build without it:
 // CUTLASS 4.2.0's stream-K is_last_tile (GDC-only code) fails under nvcc 13.0 ("qualifiers
 // dropped in binding reference", sm90_tile_scheduler_stream_k.hpp:337, 2026-11-30).
 #include <cuda_runtime.h>
@@ -75,9 +84,19 @@ using Scheduler = cutlass::gemm::StreamKScheduler;
 using MainSchedule = cutlass::gemm::KernelTmaWarpSpecializedFP8FastAccumWithPrefetchAndSplitDMA;
 using EpiSchedule = cutlass::epilogue::TmaWarpSpecialized;
 using Scheduler = void;
+#elif FP8T_SCHED == 4
+using MainSchedule = cutlass::gemm::KernelTmaWarpSpecializedPingpongFP8BlockScaledAccum;
+using EpiSchedule = cutlass::epilogue::TmaWarpSpecialized;
+using Scheduler = void;
+#elif FP8T_SCHED == 5
+using MainSchedule = cutlass::gemm::KernelTmaWarpSpecializedCooperativeFP8BlockScaledAccum;
+using EpiSchedule = cutlass::epilogue::TmaWarpSpecializedCooperative;
+using Scheduler = cutlass::gemm::StreamKScheduler;
 #else
-#error "FP8T_SCHED must be 0..3"
+#error "FP8T_SCHED must be 0..5"
 #endif
+#define FP8T_BLOCKWISE (FP8T_SCHED >= 4)
+#define FP8T_STREAMK (FP8T_SCHED == 2 || FP8T_SCHED == 5)
 
 namespace fusion = cutlass::epilogue::fusion;
 constexpr auto kRound = cutlass::FloatRoundStyle::round_to_nearest;
@@ -88,8 +107,24 @@ using WScale = fusion::Sm90ColBroadcast<0, TileShape, float, float, StrideCol, 1
 using XScale = fusion::Sm90RowBroadcast<0, TileShape, float, float, StrideRow, 1>;
 using AccTimesW = fusion::Sm90EVT<fusion::Sm90Compute<cutlass::multiplies, float, float, kRound>,
                                   WScale, fusion::Sm90AccFetch>;
+#if FP8T_BLOCKWISE
+using Fusion = fusion::LinearCombination<ElementD, float, void, float, kRound>;  // D = bf16(acc)
+// Scale granularity (swap-AB): A = W, 64 rows x 128 K; B = x, 1 token x 128 K.
+constexpr int kScaleRowsW = 64;
+static_assert(FP8T_TM % kScaleRowsW == 0, "blockwise tiles hold whole 64-row scale groups");
+using ScaleConfig = cutlass::detail::Sm90BlockwiseScaleConfig<kScaleRowsW, 1, 128,
+                                                              cute::GMMA::Major::K,
+                                                              cute::GMMA::Major::K>;
+using LayoutSFA = decltype(ScaleConfig::deduce_layoutSFA());
+using LayoutSFB = decltype(ScaleConfig::deduce_layoutSFB());
+using MainLayoutA = cute::tuple<LayoutA, LayoutSFA>;
+using MainLayoutB = cute::tuple<LayoutB, LayoutSFB>;
+#else
 using Fusion = fusion::Sm90EVT<fusion::Sm90Compute<cutlass::multiplies, ElementD, float, kRound>,
                                XScale, AccTimesW>;
+using MainLayoutA = LayoutA;
+using MainLayoutB = LayoutB;
+#endif
 
 using CollectiveEpilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
     cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
@@ -97,8 +132,8 @@ using CollectiveEpilogue = typename cutlass::epilogue::collective::CollectiveBui
     ElementD, LayoutD, kAlignD, EpiSchedule, Fusion>::CollectiveOp;
 
 using CollectiveMainloop = typename cutlass::gemm::collective::CollectiveBuilder<
-    cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, ElementA, LayoutA, kAlignAB, ElementB,
-    LayoutB, kAlignAB, float, TileShape, ClusterShape,
+    cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, ElementA, MainLayoutA, kAlignAB, ElementB,
+    MainLayoutB, kAlignAB, float, TileShape, ClusterShape,
     cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(
         sizeof(typename CollectiveEpilogue::SharedStorage))>,
     MainSchedule>::CollectiveOp;
@@ -142,6 +177,22 @@ typename Gemm::Arguments make_args(void const* w, void const* x, void* y, float 
   auto sD = cutlass::make_cute_packed_stride(StrideD{}, make_shape(n, m, 1));
   cutlass::KernelHardwareInfo hw;
   hw.sm_count = sm_count();
+#if FP8T_BLOCKWISE
+  // w_scale: (ceil(n / 64), ceil(k / 128)), x_scale: (m, ceil(k / 128)), both row-major.
+  (void)w_scale_vec;
+  (void)x_scale_vec;
+  auto shape_mnkl = make_shape(n, m, k, 1);
+  typename Gemm::Arguments args{cutlass::gemm::GemmUniversalMode::kGemm,
+                                {n, m, k, 1},
+                                {static_cast<ElementA const*>(w), sA,
+                                 static_cast<ElementB const*>(x), sB, w_scale,
+                                 ScaleConfig::tile_atom_to_shape_SFA(shape_mnkl), x_scale,
+                                 ScaleConfig::tile_atom_to_shape_SFB(shape_mnkl)},
+                                {{}, nullptr, sD, static_cast<ElementD*>(y), sD},
+                                hw};
+  args.epilogue.thread.alpha = 1.f;
+  args.epilogue.thread.beta = 0.f;
+#else
   typename Gemm::Arguments args{cutlass::gemm::GemmUniversalMode::kGemm,
                                 {n, m, k, 1},
                                 {static_cast<ElementA const*>(w), sA,
@@ -153,7 +204,8 @@ typename Gemm::Arguments make_args(void const* w, void const* x, void* y, float 
   t.op_0.dRow = StrideRow{_0{}, bool(x_scale_vec), int64_t(0)};
   t.op_1.op_0.ptr_col = w_scale;
   t.op_1.op_0.dCol = StrideCol{bool(w_scale_vec), _0{}, int64_t(0)};
-#if FP8T_SCHED == 2
+#endif
+#if FP8T_STREAMK
   using Decomp = cutlass::gemm::kernel::detail::PersistentTileSchedulerSm90StreamKParams::DecompositionMode;
   args.scheduler.splits = splits;
   args.scheduler.decomposition_mode =
@@ -195,7 +247,8 @@ size_t fp8t_workspace_size(int m, int n, int k, int splits, int mode) {
 }
 
 // y (m, n) bf16 row-major = (x (m, k) fp8 @ w (n, k).T fp8) * w_scale * x_scale, on `stream`.
-// Scales: float device pointers, vectors (w: n, x: m) when *_vec != 0, else one value.
+// Scales: float device pointers, vectors (w: n, x: m) when *_vec != 0, else one value;
+// blockwise builds (bp, bk): the two block-scale matrices described at the top (*_vec unused).
 // pdl != 0: launched with programmatic dependent launch (griddepcontrol in the kernel).
 // Returns 0, or a nonzero code with fp8t_last_error() saying why.
 int fp8t_gemm(void const* w, void const* x, void* y, float const* w_scale, int w_scale_vec,
