@@ -13,10 +13,11 @@ Its first run (results/b128_scales_H200_2026-12-01/call1/) also had arms with th
 block128 scales loaded in their own step, as before (B128_PIPE 0), and two dots issued
 before scaling (B128_PIPE 2); the one-step-ahead loads (1) won and are now the only path.
   wo       weight_only on the same shapes and M: the split of x into two FP8 rows a token by
-           the pre-pass ("prequant", with PDL: the default up to M = 32, and without)
+           the pre-pass ("prequant", with PDL: the default up to M = 64, and without)
            against the GEMM-only ways (WO_MODE 2 on per_tensor's tile, the default before,
            at M <= 16; the upcast), block128's pair as the yardstick; each arm's
-           max |y - y_split_pdl| / max |y|
+           max |y - y_split_pdl| / max |y|; above M = 32 (one 128-row split tile) also
+           the split on 2 stages and on BLOCK_N 128
   ct_long  channel_token 5120x17408: the pair (with and without PDL), fused amax, the
            pre-pass alone, and per_tensor's GEMM with the same tile
 
@@ -153,6 +154,11 @@ def main() -> None:
                     "upcast": ({**tile, "prequant": False}, None)}
             if m <= 16:
                 arms["wo_mode2"] = ({**kc.default_config(q), "prequant": False, "wo_mode": 2}, None)
+            if m > 32:  # one 128-row split tile: 2 stages (two programs an SM), BLOCK_N 128
+                arms["split_pdl_s2"] = ({**tile, "num_stages": 2, "prequant": True, **kc.PDL_PAIR},
+                                        None)
+                arms["split_pdl_n128"] = ({**tile, "block_n": 128, "num_warps": 8, "num_stages": 3,
+                                           "prequant": True, **kc.PDL_PAIR}, None)
             row = {"shape": shape, "m": m, "default_config": kc.default_config(p)}
             time_arms(p, arms, row)
             b = GemmProblem(m, n, k, Scheme.BLOCK128)

@@ -40,6 +40,11 @@
 #   stream   the stream backend: its GPU tests, then bench_stream.py (chains against the Triton
 #            default and cuBLASLt; STREAM_BENCH_S seconds, STREAM_BENCH_ARGS)
 #   floor    the 27B merged tower's step as plain reads of its weights (bench_floor.py, #12)
+#   split    where a split-K GEMM's time goes: default / no reduction / unsplit / plain read
+#            (bench_split.py, #12; SPLIT_ARGS)
+#   untuned  other families' shapes: the untuned safe default against cuBLASLt and the Triton
+#            default (bench_gemm.py --shapes families, #12; UNTUNED_ARGS replaces the M and
+#            schemes, UNTUNED_S its seconds)
 #   prepass  the activation pre-pass alone and in its pair: block128's grouping and scale
 #            pipelining arms, channel_token at K = 17408 (bench_prepass.py, #12; PREPASS_ARGS)
 #   early    the 27B merged tower with early launch off / on (bench_early_launch.py, #12; EARLY_M,
@@ -159,6 +164,10 @@ for s in $STEPS; do
             step stream_bench ${STREAM_BENCH_S:-300} $PY benchmarks/bench_stream.py --json "$V/stream.json" \
               --budget-s $(( ${STREAM_BENCH_S:-300} - 20 )) ${STREAM_BENCH_ARGS:-} ;;
     floor) step floor 90 $PY benchmarks/bench_floor.py --json "$V/floor.json" ;;
+    split) step split ${SPLIT_S:-120} $PY benchmarks/bench_split.py --json "$V/split.json" ${SPLIT_ARGS:-} ;;
+    untuned) step untuned ${UNTUNED_S:-300} $PY benchmarks/bench_gemm.py --shapes families \
+               --backends cublaslt,untuned,triton --precompile --json "$V/untuned.json" \
+               ${UNTUNED_ARGS:---schemes per_tensor,channel_token,block128 --m 1,8,16,32} ;;
     prepass) step prepass ${PREPASS_S:-300} $PY benchmarks/bench_prepass.py --json "$V/prepass.json" \
                ${PREPASS_ARGS:-} ;;
     early) for f in "" ${EARLY_FORCE:+--force-pdl}; do

@@ -195,10 +195,9 @@ def test_triton_wave_fits():
     assert all(c in configs(p) for c in fits)
     # Over one wave: the default is the one-wave variant (H200 evidence in default_config).
     assert default_config(p) == fits[0] and configs(p)[0] == fits[0]
-    # Nothing to gain: 256 programs already fill 0.97 of one wave; weight_only's upcast (its
-    # default at M = 64) is not modelled.
+    # Nothing to gain: 256 programs already fill 0.97 of one wave; weight_only's upcast (a
+    # config, no longer a default: configs.WO_SPLIT_MAX_M) is not modelled.
     assert wave_fits(GemmProblem(1, 16384, 5120, Scheme.PER_TENSOR)) == []
-    assert wave_fits(GemmProblem(64, 10240, 5120, Scheme.WEIGHT_ONLY)) == []
 
 
 @pytest.mark.parametrize("scheme", [Scheme.PER_TENSOR, Scheme.CHANNEL_TOKEN, Scheme.BLOCK128])
@@ -212,9 +211,27 @@ def test_triton_default_fits_two_programs_per_sm(scheme):
         assert (cfg["num_stages"], programs_per_sm(cfg, p)) == (stages, 2), m
 
 
+def test_triton_split_default():
+    """Split-K only where the unsplit grid would stream slower than it reduces
+    (configs.unsplit_pays: per_tensor at M = 1, where it was measured)."""
+    from fp8tower.kernels.configs import default_config, unsplit_pays
+
+    def split(m, n, k, scheme=Scheme.PER_TENSOR):
+        return default_config(GemmProblem(m, n, k, scheme))["split_k"]
+
+    assert split(1, 8192, 8192) == 1 and unsplit_pays(GemmProblem(1, 8192, 8192, "per_tensor"), 128)
+    assert split(1, 5120, 2048) == 1  # 80 programs over 10.5 MB: 6.14 against 7.16 us split 3
+    assert split(1, 5120, 6144) == 3  # 80 programs over 31.5 MB: 12.57 against 11.62
+    assert split(1, 4096, 4096) == 4 and split(1, 1024, 5120) == 10
+    assert split(1, 8192, 28672) == 2  # 128 programs reach 0.92 of HBM: 58.66 against 57.61
+    assert split(16, 8192, 8192) == 2  # not measured faster unsplit at M = 16
+    assert split(1, 8192, 8192, Scheme.BLOCK128) == 2  # block128's programs stream slower
+
+
 def test_triton_untuned_defers_to_cublaslt():
     """The untuned rule (triton_gemm.untuned_defers_to): cuBLASLt where the Triton default
-    lost on the H200, Triton elsewhere; weight_only has no alternative."""
+    lost on the H200 (27B tower shapes and 21 of other families), Triton elsewhere;
+    weight_only has no alternative."""
     from fp8tower.backends.triton_gemm import untuned_defers_to
 
     def rule(m, n, k, scheme=Scheme.PER_TENSOR):
@@ -226,8 +243,18 @@ def test_triton_untuned_defers_to_cublaslt():
     assert rule(1, 10240, 5120) is None  # its one-wave default beat cuBLASLt
     assert rule(8, 1024, 5120) is None
     assert rule(32, 12288, 5120) == "cublaslt"
+    assert rule(8, 51200, 5120) == "cublaslt"  # over one wave: 0.92x (split_k_H200_*/call1)
+    # channel_token never: 1.01-2.6x cuBLASLt at M = 1-64, over one wave too (1.28-1.56x)
     assert rule(32, 12288, 5120, Scheme.CHANNEL_TOKEN) is None
-    assert rule(64, 12288, 5120, Scheme.BLOCK128) == "cublaslt"
+    assert rule(1, 57344, 8192, Scheme.CHANNEL_TOKEN) is None
+    assert rule(64, 57344, 8192, Scheme.CHANNEL_TOKEN) is None
+    assert rule(64, 8192, 1024, Scheme.CHANNEL_TOKEN) == "cublaslt"  # K <= 1024: 0.93x
+    assert rule(32, 8192, 1024, Scheme.CHANNEL_TOKEN) is None
+    # block128 at M = 64 over one wave (0.64-0.90x); one wave or smaller M stays on Triton
+    assert rule(64, 57344, 8192, Scheme.BLOCK128) == "cublaslt"
+    assert rule(64, 10240, 5120, Scheme.BLOCK128) == "cublaslt"
+    assert rule(64, 4096, 4096, Scheme.BLOCK128) is None
+    assert rule(32, 57344, 8192, Scheme.BLOCK128) is None
     assert rule(64, 34816, 5120, Scheme.WEIGHT_ONLY) is None
 
 
@@ -304,7 +331,7 @@ def test_pre_pass_defaults_pair_with_pdl_and_every_launch_is_searched_both_ways(
     cases = [(Scheme.CHANNEL_TOKEN, 1, False), (Scheme.CHANNEL_TOKEN, 8, True),
              (Scheme.BLOCK128, 1, True), (Scheme.PER_TENSOR, 1, False),
              (Scheme.PER_TENSOR, 32, True), (Scheme.WEIGHT_ONLY, 1, True),
-             (Scheme.WEIGHT_ONLY, 32, True), (Scheme.WEIGHT_ONLY, 64, False)]
+             (Scheme.WEIGHT_ONLY, 32, True), (Scheme.WEIGHT_ONLY, 64, True)]
     for scheme, m, paired in cases:
         p = GemmProblem(m, 4096, 4096, scheme, capability=(9, 0),
                         static_act_scale=scheme is Scheme.PER_TENSOR)

@@ -85,15 +85,15 @@ def test_programs_per_sm_estimate_matches_the_build(facts):
 
 
 _LAUNCH = """
-import sys, torch
+import json, sys, torch
 from fp8tower.backends import triton_gemm
 from fp8tower.formats import quantize_weight
 from fp8tower.kernels import offline
 from fp8tower.problem import GemmProblem
-scheme, m, n, k = sys.argv[1], *map(int, sys.argv[2:])
+scheme, m, n, k = sys.argv[1], *map(int, sys.argv[2:5])
 w = quantize_weight(torch.randn(n, k) * 0.02, scheme, act_scale=0.05 if scheme == "per_tensor" else None)
 x = torch.randn(m, k, dtype=torch.bfloat16)
-cfg = triton_gemm.default_config(GemmProblem(m, n, k, scheme, capability=(9, 0)))
+cfg = json.loads(sys.argv[5])
 with offline.offline_target((9, 0)):  # the launch compiles, then fails: nothing to run on
     try:
         triton_gemm._run(x, w, triton_gemm._prepare(w), config=cfg, out_dtype=torch.bfloat16)
@@ -113,12 +113,15 @@ def test_precompile_builds_what_a_launch_looks_up(tmp_path, monkeypatch):
     monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path))
     cases = [("per_tensor", 1, 1024, 5120), ("per_tensor", 8, 1024, 5120),
              ("channel_token", 1, 12288, 5120), ("block128", 32, 1024, 5120),
-             ("weight_only", 64, 6144, 5120)]  # M = 64: its upcast (the split's pre-pass
-    # has no torch fallback: on CPU tensors here it would compile, then stop, before the GEMM)
+             ("weight_only", 64, 6144, 5120)]
     jobs = []
     for scheme, m, n, k in cases:
         p = GemmProblem(m, n, k, scheme, capability=(9, 0))
-        jobs.append((p, default_config(p)))
+        cfg = default_config(p)
+        if scheme == "weight_only":  # its upcast: the split's pre-pass has no torch fallback
+            # (on CPU tensors here it would compile, then stop, before the GEMM)
+            cfg = {f: v for f, v in cfg.items() if f not in ("pdl", "prefetch")} | {"prequant": False}
+        jobs.append((p, cfg))
     report = offline.precompile(jobs, workers=2)
     # per_tensor M = 1 and M = 8 share BLOCK_M 16 but not a build: one token is quantized
     # as a vector (fp8_gemm.row1)
@@ -127,8 +130,9 @@ def test_precompile_builds_what_a_launch_looks_up(tmp_path, monkeypatch):
     cubins = sorted(tmp_path.rglob("*.cubin"))
     assert len(cubins) == 5
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    for scheme, m, n, k in cases:
-        out = subprocess.run([sys.executable, "-c", _LAUNCH, scheme, str(m), str(n), str(k)],
+    for (scheme, m, n, k), (_, cfg) in zip(cases, jobs):
+        out = subprocess.run([sys.executable, "-c", _LAUNCH, scheme, str(m), str(n), str(k),
+                              json.dumps(cfg)],
                              capture_output=True, text=True, env=env, timeout=300, check=False)
         assert "compiled, not launched" in out.stdout, out.stderr[-2000:]
         assert sorted(tmp_path.rglob("*.cubin")) == cubins, scheme  # found, not rebuilt
@@ -145,3 +149,28 @@ def test_offline_cli_bad_input(args, message, capsys):
     with pytest.raises(SystemExit) as e:
         offline.main(args)
     assert e.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_weight_only_split_at_m64_is_one_128_row_tile_without_spills():
+    """weight_only's split x at M = 64 (128 FP8 rows) runs as one 128-row tile, so W streams
+    once (configs.SPLIT_BLOCK_M_MAX): it builds for sm_90 without spills, one program a SM."""
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
+    code = (
+        "import json, dataclasses\n"
+        "from fp8tower.kernels import configs, offline\n"
+        "from fp8tower.problem import GemmProblem\n"
+        "p = GemmProblem(64, 16384, 5120, 'weight_only')\n"
+        "cfg = {'block_n': 64, 'block_k': 256, 'split_k': 1, 'num_warps': 4, 'num_stages': 3,\n"
+        "       'prequant': True, 'pdl': True, 'prefetch': 2}\n"
+        "f = offline.compile_gemm(p, cfg)\n"
+        "print(json.dumps({**dataclasses.asdict(f), 'block_m': configs.block_m_for(128, split=True)}))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                         timeout=600, check=False)
+    assert out.returncode == 0, out.stderr[-3000:]
+    r = json.loads(out.stdout.strip().splitlines()[-1])
+    assert r["block_m"] == 128 and r["x_fp8"]
+    assert r["spill_bytes"] in (0, None) and r["shared_bytes"] <= SMEM_PER_BLOCK
+    assert r["programs_per_sm"] >= 1
+    assert r["grid_programs"] == 16384 // 64  # one M tile: no second pass over W

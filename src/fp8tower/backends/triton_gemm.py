@@ -8,8 +8,8 @@ too (1x128 groups are local to a K step) but the pre-pass measured faster (H200,
 of K first: the per-token pre-pass (kernels/act_quant.py), or config "fused_amax" (each
 program takes its tokens' amax itself: one launch, the same bits), the default at M = 1,
 where it runs within 3% of the pair (kernels/configs.FUSED_AMAX_MAX_M). weight_only up to
-M = 32: x split exactly into two FP8 rows a token by the pre-pass, so its GEMM runs FP8 MMAs
-on block128's path (kernels/configs.WO_SPLIT_MAX_M); above, W upcast in the GEMM.
+M = 64: x split exactly into two FP8 rows a token by the pre-pass, so its GEMM runs FP8 MMAs
+on block128's path (kernels/configs.WO_SPLIT_MAX_M); W upcast in the GEMM is a config.
 """
 
 from __future__ import annotations
@@ -59,18 +59,29 @@ def _check(p: GemmProblem) -> str | None:
 
 def untuned_defers_to(p: GemmProblem) -> str | None:
     """The backend to serve ``p`` instead of this one when nothing is tuned (dispatch's
-    safe default), from where the Triton default lost to cuBLASLt on the H200: grids still
-    over one wave after ``default_config`` (34816x5120 per_tensor at 2.06 waves lost, 54.07
-    vs 48.84 us at M = 1, results/chain_pdl_prefetch_H200_2026-11-30.json; its one-wave
-    default now wins, 44.95 vs 47.46, results/variants_H200_2026-11-30.json), per_tensor at
-    M >= 32 (8 of 9 tower shapes, 0.69-0.98x) and every W8A8 scheme at M = 64 (0.41-0.95x
-    where it lost; results/gemm_per_tensor_H200_2026-11-29.json,
-    gemm_other_schemes_H200_2026-11-29.json). Choosing cuBLASLt cannot lose to it."""
+    safe default): cuBLASLt where the Triton default lost to it on the H200 (2026-12-01,
+    results/split_k_H200_2026-12-01/call1-5/untuned.json: 21 shapes of Llama-3.1 8B / 70B
+    (+ TP8 shards), Qwen3 8B / 32B / 30B-A3B x M = 1-64, each default against cuBLASLt):
+    - per_tensor with a grid over one wave (51200x5120 0.92x at M = 8, 57344x8192 0.95x at
+      M = 1) or at M >= 32 (0.66-0.98x on 14 of 21 shapes at M = 64);
+    - block128 at M = 64 with a grid over one wave (0.64-0.90x on all 6 such shapes; the
+      one-wave ones 0.96-1.64x).
+    - channel_token and block128 at M = 64 with K <= 1024 (8192x1024: 0.93x and 0.96-0.99x
+      in three runs).
+    channel_token otherwise never: the Triton default ran 1.03-2.6x cuBLASLt on the other 20
+    shapes at M = 1-64 (10240x5120 at M = 64: 0.96-1.01x over three runs), over one wave
+    too (28672x4096 1.28-1.51x), where the rule used to send every W8A8 scheme. Choosing
+    cuBLASLt cannot lose to it."""
     if p.scheme is Scheme.WEIGHT_ONLY:
         return None  # cuBLASLt cannot serve it
-    if waves(default_config(p), p) > 1.0 or p.m >= 64:
+    if p.m >= 64 and p.k <= 1024:
         return "cublaslt"
-    if p.scheme is Scheme.PER_TENSOR and p.m >= 32:
+    if p.scheme is Scheme.CHANNEL_TOKEN:
+        return None
+    over_one_wave = waves(default_config(p), p) > 1.0
+    if p.scheme is Scheme.PER_TENSOR and (over_one_wave or p.m >= 32):
+        return "cublaslt"
+    if p.scheme is Scheme.BLOCK128 and over_one_wave and p.m >= 64:
         return "cublaslt"
     return None
 
@@ -106,6 +117,16 @@ def _tile_major(packed: dict, block_n: int, block_k: int) -> torch.Tensor:
                                "run the layer once eagerly with the same config first")
         tiles[(block_n, block_k)] = tile_major(packed["w"], block_n, block_k)
     return tiles[(block_n, block_k)]
+
+
+def split_buffers(packed: dict, cfg: dict, grid_m: int, block_m: int, n: int,
+                  device: torch.device):
+    """(partials, counters) of a launch of ``cfg``: a fresh fp32 partials buffer and the
+    weight's per-tile counters (kernels/fp8_gemm.py's split-K); (None, None) unsplit."""
+    if cfg["split_k"] == 1:
+        return None, None
+    part = torch.empty(cfg["split_k"], grid_m * block_m, n, dtype=torch.float32, device=device)
+    return part, _counters(packed, -(-n // cfg["block_n"]) * grid_m, device)
 
 
 def _counters(packed: dict, need: int, device: torch.device) -> torch.Tensor:
@@ -148,7 +169,8 @@ def _run(x, weight, packed, *, act_scale=None, bias=None, out_dtype=torch.bfloat
     elif x_fp8:  # channel_token, block128 or weight_only with the pre-pass
         x, xs = quantize_act(x, scheme, pdl=cfg.get("pdl", False))
         xs_stride = xs.stride(0) if xs.dim() == 2 else 1
-    block_m = block_m_for(x.shape[0])  # weight_only's pre-pass: two rows a token
+    # weight_only's pre-pass: two rows a token
+    block_m = block_m_for(x.shape[0], split=scheme is Scheme.WEIGHT_ONLY and x_fp8)
     grid_m = -(-x.shape[0] // block_m)
     if out is None:
         y = torch.empty(m, weight.n, dtype=out_dtype, device=x.device)
@@ -159,11 +181,7 @@ def _run(x, weight, packed, *, act_scale=None, bias=None, out_dtype=torch.bfloat
                 f"{tuple(out.shape)} {out.dtype} strides {out.stride()}"
             )
         y = out
-    part = counters = None
-    if cfg["split_k"] > 1:
-        part = torch.empty(cfg["split_k"], grid_m * block_m, weight.n, dtype=torch.float32,
-                           device=x.device)
-        counters = _counters(packed, -(-weight.n // block_n) * grid_m, x.device)
+    part, counters = split_buffers(packed, cfg, grid_m, block_m, weight.n, x.device)
     w, n_packed = launch_weight(packed, cfg, weight.n)
     fp8_gemm.launch(
         w, x, y, packed["ws"], xs, bias, part, counters,

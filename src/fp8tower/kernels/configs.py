@@ -19,9 +19,18 @@ H200_SMS = 132
 SMEM_PER_SM, SMEM_RESERVED_PER_PROGRAM = 233_472, 1024
 
 
-def block_m_for(m: int) -> int:
-    """All M tokens in one tile (W streamed once), >= 16 for the MMA's narrow side."""
-    return min(max(16, 1 << (m - 1).bit_length()), 64)
+# weight_only's split x (two FP8 rows a token) in one tile up to M = 64: with two 64-row
+# tiles the grid streams W twice from HBM (pid_m is the slowest grid axis): 16384x5120 at
+# M = 64 ran 64.3 us, block128's pair (64 rows, one tile) 26.7 (H200 2026-12-01,
+# results/cutlass_blockwise_H200_2026-12-01/call1/prepass.json). One 128-row tile builds for
+# sm_90 without spills: 255 registers, 149 KB shared at 3 stages (kernels/offline.py).
+SPLIT_BLOCK_M_MAX = 128
+
+
+def block_m_for(m: int, split: bool = False) -> int:
+    """All M rows in one tile (W streamed once), >= 16 for the MMA's narrow side; at most 64,
+    or SPLIT_BLOCK_M_MAX for weight_only's split x (``split``: m counts its 2M rows)."""
+    return min(max(16, 1 << (m - 1).bit_length()), SPLIT_BLOCK_M_MAX if split else 64)
 
 
 # Shared memory per SM on sm_90 is 228 KB (232,448 B usable per block, seen in
@@ -36,10 +45,45 @@ def smem_bytes(cfg: dict, block_m: int, x_itemsize: int = 2) -> int:
     return cfg["num_stages"] * per_stage
 
 
+# What a split-K costs and what an unsplit program streams, fitted to two runs (H200
+# 2026-12-01, per_tensor M = 1, results/split_k_H200_2026-12-01/call2-3/split.json, the
+# default tile BLOCK_N 64 x BLOCK_K 256): a split GEMM took bytes / ceiling + 4.6 us (4.5-4.8
+# on six shapes; 1024x5120 5.5), the same tile unsplit max(bytes / (programs x 40.8 GB/s),
+# bytes / (0.92 x ceiling)) + 2.9 us (9.08-12.57 us where programs stream slower than HBM;
+# 128 programs reached 0.92 of the ceiling on 8192x28672, 58.59 us). The 1.7 us between them
+# is the reduction: the same grid with every split storing straight into y ran 1.6-2.2 us
+# faster than the reduced one.
+UNSPLIT_PROGRAM_GBPS = 40.8
+UNSPLIT_HBM_SHARE = 0.92
+SPLIT_REDUCTION_US = 1.7
+_READ_GBPS = 4500.0  # the H200's measured read ceiling (4.45-4.56 TB/s in these runs)
+
+
+def unsplit_pays(p: GemmProblem, tiles: int) -> bool:
+    """Whether ``tiles`` unsplit 64 x 256 programs stream ``p``'s weights no more than
+    SPLIT_REDUCTION_US slower than a split grid does (the model above). Measured, unsplit /
+    split: 8192x8192 19.58 / 19.94 us, 8192x3584 9.98 / 10.79, 6144x5120 11.57 / 11.98,
+    5120x2048 6.14 / 7.16, 8192x1024 4.98 / 6.27; split: 5120x6144 (80 programs: 12.57 /
+    11.62), 4096x4096 (9.16 / 8.28), 8192x28672 (58.66 / 57.61)."""
+    bytes_, hbm_us = p.weight_bytes(), p.weight_bytes() / (_READ_GBPS * 1e3)
+    unsplit_us = max(bytes_ / (tiles * UNSPLIT_PROGRAM_GBPS * 1e3), hbm_us / UNSPLIT_HBM_SHARE)
+    return unsplit_us - hbm_us <= SPLIT_REDUCTION_US
+
+
 def _split_for(p: GemmProblem, block_n: int, block_k: int) -> int:
+    """Split-K to about two programs per SM, or none where the unsplit grid streams about
+    as fast as the split one reduces (``unsplit_pays``; per_tensor at M = 1, this tile, up to
+    one program per SM: where it was measured. Elsewhere an unsplit program streams slower:
+    block128 8192x28672 57.6 -> 67.7 us at M = 1, channel_token 8192x8192 20.7 -> 27.9 at
+    M = 16, per_tensor 8192x28672 59.1 -> 60.8 at M = 16; results/split_k_H200_2026-12-01/
+    call3/untuned.json against call1's)."""
     tiles = -(-p.n // block_n) * -(-p.m // block_m_for(p.m))
     k_iters = -(-p.k // block_k)
-    return int(max(1, min(round(_TARGET_PROGRAMS / tiles), k_iters // 2, 16)))
+    split = int(max(1, min(round(_TARGET_PROGRAMS / tiles), k_iters // 2, 16)))
+    if (split > 1 and p.m == 1 and p.scheme is Scheme.PER_TENSOR and tiles <= H200_SMS
+            and (block_n, block_k) == (64, 256) and unsplit_pays(p, tiles)):
+        return 1
+    return split
 
 
 # weight_only's x split by the pre-pass into two FP8 rows a token (act_quant._split8_groups,
@@ -47,9 +91,10 @@ def _split_for(p: GemmProblem, block_n: int, block_k: int) -> int:
 # upcast: faster on every 27B tower shape at M = 1, 8, 16, 32 (H200 2026-12-01,
 # results/b128_scales_H200_2026-12-01/call3/prepass.json "wo", default tiles, PDL pair):
 # 16384x5120 26.44 -> 22.73 us (M = 1), 31.59 -> 23.37 (M = 8), 43.38 -> 33.95 (M = 32);
-# 5120x6144 14.48 -> 11.59 (M = 1). M = 64 (two M tiles, W read twice) is not measured:
-# the upcast stays the default there.
-WO_SPLIT_MAX_M = 32
+# 5120x6144 14.48 -> 11.59 (M = 1). At M = 64, in one 128-row tile (SPLIT_BLOCK_M_MAX), 4
+# stages (_tile_default): 16384x5120 67.55 -> 47.90, 12288x5120 69.15 -> 47.12, 5120x6144
+# 34.25 -> 26.71, 1024x5120 16.66 -> 15.26 (results/split_k_H200_2026-12-01/call2/prepass.json).
+WO_SPLIT_MAX_M = 64
 
 
 def _prequant_default(p: GemmProblem) -> bool:
@@ -100,9 +145,14 @@ def _tile_default(p: GemmProblem) -> dict:
     if p.scheme is Scheme.CHANNEL_TOKEN and p.m <= FUSED_AMAX_MAX_M and p.act_dtype != FP8_DTYPE:
         cfg["fused_amax"] = True  # one launch (see FUSED_AMAX_MAX_M)
     upcast = p.scheme is Scheme.WEIGHT_ONLY and not cfg["prequant"]  # compiles smaller
+    # weight_only's 128-row split tile (M > 32) ran faster on 4 stages, one program an SM,
+    # than on 2 stages, two: 16384x5120 47.90 / 50.95 us, 14336x5120 47.57 / 50.49,
+    # 12288x5120 47.12 / 48.47, 5120x6144 26.71 / 27.14; 1024x5120 15.26 / 14.14
+    # (results/split_k_H200_2026-12-01/call2/prepass.json "split_pdl" / "split_pdl_s2").
+    one_program = p.scheme is Scheme.WEIGHT_ONLY and cfg["prequant"] and p.m > 32
     while cfg["num_stages"] > 2 and (
         smem_bytes(cfg, block_m_for(p.m)) > _SMEM_BUDGET
-        or (not upcast and programs_per_sm(cfg, p) < 2)
+        or (not (upcast or one_program) and programs_per_sm(cfg, p) < 2)
     ):
         cfg["num_stages"] -= 1
     return with_pdl_pair(p, cfg)
@@ -121,7 +171,7 @@ def default_config(p: GemmProblem) -> dict:
     - per_tensor 34816x5120 (2.06 waves, no one-wave variant of the same tile): BLOCK_K 128
       with 3 stages (0.69 waves) 44.95 us against 53.21 and cuBLASLt 47.46 at M = 1, 46.40
       against 54.55 / 48.86 at M = 16 (results/variants_H200_2026-11-30.json).
-    weight_only up to M = 32: x split by the pre-pass (WO_SPLIT_MAX_M), on the tile of the
+    weight_only up to M = 64: x split by the pre-pass (WO_SPLIT_MAX_M), on the tile of the
     schemes that take FP8 x (the GEMM is block128's)."""
     base = _tile_default(p)
     if waves(base, p) <= 1.0:

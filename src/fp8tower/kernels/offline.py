@@ -158,7 +158,8 @@ def compile_gemm(problem: GemmProblem, config: dict, capability: tuple[int, int]
     p, cfg = problem, config
     x_fp8 = x_is_fp8(p.scheme, p.act_dtype == torch.float8_e4m3fn, cfg)
     rows = 2 * p.m if p.scheme is Scheme.WEIGHT_ONLY and x_fp8 else p.m  # its split x
-    bm, bn, bk, split = block_m_for(rows), cfg["block_n"], cfg["block_k"], cfg["split_k"]
+    bm = block_m_for(rows, split=rows != p.m)
+    bn, bk, split = cfg["block_n"], cfg["block_k"], cfg["split_k"]
     x_dtype = torch.float8_e4m3fn if x_fp8 else p.act_dtype
     k_per_split = math.ceil(math.ceil(p.k / bk) / split) * bk  # as fp8_gemm.launch
     # Scale strides as triton_gemm._run passes them (0 and 1 specialize differently).
@@ -187,7 +188,8 @@ def compile_gemm(problem: GemmProblem, config: dict, capability: tuple[int, int]
             num_stages=cfg["num_stages"], grid=(1,),
             PREFETCH=cfg.get("prefetch", 0), PDL=cfg.get("pdl", False),
             AMAX_CHUNKS=fp8_gemm.amax_chunks(SCHEME_ID[p.scheme], x_fp8, p.m, p.k, bm),
-            X_ROW1=fp8_gemm.row1(SCHEME_ID[p.scheme], x_fp8, p.m, cfg.get("wo_mode", 0)), PACKED=bool(cfg.get("packed")),
+            X_ROW1=fp8_gemm.row1(SCHEME_ID[p.scheme], x_fp8, p.m, cfg.get("wo_mode", 0)),
+            PACKED=bool(cfg.get("packed")),
             **({"WO_MODE": cfg["wo_mode"]} if cfg.get("wo_mode") else {}),
             **({"launch_pdl": True} if cfg.get("pdl") else {}),
         )
@@ -198,7 +200,7 @@ def compile_gemm(problem: GemmProblem, config: dict, capability: tuple[int, int]
         scheme=p.scheme.value, m=p.m, n=p.n, k=p.k, config=dict(cfg), x_fp8=x_fp8,
         compile_s=seconds, shared_bytes=shared, registers=regs, spill_bytes=local,
         programs_per_sm=resident_programs(shared, regs, cfg["num_warps"]),
-        grid_programs=-(-p.n // bn) * split * -(-p.m // bm),
+        grid_programs=-(-p.n // bn) * split * -(-rows // bm),  # as the launch: x rows
         ptx_ops=_ptx_summary(compiled.asm["ptx"]),
     )
 

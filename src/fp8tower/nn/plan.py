@@ -328,7 +328,7 @@ def _triton_plan(x2, weight, packed, be, config, *, bias, out_dtype, out_shape) 
     if scheme is Scheme.WEIGHT_ONLY and x_fp8 and block_k % 128:
         raise ValueError(f"weight_only's split pre-pass needs BLOCK_K a multiple of 128: {cfg}")
     rows = 2 * m if scheme is Scheme.WEIGHT_ONLY and x_fp8 else m  # weight_only's split x
-    block_m = configs.block_m_for(rows)
+    block_m = configs.block_m_for(rows, split=rows != m)
     grid_m = -(-rows // block_m)
     ws = packed["ws"]
     xs, xs_stride = ws, 0
@@ -351,10 +351,7 @@ def _triton_plan(x2, weight, packed, be, config, *, bias, out_dtype, out_shape) 
             xs_stride = s.stride(0) if s.dim() == 2 else 1
     else:
         gemm_x = x2
-    part = counters = None
-    if split > 1:
-        part = torch.empty(split, grid_m * block_m, n, dtype=torch.float32, device=device)
-        counters = tg._counters(packed, -(-n // block_n) * grid_m, device)
+    part, counters = tg.split_buffers(packed, cfg, grid_m, block_m, n, device)
     y0 = torch.empty(m, n, dtype=out_dtype, device=device)
     w, n_packed = tg.launch_weight(packed, cfg, n)
     grid, args, kw = fp8_gemm.launch_args(

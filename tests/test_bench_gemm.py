@@ -1,0 +1,45 @@
+"""benchmarks/bench_gemm.py's arm and shape handling on the CPU, with fake backends."""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+from pathlib import Path
+
+import pytest
+from test_tuning import FakeClock, cpu_problem, fake_backend
+
+from fp8tower.dispatch import Dispatcher
+
+_PATH = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_gemm.py"
+_spec = importlib.util.spec_from_file_location("bench_gemm", _PATH)
+bench = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(bench)
+
+
+def test_shape_sets_and_lists():
+    shapes, roles = bench.parse_shapes("families")
+    assert (8192, 1024) in shapes and roles["8192x1024"] == "Llama-3.1-70B TP8 o_proj shard"
+    assert len(shapes) == len(bench.FAMILY_SHAPES) == 21
+    shapes, roles = bench.parse_shapes("5120x6144,123x456")
+    assert shapes == [(5120, 6144), (123, 456)]
+    assert roles == {"5120x6144": "GDN out_proj / attn o_proj", "123x456": ""}
+
+
+@pytest.mark.parametrize("bad", ["5120", "axb", "5120x6144,towr"])
+def test_bad_shapes_name_the_value_and_what_was_expected(bad):
+    with pytest.raises(SystemExit, match="neither NxK .* nor one of tower, families"):
+        bench.parse_shapes(bad)
+
+
+def test_untuned_arm_is_the_dispatchers_safe_default():
+    """"untuned" serves what auto serves with no cache entry: the first able backend, or the
+    one its untuned_defers_to names."""
+    clock = FakeClock()
+    fast = fake_backend("fast", clock, {"default": 1.0})
+    slow = fake_backend("slow", clock, {"default": 2.0})
+    slow = dataclasses.replace(slow, untuned_defers_to=lambda p: "fast")
+    p = cpu_problem(m=4)
+    untuned = Dispatcher(candidates=[slow, fast], tune=False, persist=False)
+    be, _, chosen = bench.arm_choice("untuned", p, untuned)
+    assert (be.name, chosen) == ("fast", "fast")
