@@ -78,8 +78,7 @@ def time_shape(n: int, k: int, m: int, replays: int) -> dict:
     for bk, stages in UNSPLIT:
         arms[f"k{bk}_s{stages}"] = ({**base, "block_n": 64, "block_k": bk, "split_k": 1,
                                      "num_stages": stages}, "sum")
-    tiles, k_iters = -(-n // 64) * -(-m // kc.block_m_for(m)), -(-k // 256)
-    other = int(max(1, min(round(2 * kc.H200_SMS / tiles), k_iters // 2, 16)))  # as _split_for
+    other = kc.balanced_split(p, 64, 256)  # the split-K before configs.unsplit_pays
     if base["split_k"] == 1 and other > 1 and (base["block_n"], base["block_k"]) == (64, 256):
         arms[f"split{other}"] = ({**base, "split_k": other}, "sum")
     row = {"n": n, "k": k, "m": m, "config": base, "bytes": p.bytes_moved()}

@@ -70,6 +70,13 @@ def unsplit_pays(p: GemmProblem, tiles: int) -> bool:
     return unsplit_us - hbm_us <= SPLIT_REDUCTION_US
 
 
+def balanced_split(p: GemmProblem, block_n: int, block_k: int) -> int:
+    """Split-K to about two programs per SM (at least 2 K steps a split, at most 16)."""
+    tiles = -(-p.n // block_n) * -(-p.m // block_m_for(p.m))
+    k_iters = -(-p.k // block_k)
+    return int(max(1, min(round(_TARGET_PROGRAMS / tiles), k_iters // 2, 16)))
+
+
 def _split_for(p: GemmProblem, block_n: int, block_k: int) -> int:
     """Split-K to about two programs per SM, or none where the unsplit grid streams about
     as fast as the split one reduces (``unsplit_pays``; per_tensor at M = 1, this tile, up to
@@ -78,8 +85,7 @@ def _split_for(p: GemmProblem, block_n: int, block_k: int) -> int:
     M = 16, per_tensor 8192x28672 59.1 -> 60.8 at M = 16; results/split_k_H200_2026-12-01/
     call3/untuned.json against call1's)."""
     tiles = -(-p.n // block_n) * -(-p.m // block_m_for(p.m))
-    k_iters = -(-p.k // block_k)
-    split = int(max(1, min(round(_TARGET_PROGRAMS / tiles), k_iters // 2, 16)))
+    split = balanced_split(p, block_n, block_k)
     if (split > 1 and p.m == 1 and p.scheme is Scheme.PER_TENSOR and tiles <= H200_SMS
             and (block_n, block_k) == (64, 256) and unsplit_pays(p, tiles)):
         return 1
