@@ -7,7 +7,8 @@ One run, cold L2, one CUDA graph per row (bench_chain's timers):
 - per GEMM: a chain of one shape over rotated weight copies: us per GEMM, % of the read
   ceiling, us beyond its bytes (consecutive GEMMs: with PDL their boundaries overlap);
 - tower chain: the tower shapes x 2 weight sets in one graph, without and with a small
-  elementwise kernel between GEMMs (the tower's stand-ins; launched without PDL).
+  elementwise kernel between GEMMs (the tower's stand-ins; launched without PDL);
+- ``--timeline``: the same chains kernel by kernel (gaps and durations, torch.profiler).
 
     python benchmarks/bench_stream.py --json benchmarks/results/stream_H200.json
 """
@@ -17,6 +18,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from pathlib import Path
 
 import torch
 
@@ -37,6 +39,7 @@ from bench_chain import (
     time_arm,
     tower_chains,
 )
+from bench_chain import problem as bench_problem
 from bench_gemm import TOWER_SHAPES
 
 STREAM_ARMS = {
@@ -48,6 +51,37 @@ STREAM_ARMS = {
     # FP8 x given (quantized once, outside the chain): the GEMM without its pre-pass launch
     "stream_fp8x": {"stages": 6, "pdl": True},
 }
+# Cluster splits (a cluster per tile, reduced in distributed shared memory): the largest size
+# of stream.cluster_sizes, the most stages that fit; the same on 4 stages; the smaller size;
+# the first with FP8 x given (no pre-pass launch).
+CLUSTER_ARMS = ("stream_cluster", "stream_cluster_s4", "stream_cluster_small", "stream_cluster_fp8x",
+                "stream_cluster_xq", "stream_cluster_xq_s4")  # xq: x quantized in the kernel
+# CUTLASS example 63 (prefetch + PDL), what the tuner chose for per_tensor 5120x6144 in the
+# tower (results/split_k_H200_2026-12-01/call4/tuning_cache.json)
+CUTLASS_PF = {"sched": "pf", "tile": "64x16x128", "mode": "heuristic", "splits": 1, "pdl": True,
+              "overlap": 0.5, "prefetch": -1.0}
+
+
+def cluster_config(arm, p):
+    """The cluster arm's config for p; None where it has none or repeats stream_cluster's."""
+    m, xk = min(p.bucket, 16), stream._x_kind(p)
+    xq = "_xq" in arm
+    if xq and p.scheme not in stream.XQ_SCHEMES:
+        return None
+    fit = [(c, s) for c in stream.cluster_sizes(p.n, p.k) for s in stream.STAGES
+           if stream.fits(m, xk, s, c, stream.xq_steps(p.k, c) if xq else 0)]
+    if not fit:
+        return None
+    top = max(fit)
+    if arm == "stream_cluster_xq_s4":
+        return {"stages": 4, "pdl": True, "cluster": top[0], "xq": True} if top[1] != 4 else None
+    if arm in ("stream_cluster_fp8x", "stream_cluster_xq"):
+        return {"stages": top[1], "pdl": True, "cluster": top[0], **({"xq": True} if xq else {})}
+    pick = {"stream_cluster": top, "stream_cluster_s4": max(f for f in fit if f[0] == top[0] and f[1] == 4),
+            "stream_cluster_small": max([f for f in fit if f[0] < top[0]], default=top)}[arm]
+    if arm != "stream_cluster" and pick == top:
+        return None
+    return {"stages": pick[1], "pdl": True, "cluster": pick[0]}
 
 
 def config_of(arm, p):
@@ -58,8 +92,14 @@ def config_of(arm, p):
         return kconfigs.default_config(p)
     if arm == "base_packed":  # the same over tile-major weights (kernels/layout.tile_major)
         return {**kconfigs.default_config(p), "packed": True}
+    if arm == "cutlass_pf":
+        from fp8tower import backends
+
+        return CUTLASS_PF if backends.get("cutlass").check(p) is None and p.bucket <= 16 else None
     if stream.BACKEND.check(p) is not None:
         return None
+    if arm in CLUSTER_ARMS:
+        return cluster_config(arm, p)
     cfg = stream.BACKEND.default_config(p) if arm == "stream_default" else STREAM_ARMS[arm]
     return cfg if stream.fits(min(p.bucket, 16), stream._x_kind(p), cfg["stages"]) else None
 
@@ -68,14 +108,85 @@ def call_for(arm, p, w, x, out):
     cfg = config_of(arm, p)
     if cfg is None:
         return None
-    if arm in STREAM_ARMS or arm == "stream_default":
+    if arm == "cutlass_pf":
+        from fp8tower import backends
+
+        be = backends.get("cutlass")
+        packed = be.packed_for(w)
+        return lambda: be.run(x, w, packed, config=cfg, out=out)
+    if arm in STREAM_ARMS or arm in CLUSTER_ARMS or arm == "stream_default":
         be = stream.BACKEND
         packed = be.packed_for(w)
-        if arm == "stream_fp8x":
+        if arm.endswith("_fp8x"):
             q, s = quantize_activation(x, w.scheme, w.act_scale)
             return lambda: be.run(q, w, packed, act_scale=s, config=cfg, out=out)
         return lambda: be.run(x, w, packed, config=cfg, out=out)
     return call_with(cfg, p, w, x, out)
+
+
+def timeline(calls, replays: int = 5) -> dict:
+    """Where a chain's time goes, kernel by kernel (torch.profiler over graph replays): for
+    each kernel of the chain in order, (family, gap, duration) in us, medians over the
+    replays but the first; the gap runs from the end of the kernel before it to its start
+    (< 0: it started early, under PDL, and waits inside its duration). Families: the stream
+    GEMM, the Triton GEMM, the activation pre-pass, torch's elementwise kernel, other."""
+    import json as _json
+    import statistics as st
+    import tempfile
+
+    g = torch.cuda.CUDAGraph()
+    for c in calls:  # warm-up (counters, builds) outside capture
+        c()
+    torch.cuda.synchronize()
+    with torch.cuda.graph(g):
+        for c in calls:
+            c()
+    for _ in range(3):
+        g.replay()
+    torch.cuda.synchronize()
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        for _ in range(replays):
+            g.replay()
+        torch.cuda.synchronize()
+    with tempfile.NamedTemporaryFile(suffix=".json") as f:
+        prof.export_chrome_trace(f.name)
+        events = [e for e in _json.loads(Path(f.name).read_text())["traceEvents"] if e.get("cat") == "kernel"]
+    events.sort(key=lambda e: e["ts"])
+    fams = {"stream_gemm": "fp8t_stream_gemm", "triton_gemm": "_fp8_gemm", "prepass": "_fp8_act_quant",
+            "elementwise": "elementwise"}
+    per = len(events) // replays  # kernels a replay
+    out = []
+    for i in range(per):  # position i of the chain, median over the replays but the first
+        gaps, durs = [], []
+        for r in range(1, replays):
+            e, prev = events[r * per + i], events[r * per + i - 1]
+            gaps.append(e["ts"] - (prev["ts"] + prev["dur"]))
+            durs.append(e["dur"])
+        fam = next((f for f, pat in fams.items() if pat in events[i]["name"]), "other")
+        out.append((fam, round(st.median(gaps), 3), round(st.median(durs), 3)))
+    return {"kernels": out}
+
+
+def timelines(scheme, m, shapes, sets, arms, cap):
+    """:func:`timeline` of the tower chain without and with an elementwise kernel between
+    GEMMs, per arm: (family, gap us, duration us) of each kernel in chain order."""
+    xs = {k: torch.randn(m, k, device="cuda").bfloat16() for k in {k for _, k in shapes}}
+    outs = {(n, k): torch.empty(m, n, dtype=torch.bfloat16, device="cuda") for n, k in shapes}
+    for between in (False, True):
+        for arm in arms:
+            calls = []
+            for s in range(2):
+                for n, k in shapes:
+                    p = bench_problem(m, n, k, scheme, cap)
+                    c = call_for(arm, p, sets[(n, k)][s], xs[k], outs[(n, k)]) or \
+                        call_for("base", p, sets[(n, k)][s], xs[k], outs[(n, k)])
+                    calls += [c, lambda x=xs[k]: x.mul_(1.0)] if between else [c]
+            row = {"scheme": scheme.value, "m": m, "arm": arm, "elementwise_between": between,
+                   "shapes": [f"{n}x{k}" for n, k in shapes]}
+            try:
+                yield {**row, **timeline(calls)}
+            except Exception as e:  # noqa: BLE001 (a failing arm is a row)
+                yield {**row, "error": f"{type(e).__name__}: {e}"[:300]}
 
 
 def main(argv=None):
@@ -84,8 +195,11 @@ def main(argv=None):
     ap.add_argument("--plan", default="per_tensor:1,8;channel_token:1;block128:1",
                     help="scheme:Ms;... (per GEMM and tower chains)")
     ap.add_argument("--arms", default="cublaslt,base," + ",".join(STREAM_ARMS))
+    # also: stream_default, cutlass_pf and the cluster arms (CLUSTER_ARMS)
     ap.add_argument("--shapes", default=",".join(TOWER_SHAPES))
     ap.add_argument("--budget-s", type=float, default=400)
+    ap.add_argument("--timeline", action="store_true",
+                    help="also each chain's kernel gaps and durations (torch.profiler), per arm")
     args = ap.parse_args(argv)
     if not torch.cuda.is_available():
         sys.exit("bench_stream needs a CUDA GPU")
@@ -124,6 +238,11 @@ def main(argv=None):
                        "bytes": p.bytes_moved(), "config": config_of(arm, p)}
                 if row["config"] is None:
                     continue
+                if arm in CLUSTER_ARMS:  # one wave? (clusters packed into GPCs)
+                    c = row["config"]
+                    row["clusters_needed"] = stream.tiles(p.n)
+                    row["clusters_resident"] = stream.max_clusters(
+                        min(p.m, 16), stream._x_kind(p), c["stages"], c["cluster"])
                 row.update(time_arm(call_for, arm, p, ws, x, out, copies, ceiling))
                 res["per_gemm"].append(row)
                 print(row, flush=True)
@@ -132,6 +251,11 @@ def main(argv=None):
             res["chains"].append(row)
             print(row, flush=True)
         save()
+        if args.timeline:
+            for row in timelines(scheme, ms[0], shapes, sets, arms, cap):
+                res.setdefault("timelines", []).append(row)
+                print(row, flush=True)
+            save()
         del sets
         torch.cuda.empty_cache()
     save()

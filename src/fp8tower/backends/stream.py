@@ -9,6 +9,21 @@ SM; the (128-row tile, 256-wide K step) iterations split by stream-K or whole ti
 
 Weights are stored tile-major (:func:`pack_weight`): a stage is one 32 KB TMA box.
 
+Split tiles: stream-K (a global-memory reduction, the last CTA sums), or a thread block
+cluster per tile (config ``cluster``: 2-16 CTAs, reduced through rank 0's distributed shared
+memory, sizes whose clusters all fit at once: :func:`cluster_sizes`). The cluster split
+(results/cluster_split_H200_2026-12-01/, README there), per_tensor M = 1 against the Triton
+default, one shape a chain: 1024x5120 4.72-4.81 / 6.91-6.94 us (with FP8 x given, no
+pre-pass: 4.03-4.17), 6144x5120 11.08-11.33 / 11.71-11.84; even on 5120x6144 (11.47-11.77 /
+11.64-11.73). After a kernel launched without PDL (an elementwise kernel between GEMMs,
+as a model's norms and activations are) it loses what it gains: its pre-pass then runs
+alone (1.0-1.4 us, and the GEMM starts after it ends), and its own start is slower than the
+Triton kernel's (chains of 8 GEMMs + 8 elementwise kernels, 4 shapes: 104.9-107.4 us against
+93.2-94.5; without the elementwise kernels 75.4-76.6 against 82.5-84.2). ``xq`` (x quantized
+in the kernel, no pre-pass; per_tensor with a static scale, channel_token) removes the
+pre-pass: same bits, 99.1 us in that chain at M = 1, but its division per element makes it
+slower from M = 8 on (5120x6144: 16.8 us at M = 8, 23.5 at M = 16).
+
 Measured (H200 2026-12-01, results/tile_major_H200_2026-12-01/call5/stream.json, per_tensor
 M = 1, us, against the Triton default): correct everywhere; ahead on 16384x5120 (22.21 /
 22.73) and 14336x5120 (19.95 / 20.43), even on 34816x5120 (48.47 / 48.38) and 1024x5120
@@ -20,8 +35,9 @@ small elementwise kernel between GEMMs (as in a model) its chain ran 341.5 us ag
 
 Serves M <= 16, per_tensor, channel_token and block128: FP8 x from the one-launch activation
 pre-pass (itself launched with PDL, so the GEMM streams its weights while the pre-pass runs)
-or given; bfloat16 output, K a multiple of 16. Weights and x come by TMA, the MMAs are FP8
-wgmma. Built by nvcc into one shared library (all variants), cached like the CUTLASS ones.
+or given (or bf16 x quantized in the kernel: ``xq``); bfloat16 output, K a multiple of 16.
+Weights and FP8 x come by TMA, the MMAs are FP8 wgmma. Built by nvcc into one shared
+library (all variants), cached like the CUTLASS ones.
 """
 
 from __future__ import annotations
@@ -89,14 +105,16 @@ def build() -> Path:
 def library() -> ctypes.CDLL:
     lib = ctypes.CDLL(str(build()))
     p, i = ctypes.c_void_p, ctypes.c_int
-    lib.fp8t_stream_gemm.argtypes = [p, p, p, p, p, p, p, p, i, i, i, i, i, i, i, i, i, i, i, i, p]
+    lib.fp8t_stream_gemm.argtypes = [p, p, p, p, p, p, p, p, i, i, i, i, i, i, i, i, i, i, i, i, i, i, p]
     lib.fp8t_stream_gemm.restype = i
     lib.fp8t_stream_iters.argtypes = [i, i]
     lib.fp8t_stream_iters.restype = ctypes.c_longlong
     lib.fp8t_stream_workspace.argtypes = [i, i]
     lib.fp8t_stream_workspace.restype = ctypes.c_size_t
-    lib.fp8t_stream_smem.argtypes = [i, i, i]
+    lib.fp8t_stream_smem.argtypes = [i, i, i, i, i]
     lib.fp8t_stream_smem.restype = i
+    lib.fp8t_stream_max_clusters.argtypes = [i, i, i, i]
+    lib.fp8t_stream_max_clusters.restype = i
     lib.fp8t_stream_last_error.restype = ctypes.c_char_p
     return lib
 
@@ -113,12 +131,21 @@ def iters(n: int, k: int) -> int:
     return tiles(n) * -(-k // _BK)
 
 
-def smem_bytes(m: int, xk: int, stages: int) -> int:
+def smem_bytes(m: int, xk: int, stages: int, cluster: int = 1, xq_steps: int = 0) -> int:
     """Dynamic shared memory of one CTA (fp8t_stream_smem): stages of 1024-byte multiples
-    (W's two TMA boxes, x's two, block128's scales) + 1024 bytes of alignment slack."""
+    (W's two TMA boxes, x's two, block128's scales), the cluster split's reduction area (one
+    fp32 partial of the 128-row tile per other rank), xq's quantized x (two boxes a K step)
+    + 1024 bytes of alignment slack."""
     x_box = (8 if m <= 8 else 16) * 128
     stage = -(-(_WSTAGE + 2 * x_box + (144 if xk == XK_FP8_BLOCK else 0)) // 1024) * 1024
-    return stages * stage + 1024
+    red = (cluster - 1) * _BN * (8 if m <= 8 else 16) * 4 if cluster > 1 else 0
+    return stages * stage + red + 2 * x_box * xq_steps + 1024
+
+
+def xq_steps(k: int, cluster: int) -> int:
+    """K steps of x a rank quantizes (xq): the longest of the cluster's ranges."""
+    steps = -(-k // _BK)
+    return -(-steps // cluster)
 
 
 def _x_kind(p: GemmProblem) -> int:
@@ -131,9 +158,36 @@ def _x_kind(p: GemmProblem) -> int:
 SMALL_ITERS = 8 * H200_SMS  # below: also grids of >= 4 iterations a CTA (fewer split tiles)
 
 
-def fits(m: int, xk: int, stages: int) -> bool:
-    """One CTA of ``stages`` stages fits on an SM (the kernel runs one CTA per SM)."""
-    return smem_bytes(m, xk, stages) + SMEM_RESERVED_PER_PROGRAM <= SMEM_PER_SM
+def fits(m: int, xk: int, stages: int, cluster: int = 1, steps: int = 0) -> bool:
+    """One CTA of ``stages`` stages (+ ``steps`` K steps of xq's x) fits on an SM (the
+    kernel runs one CTA per SM)."""
+    return smem_bytes(m, xk, stages, cluster, steps) + SMEM_RESERVED_PER_PROGRAM <= SMEM_PER_SM
+
+
+MAX_CLUSTER = 16  # CTAs a cluster; 9-16 are "non-portable" (the kernel allows them)
+# Clusters of one CTA an SM resident at once on the H200, by size (cudaOccupancyMaxActiveClusters,
+# stream.max_clusters; results/cluster_split_H200_2026-12-01/call2/stream.json): packing them
+# into GPCs leaves SMs idle (3 x 39 = 117, 16 x 7 = 112 of 132). A grid of more clusters runs
+# a second wave: 5120x6144 (40 tiles) in clusters of 3 took 15.10 us at M = 1 against 11.73
+# for the Triton default, 1024x5120 in clusters of 16 8.03 against 4.76 in clusters of 8.
+H200_RESIDENT_CLUSTERS = {2: 66, 3: 39, 4: 30, 8: 15, 16: 7}
+
+
+def cluster_sizes(n: int, k: int) -> list[int]:
+    """Cluster splits worth timing, ascending: the two largest sizes whose clusters (one a
+    tile) are all resident at once on the H200 and that leave every CTA a K step."""
+    t, steps = tiles(n), -(-k // _BK)
+    ok = [c for c, resident in sorted(H200_RESIDENT_CLUSTERS.items()) if t <= resident and c <= steps]
+    return ok[-2:]
+
+
+def max_clusters(m: int, xk: int, stages: int, cluster: int) -> int:
+    """Clusters of this launch resident on the current GPU at once (the CUDA occupancy query:
+    packing clusters into GPCs can leave SMs idle)."""
+    n = library().fp8t_stream_max_clusters(m, xk, stages, cluster)
+    if n < 0:
+        raise StreamError(f"cluster occupancy query failed: {library().fp8t_stream_last_error().decode()}")
+    return n
 
 
 def _work_splits(p: GemmProblem) -> list[dict]:
@@ -145,11 +199,24 @@ def _work_splits(p: GemmProblem) -> list[dict]:
     return out
 
 
+XQ_SCHEMES = (Scheme.PER_TENSOR, Scheme.CHANNEL_TOKEN)  # x quantized in the kernel (xq)
+
+
 def _configs(p: GemmProblem) -> list[dict]:
-    """Stages x PDL x work split, where a CTA fits in shared memory."""
+    """Stages x PDL x work split, where a CTA fits in shared memory; cluster splits with PDL,
+    with the pre-pass or (per_tensor with a static scale, channel_token) x quantized in the
+    kernel (``xq``)."""
     xk, m = _x_kind(p), min(p.bucket, MAX_M)
-    return [{"stages": s, "pdl": pdl, **w}
-            for s in STAGES for pdl in (True, False) for w in _work_splits(p) if fits(m, xk, s)]
+    out = [{"stages": s, "pdl": pdl, **w}
+           for s in STAGES for pdl in (True, False) for w in _work_splits(p) if fits(m, xk, s)]
+    xqs = (False, True) if _xq_serves(p.scheme, p.static_act_scale) else (False,)
+    return out + [{"stages": s, "pdl": True, "cluster": c, **({"xq": True} if xq else {})}
+                  for c in cluster_sizes(p.n, p.k) for xq in xqs for s in STAGES
+                  if fits(m, xk, s, c, xq_steps(p.k, c) if xq else 0)]
+
+
+def _xq_serves(scheme: Scheme, static_scale: bool) -> bool:
+    return scheme is Scheme.CHANNEL_TOKEN or (scheme is Scheme.PER_TENSOR and static_scale)
 
 
 WHOLE_TILES_MAX_STEPS = 32  # K / 256: longer rows amortize a split tile's reduction
@@ -165,11 +232,24 @@ def _default_config(p: GemmProblem) -> dict:
     weight streams). Long rows amortize the reduction and need every SM (5120x17408:
     stream-K 28.69, whole tiles 32.62); so do grids with a small last round (34816x5120:
     272 tiles = 2 x 132 + 8, stream-K 48.97). Few tiles: stream-K with >= 4 steps a CTA
-    (1024x5120: 6.89)."""
+    (1024x5120: 6.89).
+
+    Where clusters of 2-16 CTAs a tile all fit at once (cluster_sizes) and K <= 8192 (long
+    rows, not measured with clusters, keep stream-K): the largest, on the most stages that
+    fit (results/cluster_split_H200_2026-12-01/call3/stream.json, M = 1, us, against the
+    stream-K / whole-tile default): per_tensor 1024x5120 4.72 / 6.92, 5120x6144 11.47 /
+    13.83, 4096x4096 7.91 / 9.51, 6144x5120 11.08 / 12.10; block128 5.56 / 7.68, 13.69 /
+    17.23, 9.68 / 12.10, 13.40 / 15.12."""
+    sizes = cluster_sizes(p.n, p.k)
+    steps = -(-p.k // _BK)
+    if sizes and steps <= WHOLE_TILES_MAX_STEPS:
+        m, xk = min(p.bucket, MAX_M), _x_kind(p)
+        stages = max((s for s in STAGES if fits(m, xk, s, sizes[-1])), default=None)
+        if stages is not None:
+            return {"stages": stages, "pdl": True, "cluster": sizes[-1]}
     t = tiles(p.n)
     grid = min(t, H200_SMS)
     r = t % grid
-    steps = -(-p.k // _BK)
     if t >= WHOLE_TILES_MIN and steps <= WHOLE_TILES_MAX_STEPS and (r == 0 or r >= grid // 2):
         split = {"whole_tiles": True}
     else:
@@ -261,17 +341,31 @@ def _run(x, weight, packed, *, act_scale=None, bias=None, out_dtype=torch.bfloat
         raise ValueError(f"the stream backend serves M <= {MAX_M}, got M={m}")
     cfg = config or _default_config(GemmProblem(m, n, k, scheme, capability=(9, 0)))
     pdl = bool(cfg.get("pdl", True))
+    cluster, steps = int(cfg.get("cluster", 1)), -(-k // _BK)
+    if cluster != 1 and (not 2 <= cluster <= min(MAX_CLUSTER, steps) or cfg.get("whole_tiles")):
+        raise ValueError(f"cluster={cluster}: expected 2..{min(MAX_CLUSTER, steps)} CTAs a tile "
+                         f"(at most {MAX_CLUSTER} and the {steps} K steps of 256), without whole_tiles")
+    if cfg.get("xq") and (cluster == 1 or scheme not in XQ_SCHEMES):
+        raise ValueError(f"xq (x quantized in the kernel) takes a cluster split and per_tensor or "
+                         f"channel_token, got cluster={cluster}, {scheme.value}")
     ws, ws_ld, xs_ld = packed["ws"], 0, 0
     xk = _XK[scheme]
-    if x.dtype == FP8_DTYPE:
+    static = act_scale if act_scale is not None else weight.act_scale
+    # xq where its kernel path serves this x: bfloat16 (else the pre-pass, same numbers)
+    xq = bool(cfg.get("xq")) and x.dtype == torch.bfloat16 and (
+        scheme is Scheme.CHANNEL_TOKEN or static is not None)
+    if xq:
+        if not (_aligned(x) and x.stride(0) % 8 == 0):
+            x = x.contiguous() if x.stride(0) % 8 else x.clone()  # 16-byte aligned rows
+        xs = static.float().reshape(1).contiguous() if scheme is Scheme.PER_TENSOR else ws
+    elif x.dtype == FP8_DTYPE:
         if act_scale is None:
             raise ValueError("FP8 activations need their act_scale")
         xs = act_scale.float()
     else:  # the one-launch pre-pass (per-tensor static / per-token / 1x128), itself PDL
-        static = act_scale if act_scale is not None else weight.act_scale
         x, xs = quantize_act(x, scheme, static if scheme is Scheme.PER_TENSOR else None, pdl=pdl)
         xs = xs.float()
-    if xk == XK_FP8_TOKEN:
+    if xk == XK_FP8_TOKEN and not xq:
         xs_ld = xs.stride(0) if xs.dim() >= 1 and xs.numel() > 1 else 1
     if xk == XK_FP8_BLOCK:
         xs_ld, ws_ld = xs.stride(0), ws.stride(0)
@@ -290,15 +384,19 @@ def _run(x, weight, packed, *, act_scale=None, bias=None, out_dtype=torch.bfloat
     dev = x.device
     sms = _sms(dev.index if dev.index is not None else torch.cuda.current_device())
     whole = bool(cfg.get("whole_tiles", False))
-    units = tiles(n) if whole else -(-iters(n, k) // int(cfg.get("min_iters", 1)))
-    grid = min(units, sms)  # one CTA per SM: its ring takes the shared memory
-    part = torch.empty(lib.fp8t_stream_workspace(m, grid), dtype=torch.uint8, device=dev)
+    if cluster > 1:  # a cluster per tile, its CTAs co-resident (several waves if they must)
+        grid = tiles(n) * cluster
+    else:
+        units = tiles(n) if whole else -(-iters(n, k) // int(cfg.get("min_iters", 1)))
+        grid = min(units, sms)  # one CTA per SM: its ring takes the shared memory
+    part = torch.empty(lib.fp8t_stream_workspace(m, 1 if cluster > 1 else grid), dtype=torch.uint8,
+                       device=dev)  # (a cluster split reduces in shared memory)
     counters = _counters(packed, n, dev)
     rc = lib.fp8t_stream_gemm(
         packed["w"].data_ptr(), x.data_ptr(), y.data_ptr(), ws.data_ptr(), xs.data_ptr(),
         None if bias is None else bias.data_ptr(), part.data_ptr(), counters.data_ptr(),
         m, n, k, x.stride(0), y.stride(0), ws_ld, xs_ld, xk,
-        int(cfg.get("stages", 4)), grid, int(pdl), int(whole),
+        int(cfg.get("stages", 4)), grid, int(pdl), int(whole), cluster, int(xq),
         torch.cuda.current_stream(dev).cuda_stream,
     )
     if rc != 0:

@@ -25,7 +25,9 @@ from .timer import MakeCall, Timer, l2_cache_bytes, rotation_copies, time_cuda_g
 # shapes but behind on the N = 5120 ones and 0.88-0.93x in the merged tower (H200
 # 2026-12-01, results/stream_H200_2026-12-01/ws/, results/tile_major_H200_2026-12-01/):
 # served when named (backend="stream"), not timed by auto, so tuning does not pay its build
-# and timings.
+# and timings. Its cluster split (session 13) wins GEMM after GEMM but after an elementwise
+# kernel launched without PDL still loses (chains of 8 GEMMs: 104.9-107.4 us against
+# 93.2-94.5, results/cluster_split_H200_2026-12-01/).
 TUNING_EXCLUDED = frozenset({"reference", "stream"})
 # Explore the configs of backends whose default is within this factor of the best default.
 PRUNE_RATIO = 1.3

@@ -29,6 +29,12 @@
 // [c*T/G, (c+1)*T/G)). A tile split between CTAs is summed by the last one to arrive (fp32
 // partials in a workspace, a per-tile counter it resets to 0): deterministic, in CTA order.
 // Each CTA runs its split tiles first and its whole tiles after.
+// Cluster split (``cluster`` = S >= 2): a thread block cluster of S CTAs per tile, rank r
+// taking K steps [r kb / S, (r + 1) kb / S); ranks 1..S-1 store their fp32 partials into
+// rank 0's shared memory (distributed shared memory, st.shared::cluster) and arrive on the
+// cluster barrier; rank 0 waits, sums them in rank order and stores y. No L2 round trip,
+// no counter: the global-memory reduction cost 1.6-2.4 us a GEMM (Triton's split-K, H200
+// 2026-12-01, results/split_k_H200_2026-12-01/call1/split.json).
 //
 // MMA: wgmma m64nNk32 e4m3 (fp32 accumulate), swap-AB: a warpgroup's 64 weight rows are the
 // MMA's M, the tokens its N (8 for M <= 8, 16 for M <= 16), both operands K-major in shared
@@ -42,6 +48,14 @@
 //   2  per-token scales (channel_token)
 //   3  per 1x128 group scales and per 128x128 weight-block scales (block128)
 // XK 1-2 take an (N,) weight-scale vector (a per-tensor scale expanded at prepare).
+// Or (``xq``, cluster split, XK 1-2) bfloat16 x, quantized by the consumers into shared memory
+// after the wait, in the layout TMA would write: no pre-pass launch. After a kernel launched
+// without PDL (a norm, an activation: most of a model's GEMMs) the pre-pass cannot overlap
+// anything and the GEMM starts only after it ends (H200 2026-12-01, torch.profiler timeline,
+// results/cluster_split_H200_2026-12-01/call5/stream.json: pre-pass 1.04-1.26 us, the GEMM
+// 0.11-0.30 us after its end). Same bits as the pre-pass: div_rn by the scale, a saturating
+// round-to-nearest FP8 conversion; channel_token's per-token scale from the row's amax, which
+// every CTA computes (it reads the whole row: M x K bf16 from L2).
 #include <cuda.h>
 #include <cudaTypedefs.h>
 #include <cuda_bf16.h>
@@ -77,6 +91,9 @@ struct Params {
   int tiles, kb;      // 128-row tiles, 256-wide K steps per tile
   unsigned iters;     // tiles * kb (iters * grid < 2^32: the host checks)
   int whole_tiles;    // 1: CTAs own whole tiles (no split tile, uneven counts); 0: stream-K
+  int cluster;        // >= 2: S CTAs (one cluster) per tile, reduced through rank 0's smem
+  int xq;             // 1: x is bfloat16 (ldx elements a row), quantized in the kernel
+  int xq_steps;       // K steps of x the quantized area holds (a cluster rank's range)
   int x_box, stage;   // smem bytes: one x box (8 NT rows x 128), one stage (1024-aligned)
 };
 
@@ -136,6 +153,8 @@ __device__ __forceinline__ int owner(unsigned it, unsigned iters, unsigned grid)
   return static_cast<int>(c);
 }
 
+constexpr int kClusterSlot = 2;  // a segment's slot: summed through the cluster (finish_cluster)
+
 // A CTA's work in processing order: up to two split segments (its range's last tile, then its
 // first), then its whole tiles [full_lo, full_hi]. Segment = (tile, k steps [lo, hi), slot).
 struct Work {
@@ -155,6 +174,17 @@ struct Work {
 
 __device__ Work make_work(const Params& p, int c) {
   Work w;
+  if (p.cluster > 1) {  // one tile per cluster; rank = c % S (a 1-D grid of (S, 1, 1) clusters)
+    const int s = p.cluster, r = c % s;
+    w.np = 1;
+    w.seg_tile[0] = c / s;
+    w.seg_lo[0] = r * p.kb / s;
+    w.seg_hi[0] = (r + 1) * p.kb / s;  // the host keeps S <= kb: every rank has a step
+    w.seg_slot[0] = kClusterSlot;
+    w.count = w.seg_hi[0] - w.seg_lo[0];
+    w.full_lo = 1; w.full_hi = 0;
+    return w;
+  }
   // whole tiles: CTA c owns tiles [c T / G, (c + 1) T / G), every range starts and ends on a
   // tile, so no tile is split (H200 2026-12-01, 64-row tiles then, 16384x5120 M=1: 28.6 -> 25.3 us; a split
   // tile's reduction stalls both CTAs' weight streams early in the grid)
@@ -279,8 +309,9 @@ __device__ __forceinline__ void wgmma_commit_wait() {
 // The accumulator fragment of thread (warp w, lane 4g + t): d[j][0..1] at row 16w + g,
 // tokens 8j + 2t, 8j + 2t + 1; d[j][2..3] at row 16w + g + 8 (mma.sync's C layout).
 template <int NT, int XK>
-__device__ __forceinline__ void compute(const Params& p, const uint8_t* st, float (&acc)[NT][4], int t, int wg) {
-  const uint32_t w_addr = smem_addr(st) + wg * 64 * 128, x_addr = smem_addr(st + kWStage);  // its 64 rows
+__device__ __forceinline__ void compute(const Params& p, const uint8_t* st, uint32_t x_addr, float (&acc)[NT][4],
+                                        int t, int wg) {
+  const uint32_t w_addr = smem_addr(st) + wg * 64 * 128;  // its 64 rows
   float part[8][NT][4];
 #pragma unroll
   for (int q = 0; q < 8; ++q)
@@ -330,14 +361,69 @@ struct Epilogue {
 };
 
 template <int NT, int XK>
-__device__ __forceinline__ void load_token_scales(const Params& p, Epilogue<NT>& ep, int t) {
+__device__ __forceinline__ void load_token_scales(const Params& p, Epilogue<NT>& ep, int t, const float* s_xs) {
 #pragma unroll
   for (int j = 0; j < NT; ++j)
 #pragma unroll
     for (int e = 0; e < 2; ++e) {
       const int tok = 8 * j + 2 * t + e;
-      ep.xsc[j][e] = XK == 1 ? p.xs[0] : XK == 2 && tok < p.m ? p.xs[static_cast<size_t>(tok) * p.xs_ld] : 1.f;
+      float v = 1.f;
+      if (XK == 1) v = p.xs[0];
+      else if (XK == 2 && tok < p.m) v = p.xq ? s_xs[tok] : p.xs[static_cast<size_t>(tok) * p.xs_ld];
+      ep.xsc[j][e] = v;
     }
+}
+
+// xq: the consumers quantize x's K steps [lo, hi) into `area` (step j - lo at 2 x_box (j - lo),
+// one 128B-swizzled box per 128 K: row r's 16-byte chunk c at (r / 8) 1024 + (r % 8) 128 +
+// 16 (c ^ r % 8), as TMA writes a box). Rows past M stay unwritten: they only feed the MMA's
+// columns of absent tokens, never stored. channel_token first takes each token's scale from
+// its row's amax over all of K into s_xs. Ends with the writes visible to wgmma (async proxy).
+template <int NT, int XK>
+__device__ void quantize_x(const Params& p, uint8_t* area, int lo, int hi, int tid, float* s_xs) {
+  const __nv_bfloat16* x = static_cast<const __nv_bfloat16*>(p.x);
+  const int warp = tid >> 5, lane = tid & 31;
+  if (XK == 2) {
+    for (int r = warp; r < p.m; r += kWarps) {
+      float mx = 0.f;
+      for (int c = lane * 8; c < p.k; c += 256) {
+        const uint4 v = __ldg(reinterpret_cast<const uint4*>(x + static_cast<size_t>(r) * p.ldx + c));
+        const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&v);
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+          const float2 f = __bfloat1622float2(h[q]);
+          mx = fmaxf(mx, fmaxf(fabsf(f.x), fabsf(f.y)));
+        }
+      }
+#pragma unroll
+      for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+      if (lane == 0) s_xs[r] = fmaxf(__fdiv_rn(mx, 448.f), 1e-12f);  // formats.FP8_MAX, MIN_SCALE
+    }
+    consumer_sync();
+  }
+  const int chunks = (hi - lo) * 16 * p.m;  // 16-byte chunks of FP8 x: c fastest, then row, step
+  for (int i = tid; i < chunks; i += kConsumers) {
+    const int c = i & 15, r = (i >> 4) % p.m, j = i / (16 * p.m);
+    const int k0 = (lo + j) * kBK + c * 16;
+    uint4 out = make_uint4(0, 0, 0, 0);
+    if (k0 < p.k) {  // K is a multiple of 16: a chunk is all in or all out
+      const float sc = XK == 1 ? p.xs[0] : s_xs[r];
+      const uint4* src = reinterpret_cast<const uint4*>(x + static_cast<size_t>(r) * p.ldx + k0);
+      uint4 v[2] = {__ldg(src), __ldg(src + 1)};
+      const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(v);
+      uint16_t* o = reinterpret_cast<uint16_t*>(&out);
+#pragma unroll
+      for (int q = 0; q < 8; ++q) {
+        const float2 f = __bfloat1622float2(h[q]);
+        o[q] = __nv_cvt_float2_to_fp8x2(make_float2(__fdiv_rn(f.x, sc), __fdiv_rn(f.y, sc)), __NV_SATFINITE, __NV_E4M3);
+      }
+    }
+    const int half = c >> 3, c8 = c & 7;
+    *reinterpret_cast<uint4*>(area + (j * 2 + half) * p.x_box + (r >> 3) * 1024 + (r & 7) * 128 +
+                              ((c8 ^ (r & 7)) << 4)) = out;
+  }
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // generic writes -> wgmma's reads
+  consumer_sync();
 }
 
 template <int NT, int XK>
@@ -419,11 +505,71 @@ __device__ void finish_split(const Params& p, float (&acc)[NT][4], const Epilogu
   consumer_sync();  // s_flag is reused by the next split segment
 }
 
+// Thread block clusters (sm_90): the barrier counts every non-exited thread of the cluster;
+// .aligned: all threads of a warp execute it together.
+__device__ __forceinline__ void cluster_arrive_relaxed() {
+  asm volatile("barrier.cluster.arrive.relaxed.aligned;\n" ::: "memory");
+}
+__device__ __forceinline__ void cluster_arrive_release() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory");
+}
+__device__ __forceinline__ void cluster_wait() {
+  asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+}
+__device__ __forceinline__ uint32_t cluster_rank() {
+  uint32_t r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
+  return r;
+}
+// The address of this CTA's shared-memory address `addr` in the cluster's CTA `rank`.
+__device__ __forceinline__ uint32_t map_shared(uint32_t addr, uint32_t rank) {
+  uint32_t r;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(r) : "r"(addr), "r"(rank));
+  return r;
+}
+__device__ __forceinline__ void st_cluster_v4(uint32_t addr, float a, float b, float c, float d) {
+  asm volatile("st.shared::cluster.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "f"(a), "f"(b), "f"(c),
+               "f"(d) : "memory");
+}
+
+// A cluster-split tile's segment is done (consumer threads only). Every CTA arrived on the
+// cluster barrier at its start, so rank 0 is running: the first wait makes its shared memory
+// safe to write. Ranks >= 1 store their partial into rank 0's reduction area (slot rank - 1,
+// laid out as part_slot's [warp][j][lane] float4) and arrive with release; rank 0 arrives,
+// waits (acquire), sums its own partial and the others in rank order, stores y.
+template <int NT, int XK>
+__device__ void finish_cluster(const Params& p, float (&acc)[NT][4], const Epilogue<NT>& ep, int tile,
+                               uint8_t* red, int warp, int g, int t, int lane) {
+  const uint32_t rank = cluster_rank();
+  cluster_wait();  // phase 0 (arrived at the kernel's start): every CTA of the cluster runs
+  const int per_rank = kWarps * NT * 32;  // float4s
+  if (rank != 0) {
+    const uint32_t base = map_shared(smem_addr(red), 0) + (rank - 1) * per_rank * 16;
+#pragma unroll
+    for (int j = 0; j < NT; ++j)
+      st_cluster_v4(base + ((warp * NT + j) * 32 + lane) * 16, acc[j][0], acc[j][1], acc[j][2], acc[j][3]);
+    cluster_arrive_release();  // phase 1; this CTA then exits
+    return;
+  }
+  cluster_arrive_release();
+  cluster_wait();  // phase 1: every rank's partial is in `red`
+  const float4* part = reinterpret_cast<const float4*>(red);
+  for (int r = 1; r < p.cluster; ++r) {
+#pragma unroll
+    for (int j = 0; j < NT; ++j) {
+      const float4 v = part[(r - 1) * per_rank + (warp * NT + j) * 32 + lane];
+      acc[j][0] += v.x; acc[j][1] += v.y; acc[j][2] += v.z; acc[j][3] += v.w;
+    }
+  }
+  store_tile<NT, XK>(p, acc, ep, tile, warp, g, t);
+}
+
 template <int NT, int STAGES, int XK>
 __global__ void __launch_bounds__(kThreads, 1) fp8t_stream_gemm(const __grid_constant__ Params p) {
   extern __shared__ uint8_t smem_raw[];
   __shared__ __align__(8) uint64_t full_bars[STAGES], empty_bars[STAGES];
   __shared__ int s_flag;
+  __shared__ float s_xs[16];  // xq, channel_token: the per-token scales
   // 128B-swizzled TMA boxes need 1024-byte aligned destinations (the host adds the slack)
   uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3;
@@ -432,7 +578,7 @@ __global__ void __launch_bounds__(kThreads, 1) fp8t_stream_gemm(const __grid_con
   pdl_launch_dependents();  // the next kernel may start streaming its weights now
   if (tid == 0) {  // the descriptors' first fetch off the critical path
     asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(&p.tmap_w)) : "memory");
-    asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(&p.tmap_x)) : "memory");
+    if (!p.xq) asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(&p.tmap_x)) : "memory");
     for (int s = 0; s < STAGES; ++s) {
       // full: the producer's expect-tx arrival (+ block128: one cp.async arrival per lane)
       mbar_init(full0 + 8 * s, XK == 3 ? 33 : 1);
@@ -441,8 +587,9 @@ __global__ void __launch_bounds__(kThreads, 1) fp8t_stream_gemm(const __grid_con
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
   __syncthreads();  // the last CTA-wide barrier: the roles split below
+  if (p.cluster > 1) cluster_arrive_relaxed();  // phase 0: this CTA runs (finish_cluster waits on it)
   const Work work = make_work(p, blockIdx.x);
-  const int x_bytes = 2 * p.x_box;
+  const int x_bytes = p.xq ? 0 : 2 * p.x_box;  // x's TMA bytes a stage
 
   if (warp == kWarps) {
     // Producer warp: step j goes to slot j % S once the consumers released step j - S.
@@ -453,8 +600,8 @@ __global__ void __launch_bounds__(kThreads, 1) fp8t_stream_gemm(const __grid_con
     const int pre = work.count < STAGES ? work.count : STAGES;
     for (int j = 0; j < pre; ++j, pr.next(work, p.kb))
       if (lane == 0) issue_w(p, smem + j * p.stage, full0 + 8 * j, pr.tile, pr.kstep, x_bytes);
-    pdl_wait();  // the previous kernel has finished and its writes (x, scales) are visible
-    for (int j = 0; j < pre; ++j, px.next(work, p.kb)) {
+    if (!p.xq) pdl_wait();  // the previous kernel has finished and its writes (x, scales) are visible
+    for (int j = 0; j < pre && !p.xq; ++j, px.next(work, p.kb)) {
       if (lane == 0) issue_x_boxes(p, smem + j * p.stage, full0 + 8 * j, px.kstep);
       if (XK == 3) {
         issue_scales(p, smem + j * p.stage, px.tile, px.kstep, lane);
@@ -467,37 +614,45 @@ __global__ void __launch_bounds__(kThreads, 1) fp8t_stream_gemm(const __grid_con
       mbar_wait(empty0 + 8 * slot, ((j / STAGES) - 1) & 1);
       if (lane == 0) {
         issue_w(p, st, full0 + 8 * slot, pr.tile, pr.kstep, x_bytes);
-        issue_x_boxes(p, st, full0 + 8 * slot, pr.kstep);
+        if (!p.xq) issue_x_boxes(p, st, full0 + 8 * slot, pr.kstep);
       }
       if (XK == 3) {
         issue_scales(p, st, pr.tile, pr.kstep, lane);
         mbar_arrive_cp_async(full0 + 8 * slot);
       }
     }
+    if (p.cluster > 1) cluster_wait();  // phase 0's wait (a thread waits before it leaves)
     return;
   }
 
   // Consumers: warpgroup wg (= warp / 4) computes rows 64 wg .. 64 wg + 63 of each tile; the
   // two run their wgmma chains independently, each warp releases a slot when done with it.
-  pdl_wait();  // before any write (y, partials, counters)
+  pdl_wait();  // before any read of x or write (y, partials, counters)
   const int wg = warp >> 2;
+  Cursor cons;
+  cons.init(work, p.kb);
+  // xq: the quantized x follows the ring and the cluster reduction area (one segment: [lo, hi))
+  uint8_t* xq_area = smem + STAGES * p.stage + (p.cluster > 1 ? (p.cluster - 1) * kWarps * NT * 32 * 16 : 0);
+  if (XK != 3 && p.xq && cons.valid()) quantize_x<NT, XK>(p, xq_area, cons.lo, cons.hi, tid, s_xs);
   Epilogue<NT> ep;
-  load_token_scales<NT, XK>(p, ep, t);
+  load_token_scales<NT, XK>(p, ep, t, s_xs);
   float acc[NT][4];
 #pragma unroll
   for (int j = 0; j < NT; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f;
-  Cursor cons;
-  cons.init(work, p.kb);
   for (int it = 0; cons.valid(); ++it) {
     const int slot = it % STAGES;
     if (cons.kstep == cons.lo) load_row_factors<NT, XK>(p, ep, cons.tile, warp, g);
     mbar_wait(full0 + 8 * slot, (it / STAGES) & 1);
-    compute<NT, XK>(p, smem + slot * p.stage, acc, t, wg);
+    const uint32_t x_addr = p.xq ? smem_addr(xq_area + (cons.kstep - cons.lo) * 2 * p.x_box)
+                                 : smem_addr(smem + slot * p.stage + kWStage);
+    compute<NT, XK>(p, smem + slot * p.stage, x_addr, acc, t, wg);
     __syncwarp();
     if (lane == 0) mbar_arrive(empty0 + 8 * slot);
     if (cons.last_step()) {
       if (cons.slot < 0) {
         store_tile<NT, XK>(p, acc, ep, cons.tile, warp, g, t);
+      } else if (cons.slot == kClusterSlot) {
+        finish_cluster<NT, XK>(p, acc, ep, cons.tile, smem + STAGES * p.stage, warp, g, t, lane);
       } else {
         finish_split<NT, XK>(p, acc, ep, cons.tile, cons.slot, warp, g, t, lane, tid, &s_flag);
       }
@@ -510,13 +665,23 @@ __global__ void __launch_bounds__(kThreads, 1) fp8t_stream_gemm(const __grid_con
 
 thread_local char g_error[256] = "";
 
+// Bytes of the cluster split's reduction area (rank 0's: one partial per other rank).
+constexpr int red_bytes(int nt, int cluster) { return cluster > 1 ? (cluster - 1) * kWarps * nt * 32 * 16 : 0; }
+// Bytes of xq's quantized x: two boxes a K step.
+constexpr int xq_bytes(int x_box, int steps) { return 2 * x_box * steps; }
+
+// Launches the kernel, or with `clusters` set only asks how many clusters of the launch fit
+// on the GPU at once (cudaOccupancyMaxActiveClusters: whether the grid is one wave).
 template <int NT, int STAGES, int XK>
-int launch(const Params& p, int grid, int pdl, cudaStream_t stream) {
+int launch(const Params& p, int grid, int pdl, cudaStream_t stream, int* clusters = nullptr) {
   auto kernel = fp8t_stream_gemm<NT, STAGES, XK>;
-  const int smem = STAGES * p.stage + 1024;  // + alignment slack (1024-byte TMA boxes)
+  // + alignment slack (1024-byte TMA boxes); the reduction area follows the ring
+  const int smem = STAGES * p.stage + red_bytes(NT, p.cluster) + xq_bytes(p.x_box, p.xq_steps) + 1024;
   static int configured = -1;  // dynamic shared memory limit set for this instantiation
   if (configured < smem) {
     cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+    if (e == cudaSuccess)  // clusters of 9-16 CTAs are "non-portable": allowed per kernel
+      e = cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
     if (e != cudaSuccess) {
       snprintf(g_error, sizeof g_error, "cudaFuncSetAttribute(%d bytes): %s", smem, cudaGetErrorString(e));
       return 2;
@@ -528,27 +693,42 @@ int launch(const Params& p, int grid, int pdl, cudaStream_t stream) {
   cfg.blockDim = dim3(kThreads);
   cfg.dynamicSmemBytes = smem;
   cfg.stream = stream;
-  cudaLaunchAttribute attr[1];
+  cudaLaunchAttribute attr[2];
   attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attr[0].val.programmaticStreamSerializationAllowed = pdl ? 1 : 0;
+  attr[1].id = cudaLaunchAttributeClusterDimension;
+  attr[1].val.clusterDim.x = p.cluster > 1 ? p.cluster : 1;
+  attr[1].val.clusterDim.y = attr[1].val.clusterDim.z = 1;
   cfg.attrs = attr;
-  cfg.numAttrs = 1;
-  cudaError_t e = cudaLaunchKernelEx(&cfg, kernel, p);
+  cfg.numAttrs = p.cluster > 1 ? 2 : 1;
+  cudaError_t e = clusters ? cudaOccupancyMaxActiveClusters(clusters, kernel, &cfg) : cudaLaunchKernelEx(&cfg, kernel, p);
   if (e != cudaSuccess) {
-    snprintf(g_error, sizeof g_error, "cudaLaunchKernelEx: %s", cudaGetErrorString(e));
+    snprintf(g_error, sizeof g_error, "%s (grid %d, cluster %d): %s",
+             clusters ? "cudaOccupancyMaxActiveClusters" : "cudaLaunchKernelEx", grid, p.cluster,
+             cudaGetErrorString(e));
     return 3;
   }
   return 0;
 }
 
 template <int NT, int STAGES>
-int launch_xk(const Params& p, int xk, int grid, int pdl, cudaStream_t stream) {
+int launch_xk(const Params& p, int xk, int grid, int pdl, cudaStream_t stream, int* clusters) {
   switch (xk) {
-    case 1: return launch<NT, STAGES, 1>(p, grid, pdl, stream);
-    case 2: return launch<NT, STAGES, 2>(p, grid, pdl, stream);
-    case 3: return launch<NT, STAGES, 3>(p, grid, pdl, stream);
+    case 1: return launch<NT, STAGES, 1>(p, grid, pdl, stream, clusters);
+    case 2: return launch<NT, STAGES, 2>(p, grid, pdl, stream, clusters);
+    case 3: return launch<NT, STAGES, 3>(p, grid, pdl, stream, clusters);
   }
   snprintf(g_error, sizeof g_error, "unknown x kind %d (expected 1-3)", xk);
+  return 1;
+}
+
+int launch_variant(const Params& p, int xk, int stages, int grid, int pdl, cudaStream_t s, int* clusters) {
+  const bool nt1 = p.m <= 8;
+  switch (stages) {
+    case 4: return nt1 ? launch_xk<1, 4>(p, xk, grid, pdl, s, clusters) : launch_xk<2, 4>(p, xk, grid, pdl, s, clusters);
+    case 6: return nt1 ? launch_xk<1, 6>(p, xk, grid, pdl, s, clusters) : launch_xk<2, 6>(p, xk, grid, pdl, s, clusters);
+  }
+  snprintf(g_error, sizeof g_error, "stages=%d: built for 4 or 6", stages);
   return 1;
 }
 
@@ -572,17 +752,32 @@ size_t fp8t_stream_workspace(int m, int grid) {
 }
 
 // Shared memory bytes of one stage (rounded up to 1024: every stage's TMA boxes stay
-// aligned), or of a CTA with `stages` stages (+ 1024 alignment slack) when stages > 1.
-int fp8t_stream_smem(int m, int xk, int stages) {
+// aligned), or of a CTA with `stages` stages (+ the cluster split's reduction area, + 1024
+// alignment slack) when stages > 1.
+int fp8t_stream_smem(int m, int xk, int stages, int cluster, int xq_steps) {
   const int x_box = (m <= 8 ? 8 : 16) * 128;
   const int stage = (kWStage + 2 * x_box + (xk == 3 ? kScBytes : 0) + 1023) / 1024 * 1024;
-  return stages == 1 ? stage : stages * stage + 1024;
+  return stages == 1 ? stage
+                     : stages * stage + red_bytes(m <= 8 ? 1 : 2, cluster) + xq_bytes(x_box, xq_steps) + 1024;
+}
+
+// Clusters of `cluster` CTAs (M tokens, x kind, stages) that fit on this GPU at once; < 0:
+// the query failed (fp8t_stream_last_error says why).
+int fp8t_stream_max_clusters(int m, int xk, int stages, int cluster) {
+  Params p = {};
+  p.m = m;
+  p.cluster = cluster;
+  p.x_box = (m <= 8 ? 8 : 16) * 128;
+  p.stage = fp8t_stream_smem(m, xk, 1, 1, 0);
+  int n = 0;
+  const int rc = launch_variant(p, xk, stages, cluster, 0, nullptr, &n);
+  return rc ? -rc : n;
 }
 
 int fp8t_stream_gemm(const void* w, const void* x, void* y, const float* ws, const float* xs,
                      const void* bias, float* part, int* cnt, int m, int n, int k,
                      int ldx, int ldy, int ws_ld, int xs_ld, int xk, int stages, int grid,
-                     int pdl, int whole_tiles, void* stream) {
+                     int pdl, int whole_tiles, int cluster, int xq, void* stream) {
   if (m < 1 || m > 16) {
     snprintf(g_error, sizeof g_error, "M=%d: this kernel serves 1..16 tokens", m);
     return 1;
@@ -591,8 +786,13 @@ int fp8t_stream_gemm(const void* w, const void* x, void* y, const float* ws, con
     snprintf(g_error, sizeof g_error, "unknown x kind %d (expected 1-3)", xk);
     return 1;
   }
-  if (k % 16 || ldx % 16) {
-    snprintf(g_error, sizeof g_error, "K=%d, ldx=%d: x rows must be 16-byte aligned", k, ldx);
+  if (k % 16 || ldx % (xq ? 8 : 16)) {
+    snprintf(g_error, sizeof g_error, "K=%d, ldx=%d: K a multiple of 16 and x rows 16-byte aligned", k, ldx);
+    return 1;
+  }
+  if (xq && (cluster < 2 || xk == 3 || reinterpret_cast<uintptr_t>(x) % 16)) {
+    snprintf(g_error, sizeof g_error, "xq (x quantized in the kernel) takes a cluster split, per_tensor or "
+             "channel_token, 16-byte aligned bfloat16 x (cluster=%d, x kind %d)", cluster, xk);
     return 1;
   }
   Params p;
@@ -607,8 +807,13 @@ int fp8t_stream_gemm(const void* w, const void* x, void* y, const float* ws, con
   p.tiles = (n + kBN - 1) / kBN;
   p.kb = (k + kBK - 1) / kBK;
   p.x_box = (m <= 8 ? 8 : 16) * 128;
-  p.stage = fp8t_stream_smem(m, xk, 1);
+  p.stage = fp8t_stream_smem(m, xk, 1, 1, 0);
   const long long iters = fp8t_stream_iters(n, k);
+  if (cluster > 1 && (cluster > 16 || cluster > p.kb || grid != p.tiles * cluster || whole_tiles)) {
+    snprintf(g_error, sizeof g_error, "cluster=%d, grid=%d: a cluster split takes 2..16 CTAs, at most "
+             "the %d K steps, a grid of %d tiles x the cluster, no whole_tiles", cluster, grid, p.kb, p.tiles);
+    return 1;
+  }
   if (grid < 1 || grid > (whole_tiles ? p.tiles : iters) || iters * grid >= (1LL << 32)) {
     snprintf(g_error, sizeof g_error, "grid=%d: expected 1..%lld (the problem's iterations), "
              "iterations x grid < 2^32", grid, iters);
@@ -616,6 +821,9 @@ int fp8t_stream_gemm(const void* w, const void* x, void* y, const float* ws, con
   }
   p.iters = static_cast<unsigned>(iters);
   p.whole_tiles = whole_tiles;
+  p.cluster = cluster > 1 ? cluster : 1;
+  p.xq = xq ? 1 : 0;
+  p.xq_steps = xq ? (p.kb + p.cluster - 1) / p.cluster : 0;  // the longest rank's range
   static PFN_cuTensorMapEncodeTiled_v12000 encode = nullptr;
   if (encode == nullptr) {
     cudaDriverEntryPointQueryResult q;
@@ -635,6 +843,7 @@ int fp8t_stream_gemm(const void* w, const void* x, void* y, const float* ws, con
   const struct { CUtensorMap* map; const void* ptr; long long rows; int cols, ld, box_rows; } maps[2] = {
       {&p.tmap_w, w, w_rows, 128, 128, 2 * kBN}, {&p.tmap_x, x, m, k, ldx, x_rows}};
   for (const auto& d : maps) {
+    if (xq && d.map == &p.tmap_x) continue;  // x comes as bfloat16, by plain loads
     const cuuint64_t dims[2] = {static_cast<cuuint64_t>(d.cols), static_cast<cuuint64_t>(d.rows)};
     const cuuint64_t strides[1] = {static_cast<cuuint64_t>(d.ld)};
     const cuuint32_t box[2] = {128, static_cast<cuuint32_t>(d.box_rows)}, elem[2] = {1, 1};
@@ -647,14 +856,7 @@ int fp8t_stream_gemm(const void* w, const void* x, void* y, const float* ws, con
       return 4;
     }
   }
-  cudaStream_t s = static_cast<cudaStream_t>(stream);
-  const bool nt1 = m <= 8;
-  switch (stages) {
-    case 4: return nt1 ? launch_xk<1, 4>(p, xk, grid, pdl, s) : launch_xk<2, 4>(p, xk, grid, pdl, s);
-    case 6: return nt1 ? launch_xk<1, 6>(p, xk, grid, pdl, s) : launch_xk<2, 6>(p, xk, grid, pdl, s);
-  }
-  snprintf(g_error, sizeof g_error, "stages=%d: built for 4 or 6", stages);
-  return 1;
+  return launch_variant(p, xk, stages, grid, pdl, static_cast<cudaStream_t>(stream), nullptr);
 }
 
 }  // extern "C"
