@@ -174,6 +174,23 @@ def time_chain(calls, replays=20):
     return statistics.median(ts)
 
 
+def chain_calls(call, arm, scheme, m, shapes, sets, xs, outs, cap, between: bool) -> list:
+    """The closures of one tower-like chain: every shape x its 2 weight sets, each GEMM
+    ``call(arm, ...)`` (the Triton default where the arm has no config), with a small
+    elementwise kernel on x after each GEMM when ``between``."""
+    calls = []
+    for s in range(2):
+        for n, k in shapes:
+            p = problem(m, n, k, scheme, cap)
+            c = call(arm, p, sets[(n, k)][s], xs[k], outs[(n, k)])
+            if c is None:  # no config of this arm: its base
+                c = call_for("base", p, sets[(n, k)][s], xs[k], outs[(n, k)])
+            calls.append(c)
+            if between:
+                calls.append(lambda x=xs[k]: x.mul_(1.0))
+    return calls
+
+
 def tower_chains(scheme, ms, shapes, sets, arms, cap, ceiling, *, call=None, runs=1):
     """Rows of tower-like chains: every shape x its 2 weight sets (``sets[(n, k)]``) in one
     graph, without and with a small elementwise kernel on x between GEMMs (launched without
@@ -187,16 +204,7 @@ def tower_chains(scheme, ms, shapes, sets, arms, cap, ceiling, *, call=None, run
         total_bytes = 2 * sum(problem(m, n, k, scheme, cap).bytes_moved() for n, k in shapes)
         for between in (False, True):
             for arm in arms:
-                calls = []
-                for s in range(2):
-                    for n, k in shapes:
-                        p = problem(m, n, k, scheme, cap)
-                        c = call(arm, p, sets[(n, k)][s], xs[k], outs[(n, k)])
-                        if c is None:  # no config of this arm: its base
-                            c = call_for("base", p, sets[(n, k)][s], xs[k], outs[(n, k)])
-                        calls.append(c)
-                        if between:
-                            calls.append(lambda x=xs[k]: x.mul_(1.0))
+                calls = chain_calls(call, arm, scheme, m, shapes, sets, xs, outs, cap, between)
                 row = {"scheme": scheme.value, "m": m, "arm": arm, "elementwise_between": between,
                        "gemms": gemms, "bytes": total_bytes}
                 row.update(timed_chain(calls, total_bytes, ceiling, gemms=gemms, runs=runs))

@@ -32,6 +32,7 @@ from fp8tower.tuning.timer import l2_cache_bytes
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
 from bench_chain import (
     call_with,
+    chain_calls,
     gemm_cases,
     numerics,
     parse_plan,
@@ -39,7 +40,6 @@ from bench_chain import (
     time_arm,
     tower_chains,
 )
-from bench_chain import problem as bench_problem
 from bench_gemm import TOWER_SHAPES
 
 STREAM_ARMS = {
@@ -174,13 +174,7 @@ def timelines(scheme, m, shapes, sets, arms, cap):
     outs = {(n, k): torch.empty(m, n, dtype=torch.bfloat16, device="cuda") for n, k in shapes}
     for between in (False, True):
         for arm in arms:
-            calls = []
-            for s in range(2):
-                for n, k in shapes:
-                    p = bench_problem(m, n, k, scheme, cap)
-                    c = call_for(arm, p, sets[(n, k)][s], xs[k], outs[(n, k)]) or \
-                        call_for("base", p, sets[(n, k)][s], xs[k], outs[(n, k)])
-                    calls += [c, lambda x=xs[k]: x.mul_(1.0)] if between else [c]
+            calls = chain_calls(call_for, arm, scheme, m, shapes, sets, xs, outs, cap, between)
             row = {"scheme": scheme.value, "m": m, "arm": arm, "elementwise_between": between,
                    "shapes": [f"{n}x{k}" for n, k in shapes]}
             try:
