@@ -357,6 +357,7 @@ def _run(x, weight, packed, *, act_scale=None, bias=None, out_dtype=torch.bfloat
     if xq:
         if not (_aligned(x) and x.stride(0) % 8 == 0):
             x = x.contiguous() if x.stride(0) % 8 else x.clone()  # 16-byte aligned rows
+        # per_tensor: its static scale; channel_token: the kernel computes the scales (xs unread)
         xs = static.float().reshape(1).contiguous() if scheme is Scheme.PER_TENSOR else ws
     elif x.dtype == FP8_DTYPE:
         if act_scale is None:

@@ -532,6 +532,13 @@ __device__ __forceinline__ void st_cluster_v4(uint32_t addr, float a, float b, f
                "f"(d) : "memory");
 }
 
+// Bytes of the cluster split's reduction area (rank 0's: one partial per other rank).
+__host__ __device__ constexpr int red_bytes(int nt, int cluster) {
+  return cluster > 1 ? (cluster - 1) * kWarps * nt * 32 * 16 : 0;
+}
+// Bytes of xq's quantized x: two boxes a K step.
+constexpr int xq_bytes(int x_box, int steps) { return 2 * x_box * steps; }
+
 // A cluster-split tile's segment is done (consumer threads only). Every CTA arrived on the
 // cluster barrier at its start, so rank 0 is running: the first wait makes its shared memory
 // safe to write. Ranks >= 1 store their partial into rank 0's reduction area (slot rank - 1,
@@ -632,7 +639,7 @@ __global__ void __launch_bounds__(kThreads, 1) fp8t_stream_gemm(const __grid_con
   Cursor cons;
   cons.init(work, p.kb);
   // xq: the quantized x follows the ring and the cluster reduction area (one segment: [lo, hi))
-  uint8_t* xq_area = smem + STAGES * p.stage + (p.cluster > 1 ? (p.cluster - 1) * kWarps * NT * 32 * 16 : 0);
+  uint8_t* xq_area = smem + STAGES * p.stage + red_bytes(NT, p.cluster);
   if (XK != 3 && p.xq && cons.valid()) quantize_x<NT, XK>(p, xq_area, cons.lo, cons.hi, tid, s_xs);
   Epilogue<NT> ep;
   load_token_scales<NT, XK>(p, ep, t, s_xs);
@@ -664,11 +671,6 @@ __global__ void __launch_bounds__(kThreads, 1) fp8t_stream_gemm(const __grid_con
 }
 
 thread_local char g_error[256] = "";
-
-// Bytes of the cluster split's reduction area (rank 0's: one partial per other rank).
-constexpr int red_bytes(int nt, int cluster) { return cluster > 1 ? (cluster - 1) * kWarps * nt * 32 * 16 : 0; }
-// Bytes of xq's quantized x: two boxes a K step.
-constexpr int xq_bytes(int x_box, int steps) { return 2 * x_box * steps; }
 
 // Launches the kernel, or with `clusters` set only asks how many clusters of the launch fit
 // on the GPU at once (cudaOccupancyMaxActiveClusters: whether the grid is one wave).
