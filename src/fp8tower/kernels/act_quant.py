@@ -3,13 +3,14 @@ and weight_only's exact split of x into two FP8 parts (``_split8_groups``).
 
 Division is IEEE round-to-nearest: one div_rn per scale for its reciprocal r, then x * r
 with one FMA correction per element (fp8_gemm._div_by_scale: div_rn's bits), so results
-equal formats.quantize_* bit for bit on the GPU (tests/test_gpu_plan.py). The CPU
-interpreter's fp32->fp8 cast rounds wrongly when rounding carries into the exponent: test
-it there only with values that quantize exactly (DESIGN.md).
+equal formats.quantize_* bit for bit on the GPU (tests/test_gpu_plan.py); a NaN in x
+stays NaN and an inf follows the reference too (fp8_gemm._div_by_scale, _saturate;
+tests/test_nonfinite.py). The CPU interpreter's fp32->fp8 cast rounds wrongly when rounding
+carries into the exponent: test it there only with values that quantize exactly (DESIGN.md).
 
 Speed (H200, 2026-12-01): a div_rn per element on 4 warps made the per-token pass (one
 program per token) the slow half of channel_token's pre-pass + GEMM pair; with the
-reciprocal and 4-16 warps a row the pair at 16384x5120 M=8 went from 28.2 to 22.9 us
+reciprocal and more warps a row the pair at 16384x5120 M=8 went from 28.2 to 22.9 us
 (per_tensor's GEMM: 23.0; results/amax_unrolled_H200_2026-12-01/ and
 results/fast_token_prepass_H200_2026-12-01/, tuning_cache.json of each). A 1x128 group
 takes one warp, so its amax is a warp shuffle with no block-wide barrier (the block128
@@ -32,7 +33,7 @@ import triton
 import triton.language as tl
 
 from ..formats import BLOCK, FP8_DTYPE, FP8_MAX, MIN_SCALE, Scheme
-from .fp8_gemm import _div_by_scale, _pow2_scales, _split8_parts
+from .fp8_gemm import _div_by_scale, _pow2_scales, _saturate, _split8_parts
 
 
 @triton.jit
@@ -79,7 +80,7 @@ def _fp8_act_quant_kernel(
         s2 = tl.maximum(tl.math.div_rn(tl.max(tl.abs(x2), axis=1), FMAX), SMIN)
         tl.store(s_ptr + row * stride_sm + gi, s2, mask=gi * GROUP < K)
         r2 = tl.math.div_rn(tl.full((GPP,), 1.0, tl.float32), s2)
-        q2 = tl.clamp(_div_by_scale(x2, s2[:, None], r2[:, None]), -FMAX, FMAX)
+        q2 = _saturate(_div_by_scale(x2, s2[:, None], r2[:, None]), FMAX)
         tl.store(q_ptr + row * stride_qm + offs2, q2.to(q_ptr.dtype.element_ty), mask=mask2)
         return
     lane = tl.arange(0, BLOCK_G)
@@ -91,7 +92,7 @@ def _fp8_act_quant_kernel(
     else:
         s = tl.maximum(tl.math.div_rn(tl.max(tl.abs(x), axis=0), FMAX), SMIN)
         tl.store(s_ptr + row * stride_sm + g, s)
-    q = tl.clamp(_div_by_scale(x, s, tl.math.div_rn(s * 0.0 + 1.0, s)), -FMAX, FMAX)
+    q = _saturate(_div_by_scale(x, s, tl.math.div_rn(tl.full([], 1.0, tl.float32), s)), FMAX)
     tl.store(q_ptr + row * stride_qm + offs, q.to(q_ptr.dtype.element_ty), mask=mask)
 
 
@@ -145,9 +146,13 @@ def quantize_args(
     block_g = triton.next_power_of_2(group)
     kwargs = {"GROUP": group, "BLOCK_G": block_g, "STATIC": static,
               "FMAX": FP8_MAX, "SMIN": MIN_SCALE, "PDL": pdl,
-              # a token's row: ~64 elements a thread (4 to 16 warps); a 1x128 group: one
-              # warp, so its amax is a warp shuffle, no block-wide barrier
-              "num_warps": 1 if block_g <= 128 else min(16, max(4, block_g // 2048)),
+              # per_tensor's 2048-element groups: 4 warps. A token's row: BLOCK_G / 512
+              # warps, 4 to 16 (16 from K > 4096): one program per token is latency-bound;
+              # 16 warps against 4 (BLOCK_G / 2048) took the 27B tower's channel_token step
+              # at session 12's tuned configs 2.365 -> 2.345 ms at M = 8, 2.274 -> 2.270 at
+              # M = 1 (H200 2026-12-01, results/nonfinite_H200_2026-12-01/call5/). A 1x128
+              # group: one warp, so its amax is a warp shuffle, no block-wide barrier.
+              "num_warps": 1 if block_g <= 128 else min(16, max(4, block_g // 512)),
               "GPP": gpp, "SPLIT8": split8, "INTERPRET": interpret}
     if gpp > 1 or split8:  # one warp per 1x128 group, up to 8 warps
         kwargs["num_warps"] = min(gpp, 8)
