@@ -5,6 +5,9 @@
 # step is recorded in status.txt and the next one runs; each is capped by `timeout`):
 #   gplan    GPU tests of the launch plans only (tests/test_gpu_plan.py)
 #   tests    GPU tests: every backend against the reference on the tower shapes, plans, graphs
+#            (all of tests/ but test_nonfinite.py)
+#   nonfinite  a NaN / an inf in x on every backend and way of taking x (tests/test_nonfinite.py;
+#            each case compiles every Triton x mode: the first took 106 s; NONFINITE_S)
 #   variants kernel variants against the Triton default (benchmarks/bench_variants.py, #12)
 #   variants_q  one launch against pre-pass + GEMM: channel_token fused amax, block128 in-kernel
 #            quant (bench_variants.py --plan, #11/#12)
@@ -111,7 +114,10 @@ for s in $STEPS; do
   case $s in
     # no -x: a test over 60 s fails with its stack (pytest-timeout) and the rest still run
     gplan) step gplan 90 $PY -m pytest -q -m gpu -p no:cacheprovider --timeout 60 tests/test_gpu_plan.py ;;
-    tests) step tests 240 $PY -m pytest -q -m gpu -p no:cacheprovider --timeout 60 tests ;;
+    tests) step tests 240 $PY -m pytest -q -m gpu -p no:cacheprovider --timeout 60 tests \
+             --ignore tests/test_nonfinite.py ;;
+    nonfinite) step nonfinite ${NONFINITE_S:-600} $PY -m pytest -q -m gpu -p no:cacheprovider \
+             --timeout 200 -rf tests/test_nonfinite.py ;;
     variants) step variants 110 $PY benchmarks/bench_variants.py --json "$V/variants.json" --budget-s 80 ;;
     variants_q) step variants_q 200 $PY benchmarks/bench_variants.py --json "$V/variants_q.json" \
                   --plan "${VARIANTS_PLAN:-channel_token:1,8,32;block128:1,8,32}" --budget-s 170 ;;

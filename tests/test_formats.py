@@ -90,6 +90,23 @@ def test_fp8weight_refuses_bad_weight_scale_values(scheme, bad):
         Fp8Weight(w.data, scale, scheme)
 
 
+def test_static_act_scale_above_the_kernels_bound_is_refused():
+    """Above ACT_SCALE_MAX the kernels' +-1024 s clamp overflows (fp8_gemm._div_by_scale) and
+    an inf in x would quantize to NaN: refused where the scale comes in, naming the bound."""
+    from fp8tower import fp8_linear
+    from fp8tower.formats import ACT_SCALE_MAX
+
+    w = quantize_weight(torch.randn(8, 16), "per_tensor")
+    with pytest.raises(ValueError,
+                       match=r"act_scale \(static activation scale\) must be at most 1e\+35"):
+        Fp8Weight(w.data, w.scale, w.scheme, torch.tensor(ACT_SCALE_MAX * 4))
+    with pytest.raises(ValueError, match="at most 1e\\+35, got 4"):
+        quantize_weight(torch.randn(8, 16), "per_tensor", act_scale=4e35)
+    with pytest.raises(ValueError, match="at most 1e\\+35"):
+        fp8_linear(torch.randn(2, 16), w, act_scale=4e35, backend="reference")
+    Fp8Weight(w.data, w.scale, w.scheme, torch.tensor(ACT_SCALE_MAX / 10))  # inside: accepted
+
+
 @pytest.mark.parametrize("bad", BAD_SCALES)
 def test_fp8weight_refuses_bad_static_act_scale(bad):
     """Issue 9: a static act_scale of 0 (all outputs 0), negative (every sign flips) or NaN."""

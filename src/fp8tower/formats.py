@@ -37,6 +37,11 @@ FP8_MAX = 448.0
 BLOCK = 128
 # Smallest scale we produce: keeps an all-zero row/block from dividing by zero.
 MIN_SCALE = 1e-12
+# Largest static activation scale accepted: the kernels' division clamps x to +-1024 scales
+# first (kernels/fp8_gemm._div_by_scale), which overflows fp32 above ~3.3e35, and then an
+# inf in x would quantize to NaN instead of +-448. Such a scale would mean activations
+# beyond fp32's range.
+ACT_SCALE_MAX = 1e35
 ACT_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
 
 
@@ -195,6 +200,9 @@ class Fp8Weight:
             check_scale_values(self.scale, f"{self.scheme} weight scale ({n}x{k} weight)")
             if self.act_scale is not None:
                 check_scale_values(self.act_scale, "act_scale (static activation scale)")
+                if float(self.act_scale) > ACT_SCALE_MAX:
+                    raise ValueError(f"act_scale (static activation scale) must be at most "
+                                     f"{ACT_SCALE_MAX:g}, got {float(self.act_scale):g}")
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -303,8 +311,9 @@ def quantize_weight(
 
 def _as_scale_tensor(value: float | torch.Tensor, device: torch.device) -> torch.Tensor:
     t = torch.as_tensor(value, dtype=torch.float32, device=device).reshape(())
-    if not bool(torch.isfinite(t)) or float(t) <= 0:
-        raise ValueError(f"act_scale must be a finite positive number, got {float(t)}")
+    if not bool(torch.isfinite(t)) or float(t) <= 0 or float(t) > ACT_SCALE_MAX:
+        raise ValueError(f"act_scale must be a finite positive number at most "
+                         f"{ACT_SCALE_MAX:g}, got {float(t)}")
     return t
 
 

@@ -106,9 +106,10 @@ def _div_by_scale(x, s, r):
     +-1024 s (NaN kept), past which x / s saturates to +-448 either way, so an inf in x gives
     +-448 as the reference does, not inf - inf; an inf scale (r = 0) corrects with s = 0,
     which keeps q = x * 0 (x / inf). Static scales above 3e35 (1024 s overflows) would give
-    NaN for an inf x. One min an element: the per-token pre-pass is latency-bound (one
-    program a token), and with two selects an element instead the 27B tower's channel_token
-    step ran 1.9% slower; this way 0.7% at M = 1, 1.5% at M = 8 (H200 2026-12-01,
+    NaN for an inf x: formats.ACT_SCALE_MAX refuses them. One min an element: the per-token
+    pre-pass is latency-bound (one program a token), and with two selects an element instead
+    the 27B tower's channel_token step ran 1.9% slower; this way 0.7% at M = 1, 1.5% at M = 8
+    (H200 2026-12-01,
     results/nonfinite_H200_2026-12-01/ call3, call4; sm_90 SASS of that pass at K = 5120:
     576 instructions before, 632 now, 832 with a select on the result)."""
     big = s * 1024.0

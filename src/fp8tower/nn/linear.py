@@ -11,6 +11,7 @@ from .. import dispatch
 from ..backends import Backend
 from ..formats import (
     ACT_DTYPES,
+    ACT_SCALE_MAX,
     FP8_DTYPE,
     Fp8Weight,
     Scheme,
@@ -55,13 +56,15 @@ def fp8_linear(
 
     ``act_scale``: the activation scale of FP8 ``x`` (per_tensor), or a static per-tensor
     scale overriding ``weight.act_scale``. ``out_dtype`` defaults to x's dtype (bfloat16
-    for FP8 x). A number ``act_scale`` must be finite and > 0 (a Python check, no sync); a
-    tensor one is the caller's (reading it would sync the GPU on every call).
+    for FP8 x). A number ``act_scale`` must be finite, > 0 and at most formats.ACT_SCALE_MAX
+    (a Python check, no sync); a tensor one is the caller's (reading it would sync the GPU
+    on every call).
     """
     if act_scale is not None and not isinstance(act_scale, torch.Tensor):
         value = float(act_scale)
-        if not (math.isfinite(value) and value > 0):
-            raise ValueError(f"act_scale must be a finite number > 0, got {act_scale!r}")
+        if not (math.isfinite(value) and 0 < value <= ACT_SCALE_MAX):
+            raise ValueError(f"act_scale must be a finite number > 0 and at most "
+                             f"{ACT_SCALE_MAX:g}, got {act_scale!r}")
         act_scale = torch.tensor(value, dtype=torch.float32, device=x.device)
     _validate(x, weight, act_scale)
     if out_dtype is None:
