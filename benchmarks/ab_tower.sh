@@ -17,33 +17,29 @@ RUN=${RUN:-.gpu/run}
 AB=$OUT/ab
 mkdir -p "$AB"
 : "${OLD_SRC:?set OLD_SRC to the src/ of the before tree}" "${CACHE_JSON:?set CACHE_JSON to a tuning cache}"
-if ls "$RUN"/whl/*.whl >/dev/null 2>&1; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-    --target /tmp/site "$RUN"/whl/*.whl || echo "wheel install failed" | tee -a "$AB/status.txt"
-fi
+. benchmarks/device_wheels.sh
+install_wheels "$RUN" "$AB/status.txt"
+declare -A SRC=([before]=$(cd "$OLD_SRC" && pwd) [after]=$PWD/src)
 for arm in before after; do
-  src=$PWD/src
-  [ "$arm" = before ] && src=$(cd "$OLD_SRC" && pwd)
   mkdir -p "/tmp/ab_$arm"
   [ -d "$RUN/cache" ] && cp -r "$RUN"/cache/. "/tmp/ab_$arm/"
-  PYTHONPATH=$src:/tmp/site python3 - "$CACHE_JSON" "/tmp/ab_$arm/nvidia-h200.json" <<'EOF' 2>&1 | tee "$AB/cache_$arm.log"
-import json, sys
+  PYTHONPATH=${SRC[$arm]}:/tmp/site python3 - "$CACHE_JSON" "/tmp/ab_$arm" <<'EOF' 2>&1 | tee "$AB/cache_$arm.log"
+import json, os, sys
 import torch
 from fp8tower import provenance
 from fp8tower.tuning import cache
 d = json.load(open(sys.argv[1]))
 found = d["meta"]
-d["meta"] = cache.environment_meta(torch.cuda.get_device_name())
+gpu = torch.cuda.get_device_name()
+d["meta"] = cache.environment_meta(gpu)
 print("kernels", provenance.kernel_code(), "meta changed:",
       {k: (found.get(k), v) for k, v in d["meta"].items() if found.get(k) != v})
-json.dump(d, open(sys.argv[2], "w"))
+json.dump(d, open(os.path.join(sys.argv[2], cache.cache_file_name(gpu)), "w"))
 EOF
 done
 for round in $(seq 1 "${ROUNDS:-2}"); do
   for arm in before after; do
-    src=$PWD/src
-    [ "$arm" = before ] && src=$(cd "$OLD_SRC" && pwd)
-    PYTHONPATH=$src:/tmp/site FP8TOWER_CACHE_DIR=/tmp/ab_$arm timeout 300 python3 -m fp8tower \
+    PYTHONPATH=${SRC[$arm]}:/tmp/site FP8TOWER_CACHE_DIR=/tmp/ab_$arm timeout 300 python3 -m fp8tower \
       bench tower --model qwen3.5-27b --m "${TOWER_M:-1,8}" --arms merged --backends auto \
       --scheme "${TOWER_SCHEMES:-per_tensor,channel_token,block128}" \
       --json "$AB/tower_${arm}_$round.json" > "$AB/tower_${arm}_$round.log" 2>&1

@@ -76,10 +76,8 @@ RUN=${RUN:-.gpu/run}
 V=$OUT/verify
 mkdir -p "$V/cache"
 STEPS=${STEPS:-tests variants host tune fourway tower trace gen8b}
-if [ -d "$RUN/whl" ] && ls "$RUN"/whl/*.whl >/dev/null 2>&1; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-    --target /tmp/site "$RUN"/whl/*.whl || echo "wheel install failed" | tee -a "$V/status.txt"
-fi
+. benchmarks/device_wheels.sh
+install_wheels "$RUN" "$V/status.txt"
 [ -d "$RUN/cache" ] && cp -r "$RUN"/cache/. "$V/cache/"
 export PYTHONPATH=$PWD/src:/tmp/site PYTHONUNBUFFERED=1 FP8TOWER_CACHE_DIR=$V/cache
 PY=${PYTHON:-python3}

@@ -13,6 +13,8 @@ the whole path: its fp32 -> FP8 cast of a NaN gives a finite value; it tests the
 quotient before that cast (the last test).
 """
 
+import warnings
+
 import pytest
 import torch
 
@@ -88,7 +90,10 @@ def test_nonfinite_x_as_the_reference(n, k, m, poison, scheme):
     p = GemmProblem.for_call(x, w, torch.bfloat16)
     runs = []
     for be in backends.available():
-        if be.name == "reference" or be.check(p) is not None or _needs_build(be, p):
+        if be.name == "reference" or be.check(p) is not None:
+            continue
+        if _needs_build(be, p):
+            warnings.warn(f"{be.name} left out: its library for {p} is not built", stacklevel=1)
             continue
         cfgs = _x_modes(p) if be.name == "triton" else [None]
         runs += [(f"{be.name} {cfg}", be, cfg) for cfg in cfgs]
