@@ -63,7 +63,7 @@
 #   convert  convert the 27B transformers model per scheme, timed (benchmarks/convert_27b.py, #10)
 #   model    paired trace of the converted 27B transformers model (capture_model_h200.sh, #10/#11)
 # Optional packages travel as wheels in $RUN/whl (2026-12-01: nvidia-cudnn-frontend 1.32.0,
-# nvidia-cutlass 4.2.0.0, torchao 0.18.0, fla-core + flash-linear-attention 0.6.0 and einops
+# nvidia-cutlass 4.2.0.0, torchao 0.18.0, pytest-xdist 3.8.0 + execnet 2.1.2, fla-core + flash-linear-attention 0.6.0 and einops
 # for the 27B's GDN kernels; `pip download --no-deps --only-binary=:all: --python-version
 # 3.12 --platform manylinux_2_28_x86_64 ...` on the CPU machine); prebuilt CUTLASS libraries (built on the CPU
 # machine with the same nvcc) in $RUN/cache/cutlass; a tuning cache from an earlier call in
@@ -82,6 +82,10 @@ install_wheels "$RUN" "$V/status.txt"
 export PYTHONPATH=$PWD/src:/tmp/site PYTHONUNBUFFERED=1 FP8TOWER_CACHE_DIR=$V/cache
 PY=${PYTHON:-python3}
 FP8="$PY -m fp8tower"
+# GPU tests are mostly Triton compiles (one CPU core each): with pytest-xdist carried as a
+# wheel (and execnet), PYTEST_N workers share the GPU (default 8; PYTEST_N=0: one process)
+PT="$PY -m pytest -q -m gpu -p no:cacheprovider"
+if [ "${PYTEST_N:-8}" != 0 ] && $PY -c "import xdist" 2>/dev/null; then PT="$PT -n ${PYTEST_N:-8}"; fi
 if ! $PY -c "import torch, sys; sys.exit(not torch.cuda.is_available())" 2>/dev/null; then
   echo "verify_h200.sh: no CUDA GPU visible" >&2
   exit 2
@@ -111,10 +115,10 @@ step() {  # step NAME SECONDS CMD...: run under timeout, log, record exit status
 for s in $STEPS; do
   case $s in
     # no -x: a test over 60 s fails with its stack (pytest-timeout) and the rest still run
-    gplan) step gplan 90 $PY -m pytest -q -m gpu -p no:cacheprovider --timeout 60 tests/test_gpu_plan.py ;;
-    tests) step tests 240 $PY -m pytest -q -m gpu -p no:cacheprovider --timeout 60 tests \
+    gplan) step gplan 90 $PT --timeout 60 tests/test_gpu_plan.py ;;
+    tests) step tests 240 $PT --timeout 60 tests \
              --ignore tests/test_nonfinite.py ;;
-    nonfinite) step nonfinite ${NONFINITE_S:-600} $PY -m pytest -q -m gpu -p no:cacheprovider \
+    nonfinite) step nonfinite ${NONFINITE_S:-600} $PT \
              --timeout 200 -rf tests/test_nonfinite.py ;;
     variants) step variants 110 $PY benchmarks/bench_variants.py --json "$V/variants.json" --budget-s 80 ;;
     variants_q) step variants_q 200 $PY benchmarks/bench_variants.py --json "$V/variants_q.json" \
@@ -164,7 +168,7 @@ for s in $STEPS; do
     tower_merged) step tower_merged 120 $FP8 bench tower --model qwen3.5-27b --m ${TOWER_M:-1,8,32} \
                 --arms merged --backends auto --scheme ${TOWER_SCHEMES:-per_tensor,channel_token,block128} \
                 --json "$V/tower_merged.json" ;;
-    stream) step stream_tests 150 $PY -m pytest -q -m gpu -p no:cacheprovider --timeout 60 tests/test_stream_backend.py
+    stream) step stream_tests 150 $PT --timeout 60 tests/test_stream_backend.py
             step stream_bench ${STREAM_BENCH_S:-300} $PY benchmarks/bench_stream.py --json "$V/stream.json" \
               --budget-s $(( ${STREAM_BENCH_S:-300} - 20 )) ${STREAM_BENCH_ARGS:-} ;;
     floor) step floor 90 $PY benchmarks/bench_floor.py --json "$V/floor.json" ;;
@@ -178,8 +182,8 @@ for s in $STEPS; do
              step "early${f:+_pdl}" 150 $PY benchmarks/bench_early_launch.py $f --m ${EARLY_M:-1,8} \
                --schemes ${EARLY_SCHEMES:-per_tensor,channel_token,block128} --json "$V/early${f:+_pdl}.json"
            done ;;
-    pytests) step pytests 200 $PY -m pytest -q -m gpu -p no:cacheprovider --timeout 60 ${PYTESTS:-tests} ;;
-    tm_tests) step tm_tests 120 $PY -m pytest -q -m gpu -p no:cacheprovider --timeout 60 tests/test_tile_major.py ;;
+    pytests) step pytests 200 $PT --timeout 60 ${PYTESTS:-tests} ;;
+    tm_tests) step tm_tests 120 $PT --timeout 60 tests/test_tile_major.py ;;
     layout) step layout ${LAYOUT_S:-120} $PY benchmarks/bench_layout.py --json "$V/layout.json" ;;
     tower_stream) step tower_stream 150 $FP8 bench tower --model qwen3.5-27b --m ${TOWER_M:-1,8} --arms merged \
                     --backends ${TOWER_BACKENDS:-auto,stream} --scheme ${TOWER_SCHEMES:-per_tensor,channel_token,block128} \
