@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -10,6 +11,7 @@ import torch
 from .. import backends
 from ..formats import Scheme
 from ..models import DEFAULT_PARTS, TowerSpec
+from ..nn import plan as _plan
 from ..nn.merged import MergeMode
 from ..trace.capture import capture_pair, check_capture_dir, step_range
 from ..trace.manifest import OpRecord
@@ -36,7 +38,8 @@ def capture_arm(
     """Build and warm up a tower, then capture its two-length trace pair with
     fp8tower.trace.capture.capture_pair: one-step CUDA graph replayed n times (eager steps on
     the CPU), each step in a step range; the manifest's ops are :meth:`Tower.ops`, their
-    kernel counts from one eager step's op calls. Returns capture_pair's CaptureResult.
+    kernel counts from one eager step's op calls (with a graph: on the graph's kernels, not
+    an eager one-launch variant, nn/plan.py). Returns capture_pair's CaptureResult.
     An existing capture in ``out_dir`` is refused unless ``force`` (checked before building)."""
     check_capture_dir(out_dir, force)
     tower = build_tower(model, scheme=scheme, arm=arm, backend=backend, m=m, device=device,
@@ -44,11 +47,21 @@ def capture_arm(
     reason = tower.unservable()
     if reason is not None:
         raise backends.BackendError(reason)
+    graph = tower.device.type == "cuda"
+    # The eager op calls count the kernels that label the graph's: their plans must run the
+    # graph's kernels. H200 2026-12-01 (results/pf_ratios_H200_2026-12-01/call4/): channel_token's
+    # pre-pass pairs ran 2 kernels a GEMM in the graph, its eager twins 1, and the capture
+    # could not be attributed ("step 0 has 320 kernels but ... 192 per step").
+    with _plan.same_kernels_as_graphs() if graph else contextlib.nullcontext():
+        return _capture(tower, arm, backend, m, steps, out_dir, force, graph)
+
+
+def _capture(tower, arm, backend, m, steps, out_dir, force, graph):
     tower.warmup()
     ops = [OpRecord(op.label, op.n, op.k, op.bytes_moved, op.backend, op.kernel_family, 1,
                     op.group) for op in tower.ops()]
     ceiling = None
-    if tower.device.type == "cuda":
+    if graph:
         ceiling = measure_read_ceiling(tower.device)
         tower.capture(1)
 
