@@ -32,11 +32,12 @@ MIN_GAIN = 0.003  # a step this much faster (0.3%) to move a key off its current
 
 
 def launch_kind(c: Measurement) -> tuple:
-    """What decides how a candidate overlaps its neighbours: its backend, PDL or not, and
-    how x is quantized (in the GEMM, a pre-pass launch, channel_token's fused amax)."""
+    """What decides how a candidate overlaps its neighbours: its backend, PDL or not, how x
+    is quantized (in the GEMM, a pre-pass launch, channel_token's fused amax) and, for
+    CUTLASS's pf, when it lets the next kernel launch (``overlap``, cutlass.PF_RATIOS)."""
     cfg = c.config if isinstance(c.config, dict) else {}
     return (c.backend, bool(cfg.get("pdl")), bool(cfg.get("prequant")),
-            bool(cfg.get("fused_amax")))
+            bool(cfg.get("fused_amax")), cfg.get("overlap"))
 
 
 def shortlist(entry: Entry, top: int = TOP, kinds: int = KINDS) -> list[Measurement]:

@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# Before/after of a change to the tuner's search space in ONE device call: the merged 27B
+# tower timed with a carried tuning cache, then retuned (in context) from it with this tree,
+# then both caches timed again, arms alternated (before, after, before, after).
+#
+#   CACHE_JSON=.gpu/run/tuning.json bash benchmarks/retune_ab.sh
+#
+# CACHE_JSON: a tuning cache (a results tuning_cache.json), stamped with this machine's and
+# this tree's metadata (a kernel change since it was made would otherwise make it stale).
+# TOWER_M, TOWER_SCHEMES: comma lists (default 1,8 and per_tensor,channel_token); ROUNDS
+# (default 2). The libraries under $RUN/cache (CUTLASS, stream) go to both caches. JSON and
+# logs in $OUT/retune_ab/, the retuned cache as tuning_cache.json there.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-out}
+RUN=${RUN:-.gpu/run}
+AB=$OUT/retune_ab
+mkdir -p "$AB"
+: "${CACHE_JSON:?set CACHE_JSON to a tuning cache}"
+. benchmarks/device_wheels.sh
+install_wheels "$RUN" "$AB/status.txt"
+export PYTHONPATH=$PWD/src:/tmp/site PYTHONUNBUFFERED=1
+M=${TOWER_M:-1,8}
+SCHEMES=${TOWER_SCHEMES:-per_tensor,channel_token}
+for arm in before after; do
+  mkdir -p "/tmp/rab_$arm"
+  [ -d "$RUN/cache" ] && cp -r "$RUN"/cache/. "/tmp/rab_$arm/"
+done
+python3 - "$CACHE_JSON" /tmp/rab_before /tmp/rab_after <<'EOF' 2>&1 | tee "$AB/cache.log"
+import json, os, sys
+import torch
+from fp8tower.tuning import cache
+d = json.load(open(sys.argv[1]))
+gpu = torch.cuda.get_device_name()
+found, d["meta"] = d["meta"], cache.environment_meta(gpu)
+print("meta changed:", {k: (found.get(k), v) for k, v in d["meta"].items() if found.get(k) != v})
+for out in sys.argv[2:]:
+    json.dump(d, open(os.path.join(out, cache.cache_file_name(gpu)), "w"))
+EOF
+start=$(date +%s)
+FP8TOWER_CACHE_DIR=/tmp/rab_after timeout "${RETUNE_S:-330}" python3 -m fp8tower tune \
+  --model qwen3.5-27b --merged --m "$M" --scheme "$SCHEMES" --max-configs 4 --in-context \
+  --retune --json > "$AB/retune.json" 2> "$AB/retune.log"
+echo "retune rc=$? s=$(( $(date +%s) - start ))" | tee -a "$AB/status.txt"
+FP8TOWER_CACHE_DIR=/tmp/rab_after python3 -m fp8tower dispatch --explain > "$AB/explain.log" 2>&1
+cp /tmp/rab_after/*.json "$AB/" 2>/dev/null
+for round in $(seq 1 "${ROUNDS:-2}"); do
+  for arm in before after; do
+    FP8TOWER_CACHE_DIR=/tmp/rab_$arm timeout 200 python3 -m fp8tower bench tower \
+      --model qwen3.5-27b --m "$M" --arms merged --backends auto --scheme "$SCHEMES" \
+      --json "$AB/tower_${arm}_$round.json" > "$AB/tower_${arm}_$round.log" 2>&1
+    echo "$arm round $round rc=$?" | tee -a "$AB/status.txt"
+  done
+done
+python3 - "$AB" <<'EOF'
+import glob, json, os, sys
+try:  # in context: each key's candidates and the whole step's ms with each
+    for r in json.load(open(os.path.join(sys.argv[1], "retune.json"))).get("in_context", []):
+        print(r.get("scheme"), "M=%s" % r.get("m"), r["key"], "kept", r.get("kept"))
+        for c in r.get("candidates", []):
+            print("   ", c["ms"], c["backend"], json.dumps(c["config"], sort_keys=True))
+except (OSError, ValueError, KeyError) as e:
+    print("no in-context rows:", e)
+for f in sorted(glob.glob(os.path.join(sys.argv[1], "tower_*.json"))):
+    rows = json.load(open(f))
+    rows = rows.get("rows", rows) if isinstance(rows, dict) else rows
+    print(os.path.basename(f), [(r.get("scheme"), r.get("m"), round(r.get("ms_per_step", 0), 4),
+                                 r.get("chosen"))
+                                for r in rows])
+EOF
+tar -czf "$OUT/retune_ab.tgz" -C "$OUT" retune_ab && rm -rf "$AB"
