@@ -58,12 +58,6 @@ BLOCKWISE = frozenset({"bp", "bk"})  # block128's schedules (and block128 runs o
 _GDC = {"ws": True, "pp": True, "sk": False, "pf": True, "bp": True, "bk": False}
 # The weight's block scales as the blockwise builds read them: one per 64 rows (the .cu file).
 SCALE_ROWS = 64
-# pf's run-time ratios (overlap, prefetch). Example 63's doc: "should be tuned per problem
-# size and GEMM config combination, and if feasible, per-operation in an entire layer or
-# model". overlap: the fraction of this GEMM's K loop after which the next kernel may launch
-# (0: at once); prefetch: the fraction of (half of) a CTA's K tiles of W it loads before it
-# waits for x (-1: until x is ready). Its defaults (0.5, -1) first (the default config).
-PF_RATIOS = ((0.5, -1.0), (0.0, -1.0), (0.9, -1.0), (0.5, 1.0), (0.0, 1.0))
 MODES = {"heuristic": 0, "splitk": 1, "streamk": 2}
 NVCC_FLAGS = (
     "-O3", "-std=c++17", "-shared", "-Xcompiler", "-fPIC", "--expt-relaxed-constexpr",
@@ -226,15 +220,10 @@ def _configs(p: GemmProblem) -> list[dict]:
         out.append({"sched": "bp", "tile": f"64x{tn}x128", "mode": "heuristic", "splits": 1,
                     "pdl": True})
         return out
-    # Example 63 with PDL, at each of PF_RATIOS (its defaults first).
-    out += [{"sched": "pf", "tile": f"64x{tn}x128", "mode": "heuristic", "splits": 1,
-             "pdl": True, "overlap": o, "prefetch": f} for o, f in PF_RATIOS]
+    # Example 63's defaults (overlap 0.5, best-effort prefetch) with PDL.
+    out.append({"sched": "pf", "tile": f"64x{tn}x128", "mode": "heuristic", "splits": 1,
+                "pdl": True, "overlap": 0.5, "prefetch": -1.0})
     return out
-
-
-def _priority_configs(p: GemmProblem) -> list[dict]:
-    """pf at every ratio pair: the tuner times them all, not a spaced sample (PF_RATIOS)."""
-    return [c for c in _configs(p) if c["sched"] == "pf"]
 
 
 def _default_config(p: GemmProblem) -> dict:
@@ -379,6 +368,5 @@ BACKEND = Backend(
     run=_run,
     configs=_configs,
     default_config=_default_config,
-    priority_configs=_priority_configs,
     precompile=_precompile,
 )

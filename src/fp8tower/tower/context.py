@@ -32,12 +32,11 @@ MIN_GAIN = 0.003  # a step this much faster (0.3%) to move a key off its current
 
 
 def launch_kind(c: Measurement) -> tuple:
-    """What decides how a candidate overlaps its neighbours: its backend, PDL or not, how x
-    is quantized (in the GEMM, a pre-pass launch, channel_token's fused amax) and, for
-    CUTLASS's pf, when it lets the next kernel launch (``overlap``, cutlass.PF_RATIOS)."""
+    """What decides how a candidate overlaps its neighbours: its backend, PDL or not, and
+    how x is quantized (in the GEMM, a pre-pass launch, channel_token's fused amax)."""
     cfg = c.config if isinstance(c.config, dict) else {}
     return (c.backend, bool(cfg.get("pdl")), bool(cfg.get("prequant")),
-            bool(cfg.get("fused_amax")), cfg.get("overlap"))
+            bool(cfg.get("fused_amax")))
 
 
 def shortlist(entry: Entry, top: int = TOP, kinds: int = KINDS) -> list[Measurement]:
