@@ -65,6 +65,47 @@ def test_dots_are_hopper_wgmma(facts):
         assert f"n{max(16, 1 << (rows - 1).bit_length())}k" in mma[0], (name, mma)
 
 
+_WHOLE_TILES = r"""
+import json, torch
+from fp8tower.formats import Scheme
+from fp8tower.kernels import configs, offline
+from fp8tower.problem import GemmProblem
+out = []
+for scheme, mode in (("per_tensor", {"prequant": True}), ("per_tensor", {"prequant": False}),
+                     ("channel_token", {}), ("channel_token", {"fused_amax": True}),
+                     ("block128", {}), ("weight_only", {})):
+    p = GemmProblem(1, 16384, 5120, Scheme(scheme), capability=(9, 0),
+                    static_act_scale=scheme == "per_tensor")
+    cfg = {**configs.default_config(p), "split_k": 1, **mode}
+    out.append([scheme, cfg, offline.compile_gemm(p, cfg).loads_after_loop])
+print(json.dumps(out))
+"""
+
+
+def test_no_load_waits_after_the_k_loop():
+    """Without split-K nothing is loaded after the K loop, for any scheme or way of taking x:
+    the epilogue's scales come before it (kernels/fp8_gemm.py), so no program's tail waits
+    for memory. (Split-K's last split loads the partials there: that is its reduction.)"""
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
+    out = subprocess.run([sys.executable, "-c", _WHOLE_TILES], capture_output=True, text=True,
+                         env=env, timeout=600, check=False)
+    assert out.returncode == 0, out.stderr[-3000:]
+    rows = json.loads(out.stdout)
+    assert len(rows) == 6
+    for scheme, cfg, loads in rows:
+        assert loads == 0, (scheme, cfg)
+
+
+def test_loads_after_loop_counts_the_loads_past_the_last_back_edge():
+    from fp8tower.kernels.offline import loads_after_loop
+
+    ptx = ("ld.global.b32 {%r1}, [%rd1];\n$L__BB0_2:\n  wgmma;\n  @%p2 bra \t$L__BB0_2;\n"
+           "$L__BB0_3:\n  @%p3 ld.global.b32 {%r2}, [%rd2];\n  st.global.b32 [%rd3], %r2;\n")
+    assert loads_after_loop(ptx) == 1
+    assert loads_after_loop(ptx.replace("bra \t$L__BB0_2", "bra \t$L__BB0_3")) == 2  # forward
+
+
 def test_programs_per_sm_estimate_matches_the_build(facts):
     """kernels.configs.programs_per_sm (which the tuner's wave-fitting configs rely on) agrees
     with the compiled shared memory and registers for the default tile and its variants."""

@@ -314,6 +314,20 @@ def _fp8_gemm_decode_kernel(
             tok_scale1 = tl.max(tok_scale)
             tok_inv1 = tl.max(tok_inv)
 
+    # The epilogue's scales, loaded before the K loop (after the wait: xs may come from the
+    # previous kernel) so that their round trip overlaps the loop; issued after it (as the
+    # PTX had them), every program's tail waited for it, the weight scales as cold as the
+    # weights. H200 2026-12-01, the merged 27B tower at the same cached configs, ms/step
+    # before -> after (results/pf_ratios_H200_2026-12-01/call5/): per_tensor M=1 2.217 ->
+    # 2.190, M=8 2.236 -> 2.211; channel_token 2.289 -> 2.251, 2.376 -> 2.341; block128
+    # (its scales are per K step) 2.280 both.
+    if SCHEME != 2:
+        w_sc = tl.load(ws_ptr + offs_n, mask=n_mask, other=0.0)
+    if SCHEME == 0:
+        x_sc = tl.load(xs_ptr)
+    if SCHEME == 1 and X_FP8:
+        x_sc_m = tl.load(xs_ptr + offs_m * stride_xsm, mask=offs_m < M, other=0.0)
+
     GROUPED: tl.constexpr = (SCHEME == 2 or SCHEME == 3) and X_FP8
     if GROUPED:
         # FP8 x with per-(row, 1x128 group) scales from the pre-pass: block128's groups, or
@@ -409,11 +423,11 @@ def _fp8_gemm_decode_kernel(
 
     # Epilogue scales (block128 applied them per K step above).
     if SCHEME != 2:
-        acc = acc * tl.load(ws_ptr + offs_n, mask=n_mask, other=0.0)[:, None]
+        acc = acc * w_sc[:, None]
         if SCHEME == 0:
-            acc = acc * tl.load(xs_ptr)
+            acc = acc * x_sc
         if SCHEME == 1 and X_FP8:
-            acc = acc * tl.load(xs_ptr + offs_m * stride_xsm, mask=offs_m < M, other=0.0)[None, :]
+            acc = acc * x_sc_m[None, :]
         if SCHEME == 1 and not X_FP8:
             acc = acc * tok_scale[None, :]
     if SCHEME == 3 and X_FP8:
