@@ -94,14 +94,14 @@ def test_block128_k_tail_reads_no_scale_out_of_bounds(interpret, prequant):
     assert sqnr_db(_ref64(x, w), out) >= MIN_DB
 
 
-def test_triton_per_tensor_fp8_input_and_bias(interpret):
+@pytest.mark.parametrize("cfg", TRITON_CONFIGS[:2], ids=["whole", "split3"])
+def test_triton_per_tensor_fp8_input_and_bias(interpret, cfg):
     n, k, m = 72, 200, 5
     w = _weight(n, k, Scheme.PER_TENSOR)
     xq = exact_activations(m, k, Scheme.PER_TENSOR, 1.0).to(FP8_DTYPE)
     scale = torch.tensor(0.03)
     bias = torch.randn(n)
-    out = _run_poisoned(backends.get("triton"), xq, w, act_scale=scale, bias=bias,
-                        config=TRITON_CONFIGS[1])
+    out = _run_poisoned(backends.get("triton"), xq, w, act_scale=scale, bias=bias, config=cfg)
     assert sqnr_db(_ref64(xq, w, act_scale=scale, bias=bias), out) >= MIN_DB
 
 

@@ -78,6 +78,8 @@ for scheme, mode in (("per_tensor", {"prequant": True}), ("per_tensor", {"prequa
                     static_act_scale=scheme == "per_tensor")
     cfg = {**configs.default_config(p), "split_k": 1, **mode}
     out.append([scheme, cfg, offline.compile_gemm(p, cfg).loads_after_loop])
+    if scheme == "per_tensor" and mode["prequant"]:  # a layer with a bias (Qwen2's q/k/v)
+        out.append([scheme + "+bias", cfg, offline.compile_gemm(p, cfg, bias=True).loads_after_loop])
 print(json.dumps(out))
 """
 
@@ -92,7 +94,7 @@ def test_no_load_waits_after_the_k_loop():
                          env=env, timeout=600, check=False)
     assert out.returncode == 0, out.stderr[-3000:]
     rows = json.loads(out.stdout)
-    assert len(rows) == 6
+    assert len(rows) == 7
     for scheme, cfg, loads in rows:
         assert loads == 0, (scheme, cfg)
 

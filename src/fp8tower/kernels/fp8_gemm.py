@@ -327,6 +327,8 @@ def _fp8_gemm_decode_kernel(
         x_sc = tl.load(xs_ptr)
     if SCHEME == 1 and X_FP8:
         x_sc_m = tl.load(xs_ptr + offs_m * stride_xsm, mask=offs_m < M, other=0.0)
+    if HAS_BIAS:  # the same for the bias (its split-K sum only in the last split)
+        b_n = tl.load(bias_ptr + offs_n, mask=n_mask, other=0.0).to(tl.float32)
 
     GROUPED: tl.constexpr = (SCHEME == 2 or SCHEME == 3) and X_FP8
     if GROUPED:
@@ -441,7 +443,7 @@ def _fp8_gemm_decode_kernel(
     y_mask = n_mask[:, None] & (offs_m[None, :] < M)
     if SPLIT_K == 1:
         if HAS_BIAS:
-            acc += tl.load(bias_ptr + offs_n, mask=n_mask, other=0.0).to(tl.float32)[:, None]
+            acc += b_n[:, None]
         tl.store(y_ptrs, acc.to(y_ptr.dtype.element_ty), mask=y_mask)
     else:
         # Partials laid out [SPLIT_K, M_pad, N]; M_pad = grid_m * BLOCK_M (half of it used
@@ -458,7 +460,7 @@ def _fp8_gemm_decode_kernel(
                 total += tl.load(p_ptrs + s * m_pad * N, mask=n_mask[:, None], other=0.0,
                                  cache_modifier=".cg")
             if HAS_BIAS:
-                total += tl.load(bias_ptr + offs_n, mask=n_mask, other=0.0).to(tl.float32)[:, None]
+                total += b_n[:, None]
             tl.store(y_ptrs, total.to(y_ptr.dtype.element_ty), mask=y_mask)
             tl.atomic_xchg(cnt_ptr + tile, 0, sem="relaxed", scope="gpu")
 

@@ -162,9 +162,10 @@ def loads_after_loop(ptx: str) -> int:
     return sum(1 for line in ptx.splitlines()[end + 1:] if "ld.global" in line)
 
 
-def compile_gemm(problem: GemmProblem, config: dict, capability: tuple[int, int] = (9, 0)
-                 ) -> KernelFacts:
-    """Compile the GEMM variant that ``triton`` would launch for ``problem`` with ``config``."""
+def compile_gemm(problem: GemmProblem, config: dict, capability: tuple[int, int] = (9, 0),
+                 *, bias: bool = False) -> KernelFacts:
+    """Compile the GEMM variant that ``triton`` would launch for ``problem`` with ``config``
+    (``bias``: the variant for a layer with a bias)."""
     from triton.runtime.jit import MockTensor
 
     from . import fp8_gemm
@@ -203,7 +204,7 @@ def compile_gemm(problem: GemmProblem, config: dict, capability: tuple[int, int]
             p.m, p.n, p.k, k_per_split,
             -(-p.k // bk) * bn * bk if cfg.get("packed") else p.k,  # stride_wn, as launch_args
             p.k, p.n, ws_stride, xs_stride,
-            SCHEME=SCHEME_ID[p.scheme], X_FP8=x_fp8, HAS_BIAS=False, BLOCK_N=bn, BLOCK_M=bm,
+            SCHEME=SCHEME_ID[p.scheme], X_FP8=x_fp8, HAS_BIAS=bias, BLOCK_N=bn, BLOCK_M=bm,
             BLOCK_K=bk, SPLIT_K=split, FMAX=448.0, SMIN=1e-12, INTERPRET=False,
             EVEN_N=p.n % bn == 0, EVEN_K=p.k % bk == 0, num_warps=cfg["num_warps"],
             num_stages=cfg["num_stages"], grid=(1,),
