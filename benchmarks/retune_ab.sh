@@ -9,7 +9,8 @@
 # this tree's metadata (a kernel change since it was made would otherwise make it stale).
 # TOWER_M, TOWER_SCHEMES: comma lists (default 1,8 and per_tensor,channel_token); ROUNDS
 # (default 2). The libraries under $RUN/cache (CUTLASS, stream) go to both caches. JSON and
-# logs in $OUT/retune_ab/, the retuned cache as tuning_cache.json there.
+# logs in $OUT/retune_ab/ (retune.json: its decisions and in-context rows; the retuned cache
+# under its own file name, tuning.cache.cache_file_name), packed into $OUT/retune_ab.tgz.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-out}
