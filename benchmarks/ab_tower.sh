@@ -23,19 +23,8 @@ declare -A SRC=([before]=$(cd "$OLD_SRC" && pwd) [after]=$PWD/src)
 for arm in before after; do
   mkdir -p "/tmp/ab_$arm"
   [ -d "$RUN/cache" ] && cp -r "$RUN"/cache/. "/tmp/ab_$arm/"
-  PYTHONPATH=${SRC[$arm]}:/tmp/site python3 - "$CACHE_JSON" "/tmp/ab_$arm" <<'EOF' 2>&1 | tee "$AB/cache_$arm.log"
-import json, os, sys
-import torch
-from fp8tower import provenance
-from fp8tower.tuning import cache
-d = json.load(open(sys.argv[1]))
-found = d["meta"]
-gpu = torch.cuda.get_device_name()
-d["meta"] = cache.environment_meta(gpu)
-print("kernels", provenance.kernel_code(), "meta changed:",
-      {k: (found.get(k), v) for k, v in d["meta"].items() if found.get(k) != v})
-json.dump(d, open(os.path.join(sys.argv[2], cache.cache_file_name(gpu)), "w"))
-EOF
+  PYTHONPATH=${SRC[$arm]}:/tmp/site python3 benchmarks/restamp_cache.py "$CACHE_JSON" \
+    "/tmp/ab_$arm" 2>&1 | tee "$AB/cache_$arm.log"
 done
 for round in $(seq 1 "${ROUNDS:-2}"); do
   for arm in before after; do

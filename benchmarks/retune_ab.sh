@@ -27,17 +27,8 @@ for arm in before after; do
   mkdir -p "/tmp/rab_$arm"
   [ -d "$RUN/cache" ] && cp -r "$RUN"/cache/. "/tmp/rab_$arm/"
 done
-python3 - "$CACHE_JSON" /tmp/rab_before /tmp/rab_after <<'EOF' 2>&1 | tee "$AB/cache.log"
-import json, os, sys
-import torch
-from fp8tower.tuning import cache
-d = json.load(open(sys.argv[1]))
-gpu = torch.cuda.get_device_name()
-found, d["meta"] = d["meta"], cache.environment_meta(gpu)
-print("meta changed:", {k: (found.get(k), v) for k, v in d["meta"].items() if found.get(k) != v})
-for out in sys.argv[2:]:
-    json.dump(d, open(os.path.join(out, cache.cache_file_name(gpu)), "w"))
-EOF
+python3 benchmarks/restamp_cache.py "$CACHE_JSON" /tmp/rab_before /tmp/rab_after 2>&1 \
+  | tee "$AB/cache.log"
 start=$(date +%s)
 FP8TOWER_CACHE_DIR=/tmp/rab_after timeout "${RETUNE_S:-330}" python3 -m fp8tower tune \
   --model qwen3.5-27b --merged --m "$M" --scheme "$SCHEMES" --max-configs 4 --in-context \

@@ -1,0 +1,53 @@
+"""Copy a tuning cache, stamped with this machine's and this source tree's metadata
+(tuning.cache.environment_meta), into one or more cache directories: the tree on PYTHONPATH
+then serves its entries (a cache made with other kernel code is ignored as stale). For
+before/after runs at the same cached configs: ab_tower.sh (once per tree), retune_ab.sh.
+
+    PYTHONPATH=src python3 benchmarks/restamp_cache.py CACHE_JSON OUT_DIR [OUT_DIR ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("cache", help="a tuning cache file (e.g. a results tuning_cache.json)")
+    ap.add_argument("out_dirs", nargs="+", help="cache directories to write it into")
+    ap.add_argument("--gpu", help="the GPU's name (default: torch's current CUDA device)")
+    args = ap.parse_args(argv)
+    try:
+        with open(args.cache) as f:
+            data = json.load(f)
+    except (OSError, ValueError) as e:
+        ap.error(f"cannot read the tuning cache {args.cache}: {e}")
+    if not isinstance(data, dict) or not isinstance(data.get("entries"), dict):
+        ap.error(f"{args.cache} is not a tuning cache (expected an object with 'entries')")
+    missing = [d for d in args.out_dirs if not os.path.isdir(d)]
+    if missing:
+        ap.error(f"not a directory: {', '.join(missing)}")
+
+    import torch
+
+    from fp8tower import provenance
+    from fp8tower.tuning import cache
+
+    if args.gpu is None and not torch.cuda.is_available():
+        ap.error("no CUDA GPU visible: name the GPU with --gpu")
+    gpu = args.gpu or torch.cuda.get_device_name()
+    found = data.get("meta") if isinstance(data.get("meta"), dict) else {}
+    data["meta"] = cache.environment_meta(gpu)
+    print("kernels", provenance.kernel_code(), "meta changed:",
+          {k: (found.get(k), v) for k, v in data["meta"].items() if found.get(k) != v})
+    for out in args.out_dirs:
+        path = os.path.join(out, cache.cache_file_name(gpu))
+        with open(path, "w") as f:
+            json.dump(data, f)
+        print("wrote", path)
+
+
+if __name__ == "__main__":
+    main()

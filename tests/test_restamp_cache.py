@@ -1,0 +1,52 @@
+"""benchmarks/restamp_cache.py (the device A/B scripts' cache re-stamp) on the CPU."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+from fp8tower import provenance
+from fp8tower.tuning import cache
+
+_PATH = Path(__file__).resolve().parents[1] / "benchmarks" / "restamp_cache.py"
+_spec = importlib.util.spec_from_file_location("restamp_cache", _PATH)
+restamp = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(restamp)
+
+
+def test_restamped_copy_carries_this_trees_meta_into_every_dir(tmp_path, capsys):
+    src = tmp_path / "tuning_cache.json"
+    entries = {"m1_n8_k8_per_tensor": {"backend": "triton"}}
+    src.write_text(json.dumps({"meta": {"kernels": "0000000000000000"}, "entries": entries}))
+    outs = [tmp_path / "a", tmp_path / "b"]
+    for d in outs:
+        d.mkdir()
+    restamp.main([str(src), *map(str, outs), "--gpu", "NVIDIA H200"])
+    for d in outs:
+        written = json.loads((d / cache.cache_file_name("NVIDIA H200")).read_text())
+        assert written["entries"] == entries
+        assert written["meta"]["kernels"] == provenance.kernel_code()
+        assert written["meta"]["gpu"] == "NVIDIA H200"
+    assert "'kernels': ('0000000000000000'" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("content,why", [(None, "cannot read"), ("{", "cannot read"),
+                                         ('{"meta": {}}', "not a tuning cache")])
+def test_bad_cache_is_named(tmp_path, capsys, content, why):
+    src = tmp_path / "c.json"
+    if content is not None:
+        src.write_text(content)
+    with pytest.raises(SystemExit):
+        restamp.main([str(src), str(tmp_path), "--gpu", "x"])
+    assert why in capsys.readouterr().err
+
+
+def test_missing_out_dir_is_named(tmp_path, capsys):
+    src = tmp_path / "c.json"
+    src.write_text('{"entries": {}}')
+    with pytest.raises(SystemExit):
+        restamp.main([str(src), str(tmp_path / "nope"), "--gpu", "x"])
+    assert "not a directory" in capsys.readouterr().err
