@@ -8,7 +8,8 @@
 # CACHE_JSON: a tuning cache (a results tuning_cache.json), stamped with this machine's and
 # this tree's metadata (a kernel change since it was made would otherwise make it stale).
 # TOWER_M, TOWER_SCHEMES: comma lists (default 1,8 and per_tensor,channel_token); ROUNDS
-# (default 2). The libraries under $RUN/cache (CUTLASS, stream) go to both caches. JSON and
+# (default 2); MAX_CONFIGS: the tuner's --max-configs (default 4). The libraries under
+# $RUN/cache (CUTLASS, stream) go to both caches. JSON and
 # logs in $OUT/retune_ab/ (retune.json: its decisions and in-context rows; the retuned cache
 # under its own file name, tuning.cache.cache_file_name), packed into $OUT/retune_ab.tgz.
 set -uo pipefail
@@ -31,7 +32,7 @@ python3 benchmarks/restamp_cache.py "$CACHE_JSON" /tmp/rab_before /tmp/rab_after
   | tee "$AB/cache.log"
 start=$(date +%s)
 FP8TOWER_CACHE_DIR=/tmp/rab_after timeout "${RETUNE_S:-330}" python3 -m fp8tower tune \
-  --model qwen3.5-27b --merged --m "$M" --scheme "$SCHEMES" --max-configs 4 --in-context \
+  --model qwen3.5-27b --merged --m "$M" --scheme "$SCHEMES" --max-configs "${MAX_CONFIGS:-4}" --in-context \
   --retune --json > "$AB/retune.json" 2> "$AB/retune.log"
 echo "retune rc=$? s=$(( $(date +%s) - start ))" | tee -a "$AB/status.txt"
 FP8TOWER_CACHE_DIR=/tmp/rab_after python3 -m fp8tower dispatch --explain > "$AB/explain.log" 2>&1

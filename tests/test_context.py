@@ -110,11 +110,9 @@ def test_refine_keeps_what_the_step_says(interpret, fresh_dispatch, monkeypatch)
     assert (loaded[target].backend, loaded[target].config) == ("triton", alt[target])
 
 
-def test_a_fast_fluke_is_not_confirmed(interpret, fresh_dispatch, monkeypatch):
-    """A challenger that times fast once and not again keeps the current choice."""
-    tower, d, problems, alt = _tower_with_two_candidates()
-    seen = {}
-
+def _fluke_timer(problems, alt, seen):
+    """A fake step timer: 1.1 ms, but 1.0 the first time a key's alternative config is
+    timed and 1.2 every time after."""
     def fake_time_tower(t, *, replays, steps, **kw):
         ms = 1.1
         for key, p in problems.items():
@@ -122,14 +120,72 @@ def test_a_fast_fluke_is_not_confirmed(interpret, fresh_dispatch, monkeypatch):
                 seen[key] = seen.get(key, 0) + 1
                 ms = 1.0 if seen[key] == 1 else 1.2  # fast the first time only
         return timing.TowerTiming(ms, ms, ms, replays, steps, "fake")
+    return fake_time_tower
 
-    monkeypatch.setattr(timing, "time_tower", fake_time_tower)
-    rows = context.refine(tower, steps=1, replays=1)
+
+def test_a_fast_fluke_is_not_confirmed(interpret, fresh_dispatch, monkeypatch):
+    """One round: a challenger that times fast once and not again keeps the current choice."""
+    tower, d, problems, alt = _tower_with_two_candidates()
+    monkeypatch.setattr(timing, "time_tower", _fluke_timer(problems, alt, {}))
+    rows = context.refine(tower, steps=1, replays=1, rounds=1)
     for r in rows:
         assert r["confirm_ms"] == [1.1, 1.2] and r["kept"] == r["was"], r["key"]
     for key, p in problems.items():
         assert d.entries_for(p)[key].config == kc.default_config(p)
         assert d.entries_for(p)[key].context["confirm_ms"] == [1.1, 1.2]
+
+
+def test_two_rounds_average_a_fluke_away(interpret, fresh_dispatch, monkeypatch):
+    """By default each candidate is timed twice and ranked by the mean: the fluke's 1.0 and
+    1.2 average to the current choice's 1.1, so nothing needs confirming."""
+    tower, d, problems, alt = _tower_with_two_candidates()
+    seen = {}
+    monkeypatch.setattr(timing, "time_tower", _fluke_timer(problems, alt, seen))
+    rows = context.refine(tower, steps=1, replays=1)
+    assert context.ROUNDS == 2 and set(seen.values()) == {2}  # each alternative, twice
+    for r in rows:
+        assert r["kept"] == r["was"] and r["confirm_ms"] is None and not r["confirms"], r["key"]
+        assert [c["rounds"] for c in r["candidates"]] == [[1.1, 1.1], [1.0, 1.2]]
+        assert [c["ms"] for c in r["candidates"]] == [1.1, 1.1]
+    for key, p in problems.items():
+        assert d.entries_for(p)[key].config == kc.default_config(p)
+    with pytest.raises(ValueError, match="rounds must be >= 1, got 0"):
+        context.refine(tower, steps=1, replays=1, rounds=0)
+
+
+def test_a_failed_confirmation_tries_the_next_challenger(interpret, fresh_dispatch, monkeypatch):
+    """The fastest challenger's confirmation fails (a fluke); the second fastest, really
+    faster, is confirmed and kept: a fluke must not hide a real gain."""
+    tower = build_tower("tiny-hybrid", scheme="per_tensor", arm="merged", backend="auto",
+                        m=1, device="cpu")
+    d = dispatch.default_dispatcher()
+    problems = {p.key(): p for p in tower.gemm_problems()}
+    fluke, real = {}, {}
+    for key, p in problems.items():
+        base = kc.default_config(p)
+        fluke[key], real[key] = [c for c in kc.configs(p) if c != base][:2]
+        d.accept(p, _entry(p, [_m(base, 10.0), _m(fluke[key], 10.1), _m(real[key], 10.2)]))
+    target = max(problems, key=lambda k: sum(p.weight_bytes() for p in tower.gemm_problems()
+                                             if p.key() == k))
+    fluke_seen = []
+
+    def fake_time_tower(t, *, replays, steps, **kw):
+        cfg = dispatch.resolve(problems[target])[1]
+        if cfg == fluke[target]:  # 0.9 twice in its two rounds, 1.2 in its confirmation
+            fluke_seen.append(1)
+            return timing.TowerTiming(*(0.9 if len(fluke_seen) <= 2 else 1.2,) * 3, replays,
+                                      steps, "fake")
+        ms = 1.0 if cfg == real[target] else 1.1
+        return timing.TowerTiming(ms, ms, ms, replays, steps, "fake")
+
+    monkeypatch.setattr(timing, "time_tower", fake_time_tower)
+    row = next(r for r in context.refine(tower, steps=1, replays=1) if r["key"] == target)
+    assert [c["ms"] for c in row["candidates"]] == [1.1, 0.9, 1.0]
+    assert row["confirms"] == [{"candidate": 1, "ms": [1.1, 1.2]},
+                               {"candidate": 2, "ms": [1.1, 1.0]}]
+    assert row["confirm_ms"] == [1.1, 1.0] and row["ms_after"] == 1.0
+    entry = d.entries_for(problems[target])[target]
+    assert entry.config == real[target] and entry.context["confirms"] == row["confirms"]
 
 
 def test_a_context_must_name_a_measured_candidate_it_timed():

@@ -155,6 +155,34 @@ def test_stale_config_in_cache_is_not_trusted(tmp_path):
     assert (b.name, cfg) == ("fast", None) and timer.calls == 0
 
 
+def test_stale_in_context_choice_falls_back_on_the_steps_ranking():
+    """An entry tuned in context whose choice (f1) is no longer offered: the fallback is the
+    candidate its context step ran fastest (slow's default, 1.05 ms), not the fastest per
+    GEMM (fast's default, 10 us against 20)."""
+    clock = FakeClock()
+    p = cpu_problem()
+    d = Dispatcher(candidates=three(clock), timer=FakeTimer(clock), tune=True)
+    d.resolve(p)
+    entry = d.entries_for(p)[p.key()]
+    f1 = entry.config
+    assert f1["id"] == "f1"
+    ctx = {"step": "fake", "date": "d", "ms_per_step": [
+        {"backend": "fast", "config": f1, "ms": 1.0},
+        {"backend": "fast", "config": None, "ms": 1.2},
+        {"backend": "slow", "config": None, "ms": 1.05}]}
+    tuner.save(d.accept(p, dataclasses.replace(entry, context=ctx)),
+               dataclasses.replace(entry, context=ctx))
+    assert [(m.backend, ms) for m, ms in d.entries_for(p)[p.key()].fallbacks()] == \
+        [("fast", 1.0), ("slow", 1.05), ("fast", 1.2)]
+    changed = [fake_backend("slow", clock, {"default": 20.0}),
+               fake_backend("fast", clock, {"default": 10.0, "f2": 3.0})]
+    d = Dispatcher(candidates=changed, timer=FakeTimer(clock), tune=False)
+    with pytest.warns(tcache.TuningCacheWarning, match=r"no longer offers config .*f1.*; using its "
+                      r"fastest runnable candidate, slow None \(1.0500 ms per step in its context"):
+        b, cfg = d.resolve(p)
+    assert (b.name, cfg) == ("slow", None)
+
+
 def test_no_runnable_candidate_left_takes_the_safe_default():
     clock = FakeClock()
     Dispatcher(candidates=three(clock)[1:2], timer=FakeTimer(clock), tune=True).resolve(cpu_problem())

@@ -233,18 +233,24 @@ class Dispatcher:
 
     def choice(self, problem: GemmProblem, entry: Entry) -> tuple[Backend, Any] | None:
         """The entry's (backend, native config) if still valid here; else its fastest
-        measured candidate that is (warned once); else None."""
+        runnable candidate (warned once): in its context step where it was tuned in one
+        (Entry.fallbacks), else per GEMM; else None."""
         if not entry.ranked():
             return None  # a tuning where everything failed
         hit, why = self._runnable(problem, entry.backend, entry.config)
         if hit is not None:
             return hit
         fallback, instead = None, ""
-        for c in entry.ranked():  # fastest first
+        # H200 2026-12-02 (results/refine_rounds_H200_2026-12-02/call2/): a CUTLASS config
+        # taken out of its space fell back on the fastest per GEMM, a Triton config that the
+        # entry's own 27B step had timed 5% slower; per_tensor's tower went 2.190 -> 2.222 ms.
+        for c, step_ms in entry.fallbacks():
             fallback = self._runnable(problem, c.backend, c.config)[0]
             if fallback is not None:
+                where = f"{step_ms:.4f} ms per step in its context" if step_ms is not None \
+                    else f"{c.median_us:.2f} us measured"
                 instead = (f"; using its fastest runnable candidate, {c.backend} {c.config} "
-                           f"({c.median_us:.2f} us measured)")
+                           f"({where})")
                 break
         if entry.key not in self._bad:
             self._bad.add(entry.key)

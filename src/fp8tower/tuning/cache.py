@@ -115,6 +115,20 @@ class Entry:
         """Measured candidates, fastest first (stable: ties keep measuring order)."""
         return sorted((c for c in self.candidates if c.ok), key=lambda c: c.median_us)
 
+    def fallbacks(self) -> list[tuple[Measurement, float | None]]:
+        """Measured candidates in the order a stale choice falls back on them, each with its
+        ms per step in the entry's context (None where not timed there): those the step
+        timed (in-context tuning), fastest step first, then the rest by per-GEMM time.
+        The step ranks them better than a chain of one shape does (tower/context.py)."""
+        step = {}
+        for r in (self.context or {}).get("ms_per_step", []):
+            ident = (r.get("backend"), json.dumps(r.get("config"), sort_keys=True))
+            if isinstance(r.get("ms"), (int, float)):
+                step[ident] = min(r["ms"], step.get(ident, r["ms"]))
+        ranked = [(c, step.get((c.backend, json.dumps(c.config, sort_keys=True))))
+                  for c in self.ranked()]
+        return sorted(ranked, key=lambda cm: (cm[1] is None, cm[1] or 0.0))
+
     def ties(self) -> list[Measurement]:
         """The candidates within HOST_TIE of the fastest, fastest first."""
         ranked = self.ranked()
