@@ -127,6 +127,32 @@ def test_triton_split_k_deterministic(interpret):
     assert int(packed["counters"].abs().sum()) == 0, "split-K counters must reset to zero"
 
 
+@pytest.mark.parametrize("m", [1, 3])
+def test_triton_split_k_partials_hold_only_ys_rows(interpret, monkeypatch, m):
+    """Each split stores (and the last one sums) only the tile's rows of y: the partials
+    buffer's rows m..15 of the 16-row tile are never written (here they stay NaN)."""
+    from fp8tower.backends import triton_gemm
+
+    made = []
+
+    def poisoned(*args, **kw):
+        part, counters = split_buffers(*args, **kw)
+        part.fill_(float("nan"))
+        made.append(part)
+        return part, counters
+
+    split_buffers = triton_gemm.split_buffers
+    monkeypatch.setattr(triton_gemm, "split_buffers", poisoned)
+    n, k = 64, 640
+    w, x = _weight(n, k, Scheme.PER_TENSOR), _x(m, k, Scheme.PER_TENSOR)
+    cfg = {"block_n": 32, "block_k": 128, "split_k": 3, "num_warps": 4, "num_stages": 2}
+    out = _run_poisoned(backends.get("triton"), x, w, config=cfg)
+    assert sqnr_db(_ref64(x, w), out) >= MIN_DB
+    (part,) = made
+    assert part.shape == (3, 16, n)
+    assert bool(torch.isfinite(part[:, :m]).all()) and bool(part[:, m:].isnan().all())
+
+
 @pytest.mark.parametrize("scheme", [Scheme.PER_TENSOR, Scheme.CHANNEL_TOKEN])
 @pytest.mark.parametrize("m", MS)
 def test_cublaslt_wrapper_math_on_cpu(scheme, m):

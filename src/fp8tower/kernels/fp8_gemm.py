@@ -447,17 +447,21 @@ def _fp8_gemm_decode_kernel(
         tl.store(y_ptrs, acc.to(y_ptr.dtype.element_ty), mask=y_mask)
     else:
         # Partials laid out [SPLIT_K, M_pad, N]; M_pad = grid_m * BLOCK_M (half of it used
-        # after weight_only's pair sums).
+        # after weight_only's pair sums). Only y's rows (y_mask) are stored and summed: at
+        # M = 1 the tile has 16 token columns, and the other 15 were 15/16 of the bytes the
+        # last split waited for. H200 2026-12-02, the merged 27B tower at the same configs
+        # (results/refine_rounds_H200_2026-12-02/call6/ab/): channel_token M = 1 2.252 ->
+        # 2.197 ms/step, M = 8 2.337 -> 2.313; block128 M = 1 2.289 -> 2.248.
         m_pad = tl.num_programs(2) * BLOCK_M
         p_ptrs = part_ptr + offs_m[None, :] * N + offs_n[:, None]
-        tl.store(p_ptrs + pid_k * m_pad * N, acc, mask=n_mask[:, None])
+        tl.store(p_ptrs + pid_k * m_pad * N, acc, mask=y_mask)
         tl.debug_barrier()
         tile = pid_m * tl.num_programs(0) + pid_n
         arrived = tl.atomic_add(cnt_ptr + tile, 1, sem="acq_rel", scope="gpu")
         if arrived == SPLIT_K - 1:
             total = tl.zeros_like(acc)
             for s in range(SPLIT_K):
-                total += tl.load(p_ptrs + s * m_pad * N, mask=n_mask[:, None], other=0.0,
+                total += tl.load(p_ptrs + s * m_pad * N, mask=y_mask, other=0.0,
                                  cache_modifier=".cg")
             if HAS_BIAS:
                 total += b_n[:, None]
