@@ -167,15 +167,15 @@ def test_a_failed_confirmation_tries_the_next_challenger(interpret, fresh_dispat
         d.accept(p, _entry(p, [_m(base, 10.0), _m(fluke[key], 10.1), _m(real[key], 10.2)]))
     target = max(problems, key=lambda k: sum(p.weight_bytes() for p in tower.gemm_problems()
                                              if p.key() == k))
-    fluke_seen = []
+    fluke_timings = []
 
     def fake_time_tower(t, *, replays, steps, **kw):
         cfg = dispatch.resolve(problems[target])[1]
-        if cfg == fluke[target]:  # 0.9 twice in its two rounds, 1.2 in its confirmation
-            fluke_seen.append(1)
-            return timing.TowerTiming(*(0.9 if len(fluke_seen) <= 2 else 1.2,) * 3, replays,
-                                      steps, "fake")
-        ms = 1.0 if cfg == real[target] else 1.1
+        if cfg == fluke[target]:  # 0.9 in its two rounds, 1.2 in its confirmation
+            fluke_timings.append(0.9 if len(fluke_timings) < 2 else 1.2)
+            ms = fluke_timings[-1]
+        else:
+            ms = 1.0 if cfg == real[target] else 1.1
         return timing.TowerTiming(ms, ms, ms, replays, steps, "fake")
 
     monkeypatch.setattr(timing, "time_tower", fake_time_tower)
@@ -186,6 +186,7 @@ def test_a_failed_confirmation_tries_the_next_challenger(interpret, fresh_dispat
     assert row["confirm_ms"] == [1.1, 1.0] and row["ms_after"] == 1.0
     entry = d.entries_for(problems[target])[target]
     assert entry.config == real[target] and entry.context["confirms"] == row["confirms"]
+    assert fluke_timings == [0.9, 0.9, 1.2]
 
 
 def test_a_context_must_name_a_measured_candidate_it_timed():

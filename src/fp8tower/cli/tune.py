@@ -236,7 +236,8 @@ def tune(
         "--in-context",
         help="Then re-rank each key's few best candidates by the model's whole decode step "
         "(its FP8 tower with random weights, CUDA graph; needs --model): one pass per scheme, "
-        "arm and M bucket, the step timed once per candidate (fp8tower.tower.context).")]
+        "arm and M bucket, the step timed twice per candidate and a move confirmed by a third "
+        "timing (fp8tower.tower.context).")]
     = False,
     explain: Explain = False,
     as_json: Json = False,

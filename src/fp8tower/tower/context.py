@@ -30,7 +30,7 @@ TOP = 3  # the fastest candidates of a key (per GEMM) timed in the step
 KINDS = 6  # at most this many candidates in all
 KIND_RATIO = 1.15  # other kinds of launch: within this factor of the fastest per GEMM
 MIN_GAIN = 0.003  # a step this much faster (0.3%) to move a key off its current choice
-# One step timing of a candidate can be 2-3% fast and not reproduce: H200 2026-12-02
+# One step timing of a candidate can be 2-5% off and not reproduce: H200 2026-12-02
 # (results/refine_rounds_H200_2026-12-02/call2/retune.json), per_tensor 5120x6144 M=1 in the
 # merged 27B step, one round: a tile-major Triton config 2.1616 ms, CUTLASS pf 2.1931, the
 # current Triton config 2.2209; the confirmation pair gave 2.2191 / 2.2243 for the first, so
