@@ -9,7 +9,9 @@
 # tuning_cache.json); each arm gets a copy stamped with its own tree's metadata
 # (tuning.cache.environment_meta: the kernel-source hash differs between the trees, so the
 # cache would otherwise be ignored as stale). The libraries under $RUN/cache (CUTLASS,
-# stream) go to both. TOWER_M, TOWER_SCHEMES, ROUNDS (default 2). JSON and logs in $OUT/ab/.
+# stream) go to both. TOWER_M, TOWER_SCHEMES, ROUNDS (default 2). JSON and logs in $OUT/ab/,
+# packed into $OUT/ab.tgz (the device tool returns at most 8 files: sessions 15 and 16 lost
+# the before JSONs), each tower row also printed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-out}
@@ -35,3 +37,5 @@ for round in $(seq 1 "${ROUNDS:-2}"); do
     echo "$arm round $round rc=$?" | tee -a "$AB/status.txt"
   done
 done
+python3 benchmarks/tower_rows.py "$AB"
+tar -czf "$OUT/ab.tgz" -C "$OUT" ab && rm -rf "$AB"

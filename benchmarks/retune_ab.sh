@@ -46,7 +46,7 @@ for round in $(seq 1 "${ROUNDS:-2}"); do
   done
 done
 python3 - "$AB" <<'EOF'
-import glob, json, os, sys
+import json, os, sys
 try:  # in context: each key's candidates and the whole step's ms with each
     for r in json.load(open(os.path.join(sys.argv[1], "retune.json"))).get("in_context", []):
         print(r.get("scheme"), "M=%s" % r.get("m"), r["key"], "kept", r.get("kept"))
@@ -54,11 +54,6 @@ try:  # in context: each key's candidates and the whole step's ms with each
             print("   ", c["ms"], c["backend"], json.dumps(c["config"], sort_keys=True))
 except (OSError, ValueError, KeyError) as e:
     print("no in-context rows:", e)
-for f in sorted(glob.glob(os.path.join(sys.argv[1], "tower_*.json"))):
-    rows = json.load(open(f))
-    rows = rows.get("rows", rows) if isinstance(rows, dict) else rows
-    print(os.path.basename(f), [(r.get("scheme"), r.get("m"), round(r.get("ms_per_step", 0), 4),
-                                 r.get("chosen"))
-                                for r in rows])
 EOF
+python3 benchmarks/tower_rows.py "$AB"
 tar -czf "$OUT/retune_ab.tgz" -C "$OUT" retune_ab && rm -rf "$AB"

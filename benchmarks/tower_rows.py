@@ -1,0 +1,42 @@
+"""Print each ``tower_*.json`` of a directory (``fp8tower bench tower --json``) on one line:
+its read ceiling and, per row, scheme, M, ms per step and the backends that served it. The
+device A/B scripts (ab_tower.sh, retune_ab.sh) print this, since the device tool returns at
+most 8 files and a tarball may be all that comes back.
+
+    python3 benchmarks/tower_rows.py DIR
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import os
+
+
+def lines(directory: str) -> list[str]:
+    out = []
+    for f in sorted(glob.glob(os.path.join(directory, "tower_*.json"))):
+        try:
+            with open(f) as fh:
+                d = json.load(fh)
+            rows = [(r["scheme"], r["m"], round(r["ms_per_step"], 4), r.get("chosen"))
+                    for r in d["rows"]]
+            out.append(f"{os.path.basename(f)} {round(d['read_ceiling_gbps'])} GB/s {rows}")
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            out.append(f"{os.path.basename(f)}: not a bench tower JSON ({type(e).__name__}: {e})")
+    return out
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("directory", help="a directory holding tower_*.json files")
+    args = ap.parse_args(argv)
+    if not os.path.isdir(args.directory):
+        ap.error(f"no such directory: {args.directory}")
+    for line in lines(args.directory):
+        print(line)
+
+
+if __name__ == "__main__":
+    main()
