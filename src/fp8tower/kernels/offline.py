@@ -151,15 +151,16 @@ def loads_after_loop(ptx: str) -> int:
     loop): round trips to memory that every program's tail waits for. The epilogue's scales
     loaded there cost the 27B tower 1.2-1.7% (kernels/fp8_gemm.py, where they are loaded
     now)."""
+    lines = ptx.splitlines()
     labels, end = set(), -1  # no loop: every load
-    for line_no, line in enumerate(ptx.splitlines()):
+    for line_no, line in enumerate(lines):
         m = _LABEL.match(line)
         if m:
             labels.add(m.group(1))
         b = _BRANCH.search(line)
         if b and b.group(1) in labels:  # a branch back to a label above: a loop's end
             end = line_no
-    return sum(1 for line in ptx.splitlines()[end + 1:] if "ld.global" in line)
+    return sum(1 for line in lines[end + 1:] if "ld.global" in line)
 
 
 def compile_gemm(problem: GemmProblem, config: dict, capability: tuple[int, int] = (9, 0),

@@ -120,13 +120,15 @@ class Entry:
         ms per step in the entry's context (None where not timed there): those the step
         timed (in-context tuning), fastest step first, then the rest by per-GEMM time.
         The step ranks them better than a chain of one shape does (tower/context.py)."""
-        step = {}
-        for r in (self.context or {}).get("ms_per_step", []):
-            ident = (r.get("backend"), json.dumps(r.get("config"), sort_keys=True))
-            if isinstance(r.get("ms"), (int, float)):
-                step[ident] = min(r["ms"], step.get(ident, r["ms"]))
-        ranked = [(c, step.get((c.backend, json.dumps(c.config, sort_keys=True))))
-                  for c in self.ranked()]
+        rows = [r for r in (self.context or {}).get("ms_per_step", [])
+                if isinstance(r.get("ms"), (int, float))]
+
+        def step_ms(c: Measurement) -> float | None:
+            return min((r["ms"] for r in rows
+                        if (r.get("backend"), r.get("config")) == (c.backend, c.config)),
+                       default=None)
+
+        ranked = [(c, step_ms(c)) for c in self.ranked()]
         return sorted(ranked, key=lambda cm: (cm[1] is None, cm[1] or 0.0))
 
     def ties(self) -> list[Measurement]:
