@@ -85,26 +85,53 @@ def _model_spec(model: str):
         raise typer.BadParameter(str(e), param_hint="--model") from None
 
 
-def _model_shapes(spec, merged: bool | None, parts: str) -> list[tuple[int, int]]:
+def _model_gemms(spec, merged: bool | None, parts: str) -> list[tuple[int, int, bool]]:
+    """The model's distinct GEMMs as (N, K, run by a merge group)."""
     modes = [False, True] if merged is None else [merged]
     parts_t = tuple(_csv(parts))
-    shapes: dict[tuple[int, int], None] = {}
+    gemms: dict[tuple[int, int, bool], None] = {}
     for mode in modes:
         try:
-            shapes.update(dict.fromkeys(spec.shapes(parts_t, merged=mode)))
+            gemms.update(dict.fromkeys((g.n, g.k, g.merged)
+                                       for g in spec.gemms(parts_t, merged=mode)))
         except ValueError as e:  # unknown part, or MLP of an MoE model
             raise typer.BadParameter(str(e), param_hint="--parts") from None
-    return list(shapes)
+    return list(gemms)
+
+
+def _gemms_from(model, shapes, merged, parts) -> tuple[list[tuple[int, int, bool]], object]:
+    """(N, K, merged) of the model's GEMMs, then of --shapes (never merged), and the spec."""
+    spec = _model_spec(model) if model else None
+    out: dict[tuple[int, int, bool], None] = {}
+    if spec is not None:
+        out.update(dict.fromkeys(_model_gemms(spec, merged, parts)))
+    if shapes:
+        out.update(dict.fromkeys((n, k, False) for n, k in _parse_shapes(shapes)))
+    return list(out), spec
 
 
 def _shapes_from(model, shapes, merged, parts) -> tuple[list[tuple[int, int]], object]:
-    spec = _model_spec(model) if model else None
-    out: dict[tuple[int, int], None] = {}
-    if spec is not None:
-        out.update(dict.fromkeys(_model_shapes(spec, merged, parts)))
-    if shapes:
-        out.update(dict.fromkeys(_parse_shapes(shapes)))
-    return list(out), spec
+    gemms, spec = _gemms_from(model, shapes, merged, parts)
+    return list(dict.fromkeys((n, k) for n, k, _ in gemms)), spec
+
+
+def tune_problems(gemms, schemes, buckets, *, act_dtype, out_dtype, capability,
+                  channel_scale: bool = False, static_act_scale: bool = True) -> list:
+    """The dispatch keys ``fp8tower tune`` tunes: every (N, K, merged) x scheme x M bucket.
+    per_tensor GEMMs of a merge group carry one weight scale per shard, an (N,) vector (as
+    MergedFp8Linear builds it; a scalar only when every shard has the same one), so their key
+    is the channel-scale one; ``channel_scale`` gives every per_tensor key a vector."""
+    from ..formats import Scheme
+    from ..problem import GemmProblem
+
+    problems = [
+        GemmProblem(m=b, n=n, k=k, scheme=s, act_dtype=act_dtype, out_dtype=out_dtype,
+                    capability=capability,
+                    channel_weight_scale=(channel_scale or grouped) and s is Scheme.PER_TENSOR,
+                    static_act_scale=static_act_scale and s is Scheme.PER_TENSOR)
+        for (n, k, grouped) in gemms for s in schemes for b in buckets
+    ]
+    return list(dict.fromkeys(problems))
 
 
 # ---------------------------------------------------------------------- output
@@ -210,7 +237,8 @@ def tune(
     out_dtype: Annotated[str, typer.Option("--out-dtype")] = "bfloat16",
     channel_scale: Annotated[bool, typer.Option(
         "--channel-scale",
-        help="per_tensor weights with a per-channel scale vector (after an exact merge).")] = False,
+        help="Every per_tensor key with a per-channel scale vector (as after an exact merge; "
+        "a --model's merge groups get it without this flag).")] = False,
     static_act_scale: Annotated[bool, typer.Option(
         "--static-act-scale/--dynamic-act-scale",
         help="per_tensor with a static activation scale (ModelOpt input_scale), or dynamic.")]
@@ -245,8 +273,7 @@ def tune(
     """Pre-tune GEMM shapes (a model's FP8 tower or --shapes) on this GPU; cache the choices."""
     import torch
 
-    from ..formats import Scheme
-    from ..problem import GemmProblem, m_bucket
+    from ..problem import m_bucket
     if not model and not shapes:
         raise typer.BadParameter("give --model and/or --shapes", param_hint="--model/--shapes")
     if in_context and not model:
@@ -254,7 +281,7 @@ def tune(
                                  param_hint="--in-context")
     ms = _parse_ms(m)
     adt, odt = _parse_dtype(act_dtype, "--act-dtype"), _parse_dtype(out_dtype, "--out-dtype")
-    nks, spec = _shapes_from(model, shapes, merged, parts)
+    gemms, spec = _gemms_from(model, shapes, merged, parts)
     if scheme is None:
         scheme = (spec.scheme_hint if spec is not None else None) or ALL_SCHEMES
     schemes = _parse_schemes(scheme)
@@ -272,14 +299,10 @@ def tune(
 
     max_configs = MAX_CONFIGS if max_configs is None else max_configs
 
-    cap = torch.cuda.get_device_capability()
     buckets = sorted({m_bucket(x) for x in ms})
-    problems = [
-        GemmProblem(m=b, n=n, k=k, scheme=s, act_dtype=adt, out_dtype=odt, capability=cap,
-                    channel_weight_scale=channel_scale and s is Scheme.PER_TENSOR,
-                    static_act_scale=static_act_scale and s is Scheme.PER_TENSOR)
-        for (n, k) in nks for s in schemes for b in buckets
-    ]
+    problems = tune_problems(gemms, schemes, buckets, act_dtype=adt, out_dtype=odt,
+                             capability=torch.cuda.get_device_capability(),
+                             channel_scale=channel_scale, static_act_scale=static_act_scale)
     gbps = None
     if ceiling:
         try:
