@@ -5,7 +5,7 @@ the same weight bytes, in one run.
 Arms (per_tensor, bf16 x quantized in the GEMM, M as given; each a chain of one shape over
 rotated weight copies in one CUDA graph, cold L2, tuning's timer):
   default    kernels/configs.default_config (split-K S where N / BLOCK_N leaves SMs idle)
-  pdl        the same with PDL_PAIR (launched with PDL, first 2 W tiles asked of L2 first)
+  pdl        the same with PDL_PAIR (launched with PDL, its first W tiles asked of L2 first)
   no_reduce  the default's grid and K ranges, but every split stores its partial straight
              into y (SPLIT_K constexpr 1): the output is wrong (a race), the time is the
              GEMM without the partial stores, counter atomics and the last arriver's sum

@@ -2,6 +2,9 @@
 (tuning.cache.environment_meta), into one or more cache directories: the tree on PYTHONPATH
 then serves its entries (a cache made with other kernel code is ignored as stale). For
 before/after runs at the same cached configs: ab_tower.sh (once per tree), retune_ab.sh.
+``--prefetch N``: every Triton config launched with PDL gets PREFETCH N, for a cache tuned
+before configs.PDL_PAIR's depth changed (the same choices at the new depth; the timings kept
+in it were measured at the old one).
 
     PYTHONPATH=src python3 benchmarks/restamp_cache.py CACHE_JSON OUT_DIR [OUT_DIR ...]
 """
@@ -13,12 +16,31 @@ import json
 import os
 
 
+def set_prefetch(node, depth: int) -> int:
+    """Set ``prefetch`` to ``depth`` in every Triton config with ``pdl`` under ``node`` (an
+    entry's choice, its candidates, its context rows); returns how many it set."""
+    count = 0
+    if isinstance(node, dict):
+        cfg = node.get("config")
+        if node.get("backend") == "triton" and isinstance(cfg, dict) and cfg.get("pdl"):
+            cfg["prefetch"] = depth
+            count += 1
+        for v in node.values():
+            count += set_prefetch(v, depth)
+    elif isinstance(node, list):
+        count += sum(set_prefetch(v, depth) for v in node)
+    return count
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("cache", help="a tuning cache file (e.g. a results tuning_cache.json)")
     ap.add_argument("out_dirs", nargs="+", help="cache directories to write it into")
     ap.add_argument("--gpu", help="the GPU's name (default: torch's current CUDA device)")
+    ap.add_argument("--prefetch", type=int, help="set PREFETCH of every Triton PDL config")
     args = ap.parse_args(argv)
+    if args.prefetch is not None and args.prefetch < 0:
+        ap.error(f"--prefetch must be >= 0, got {args.prefetch}")
     try:
         with open(args.cache) as f:
             data = json.load(f)
@@ -40,6 +62,8 @@ def main(argv: list[str] | None = None) -> None:
     gpu = args.gpu or torch.cuda.get_device_name()
     found = data.get("meta") if isinstance(data.get("meta"), dict) else {}
     data["meta"] = cache.environment_meta(gpu)
+    if args.prefetch is not None:
+        print("prefetch set on", set_prefetch(data["entries"], args.prefetch), "Triton PDL configs")
     print("kernels", provenance.kernel_code(), "meta changed:",
           {k: (found.get(k), v) for k, v in data["meta"].items() if found.get(k) != v})
     for out in args.out_dirs:

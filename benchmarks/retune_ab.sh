@@ -7,11 +7,12 @@
 #
 # CACHE_JSON: a tuning cache (a results tuning_cache.json), stamped with this machine's and
 # this tree's metadata (a kernel change since it was made would otherwise make it stale).
-# TOWER_M, TOWER_SCHEMES: comma lists (default 1,8 and per_tensor,channel_token); ROUNDS
-# (default 2); MAX_CONFIGS: the tuner's --max-configs (default 4). The libraries under
-# $RUN/cache (CUTLASS, stream) go to both caches. JSON and
-# logs in $OUT/retune_ab/ (retune.json: its decisions and in-context rows; the retuned cache
-# under its own file name, tuning.cache.cache_file_name), packed into $OUT/retune_ab.tgz.
+# TOWER_M, TOWER_SCHEMES: comma lists (default 1,8 and per_tensor,channel_token); BENCH_M:
+# the towers' M list (default TOWER_M); ROUNDS (default 2); MAX_CONFIGS: the tuner's
+# --max-configs (default 4); RESTAMP_ARGS: restamp_cache.py's options (e.g. --prefetch 1).
+# The libraries under $RUN/cache (CUTLASS, stream) go to both caches. JSON and logs in
+# $OUT/retune_ab/ (retune.json: its decisions and in-context rows; the retuned cache under
+# its own file name, tuning.cache.cache_file_name), packed into $OUT/retune_ab.tgz.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-out}
@@ -28,7 +29,7 @@ for arm in before after; do
   mkdir -p "/tmp/rab_$arm"
   [ -d "$RUN/cache" ] && cp -r "$RUN"/cache/. "/tmp/rab_$arm/"
 done
-python3 benchmarks/restamp_cache.py "$CACHE_JSON" /tmp/rab_before /tmp/rab_after 2>&1 \
+python3 benchmarks/restamp_cache.py "$CACHE_JSON" /tmp/rab_before /tmp/rab_after ${RESTAMP_ARGS:-} 2>&1 \
   | tee "$AB/cache.log"
 start=$(date +%s)
 FP8TOWER_CACHE_DIR=/tmp/rab_after timeout "${RETUNE_S:-330}" python3 -m fp8tower tune \
@@ -40,7 +41,7 @@ cp /tmp/rab_after/*.json "$AB/" 2>/dev/null
 for round in $(seq 1 "${ROUNDS:-2}"); do
   for arm in before after; do
     FP8TOWER_CACHE_DIR=/tmp/rab_$arm timeout 200 python3 -m fp8tower bench tower \
-      --model qwen3.5-27b --m "$M" --arms merged --backends auto --scheme "$SCHEMES" \
+      --model qwen3.5-27b --m "${BENCH_M:-$M}" --arms merged --backends auto --scheme "$SCHEMES" \
       --json "$AB/tower_${arm}_$round.json" > "$AB/tower_${arm}_$round.log" 2>&1
     echo "$arm round $round rc=$?" | tee -a "$AB/status.txt"
   done

@@ -50,3 +50,23 @@ def test_missing_out_dir_is_named(tmp_path, capsys):
     with pytest.raises(SystemExit):
         restamp.main([str(src), str(tmp_path / "nope"), "--gpu", "x"])
     assert "not a directory" in capsys.readouterr().err
+
+
+def test_prefetch_is_set_on_every_triton_pdl_config_only(tmp_path, capsys):
+    pdl = {"block_n": 64, "pdl": True, "prefetch": 2}
+    entry = {"backend": "triton", "config": dict(pdl),
+             "candidates": [{"backend": "triton", "config": dict(pdl)},
+                            {"backend": "triton", "config": {"block_n": 64, "prefetch": 2}},
+                            {"backend": "cutlass", "config": {"pdl": True, "prefetch": -1.0}},
+                            {"backend": "cublaslt", "config": None}],
+             "context": {"ms_per_step": [{"backend": "triton", "config": dict(pdl), "ms": 2.0}]}}
+    src = tmp_path / "tuning_cache.json"
+    src.write_text(json.dumps({"meta": {}, "entries": {"k": entry}}))
+    restamp.main([str(src), str(tmp_path), "--gpu", "NVIDIA H200", "--prefetch", "1"])
+    got = json.loads((tmp_path / cache.cache_file_name("NVIDIA H200")).read_text())["entries"]["k"]
+    assert got["config"]["prefetch"] == 1
+    assert [c["config"] for c in got["candidates"]] == [
+        {**pdl, "prefetch": 1}, {"block_n": 64, "prefetch": 2},  # no PDL: left alone
+        {"pdl": True, "prefetch": -1.0}, None]  # CUTLASS's prefetch ratio: another knob
+    assert got["context"]["ms_per_step"][0]["config"]["prefetch"] == 1
+    assert "prefetch set on 3 Triton PDL configs" in capsys.readouterr().out

@@ -51,11 +51,15 @@ def smem_bytes(cfg: dict, block_m: int, x_itemsize: int = 2) -> int:
 # on six shapes; 1024x5120 5.5), the same tile unsplit max(bytes / (programs x 40.8 GB/s),
 # bytes / (0.92 x ceiling)) + 2.9 us (9.08-12.57 us where programs stream slower than HBM;
 # 128 programs reached 0.92 of the ceiling on 8192x28672, 58.59 us). The 1.7 us between them
-# is the reduction: the same grid with every split storing straight into y ran 1.6-2.2 us
-# faster than the reduced one.
+# was the reduction: the same grid with every split storing straight into y ran 1.6-2.2 us
+# faster than the reduced one. Since the partials hold y's rows only (fp8_gemm.py, session
+# 16) it costs 1.26-1.64 us at M = 1 (5120x6144, 4096x4096, 1024x5120) and a split GEMM
+# bytes / ceiling + 4.3-4.9 us (H200 2026-12-02, results/prefetch_depth_H200_2026-12-02/
+# call1/split.json); at 1.4 us the rule's choice is the same on all 29 tower and family
+# shapes of benchmarks/bench_gemm.py (it split the same K at 1.7).
 UNSPLIT_PROGRAM_GBPS = 40.8
 UNSPLIT_HBM_SHARE = 0.92
-SPLIT_REDUCTION_US = 1.7
+SPLIT_REDUCTION_US = 1.4
 _READ_GBPS = 4500.0  # the H200's measured read ceiling (4.45-4.56 TB/s in these runs)
 
 
@@ -118,7 +122,7 @@ def _prequant_default(p: GemmProblem) -> bool:
 
 
 # A pre-pass + GEMM pair launched with PDL (kernels/act_quant.py, kernels/fp8_gemm.py): the
-# pre-pass lets the GEMM launch at once, the GEMM asks L2 for its first 2 W tiles and waits
+# pre-pass lets the GEMM launch at once, the GEMM asks L2 for its first W tile and waits
 # for q. H200, 2026-12-01 (results/variants_q_pdl_H200_2026-12-01.json, 27B tower shapes,
 # M = 1 and 8, cold L2, CUDA graph): 35 of 36 channel_token / block128 GEMMs faster than the
 # plain pair, by up to 1.9 us (block128 1024x5120: 8.6 -> 6.9 us), the other 4% slower
@@ -130,7 +134,14 @@ def _prequant_default(p: GemmProblem) -> bool:
 # kernel held it back to its own end; with early launch (graph_edges.py) it need not, so a
 # single GEMM launch may take it too (the search space, below). The defaults keep it for
 # pairs only.
-PDL_PAIR = {"pdl": True, "prefetch": 2}
+# How many W tiles to ask of L2 before the wait, now that graphs launch PDL kernels early:
+# the merged 27B tower at the same tuned configs, prefetch 1 tile against 2, one run (H200
+# 2026-12-02, results/prefetch_depth_H200_2026-12-02/call4/, ms/step): 0.991-0.997 for every
+# W8A8 scheme at M = 1 and 8 but per_tensor M = 1 (1.002; 0.990 in call 3), per_tensor and
+# channel_token 0.994-0.999 at M = 16 and 32, block128 1.001 / 1.004 there; deeper was
+# slower at every (scheme, M = 1, 8): 4 tiles 1.007-1.043, 8 1.055-1.103, the whole K range
+# 1.156-1.214 (call2/); none at all: 1.007 / 1.011 (per_tensor / channel_token, M = 1, call3/).
+PDL_PAIR = {"pdl": True, "prefetch": 1}
 
 
 def with_pdl_pair(p: GemmProblem, cfg: dict) -> dict:
