@@ -185,7 +185,7 @@ for s in $STEPS; do
     prepass) step prepass ${PREPASS_S:-300} $PY benchmarks/bench_prepass.py --json "$V/prepass.json" \
                ${PREPASS_ARGS:-} ;;
     prefetch) step prefetch 300 $PY benchmarks/bench_prefetch_depth.py --m ${PREFETCH_M:-1,8} \
-                --depths ${PREFETCH_DEPTHS:-cached,1,2,4} --json "$V/prefetch.json" ;;
+                --depths ${PREFETCH_DEPTHS:-cached,2,4} --json "$V/prefetch.json" ;;
     early) for f in "" ${EARLY_FORCE:+--force-pdl}; do
              step "early${f:+_pdl}" 150 $PY benchmarks/bench_early_launch.py $f --m ${EARLY_M:-1,8} \
                --schemes ${EARLY_SCHEMES:-per_tensor,channel_token,block128} --json "$V/early${f:+_pdl}.json"
