@@ -70,3 +70,11 @@ def test_prefetch_is_set_on_every_triton_pdl_config_only(tmp_path, capsys):
         {"pdl": True, "prefetch": -1.0}, None]  # CUTLASS's prefetch ratio: another knob
     assert got["context"]["ms_per_step"][0]["config"]["prefetch"] == 1
     assert "prefetch set on 3 Triton PDL configs" in capsys.readouterr().out
+
+
+def test_negative_prefetch_is_named(tmp_path, capsys):
+    src = tmp_path / "c.json"
+    src.write_text('{"entries": {}}')
+    with pytest.raises(SystemExit):
+        restamp.main([str(src), str(tmp_path), "--gpu", "x", "--prefetch", "-1"])
+    assert "--prefetch must be >= 0, got -1" in capsys.readouterr().err
