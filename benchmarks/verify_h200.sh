@@ -53,9 +53,7 @@
 #   early    the 27B merged tower with early launch off / on (bench_early_launch.py, #12; EARLY_M,
 #            EARLY_SCHEMES); EARLY_FORCE=1: then with PDL forced on every Triton GEMM (--force-pdl)
 #   prefetch the 27B merged tower with every Triton PDL GEMM's L2 prefetch at other depths
-#            (bench_knob.py, #12; PREFETCH_M, PREFETCH_ARMS; session 17's bench_prefetch_depth.py
-#            --depths cached,4 is bench_knob.py --arms cached,prefetch=4)
-#   knob     the same, other knobs: K_ROT (bench_knob.py; KNOB_M, KNOB_SCHEMES, KNOB_ARMS)
+#            (bench_prefetch_depth.py, #12; PREFETCH_M, PREFETCH_DEPTHS)
 #   pytests  GPU tests named by PYTESTS (pytest arguments, default: all of tests/)
 #   tm_tests GPU tests of the tile-major Triton weights (tests/test_tile_major.py)
 #   layout   pure reads of the weights row-major against tile-major (bench_layout.py, #12)
@@ -186,11 +184,8 @@ for s in $STEPS; do
                ${UNTUNED_ARGS:---schemes per_tensor,channel_token,block128 --m 1,8,16,32} ;;
     prepass) step prepass ${PREPASS_S:-300} $PY benchmarks/bench_prepass.py --json "$V/prepass.json" \
                ${PREPASS_ARGS:-} ;;
-    prefetch) step prefetch 300 $PY benchmarks/bench_knob.py --m ${PREFETCH_M:-1,8} \
-                --arms ${PREFETCH_ARMS:-cached,prefetch=2,prefetch=4} --json "$V/prefetch.json" ;;
-    knob) step knob ${KNOB_S:-300} $PY benchmarks/bench_knob.py --m ${KNOB_M:-1,8,32} \
-            --schemes ${KNOB_SCHEMES:-per_tensor,channel_token,block128} \
-            --arms ${KNOB_ARMS:-cached,k_rot} --json "$V/knob.json" ;;
+    prefetch) step prefetch 300 $PY benchmarks/bench_prefetch_depth.py --m ${PREFETCH_M:-1,8} \
+                --depths ${PREFETCH_DEPTHS:-cached,2,4} --json "$V/prefetch.json" ;;
     early) for f in "" ${EARLY_FORCE:+--force-pdl}; do
              step "early${f:+_pdl}" 150 $PY benchmarks/bench_early_launch.py $f --m ${EARLY_M:-1,8} \
                --schemes ${EARLY_SCHEMES:-per_tensor,channel_token,block128} --json "$V/early${f:+_pdl}.json"

@@ -72,31 +72,6 @@ def test_triton_contract(interpret, scheme, m, cfg):
     assert db >= MIN_DB, f"{scheme} M={m}: {db:.1f} dB"
 
 
-K_ROT_CONFIGS = [  # K = 328: 3 steps of 128 (the last partial), or 2 + 1 over two splits
-    {"block_n": 32, "block_k": 128, "split_k": 1, "num_warps": 4, "num_stages": 2},
-    {"block_n": 32, "block_k": 128, "split_k": 2, "num_warps": 4, "num_stages": 2},
-    {"block_n": 32, "block_k": 128, "split_k": 1, "num_warps": 4, "num_stages": 2,
-     "prequant": True},
-]
-
-
-@pytest.mark.parametrize("scheme", list(Scheme))
-@pytest.mark.parametrize("m", [1, 33])
-@pytest.mark.parametrize("cfg", K_ROT_CONFIGS, ids=["splitk1", "splitk2", "prequant"])
-def test_triton_k_rot_sums_every_step_once(interpret, scheme, m, cfg):
-    """K_ROT starts program pid_n's K loop at step pid_n % steps (7 programs: every start)
-    and wraps: the contract holds, and y equals the in-order sum up to fp32 reordering (a
-    step skipped or taken twice would be off by a third of y; block128's scales, loaded one
-    step ahead, must follow the wrap)."""
-    n, k = 200, 328
-    w, x = _weight(n, k, scheme, seed=m), _x(m, k, scheme, seed=m)
-    be = backends.get("triton")
-    plain = _run_poisoned(be, x, w, config=cfg)
-    rotated = _run_poisoned(be, x, w, config={**cfg, "k_rot": True})
-    assert sqnr_db(_ref64(x, w), rotated) >= MIN_DB
-    assert float((rotated - plain).abs().max()) <= 1e-5 * float(plain.abs().max())
-
-
 @pytest.mark.parametrize("prequant", [True, False])
 def test_block128_k_tail_reads_no_scale_out_of_bounds(interpret, prequant):
     """K = 328 with BLOCK_K 256: the last 128-wide step (k = 384) lies past K. Its tiles load

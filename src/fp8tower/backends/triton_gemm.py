@@ -190,7 +190,7 @@ def _run(x, weight, packed, *, act_scale=None, bias=None, out_dtype=torch.bfloat
         num_stages=cfg["num_stages"],
         ws_row_stride=packed["ws"].stride(0) if scheme is Scheme.BLOCK128 else 0,
         xs_row_stride=xs_stride, prefetch=cfg.get("prefetch", 0), pdl=cfg.get("pdl", False),
-        wo_mode=cfg.get("wo_mode", 0), n=n_packed, k_rot=cfg.get("k_rot", False),
+        wo_mode=cfg.get("wo_mode", 0), n=n_packed,
     )
     return y
 

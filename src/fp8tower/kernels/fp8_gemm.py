@@ -236,13 +236,6 @@ def _group_scales(ws_ptr, xs_ptr, stride_wsn, stride_xsm, pid_n, offs_m, M, kb_k
     return wsc, xs
 
 
-@triton.jit
-def _rotated(k_lin, k_start, k_span, k_shift):
-    """K_ROT: step k_lin of [k_start, k_start + k_span) moved k_shift on, wrapping."""
-    k = k_lin + k_shift
-    return tl.where(k < k_start + k_span, k, k - k_span)
-
-
 # M is not specialized: Triton would otherwise compile one variant for M == 1, one for M % 16
 # == 0 and one for the rest, so tuning M = 1, 2, 4, 8, 16 (all BLOCK_M = 16) would compile
 # each config three times instead of once. M only masks the small x tile and the output;
@@ -258,7 +251,6 @@ def _fp8_gemm_decode_kernel(
     EVEN_N: tl.constexpr, EVEN_K: tl.constexpr,
     PREFETCH: tl.constexpr = 0, PDL: tl.constexpr = False, WO_MODE: tl.constexpr = 0,
     AMAX_CHUNKS: tl.constexpr = 0, X_ROW1: tl.constexpr = False, PACKED: tl.constexpr = False,
-    K_ROT: tl.constexpr = False,
 ):
     pid_n = tl.program_id(0)
     pid_k = tl.program_id(1)
@@ -268,23 +260,15 @@ def _fp8_gemm_decode_kernel(
     n_mask = offs_n < N
     k_start = pid_k * k_per_split
     k_end = tl.minimum(k_start + k_per_split, K)
-    # The K loop's steps (BLOCK_K wide): in order, or (K_ROT) rotated to start at step
-    # pid_n % steps and wrap, so that the programs resident at once read different columns of
-    # x, not all the same few lines of it from L2 at the same moment.
-    k_first = k_start
-    if K_ROT:
-        k_span = tl.cdiv(k_end - k_start, BLOCK_K) * BLOCK_K
-        k_shift = (pid_n % tl.cdiv(k_end - k_start, BLOCK_K)) * BLOCK_K
-        k_first = k_start + k_shift
     if PDL and not INTERPRET:  # the interpreter has no griddepcontrol
         tl.extra.cuda.gdc_launch_dependents()
     if PREFETCH > 0 and not INTERPRET:
         # W only (independent of the previous kernel): its first PREFETCH tiles, into L2.
         if PACKED:
-            _prefetch_w_l2_packed(w_ptr, stride_wn, pid_n, k_first, PREFETCH * BLOCK_K,
+            _prefetch_w_l2_packed(w_ptr, stride_wn, pid_n, k_start, PREFETCH * BLOCK_K,
                                   BLOCK_N, BLOCK_K)
         else:
-            _prefetch_w_l2(w_ptr, stride_wn, offs_n, k_first, k_end, N, PREFETCH * BLOCK_K)
+            _prefetch_w_l2(w_ptr, stride_wn, offs_n, k_start, k_end, N, PREFETCH * BLOCK_K)
     if PDL and not INTERPRET:
         tl.extra.cuda.gdc_wait()  # x, its scales, y and the partials: only from here on
 
@@ -355,14 +339,8 @@ def _fp8_gemm_decode_kernel(
         # block128's pair 8-12% slower at M = 1..32 on the 27B tower's shapes, bits equal
         # (results/b128_scales_H200_2026-12-01/call1/prepass.json).
         wsc_n, xs_n = _group_scales(ws_ptr, xs_ptr, stride_wsn, stride_xsm, pid_n, offs_m, M,
-                                    k_first, k_end, BLOCK_N, SCHEME == 2)
-    for k_lin in range(k_start, k_end, BLOCK_K):
-        k0 = k_lin
-        k_next = k_lin + BLOCK_K
-        if K_ROT:
-            k0 = _rotated(k_lin, k_start, k_span, k_shift)
-            # the step after this one (past the last: k_end, whose scales load as zeros)
-            k_next = tl.where(k_next < k_end, _rotated(k_next, k_start, k_span, k_shift), k_end)
+                                    k_start, k_end, BLOCK_N, SCHEME == 2)
+    for k0 in range(k_start, k_end, BLOCK_K):
         if GROUPED:
             for kk in tl.static_range(0, BLOCK_K, 128):
                 offs_k = k0 + kk + tl.arange(0, 128)
@@ -372,9 +350,9 @@ def _fp8_gemm_decode_kernel(
                     w = _load_w_tile(w_ptr, stride_wn, offs_n, offs_k, N, k_end, EVEN_N, EVEN_K)
                 xq = _load_x_tile(x_ptr, stride_xm, offs_m, offs_k, M, k_end)
                 wsc, xs = wsc_n, xs_n
-                kb_n = k0 + kk + 128 if kk + 128 < BLOCK_K else k_next  # scales one step ahead
                 wsc_n, xs_n = _group_scales(ws_ptr, xs_ptr, stride_wsn, stride_xsm, pid_n,
-                                            offs_m, M, kb_n, k_end, BLOCK_N, SCHEME == 2)
+                                            offs_m, M, k0 + kk + 128, k_end, BLOCK_N,
+                                            SCHEME == 2)
                 part = tl.dot(w, tl.trans(xq))
                 acc += part * (wsc * xs[None, :])
         elif SCHEME == 2:
@@ -523,7 +501,7 @@ def launch_args(
     w, x, y, w_scale, x_scale, bias, part, counters, *, scheme_id: int, x_fp8: bool,
     block_n: int, block_m: int, block_k: int, split_k: int, num_warps: int, num_stages: int,
     ws_row_stride: int = 0, xs_row_stride: int = 0, prefetch: int = 0, pdl: bool = False,
-    dummy=None, wo_mode: int = 0, n: int | None = None, k_rot: bool = False,
+    dummy=None, wo_mode: int = 0, n: int | None = None,
 ):
     """(grid, args, kwargs) of one launch: ``_fp8_gemm_decode_kernel[grid](*args, **kwargs)``.
     ``dummy``: the tensor passed for unused pointers (default y); a cached launch plan
@@ -557,7 +535,6 @@ def launch_args(
     kwargs["AMAX_CHUNKS"] = amax_chunks(scheme_id, x_fp8, m, k, block_m)
     kwargs["X_ROW1"] = row1(scheme_id, x_fp8, m, wo_mode)
     kwargs["PACKED"] = packed
-    kwargs["K_ROT"] = k_rot
     if pdl and not interpret:
         kwargs["launch_pdl"] = True
     return grid, args, kwargs

@@ -212,7 +212,7 @@ def compile_gemm(problem: GemmProblem, config: dict, capability: tuple[int, int]
             PREFETCH=cfg.get("prefetch", 0), PDL=cfg.get("pdl", False),
             AMAX_CHUNKS=fp8_gemm.amax_chunks(SCHEME_ID[p.scheme], x_fp8, p.m, p.k, bm),
             X_ROW1=fp8_gemm.row1(SCHEME_ID[p.scheme], x_fp8, p.m, cfg.get("wo_mode", 0)),
-            PACKED=bool(cfg.get("packed")), K_ROT=bool(cfg.get("k_rot")),
+            PACKED=bool(cfg.get("packed")),
             **({"WO_MODE": cfg["wo_mode"]} if cfg.get("wo_mode") else {}),
             **({"launch_pdl": True} if cfg.get("pdl") else {}),
         )

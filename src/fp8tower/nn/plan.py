@@ -360,7 +360,7 @@ def _triton_plan(x2, weight, packed, be, config, *, bias, out_dtype, out_shape) 
         block_k=block_k, split_k=split, num_warps=cfg["num_warps"], num_stages=cfg["num_stages"],
         ws_row_stride=ws.stride(0) if scheme is Scheme.BLOCK128 else 0, xs_row_stride=xs_stride,
         prefetch=cfg.get("prefetch", 0), pdl=cfg.get("pdl", False), dummy=ws,
-        wo_mode=cfg.get("wo_mode", 0), n=n_packed, k_rot=cfg.get("k_rot", False),
+        wo_mode=cfg.get("wo_mode", 0), n=n_packed,
     )
     dynamic = (2,) if x_fp8 else (1, 2)  # y; and x when the GEMM reads it
     gemm = DirectLaunch(fp8_gemm._fp8_gemm_decode_kernel, grid, args, kw, dynamic, device)

@@ -1,0 +1,125 @@
+"""How deep should a GEMM's L2 prefetch before its wait go, now that captured graphs launch
+PDL kernels early (graph_edges.py)? The 27B tower, one A/B per depth (issue #12).
+
+Every PDL Triton GEMM asks L2 for its first PREFETCH W tiles before ``gdc_wait``
+(kernels/fp8_gemm.py); the tuner's space has one depth (configs.PDL_PAIR). It was 2 until
+this benchmark's runs of 2026-12-02 (results/prefetch_depth_H200_2026-12-02/) moved it to
+1; 4 and 8 had been measured slower in chains without early launch (docs/performance.md,
+"Kernel boundaries", 2026-11-30). With early launch the GEMM starts while its predecessor
+(a pre-pass, a stand-in, a GEMM) still runs, so its weights might stream during the
+boundary: deeper prefetches were slower there too.
+
+Per scheme and M, one merged tower with ``auto`` (the tuning cache in FP8TOWER_CACHE_DIR):
+the step timed with every Triton PDL GEMM's cached config at each ``--depths`` (``all``: the
+program's whole K range), arms alternated ``--rounds`` times (CUDA graph of ``--steps``
+steps, ``--replays`` replays, median), outputs compared bit for bit with the first arm's (a
+prefetch is a hint: the bits cannot move). Those configs are not in the tuner's space, so
+this process accepts them (a benchmark arm, not a dispatch rule).
+
+    python benchmarks/bench_prefetch_depth.py --json benchmarks/results/prefetch_H200.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+
+import torch
+
+from fp8tower import dispatch, provenance
+from fp8tower.tower.build import build_tower
+from fp8tower.tower.timing import time_tower
+
+_DEPTH: dict[str, object] = {"value": None}  # the arm being timed (None: as cached)
+
+
+def depth_of(arm: str, problem, cfg: dict) -> int:
+    """PREFETCH tiles for ``arm`` ("all": the program's K range in BLOCK_K tiles, rounded up
+    to a power of two as the kernel's prefetch shape needs; its addresses are clamped)."""
+    if arm != "all":
+        return int(arm)
+    k_iters = -(-problem.k // cfg["block_k"])
+    return 1 << (-(-k_iters // cfg["split_k"]) - 1).bit_length()
+
+
+def patch_dispatch() -> None:
+    """Make dispatch run every cached Triton PDL config at the arm's depth (module doc)."""
+    from fp8tower.tuning import search
+
+    native = search.native_config
+
+    def patched(backend, problem, config):
+        found, cfg = native(backend, problem, config)
+        arm = _DEPTH["value"]
+        if not found or arm is None or backend.name != "triton" or not cfg.get("pdl"):
+            return found, cfg
+        return True, {**cfg, "prefetch": depth_of(arm, problem, cfg)}
+
+    search.native_config = patched
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--model", default="qwen3.5-27b")
+    ap.add_argument("--schemes", default="per_tensor,channel_token,block128")
+    ap.add_argument("--m", default="1,8", help="comma list of M")
+    ap.add_argument("--depths", default="cached,4,8,all",
+                    help="comma list: cached (the tuned config as is), a tile count (0: PDL without a "
+                         "prefetch), or all")
+    ap.add_argument("--rounds", type=int, default=2, help="passes over the arms per (scheme, M)")
+    ap.add_argument("--steps", type=int, default=8)
+    ap.add_argument("--replays", type=int, default=20)
+    ap.add_argument("--json", required=True)
+    args = ap.parse_args(argv)
+    arms = args.depths.split(",")
+    for a in arms:
+        if a not in ("cached", "all") and not (a.isdigit() and int(a) & (int(a) - 1) == 0):
+            raise SystemExit(f"--depths: {a!r} is not 'cached', 'all' or a tile count (0 or a "
+                             "power of two)")
+    if not torch.cuda.is_available():
+        raise SystemExit("bench_prefetch_depth.py needs a CUDA GPU")
+    patch_dispatch()
+    ms = [int(v) for v in args.m.split(",")]
+    rows = []
+    t0 = time.time()
+    for scheme in args.schemes.split(","):
+        tower = build_tower(args.model, scheme=scheme, arm="merged", backend="auto", m=ms[0])
+        for m in ms:
+            times: dict[str, list[float]] = {a: [] for a in arms}
+            outs: dict[str, torch.Tensor] = {}
+            for _ in range(args.rounds):
+                for a in arms:
+                    _DEPTH["value"] = None if a == "cached" else a
+                    dispatch.reset()  # the memo and the modules' launch plans re-resolve
+                    tower.reconfigure(m=m)
+                    t = time_tower(tower, replays=args.replays, steps=args.steps)
+                    times[a].append(t.ms_per_step)
+                    outs[a] = tower.static_y.clone()
+            base = statistics.median(times[arms[0]])
+            row = {"scheme": scheme, "m": m, "arms": {}}
+            for a in arms:
+                med = statistics.median(times[a])
+                row["arms"][a] = {"ms": round(med, 4), "over_first": round(med / base, 4),
+                                  "runs": [round(v, 4) for v in times[a]],
+                                  "bits_equal_first": bool(torch.equal(outs[a], outs[arms[0]]))}
+            row["finite"] = bool(torch.isfinite(outs[arms[0]]).all())
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+        del tower
+        torch.cuda.empty_cache()
+    _DEPTH["value"] = None
+    doc = {**provenance.record(), "seconds": round(time.time() - t0, 1), "rows": rows}
+    with open(args.json, "w") as f:
+        json.dump(doc, f, indent=1)
+    for r in rows:
+        print(r["scheme"], f"M={r['m']}", "  ".join(
+            f"{a}: {v['ms']:.4f} ({v['over_first']:.3f}{'' if v['bits_equal_first'] else ' BITS DIFFER'})"
+            for a, v in r["arms"].items()))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
