@@ -370,7 +370,7 @@ def test_pre_pass_defaults_pair_with_pdl_and_every_launch_is_searched_both_ways(
             kind = [c for c in space if kc.x_is_fp8(scheme, False, c) != one_launch]
             if kind:
                 assert {bool(c.get("pdl")) for c in kind} == {False, True}, (scheme, m)
-        prio = kc.priority_configs(p)
+        prio = [c for c in kc.priority_configs(p) if c["block_k"] == base["block_k"]]  # no deep_unsplit
         pdl_twin = prio[-1]
         assert bool(pdl_twin.get("pdl")) != bool(base.get("pdl")), (scheme, m)
         assert {k: v for k, v in pdl_twin.items() if k not in ("pdl", "prefetch")} == \
@@ -380,6 +380,31 @@ def test_pre_pass_defaults_pair_with_pdl_and_every_launch_is_searched_both_ways(
     given = dataclasses.replace(GemmProblem(32, 4096, 4096, Scheme.PER_TENSOR, capability=(9, 0),
                                             static_act_scale=True), act_dtype=FP8_DTYPE)
     assert not any(c.get("pdl") for c in [kc.default_config(given), *kc.configs(given)])
+
+
+@pytest.mark.parametrize("scheme", list(Scheme))
+@pytest.mark.parametrize("m", [1, 8, 32])
+def test_the_tuner_times_the_deep_unsplit_tile_where_the_default_splits(scheme, m):
+    """Where the default splits K (5120x6144: 80 tiles), the tuner times first its BLOCK_N
+    unsplit at BLOCK_K 512, on the most stages that fit, in the default's x mode and its
+    twin's: configs of the space (which a 120-config sample missed for channel_token,
+    configs.deep_unsplit); where it does not split (16384x5120), nothing is added."""
+    from fp8tower.kernels import configs as kc
+
+    p = GemmProblem(m, 5120, 6144, scheme, capability=(9, 0))
+    base, space, prio = kc.default_config(p), kc.configs(p), kc.priority_configs(p)
+    assert base["split_k"] > 1
+    deep = [c for c in prio if c["block_k"] == 512]
+    assert len(deep) == 2 and all(c in space for c in deep)
+    modes = {(bool(c.get("pdl")), kc.x_is_fp8(scheme, False, c)) for c in deep}
+    assert (bool(base.get("pdl")), kc.x_is_fp8(scheme, False, base)) in modes
+    for c in deep:
+        assert c["split_k"] == 1 and c["block_n"] == base["block_n"]
+        same = [d for d in space if {**d, "num_stages": 0} == {**c, "num_stages": 0}]
+        assert c["num_stages"] == max(d["num_stages"] for d in same)
+    unsplit = GemmProblem(m, 16384, 5120, scheme, capability=(9, 0))
+    assert kc.default_config(unsplit)["split_k"] == 1
+    assert not [c for c in kc.priority_configs(unsplit) if c["block_k"] == 512]
 
 
 def test_fp8_activations_without_their_scale_are_refused_by_for_gemm():

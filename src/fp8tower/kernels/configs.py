@@ -262,11 +262,34 @@ def wave_fits(p: GemmProblem) -> list[dict]:
     return [best[f][1] for f in (True, False) if f in best]
 
 
+def deep_unsplit(p: GemmProblem, space: list[dict], modes: list[dict]) -> list[dict]:
+    """Where the default splits K: its BLOCK_N unsplit at BLOCK_K 512 on the most stages
+    of ``space`` (one program per SM, 128 KB of W in flight), per x mode of ``modes``.
+    Where a grid is under one wave, more bytes in flight per program beat the split-K
+    reduction: per_tensor M = 1, the pre-pass pair, 5120x6144 9.97 us against 10.81 for the
+    default tile split 3, and the merged 27B tower 2.124 -> 2.048 ms/step with it and two
+    other moves (H200 2026-12-02, results/k_rot_H200_2026-12-02/call2/); 6144x5120 10.44 /
+    11.57, 8192x8192 18.59 / 19.30 (results/prefetch_depth_H200_2026-12-02/call1/). A
+    sampled wide search can miss it: channel_token's 120 of 360 configs did (call3/)."""
+    base = default_config(p)
+    if base["split_k"] == 1:
+        return []
+    mode_keys = ("prequant", "fused_amax", "wo_mode", "pdl", "prefetch")
+    out = []
+    for mode in modes:
+        deep = [c for c in space if c["block_n"] == base["block_n"] and c["block_k"] == 512
+                and c["split_k"] == 1 and all(c.get(f) == mode.get(f) for f in mode_keys)]
+        if deep:
+            out.append(max(deep, key=lambda c: c["num_stages"]))
+    return out
+
+
 def priority_configs(p: GemmProblem) -> list[dict]:
     """What the tuner times first after the default: ``wave_fits``, then the default tile
     with x quantized the other way (in the GEMM or by the pre-pass / channel_token's fused
     amax): one launch or two is the choice that moves eager host time most (issue #11);
-    then the default launched the other way with respect to PDL (PDL_PAIR on or off)."""
+    then the default launched the other way with respect to PDL (PDL_PAIR on or off); then
+    ``deep_unsplit`` in the x modes of the default and its twin."""
     base = default_config(p)
     space = _candidates(p, base)[1:]
     tile = ("block_n", "block_k", "split_k", "num_stages")
@@ -275,7 +298,9 @@ def priority_configs(p: GemmProblem) -> list[dict]:
     pdl_twins = [c for c in space if all(c.get(f) == base.get(f) for f in (*tile, "prequant",
                                                                           "fused_amax", "wo_mode"))
                  and bool(c.get("pdl")) != bool(base.get("pdl"))]
-    return wave_fits(p) + twins[:1] + pdl_twins[:1]
+    first = wave_fits(p) + twins[:1] + pdl_twins[:1]
+    deep = [c for c in deep_unsplit(p, space, [base, *twins[:1]]) if c not in first]
+    return first + deep
 
 
 def configs(p: GemmProblem) -> list[dict]:
