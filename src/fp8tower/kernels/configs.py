@@ -264,13 +264,16 @@ def wave_fits(p: GemmProblem) -> list[dict]:
 
 def deep_unsplit(p: GemmProblem, space: list[dict], modes: list[dict]) -> list[dict]:
     """Where the default splits K: its BLOCK_N unsplit at BLOCK_K 512 on the most stages
-    of ``space`` (one program per SM, 128 KB of W in flight), per x mode of ``modes``.
+    of ``space`` (one program per SM, 96-128 KB of W in flight), per x mode of ``modes``.
     Where a grid is under one wave, more bytes in flight per program beat the split-K
-    reduction: per_tensor M = 1, the pre-pass pair, 5120x6144 9.97 us against 10.81 for the
-    default tile split 3, and the merged 27B tower 2.124 -> 2.048 ms/step with it and two
-    other moves (H200 2026-12-02, results/k_rot_H200_2026-12-02/call2/); 6144x5120 10.44 /
-    11.57, 8192x8192 18.59 / 19.30 (results/prefetch_depth_H200_2026-12-02/call1/). A
-    sampled wide search can miss it: channel_token's 120 of 360 configs did (call3/)."""
+    reduction. H200 2026-12-02, 5120x6144 on the pre-pass pair against the best split-3
+    config: per_tensor 9.97 / 10.81 us at M = 1, 10.11 / 11.26 at M = 8, the merged 27B
+    tower 2.124 -> 2.048 ms/step at M = 1 with it and one other move
+    (results/k_rot_H200_2026-12-02/call2/); channel_token 10.50 / 11.29 at M = 1, 10.87 /
+    12.11 at M = 16, its tower 2.170 -> 2.121 at M = 1, 2.364 -> 2.239 at M = 16 (call4/,
+    call5/). With x quantized in the GEMM, or on block128's grouped path, it lost (12.05 /
+    11.28, 13.13 / 11.69 at M = 1): the tuner decides. A sampled wide search can miss it:
+    channel_token's 120 of 360 configs did (call3/)."""
     base = default_config(p)
     if base["split_k"] == 1:
         return []
