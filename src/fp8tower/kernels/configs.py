@@ -262,8 +262,8 @@ def wave_fits(p: GemmProblem) -> list[dict]:
     return [best[f][1] for f in (True, False) if f in best]
 
 
-def deep_unsplit(p: GemmProblem, space: list[dict], modes: list[dict]) -> list[dict]:
-    """Where the default splits K: its BLOCK_N unsplit at BLOCK_K 512 on the most stages
+def deep_unsplit(base: dict, space: list[dict], modes: list[dict]) -> list[dict]:
+    """Where the default ``base`` splits K: its BLOCK_N unsplit at BLOCK_K 512 on the most stages
     of ``space`` (one program per SM, 96-128 KB of W in flight), per x mode of ``modes``.
     Where a grid is under one wave, more bytes in flight per program beat the split-K
     reduction. H200 2026-12-02, 5120x6144 on the pre-pass pair against the best split-3
@@ -274,7 +274,6 @@ def deep_unsplit(p: GemmProblem, space: list[dict], modes: list[dict]) -> list[d
     call5/). With x quantized in the GEMM, or on block128's grouped path, it lost (12.05 /
     11.28, 13.13 / 11.69 at M = 1): the tuner decides. A sampled wide search can miss it:
     channel_token's 120 of 360 configs did (call3/)."""
-    base = default_config(p)
     if base["split_k"] == 1:
         return []
     mode_keys = ("prequant", "fused_amax", "wo_mode", "pdl", "prefetch")
@@ -302,7 +301,7 @@ def priority_configs(p: GemmProblem) -> list[dict]:
                                                                           "fused_amax", "wo_mode"))
                  and bool(c.get("pdl")) != bool(base.get("pdl"))]
     first = wave_fits(p) + twins[:1] + pdl_twins[:1]
-    deep = [c for c in deep_unsplit(p, space, [base, *twins[:1]]) if c not in first]
+    deep = [c for c in deep_unsplit(base, space, [base, *twins[:1]]) if c not in first]
     return first + deep
 
 
