@@ -6,9 +6,10 @@ bf16 activations in; activation quantization is included in every backend's time
 pays its separate quant launch, Triton fuses it or runs its pre-pass). Prints a table and
 writes JSON under benchmarks/results/.
 
-Arms: backend names, ``auto`` (the tuned dispatch: cache hit, else it tunes now) and
+Arms: backend names, ``auto`` (the tuned dispatch: cache hit, else it tunes now),
 ``untuned`` (what ``auto`` serves with no cache entry and FP8TOWER_TUNE=0: the dispatcher's
-safe default, issue #12's "never slower than cuBLASLt by more than 2%, tuned or not"). With
+safe default, issue #12's "never slower than cuBLASLt by more than 2%, tuned or not"), and
+Triton variants of the default config (``variant_config``: pair, deep, deep_own, nodeep). With
 ``cublaslt`` among the arms, every row gets its ratio to it in the same run and the summary
 lists the rows more than 2% slower.
 
@@ -34,6 +35,7 @@ from rich.table import Table
 from fp8tower import backends, dispatch, provenance
 from fp8tower.backends.reference import fp8_linear_ref
 from fp8tower.formats import FP8_DTYPE, Fp8Weight, Scheme, quantize_weight, sqnr_db
+from fp8tower.kernels import configs
 from fp8tower.problem import GemmProblem
 from fp8tower.tuning.ceiling import read_ceiling
 from fp8tower.tuning.timer import l2_cache_bytes, rotation_copies, time_cuda_graph
@@ -71,6 +73,8 @@ FAMILY_SHAPES = {
 }
 SHAPE_SETS = {"tower": TOWER_SHAPES, "families": FAMILY_SHAPES}
 STATIC_ACT_SCALE = 0.02
+# Triton arms of another config than the default (variant_config)
+VARIANTS = ("pair", "deep", "deep_own", "nodeep")
 # The bar of issue #12: no arm more than this much slower than cuBLASLt, tuned or not.
 CUBLASLT_TOLERANCE = 0.02
 
@@ -92,9 +96,38 @@ def parse_shapes(spec: str) -> tuple[list[tuple[int, int]], dict[str, str]]:
     return shapes, {f"{n}x{k}": roles.get(f"{n}x{k}", "") for n, k in shapes}
 
 
+def variant_config(name: str, p: GemmProblem) -> dict | None:
+    """The Triton config of a variant arm, or None where it does not apply. ``nodeep``: the
+    default without configs.deep_default (the default before it), any scheme. For per_tensor
+    and channel_token, variants of that default: ``pair`` its tile with x from the PDL
+    pre-pass pair; ``deep`` its BLOCK_N unsplit at BLOCK_K 512 on the most stages that fit, x
+    from the pair (configs.deep_unsplit's tile, whether the default splits or not);
+    ``deep_own`` the same tile with x taken as that default takes it."""
+    if name == "nodeep":
+        return configs.default_config(p, deep=False)
+    if p.scheme not in (Scheme.PER_TENSOR, Scheme.CHANNEL_TOKEN):
+        return None
+    base = configs.default_config(p, deep=False)
+    pair = {"prequant": p.scheme is Scheme.PER_TENSOR, **configs.PDL_PAIR}
+    tile = {k: v for k, v in base.items() if k not in ("prequant", "fused_amax", "pdl", "prefetch")}
+    if name == "pair":
+        return {**tile, **pair}
+    own = {k: v for k, v in base.items() if k not in tile}
+    deep = {**tile, "block_k": 512, "split_k": 1, "num_stages": 4,
+            **(own if name == "deep_own" else pair)}
+    while configs.smem_bytes(deep, configs.block_m_for(p.m)) > configs.SMEM_BUDGET:
+        deep["num_stages"] -= 1
+    return deep
+
+
 def arm_choice(name: str, p: GemmProblem, untuned):
     """(backend, config, the backend's name if the arm chose it) of one arm, or (None, the
     reason it cannot serve, None)."""
+    if name in VARIANTS:
+        cfg = variant_config(name, p)
+        if cfg is None:
+            return None, f"no {name} variant for {p.scheme.value}", None
+        return backends.get("triton"), cfg, None
     if name == "auto":  # the tuned dispatch (cache hit, else tunes now)
         be, cfg = dispatch.resolve(p, "auto")
         return be, cfg, be.name
@@ -170,7 +203,9 @@ def main(argv=None):
     ap.add_argument("--m", default="1,2,4,8,16,32,64")
     ap.add_argument("--schemes", default="per_tensor,channel_token,block128,weight_only")
     ap.add_argument("--backends", default="cublaslt,triton",
-                    help="backend names, auto (tuned), untuned (the safe default)")
+                    help="backend names, auto (tuned), untuned (the safe default), "
+                    "pair / deep / deep_own / nodeep (Triton variants of the default: "
+                    "variant_config)")
     ap.add_argument("--precompile", action="store_true",
                     help="build the Triton configs of every row first, in parallel")
     ap.add_argument("--replays", type=int, default=20)
@@ -183,7 +218,7 @@ def main(argv=None):
     shapes, roles = parse_shapes(args.shapes)
     names = args.backends.split(",")
     for b in names:
-        if b not in ("auto", "untuned"):
+        if b not in ("auto", "untuned", *VARIANTS):
             backends.get(b)  # unknown names fail here, before any timing
     untuned = dispatch.Dispatcher(tune=False, persist=False)
     console = Console()

@@ -239,11 +239,12 @@ def test_triton_default_fits_two_programs_per_sm(scheme):
 
 def test_triton_split_default():
     """Split-K only where the unsplit grid would stream slower than it reduces
-    (configs.unsplit_pays: per_tensor at M = 1, where it was measured)."""
+    (configs.unsplit_pays: per_tensor at M = 1, where it was measured); the tile of
+    BLOCK_K 256 whose split the rule chooses, where configs.deep_default does not take over."""
     from fp8tower.kernels.configs import default_config, unsplit_pays
 
     def split(m, n, k, scheme=Scheme.PER_TENSOR):
-        return default_config(GemmProblem(m, n, k, scheme))["split_k"]
+        return default_config(GemmProblem(m, n, k, scheme), deep=False)["split_k"]
 
     assert split(1, 8192, 8192) == 1 and unsplit_pays(GemmProblem(1, 8192, 8192, "per_tensor"), 128)
     assert split(1, 5120, 2048) == 1  # 80 programs over 10.5 MB: 6.14 against 7.16 us split 3
@@ -263,12 +264,18 @@ def test_triton_untuned_defers_to_cublaslt():
     def rule(m, n, k, scheme=Scheme.PER_TENSOR):
         return untuned_defers_to(GemmProblem(m, n, k, scheme))
 
-    # 34816x5120: its one-wave default (BLOCK_K 128) beat cuBLASLt, 44.95 vs 47.46 us at M=1
-    # (results/variants_H200_2026-11-30.json); the 2.06-wave tile had lost (53.21 us)
-    assert rule(1, 34816, 5120) is None
+    # 34816x5120, 28672x4096: their one-wave fallback (BLOCK_K 128) beat cuBLASLt at M = 2-16
+    # but lost at M = 1 (0.94-0.99x, results/deep_default_H200_2026-12-02/)
+    assert rule(2, 34816, 5120) is rule(16, 28672, 4096) is None
+    assert rule(1, 34816, 5120) == rule(1, 28672, 4096) == "cublaslt"
+    assert rule(1, 8192, 8192) is rule(1, 24576, 4096) is None  # deep / one wave of the tile
     assert rule(1, 10240, 5120) is None  # its one-wave default beat cuBLASLt
     assert rule(8, 1024, 5120) is None
-    assert rule(32, 12288, 5120) == "cublaslt"
+    # M >= 32: cuBLASLt, but where one program per BLOCK_N 64 tile fills 192-264 slots, K <=
+    # 5120 (1.07-1.19x, results/deep_default_H200_2026-12-02/call5/)
+    assert rule(32, 12288, 5120) is rule(64, 16384, 5120) is None
+    assert rule(32, 10240, 5120) == rule(32, 24576, 4096) == rule(64, 10240, 8192) == "cublaslt"
+    assert rule(128, 16384, 5120) == "cublaslt"
     assert rule(8, 51200, 5120) == "cublaslt"  # over one wave: 0.92x (split_k_H200_*/call1)
     # channel_token never: 1.01-2.6x cuBLASLt at M = 1-64, over one wave too (1.28-1.56x)
     assert rule(32, 12288, 5120, Scheme.CHANNEL_TOKEN) is None
@@ -382,8 +389,10 @@ def test_pre_pass_defaults_pair_with_pdl_and_every_launch_is_searched_both_ways(
     assert not any(c.get("pdl") for c in [kc.default_config(given), *kc.configs(given)])
 
 
-@pytest.mark.parametrize("scheme", list(Scheme))
-@pytest.mark.parametrize("m", [1, 8, 32])
+@pytest.mark.parametrize(("scheme", "m"), [
+    (s, m) for s in Scheme for m in (1, 2, 8, 32)
+    if (s, m) != (Scheme.PER_TENSOR, 8)  # the deep tile is its default there (deep_default)
+])
 def test_the_tuner_times_the_deep_unsplit_tile_where_the_default_splits(scheme, m):
     """Where the default splits K (5120x6144: 80 tiles), the tuner times first its BLOCK_N
     unsplit at BLOCK_K 512, on the most stages that fit, in the default's x mode and its
@@ -405,6 +414,43 @@ def test_the_tuner_times_the_deep_unsplit_tile_where_the_default_splits(scheme, 
     unsplit = GemmProblem(m, 16384, 5120, scheme, capability=(9, 0))
     assert kc.default_config(unsplit)["split_k"] == 1
     assert not [c for c in kc.priority_configs(unsplit) if c["block_k"] == 512]
+
+
+def test_the_deep_tile_is_the_default_where_one_wave_of_it_streams_at_hbm_speed():
+    """configs.deep_default (H200 evidence there): BLOCK_N 64 unsplit at BLOCK_K 512, one
+    program an SM, for per_tensor and channel_token at M <= 16 over 96-132 tiles (per_tensor
+    from the pre-pass pair at M >= 8 over 64 or more), x taken as the default takes it but
+    per_tensor at M > 1 from the pair; nowhere else."""
+    import dataclasses
+
+    from fp8tower.formats import FP8_DTYPE
+    from fp8tower.kernels import configs as kc
+
+    def deep(m, n, k, scheme=Scheme.PER_TENSOR):
+        p = GemmProblem(m, n, k, scheme, capability=(9, 0),
+                        static_act_scale=scheme is Scheme.PER_TENSOR)
+        cfg = kc.default_config(p)
+        if cfg != kc.deep_default(p):
+            return None
+        tile = (cfg["block_n"], cfg["block_k"], cfg["split_k"], cfg["num_stages"])
+        assert tile == (64, 512, 1, 4)
+        assert kc.programs_per_sm(cfg, p) == 1 and kc.waves(cfg, p) <= 1.0 and cfg in kc.configs(p)
+        return "fused" if cfg.get("fused_amax") else ("pair" if cfg.get("pdl") else "in")
+
+    assert deep(1, 8192, 8192) == "in"  # 128 tiles; one launch, as the default at M = 1
+    assert deep(1, 6144, 4096) == "in" and deep(2, 6144, 4096) == "pair"  # 96 tiles
+    assert deep(8, 8192, 8192) == deep(16, 8192, 28672) == "pair"
+    assert deep(8, 5120, 6144) == deep(16, 4096, 4096) == "pair"  # 80 / 64 tiles: M >= 8
+    assert deep(1, 5120, 6144) is deep(4, 4096, 4096) is deep(8, 2048, 4096) is None
+    assert deep(1, 8192, 8192, Scheme.CHANNEL_TOKEN) == "fused"
+    assert deep(8, 8192, 3584, Scheme.CHANNEL_TOKEN) == "pair"
+    assert deep(8, 5120, 6144, Scheme.CHANNEL_TOKEN) is None  # 80 tiles: per_tensor only
+    assert deep(1, 10240, 5120) is deep(1, 16384, 5120) is deep(32, 8192, 8192) is None
+    assert deep(1, 8192, 8192, Scheme.BLOCK128) is deep(8, 8192, 8192, Scheme.WEIGHT_ONLY) is None
+    given = dataclasses.replace(GemmProblem(8, 8192, 8192, Scheme.PER_TENSOR, capability=(9, 0),
+                                            static_act_scale=True), act_dtype=FP8_DTYPE)
+    assert kc.deep_default(given) is None  # measured with bf16 x only
+    assert deep(8, 8192, 512) is None  # K < 1024: not measured
 
 
 def test_fp8_activations_without_their_scale_are_refused_by_for_gemm():

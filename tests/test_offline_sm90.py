@@ -21,14 +21,14 @@ def facts():
     # interpreted @jit functions cannot be compiled.
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     env.setdefault("TRITON_DEFAULT_FP_FUSION", "1")  # triton 3.9 warns when unset
-    cmd = [sys.executable, "-m", "fp8tower.kernels.offline", "--m", "1,32,64", "--priority"]
+    cmd = [sys.executable, "-m", "fp8tower.kernels.offline", "--m", "1,8,32,64", "--priority"]
     for s in SHAPES:
         cmd += ["--shape", s]
     out = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600,
                          check=False)
     assert out.returncode == 0, out.stderr[-3000:]
     rows = json.loads(out.stdout)
-    assert sum(r["role"] == "default" for r in rows) == len(SHAPES) * 4 * 3
+    assert sum(r["role"] == "default" for r in rows) == len(SHAPES) * 4 * 4
     assert sum(r["role"] == "priority" for r in rows) > 0  # 10240x5120, 6144x5120 have some
     return rows
 

@@ -21,10 +21,12 @@ import torch
 
 from ..formats import FP8_DTYPE, Fp8Weight, Scheme, amax_scale
 from ..kernels.configs import (
+    H200_SMS,
     SCHEME_ID,
     block_m_for,
     configs,
     default_config,
+    one_wave_fallback,
     priority_configs,
     waves,
     x_is_fp8,
@@ -64,6 +66,16 @@ def untuned_defers_to(p: GemmProblem) -> str | None:
     (+ TP8 shards), Qwen3 8B / 32B / 30B-A3B x M = 1-64, each default against cuBLASLt):
     - per_tensor with a grid over one wave (51200x5120 0.92x at M = 8, 57344x8192 0.95x at
       M = 1) or at M >= 32 (0.66-0.98x on 14 of 21 shapes at M = 64);
+    - except per_tensor at M = 32 and 64 where the default is one program per tile of BLOCK_N
+      64 unsplit, 192-264 of them (0.73-1.0 wave at two an SM), K <= 5120: 12288 / 14336 /
+      16384x5120 ran 1.07-1.19x cuBLASLt in three runs (H200 2026-12-02, results/
+      deep_default_H200_2026-12-02/call3/, call5/); at M = 32 it lost on 15 of the 26 other
+      shapes (0.85-0.99x), won by at most 3% on 5 smaller ones, and by 1.00-1.08x on the 4 of
+      over 264 tiles with K <= 5120, which lost at M = 64 (0.94-0.98x);
+    - per_tensor at M = 1 on the one-wave fallback tile (configs.one_wave_fallback: BLOCK_K
+      128, x quantized in the GEMM as one row): 28672x4096 0.937-0.946x and 34816x5120
+      0.976-0.998x in three runs (H200 2026-12-02, results/deep_default_H200_2026-12-02/
+      call1-3/); at M = 2-16 the same tile ran 1.01-1.03x;
     - block128 at M = 64 with a grid over one wave (0.64-0.90x on all 6 such shapes; the
       one-wave ones 0.96-1.64x).
     - channel_token and block128 at M = 64 with K <= 1024 (8192x1024: 0.93x and 0.96-0.99x
@@ -78,8 +90,13 @@ def untuned_defers_to(p: GemmProblem) -> str | None:
         return "cublaslt"
     if p.scheme is Scheme.CHANNEL_TOKEN:
         return None
-    over_one_wave = waves(default_config(p), p) > 1.0
-    if p.scheme is Scheme.PER_TENSOR and (over_one_wave or p.m >= 32):
+    cfg = default_config(p)
+    over_one_wave = waves(cfg, p) > 1.0
+    one_wave_tiles = (cfg["block_n"] == 64 and cfg["split_k"] == 1 and p.k <= 5120
+                      and 192 <= -(-p.n // 64) <= 2 * H200_SMS and p.m <= 64)
+    if p.scheme is Scheme.PER_TENSOR and (over_one_wave or (p.m >= 32 and not one_wave_tiles)):
+        return "cublaslt"
+    if p.scheme is Scheme.PER_TENSOR and p.m == 1 and one_wave_fallback(p):
         return "cublaslt"
     if p.scheme is Scheme.BLOCK128 and over_one_wave and p.m >= 64:
         return "cublaslt"

@@ -35,7 +35,7 @@ def block_m_for(m: int, split: bool = False) -> int:
 
 # Shared memory per SM on sm_90 is 228 KB (232,448 B usable per block, seen in
 # OutOfResources messages on the H200); leave room for the epilogue/reduction scratch.
-_SMEM_BUDGET = 200_000
+SMEM_BUDGET = 200_000
 _TARGET_PROGRAMS = 2 * H200_SMS  # two resident programs per SM for the default tiles
 
 
@@ -168,17 +168,64 @@ def _tile_default(p: GemmProblem) -> dict:
     # (results/split_k_H200_2026-12-01/call2/prepass.json "split_pdl" / "split_pdl_s2").
     one_program = p.scheme is Scheme.WEIGHT_ONLY and cfg["prequant"] and p.m > 32
     while cfg["num_stages"] > 2 and (
-        smem_bytes(cfg, block_m_for(p.m)) > _SMEM_BUDGET
+        smem_bytes(cfg, block_m_for(p.m)) > SMEM_BUDGET
         or (not (upcast or one_program) and programs_per_sm(cfg, p) < 2)
     ):
         cfg["num_stages"] -= 1
     return with_pdl_pair(p, cfg)
 
 
-def default_config(p: GemmProblem) -> dict:
-    """The default tile (``_tile_default``), moved onto a one-wave variant where its own grid
-    is over one wave: first from ``wave_fits`` (fewer stages / another split-K), else (per_tensor,
-    M <= 32) the fullest one-wave config of the tuner's space (e.g. BLOCK_K 128, 3 stages).
+# The deep tile as the untuned default: BLOCK_N 64 unsplit at BLOCK_K 512, 4 stages (128 KB of
+# W in flight, one program an SM), where one wave of such programs streams at HBM speed.
+# H200 2026-12-02, bench_gemm.py over 18 shapes of other families and the 27B tower, M = 1, 8,
+# 16, two runs within 1% (results/deep_default_H200_2026-12-02/call2/, call1/), deep against
+# the default, same run:
+# - 96-128 tiles (6144x4096, 6144x5120, 7168x8192, 8192x1024 / 3584 / 8192 / 28672): per_tensor
+#   1.04-1.29x at every M (at M = 1 with x quantized in the GEMM, as the default takes it:
+#   1.00-1.11x; x quantized in the GEMM at M >= 8 on this tile lost, 0.90-0.98x), channel_token
+#   1.02-1.36x in the default's own x mode (the fused amax at M = 1, the pre-pass pair above);
+# - 64-80 tiles: per_tensor from the pre-pass pair 1.03-1.36x at M = 8 and 16 (4096x4096, 4096x
+#   12288 / 14336, 5120x2048 / 6144 / 8192 / 17408), but 0.78-0.95x at M = 1 on the longer K;
+#   channel_token 0.78-0.96x at M = 8 on the longer K: not there;
+# - fewer tiles (1024x*, 1280x8192, 2048x4096: 16-32 programs) or more (one wave over): mixed.
+# As the default, against the default before it, 29 shapes x M = 1-16 in one run (call3/
+# untuned.json): 86 cells moved, 0.988-1.357x (median 1.097; the one loss channel_token
+# 6144x5120 at M = 2). K >= 1024 only: shorter rows were not measured.
+DEEP_TILES = (96, H200_SMS)
+DEEP_TILES_PAIR_MIN = 64  # per_tensor from the pre-pass pair, M >= DEEP_PAIR_MIN_M
+DEEP_PAIR_MIN_M = 8
+DEEP_MAX_M = 16
+
+
+def deep_default(p: GemmProblem) -> dict | None:
+    """The deep tile where it is the untuned default (the evidence above), or None: per_tensor
+    and channel_token with bf16 / fp16 x at M <= DEEP_MAX_M, K >= 1024, over DEEP_TILES programs of
+    BLOCK_N 64 (per_tensor at M >= DEEP_PAIR_MIN_M over DEEP_TILES_PAIR_MIN or more). x is
+    taken as the default takes it, but per_tensor at M > 1 from the pre-pass pair."""
+    if p.scheme not in (Scheme.PER_TENSOR, Scheme.CHANNEL_TOKEN) or p.m > DEEP_MAX_M \
+            or p.act_dtype == FP8_DTYPE or p.k < 1024:
+        return None
+    tiles = -(-p.n // 64)
+    low = DEEP_TILES_PAIR_MIN if (p.scheme is Scheme.PER_TENSOR and p.m >= DEEP_PAIR_MIN_M) \
+        else DEEP_TILES[0]
+    if not low <= tiles <= DEEP_TILES[1]:
+        return None
+    base = _tile_default(p)
+    mode = {f: base[f] for f in ("prequant", "fused_amax", "pdl", "prefetch") if f in base}
+    if p.scheme is Scheme.PER_TENSOR and p.m > 1:
+        mode = {"prequant": True, **PDL_PAIR}
+    cfg = {"block_n": 64, "block_k": 512, "split_k": 1, "num_warps": 4, "num_stages": 4, **mode}
+    while smem_bytes(cfg, block_m_for(p.m)) > SMEM_BUDGET:
+        cfg["num_stages"] -= 1
+    return cfg
+
+
+def default_config(p: GemmProblem, deep: bool = True) -> dict:
+    """``deep_default`` where it applies (``deep=False``: the default without it, for A/B
+    benchmarks). Else the default tile (``_tile_default``), moved onto a one-wave variant
+    where its own grid is over one wave: first from ``wave_fits`` (fewer stages / another
+    split-K), else (per_tensor, M <= 32) the fullest one-wave config of the tuner's space
+    (e.g. BLOCK_K 128, 3 stages).
     Measured (H200, 2026-11-30, per GEMM in a cold-L2 chain):
     - per_tensor 10240x5120 22.65 -> 17.35 us at M = 1 (1.21 -> 0.81 waves; cuBLASLt 19.24),
       6144x5120 16.25 -> 12.08 (cuBLASLt 14.64), the same at M = 8
@@ -190,6 +237,9 @@ def default_config(p: GemmProblem) -> dict:
       against 54.55 / 48.86 at M = 16 (results/variants_H200_2026-11-30.json).
     weight_only up to M = 64: x split by the pre-pass (WO_SPLIT_MAX_M), on the tile of the
     schemes that take FP8 x (the GEMM is block128's)."""
+    deep_cfg = deep_default(p) if deep else None
+    if deep_cfg is not None:
+        return deep_cfg
     base = _tile_default(p)
     if waves(base, p) <= 1.0:
         return base
@@ -206,6 +256,14 @@ def default_config(p: GemmProblem) -> dict:
     if any_tile:
         return max(any_tile, key=lambda c: (wave_fill(c, p), c["block_k"], -c["split_k"]))
     return base
+
+
+def one_wave_fallback(p: GemmProblem) -> bool:
+    """Whether ``default_config`` left the default tile for another of the tuner's space
+    because no variant of it fits one wave (per_tensor, M <= 32: 28672x4096, 34816x5120)."""
+    cfg, base = default_config(p), _tile_default(p)
+    return (cfg["block_n"], cfg["block_k"]) != (base["block_n"], base["block_k"]) \
+        and deep_default(p) is None
 
 
 def programs_per_sm(cfg: dict, p: GemmProblem) -> int:
@@ -354,7 +412,7 @@ def _candidates(p: GemmProblem, base: dict) -> list[dict]:
                     cfg = {"block_n": block_n, "block_k": block_k, "split_k": split,
                            "num_warps": 8 if block_n == 128 else 4, "num_stages": stages,
                            **mode}
-                    if smem_bytes(cfg, block_m) <= _SMEM_BUDGET and cfg not in out:
+                    if smem_bytes(cfg, block_m) <= SMEM_BUDGET and cfg not in out:
                         out.append(cfg)
     # Near the default first: same tile, then split-K closest to the default's.
     out[1:] = sorted(out[1:], key=lambda c: (
