@@ -23,15 +23,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 import time
 
 import torch
 
-from fp8tower import dispatch, provenance
-from fp8tower.tower.build import build_tower
-from fp8tower.tower.timing import time_tower
+from fp8tower import provenance
+
+sys.path.insert(0, __file__.rsplit("/", 1)[0])
+from tower_ab import print_rows, run_arms
 
 _DEPTH: dict[str, object] = {"value": None}  # the arm being timed (None: as cached)
 
@@ -82,42 +82,18 @@ def main(argv=None) -> int:
     if not torch.cuda.is_available():
         raise SystemExit("bench_prefetch_depth.py needs a CUDA GPU")
     patch_dispatch()
-    ms = [int(v) for v in args.m.split(",")]
-    rows = []
     t0 = time.time()
-    for scheme in args.schemes.split(","):
-        tower = build_tower(args.model, scheme=scheme, arm="merged", backend="auto", m=ms[0])
-        for m in ms:
-            times: dict[str, list[float]] = {a: [] for a in arms}
-            outs: dict[str, torch.Tensor] = {}
-            for _ in range(args.rounds):
-                for a in arms:
-                    _DEPTH["value"] = None if a == "cached" else a
-                    dispatch.reset()  # the memo and the modules' launch plans re-resolve
-                    tower.reconfigure(m=m)
-                    t = time_tower(tower, replays=args.replays, steps=args.steps)
-                    times[a].append(t.ms_per_step)
-                    outs[a] = tower.static_y.clone()
-            base = statistics.median(times[arms[0]])
-            row = {"scheme": scheme, "m": m, "arms": {}}
-            for a in arms:
-                med = statistics.median(times[a])
-                row["arms"][a] = {"ms": round(med, 4), "over_first": round(med / base, 4),
-                                  "runs": [round(v, 4) for v in times[a]],
-                                  "bits_equal_first": bool(torch.equal(outs[a], outs[arms[0]]))}
-            row["finite"] = bool(torch.isfinite(outs[arms[0]]).all())
-            rows.append(row)
-            print(json.dumps(row), flush=True)
-        del tower
-        torch.cuda.empty_cache()
+
+    def set_arm(a: str) -> None:
+        _DEPTH["value"] = None if a == "cached" else a
+
+    rows = run_arms(args.model, args.schemes.split(","), [int(v) for v in args.m.split(",")],
+                    arms, set_arm, args.rounds, args.steps, args.replays)
     _DEPTH["value"] = None
     doc = {**provenance.record(), "seconds": round(time.time() - t0, 1), "rows": rows}
     with open(args.json, "w") as f:
         json.dump(doc, f, indent=1)
-    for r in rows:
-        print(r["scheme"], f"M={r['m']}", "  ".join(
-            f"{a}: {v['ms']:.4f} ({v['over_first']:.3f}{'' if v['bits_equal_first'] else ' BITS DIFFER'})"
-            for a, v in r["arms"].items()))
+    print_rows(rows)
     return 0
 
 

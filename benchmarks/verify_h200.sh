@@ -54,6 +54,8 @@
 #            EARLY_SCHEMES); EARLY_FORCE=1: then with PDL forced on every Triton GEMM (--force-pdl)
 #   prefetch the 27B merged tower with every Triton PDL GEMM's L2 prefetch at other depths
 #            (bench_prefetch_depth.py, #12; PREFETCH_M, PREFETCH_DEPTHS)
+#   prepass_group the 27B merged tower (per_tensor) with its pre-pass at other elements a program
+#            (bench_prepass_group.py, #12; PREPASS_GROUP_M, PREPASS_GROUPS)
 #   pytests  GPU tests named by PYTESTS (pytest arguments, default: all of tests/)
 #   tm_tests GPU tests of the tile-major Triton weights (tests/test_tile_major.py)
 #   layout   pure reads of the weights row-major against tile-major (bench_layout.py, #12)
@@ -186,6 +188,8 @@ for s in $STEPS; do
                ${PREPASS_ARGS:-} ;;
     prefetch) step prefetch 300 $PY benchmarks/bench_prefetch_depth.py --m ${PREFETCH_M:-1,8} \
                 --depths ${PREFETCH_DEPTHS:-cached,2,4} --json "$V/prefetch.json" ;;
+    prepass_group) step prepass_group 300 $PY benchmarks/bench_prepass_group.py --m ${PREPASS_GROUP_M:-1,8} \
+                     --groups ${PREPASS_GROUPS:-2048,512,256} --json "$V/prepass_group.json" ;;
     early) for f in "" ${EARLY_FORCE:+--force-pdl}; do
              step "early${f:+_pdl}" 150 $PY benchmarks/bench_early_launch.py $f --m ${EARLY_M:-1,8} \
                --schemes ${EARLY_SCHEMES:-per_tensor,channel_token,block128} --json "$V/early${f:+_pdl}.json"

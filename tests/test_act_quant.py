@@ -29,6 +29,25 @@ def test_block128_groups_per_program_give_the_same_bits(interpret, m, k):
         assert torch.equal(q, runs[0][0]) and torch.equal(s, runs[0][1])
 
 
+@pytest.mark.parametrize("m,k", [(1, 5120), (3, 1000)])
+def test_per_tensor_elements_a_program_change_the_grid_never_the_bits(interpret, monkeypatch,
+                                                                      m, k):
+    """act_quant.PER_TENSOR_GROUP (benchmarks/bench_prepass_group.py's knob)."""
+    from fp8tower.kernels import act_quant as aq
+
+    x = (torch.randn(m, k, generator=torch.Generator().manual_seed(k)) * 30).bfloat16()
+    scale = torch.tensor(0.05)
+    runs = []
+    for group in (2048, 512, 256):
+        monkeypatch.setattr(aq, "PER_TENSOR_GROUP", group)
+        grid, args, kw, q, _ = aq.quantize_args(x, Scheme.PER_TENSOR, scale)
+        assert grid == (m, -(-k // group)) and kw["GROUP"] == group
+        aq._fp8_act_quant_kernel[grid](*args, **kw)
+        runs.append(q.view(torch.uint8).clone())
+    assert all(torch.equal(r, runs[0]) for r in runs[1:])
+    assert runs[0].any()
+
+
 def test_block128_groups_per_program_rule():
     from fp8tower.kernels.act_quant import b128_groups_per_program, quantize_args
 

@@ -43,3 +43,29 @@ def test_untuned_arm_is_the_dispatchers_safe_default():
     untuned = Dispatcher(candidates=[slow, fast], tune=False, persist=False)
     be, _, chosen = bench.arm_choice("untuned", p, untuned)
     assert (be.name, chosen) == ("fast", "fast")
+
+
+def test_variant_arms_are_the_default_tile_taken_other_ways():
+    """pair / deep / deep_own: the default without configs.deep_default (nodeep), its x from
+    the PDL pre-pass pair, its BLOCK_N unsplit at BLOCK_K 512; per_tensor and channel_token
+    only, but nodeep."""
+    from fp8tower.formats import Scheme
+    from fp8tower.kernels import configs as kc
+    from fp8tower.problem import GemmProblem
+
+    p = GemmProblem(1, 5120, 6144, Scheme.PER_TENSOR, capability=(9, 0), static_act_scale=True)
+    base = kc.default_config(p, deep=False)
+    assert bench.variant_config("nodeep", p) == base and base["split_k"] == 3
+    assert bench.variant_config("pair", p) == {**base, "prequant": True, **kc.PDL_PAIR}
+    deep = bench.variant_config("deep", p)
+    assert [deep[f] for f in ("block_k", "split_k", "num_stages", "prequant")] == [512, 1, 4, True]
+    own = bench.variant_config("deep_own", p)
+    assert {**own, "prequant": True, **kc.PDL_PAIR} == deep and not own["prequant"]
+    ct = GemmProblem(1, 5120, 6144, Scheme.CHANNEL_TOKEN, capability=(9, 0))
+    assert bench.variant_config("deep_own", ct)["fused_amax"]  # as its default at M = 1
+    assert "fused_amax" not in bench.variant_config("deep", ct)
+    b128 = GemmProblem(1, 5120, 6144, Scheme.BLOCK128, capability=(9, 0))
+    assert bench.variant_config("deep", b128) is None
+    assert bench.variant_config("nodeep", b128) == kc.default_config(b128)
+    be, reason, _ = bench.arm_choice("deep", b128, None)
+    assert be is None and "no deep variant for block128" in reason

@@ -105,6 +105,15 @@ def b128_groups_per_program(m: int) -> int:
     return 1 if m == 1 else 8
 
 
+# per_tensor's static quant: elements a program (grid M x K / this). Bits do not depend on
+# it (elementwise). Found with a knob (H200 2026-12-02, results/deep_default_H200_2026-12-02/
+# call7/, bench_gemm chains, M = 1): the PDL pair on the deep tile (configs.deep_unsplit) ran
+# 4096x14336 in 22.6 / 18.6 / 16.8 us at 2048 / 512 / 256 elements a program, 5120x6144 12.0
+# / 10.8 / 10.1, 5120x17408 27.5 / 24.3 / 23.1; at M = 8 5120x6144 10.4 / 9.9 / 9.7, the other
+# two within 1.5%. Not changed before the tower says (benchmarks/bench_prepass_group.py).
+PER_TENSOR_GROUP = 2048
+
+
 def quantize_args(
     x: torch.Tensor, scheme: Scheme, static_scale: torch.Tensor | None = None,
     q: torch.Tensor | None = None, s_out: torch.Tensor | None = None, pdl: bool = False,
@@ -129,7 +138,7 @@ def quantize_args(
         if static_scale is None:
             raise ValueError("the one-launch per-tensor quant needs a static scale")
         s = static_scale.float().reshape(()).contiguous()
-        group, grid = 2048, (m, triton.cdiv(k, 2048))
+        group, grid = PER_TENSOR_GROUP, (m, triton.cdiv(k, PER_TENSOR_GROUP))
         static, s_out, stride_s = True, s, 0
     else:
         group = k if scheme is Scheme.CHANNEL_TOKEN else BLOCK

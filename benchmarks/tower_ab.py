@@ -1,0 +1,63 @@
+"""The merged tower timed per arm of a knob, arms alternated (benchmarks that patch one knob
+of the cached configs or kernels: bench_prefetch_depth.py, bench_prepass_group.py).
+
+Per scheme and M, one merged tower with ``auto`` (the tuning cache in FP8TOWER_CACHE_DIR):
+for each arm, ``set_arm(arm)`` sets the knob, dispatch's memo and the tower's launch plans
+re-resolve, and the step is timed (CUDA graph of ``steps`` steps, ``replays`` replays,
+median), ``rounds`` passes over the arms; outputs compared bit for bit with the first arm's.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from collections.abc import Callable
+
+import torch
+
+from fp8tower import dispatch
+from fp8tower.tower.build import build_tower
+from fp8tower.tower.timing import time_tower
+
+
+def run_arms(model: str, schemes: list[str], ms: list[int], arms: list[str],
+             set_arm: Callable[[str], None], rounds: int, steps: int, replays: int) -> list[dict]:
+    """One row per (scheme, M): each arm's median ms/step, its ratio to the first arm's, its
+    runs, and whether its output equals the first arm's bit for bit."""
+    rows = []
+    for scheme in schemes:
+        tower = build_tower(model, scheme=scheme, arm="merged", backend="auto", m=ms[0])
+        for m in ms:
+            times: dict[str, list[float]] = {a: [] for a in arms}
+            outs: dict[str, torch.Tensor] = {}
+            for _ in range(rounds):
+                for a in arms:
+                    set_arm(a)
+                    dispatch.reset()  # the memo and the modules' launch plans re-resolve
+                    tower.reconfigure(m=m)
+                    t = time_tower(tower, replays=replays, steps=steps)
+                    times[a].append(t.ms_per_step)
+                    outs[a] = tower.static_y.clone()
+            base = statistics.median(times[arms[0]])
+            row = {"scheme": scheme, "m": m, "arms": {}}
+            for a in arms:
+                med = statistics.median(times[a])
+                row["arms"][a] = {"ms": round(med, 4), "over_first": round(med / base, 4),
+                                  "runs": [round(v, 4) for v in times[a]],
+                                  "bits_equal_first": bool(torch.equal(outs[a], outs[arms[0]]))}
+            row["finite"] = bool(torch.isfinite(outs[arms[0]]).all())
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+        del tower
+        torch.cuda.empty_cache()
+    return rows
+
+
+def print_rows(rows: list[dict]) -> None:
+    """One line per row: each arm's ms/step and its ratio to the first arm's."""
+    for r in rows:
+        cells = []
+        for a, v in r["arms"].items():
+            differ = "" if v["bits_equal_first"] else " BITS DIFFER"
+            cells.append(f"{a}: {v['ms']:.4f} ({v['over_first']:.3f}{differ})")
+        print(r["scheme"], f"M={r['m']}", "  ".join(cells))
