@@ -22,16 +22,13 @@ this process accepts them (a benchmark arm, not a dispatch rule).
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 
 import torch
 
-from fp8tower import provenance
-
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
-from tower_ab import print_rows, run_arms
+from tower_ab import add_arguments, run_arms, write_rows
 
 _DEPTH: dict[str, object] = {"value": None}  # the arm being timed (None: as cached)
 
@@ -63,16 +60,11 @@ def patch_dispatch() -> None:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--model", default="qwen3.5-27b")
+    add_arguments(ap)
     ap.add_argument("--schemes", default="per_tensor,channel_token,block128")
-    ap.add_argument("--m", default="1,8", help="comma list of M")
     ap.add_argument("--depths", default="cached,4,8,all",
                     help="comma list: cached (the tuned config as is), a tile count (0: PDL without a "
                          "prefetch), or all")
-    ap.add_argument("--rounds", type=int, default=2, help="passes over the arms per (scheme, M)")
-    ap.add_argument("--steps", type=int, default=8)
-    ap.add_argument("--replays", type=int, default=20)
-    ap.add_argument("--json", required=True)
     args = ap.parse_args(argv)
     arms = args.depths.split(",")
     for a in arms:
@@ -90,10 +82,7 @@ def main(argv=None) -> int:
     rows = run_arms(args.model, args.schemes.split(","), [int(v) for v in args.m.split(",")],
                     arms, set_arm, args.rounds, args.steps, args.replays)
     _DEPTH["value"] = None
-    doc = {**provenance.record(), "seconds": round(time.time() - t0, 1), "rows": rows}
-    with open(args.json, "w") as f:
-        json.dump(doc, f, indent=1)
-    print_rows(rows)
+    write_rows(args.json, rows, t0)
     return 0
 
 

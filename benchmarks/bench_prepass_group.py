@@ -17,17 +17,15 @@ alternated (benchmarks/tower_ab.py); the bits cannot move (the quant is elementw
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 
 import torch
 
-from fp8tower import provenance
 from fp8tower.kernels import act_quant
 
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
-from tower_ab import print_rows, run_arms
+from tower_ab import add_arguments, run_arms, write_rows
 
 
 def parse_groups(text: str) -> list[str]:
@@ -42,15 +40,10 @@ def parse_groups(text: str) -> list[str]:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--model", default="qwen3.5-27b")
-    ap.add_argument("--m", default="1,8", help="comma list of M")
+    add_arguments(ap)
     ap.add_argument("--groups", default="2048,512,256",
                     help="comma list of elements a pre-pass program quantizes (the first: the "
                          "baseline of the ratios)")
-    ap.add_argument("--rounds", type=int, default=2, help="passes over the arms per M")
-    ap.add_argument("--steps", type=int, default=8)
-    ap.add_argument("--replays", type=int, default=20)
-    ap.add_argument("--json", required=True)
     args = ap.parse_args(argv)
     arms = parse_groups(args.groups)
     if not torch.cuda.is_available():
@@ -66,10 +59,7 @@ def main(argv=None) -> int:
                         set_arm, args.rounds, args.steps, args.replays)
     finally:
         act_quant.PER_TENSOR_GROUP = native
-    doc = {**provenance.record(), "seconds": round(time.time() - t0, 1), "rows": rows}
-    with open(args.json, "w") as f:
-        json.dump(doc, f, indent=1)
-    print_rows(rows)
+    write_rows(args.json, rows, t0)
     return 0
 
 

@@ -9,15 +9,27 @@ median), ``rounds`` passes over the arms; outputs compared bit for bit with the 
 
 from __future__ import annotations
 
+import argparse
 import json
 import statistics
+import time
 from collections.abc import Callable
 
 import torch
 
-from fp8tower import dispatch
+from fp8tower import dispatch, provenance
 from fp8tower.tower.build import build_tower
 from fp8tower.tower.timing import time_tower
+
+
+def add_arguments(ap: argparse.ArgumentParser) -> None:
+    """The options every such benchmark takes: the model, M, rounds, steps, replays, JSON."""
+    ap.add_argument("--model", default="qwen3.5-27b")
+    ap.add_argument("--m", default="1,8", help="comma list of M")
+    ap.add_argument("--rounds", type=int, default=2, help="passes over the arms per (scheme, M)")
+    ap.add_argument("--steps", type=int, default=8)
+    ap.add_argument("--replays", type=int, default=20)
+    ap.add_argument("--json", required=True)
 
 
 def run_arms(model: str, schemes: list[str], ms: list[int], arms: list[str],
@@ -51,6 +63,14 @@ def run_arms(model: str, schemes: list[str], ms: list[int], arms: list[str],
         del tower
         torch.cuda.empty_cache()
     return rows
+
+
+def write_rows(path: str, rows: list[dict], t0: float) -> None:
+    """The JSON (provenance, seconds since ``t0``, rows) at ``path``, and the rows printed."""
+    doc = {**provenance.record(), "seconds": round(time.time() - t0, 1), "rows": rows}
+    with open(path, "w") as f:
+        json.dump(doc, f, indent=1)
+    print_rows(rows)
 
 
 def print_rows(rows: list[dict]) -> None:
