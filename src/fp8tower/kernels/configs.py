@@ -199,9 +199,9 @@ DEEP_MAX_M = 16
 
 def deep_default(p: GemmProblem) -> dict | None:
     """The deep tile where it is the untuned default (the evidence above), or None: per_tensor
-    and channel_token with bf16 / fp16 x at M <= DEEP_MAX_M, K >= 1024, over DEEP_TILES programs of
-    BLOCK_N 64 (per_tensor at M >= DEEP_PAIR_MIN_M over DEEP_TILES_PAIR_MIN or more). x is
-    taken as the default takes it, but per_tensor at M > 1 from the pre-pass pair."""
+    and channel_token with bf16 / fp16 x at M <= DEEP_MAX_M and K >= 1024, over DEEP_TILES
+    programs of BLOCK_N 64 (per_tensor at M >= DEEP_PAIR_MIN_M: from DEEP_TILES_PAIR_MIN). x
+    is taken as the default takes it, but per_tensor at M > 1 from the pre-pass pair."""
     if p.scheme not in (Scheme.PER_TENSOR, Scheme.CHANNEL_TOKEN) or p.m > DEEP_MAX_M \
             or p.act_dtype == FP8_DTYPE or p.k < 1024:
         return None
