@@ -100,24 +100,18 @@ def variant_config(name: str, p: GemmProblem) -> dict | None:
     """The Triton config of a variant arm, or None where it does not apply. ``nodeep``: the
     default without configs.deep_default (the default before it), any scheme. For per_tensor
     and channel_token, variants of that default: ``pair`` its tile with x from the PDL
-    pre-pass pair; ``deep`` its BLOCK_N unsplit at BLOCK_K 512 on the most stages that fit, x
-    from the pair (configs.deep_unsplit's tile, whether the default splits or not);
-    ``deep_own`` the same tile with x taken as that default takes it."""
+    pre-pass pair; ``deep`` configs.deep_tile (BLOCK_N 64 unsplit at BLOCK_K 512), x from
+    the pair; ``deep_own`` the same tile with x taken as that default takes it."""
     if name == "nodeep":
         return configs.default_config(p, deep=False)
     if p.scheme not in (Scheme.PER_TENSOR, Scheme.CHANNEL_TOKEN):
         return None
     base = configs.default_config(p, deep=False)
     pair = {"prequant": p.scheme is Scheme.PER_TENSOR, **configs.PDL_PAIR}
-    tile = {k: v for k, v in base.items() if k not in ("prequant", "fused_amax", "pdl", "prefetch")}
     if name == "pair":
-        return {**tile, **pair}
-    own = {k: v for k, v in base.items() if k not in tile}
-    deep = {**tile, "block_k": 512, "split_k": 1, "num_stages": 4,
-            **(own if name == "deep_own" else pair)}
-    while configs.smem_bytes(deep, configs.block_m_for(p.m)) > configs.SMEM_BUDGET:
-        deep["num_stages"] -= 1
-    return deep
+        return {**{k: v for k, v in base.items() if k not in configs.X_MODE_KEYS}, **pair}
+    own = {k: v for k, v in base.items() if k in configs.X_MODE_KEYS}
+    return configs.deep_tile(p, own if name == "deep_own" else pair)
 
 
 def arm_choice(name: str, p: GemmProblem, untuned):

@@ -211,9 +211,18 @@ def deep_default(p: GemmProblem) -> dict | None:
     if not low <= tiles <= DEEP_TILES[1]:
         return None
     base = _tile_default(p)
-    mode = {f: base[f] for f in ("prequant", "fused_amax", "pdl", "prefetch") if f in base}
+    mode = {f: base[f] for f in X_MODE_KEYS if f in base}
     if p.scheme is Scheme.PER_TENSOR and p.m > 1:
         mode = {"prequant": True, **PDL_PAIR}
+    return deep_tile(p, mode)
+
+
+X_MODE_KEYS = ("prequant", "fused_amax", "pdl", "prefetch")  # how a config takes x
+
+
+def deep_tile(p: GemmProblem, mode: dict) -> dict:
+    """BLOCK_N 64 unsplit at BLOCK_K 512 on the most stages (up to 4) that fit, x taken as
+    ``mode`` says (X_MODE_KEYS)."""
     cfg = {"block_n": 64, "block_k": 512, "split_k": 1, "num_warps": 4, "num_stages": 4, **mode}
     while smem_bytes(cfg, block_m_for(p.m)) > SMEM_BUDGET:
         cfg["num_stages"] -= 1
