@@ -9,7 +9,9 @@ writes JSON under benchmarks/results/.
 Arms: backend names, ``auto`` (the tuned dispatch: cache hit, else it tunes now),
 ``untuned`` (what ``auto`` serves with no cache entry and FP8TOWER_TUNE=0: the dispatcher's
 safe default, issue #12's "never slower than cuBLASLt by more than 2%, tuned or not"), and
-Triton variants of the default config (``variant_config``: pair, deep, deep_own, nodeep). With
+Triton variants of the default config (``variant_config``: pair, deep, deep_own, nodeep), and
+any Triton arm with some of its config's keys overridden: ``triton[split_k=8]``,
+``deep[num_stages=3,block_k=256]`` (``parse_override``). With
 ``cublaslt`` among the arms, every row gets its ratio to it in the same run and the summary
 lists the rows more than 2% slower.
 
@@ -31,11 +33,12 @@ from pathlib import Path
 import torch
 from rich.console import Console
 from rich.table import Table
+from triton.errors import TritonError
 
 from fp8tower import backends, dispatch, provenance
 from fp8tower.backends.reference import fp8_linear_ref
 from fp8tower.formats import FP8_DTYPE, Fp8Weight, Scheme, quantize_weight, sqnr_db
-from fp8tower.kernels import configs
+from fp8tower.kernels import act_quant, configs
 from fp8tower.problem import GemmProblem
 from fp8tower.tuning.ceiling import read_ceiling
 from fp8tower.tuning.timer import l2_cache_bytes, rotation_copies, time_cuda_graph
@@ -75,8 +78,49 @@ SHAPE_SETS = {"tower": TOWER_SHAPES, "families": FAMILY_SHAPES}
 STATIC_ACT_SCALE = 0.02
 # Triton arms of another config than the default (variant_config)
 VARIANTS = ("pair", "deep", "deep_own", "nodeep")
+# The Triton config keys an arm may override (parse_override).
+OVERRIDE_KEYS = ("block_n", "block_k", "split_k", "num_warps", "num_stages", "prequant", "pdl",
+                 "prefetch", "packed", "fused_amax")
 # The bar of issue #12: no arm more than this much slower than cuBLASLt, tuned or not.
 CUBLASLT_TOLERANCE = 0.02
+
+
+def split_arms(text: str) -> list[str]:
+    """--backends' comma list, commas inside an override's brackets kept: "a,b[x=1,y=2]"."""
+    arms, depth, cur = [], 0, ""
+    for ch in text:
+        depth += (ch == "[") - (ch == "]")
+        if ch == "," and depth == 0:
+            arms.append(cur)
+            cur = ""
+        else:
+            cur += ch
+    return [*arms, cur]
+
+
+def parse_override(name: str) -> tuple[str, dict]:
+    """``ARM[key=value,...]`` -> (ARM, {key: int or bool}); a plain name -> (name, {}).
+    Only Triton arms (triton and the variants) take overrides, of keys of its configs."""
+    if "[" not in name:
+        return name, {}
+    base, _, rest = name.partition("[")
+    if not rest.endswith("]") or base not in ("triton", *VARIANTS):
+        raise SystemExit(f"--backends: {name!r}: an override is ARM[key=value,...] with ARM "
+                         f"triton or one of {', '.join(VARIANTS)}")
+    over = {}
+    for item in rest[:-1].split(","):
+        key, eq, value = item.partition("=")
+        if not eq or key not in OVERRIDE_KEYS:
+            raise SystemExit(f"--backends: {name!r}: {item!r} is not KEY=VALUE with KEY one of "
+                             f"{', '.join(OVERRIDE_KEYS)}")
+        if value in ("true", "false"):
+            over[key] = value == "true"
+        elif value.isdigit():
+            over[key] = int(value)
+        else:
+            raise SystemExit(f"--backends: {name!r}: {key}={value!r} is neither an integer nor "
+                             "true / false")
+    return base, over
 
 
 def parse_shapes(spec: str) -> tuple[list[tuple[int, int]], dict[str, str]]:
@@ -117,6 +161,10 @@ def variant_config(name: str, p: GemmProblem) -> dict | None:
 def arm_choice(name: str, p: GemmProblem, untuned):
     """(backend, config, the backend's name if the arm chose it) of one arm, or (None, the
     reason it cannot serve, None)."""
+    base, over = parse_override(name)
+    if over:
+        be, cfg, chosen = arm_choice(base, p, untuned)
+        return (be, {**cfg, **over}, chosen) if be is not None else (be, cfg, chosen)
     if name in VARIANTS:
         cfg = variant_config(name, p)
         if cfg is None:
@@ -199,21 +247,31 @@ def main(argv=None):
     ap.add_argument("--backends", default="cublaslt,triton",
                     help="backend names, auto (tuned), untuned (the safe default), "
                     "pair / deep / deep_own / nodeep (Triton variants of the default: "
-                    "variant_config)")
+                    "variant_config), a Triton arm with config keys overridden: "
+                    "triton[split_k=8,num_stages=3]")
     ap.add_argument("--precompile", action="store_true",
                     help="build the Triton configs of every row first, in parallel")
     ap.add_argument("--replays", type=int, default=20)
+    ap.add_argument("--prepass-group", type=int, default=None,
+                    help="per_tensor's pre-pass: elements a program (act_quant.PER_TENSOR_GROUP; "
+                    "default: its own rule)")
     ap.add_argument("--json", default=None, help="output path (default benchmarks/results/...)")
     args = ap.parse_args(argv)
+    names = split_arms(args.backends)
+    for b in names:
+        base, _ = parse_override(b)  # a malformed override fails here, before any timing
+        if base not in ("auto", "untuned", *VARIANTS):
+            backends.get(base)  # so do unknown names
+    if args.prepass_group is not None:
+        try:
+            act_quant.PER_TENSOR_GROUP = act_quant.check_group(args.prepass_group)
+        except ValueError as e:
+            raise SystemExit(f"--prepass-group: {e}") from None
     if not torch.cuda.is_available():
         sys.exit("bench_gemm needs a CUDA GPU")
     schemes = [Scheme.parse(s) for s in args.schemes.split(",")]
     ms = [int(v) for v in args.m.split(",")]
     shapes, roles = parse_shapes(args.shapes)
-    names = args.backends.split(",")
-    for b in names:
-        if b not in ("auto", "untuned", *VARIANTS):
-            backends.get(b)  # unknown names fail here, before any timing
     untuned = dispatch.Dispatcher(tune=False, persist=False)
     console = Console()
     t0 = time.time()
@@ -250,7 +308,13 @@ def main(argv=None):
                         packed = be.packed_for(w)
                         return lambda: be.run(x, w, packed, out_dtype=torch.bfloat16, config=cfg)
 
-                    t = time_cuda_graph(make, copies, replays=args.replays)
+                    try:
+                        t = time_cuda_graph(make, copies, replays=args.replays)
+                    except (ValueError, RuntimeError, TritonError) as e:  # e.g. an override
+                        # past shared memory: the row records it, the sweep goes on
+                        console.print(f"[red]{name} {scheme.value} {n}x{k} M={m}: {e}[/red]")
+                        rows.append({**row, "config": cfg, "error": f"{type(e).__name__}: {e}"})
+                        continue
                     gbs = p.bytes_moved() / t.median_us / 1e3
                     rows.append({**row, "config": cfg, "us": round(t.median_us, 3),
                                  "us_min": round(t.min_us, 3), "spread": round(t.spread, 4),

@@ -188,8 +188,8 @@ for s in $STEPS; do
                ${PREPASS_ARGS:-} ;;
     prefetch) step prefetch 300 $PY benchmarks/bench_prefetch_depth.py --m ${PREFETCH_M:-1,8} \
                 --depths ${PREFETCH_DEPTHS:-cached,2,4} --json "$V/prefetch.json" ;;
-    prepass_group) step prepass_group 300 $PY benchmarks/bench_prepass_group.py --m ${PREPASS_GROUP_M:-1,8} \
-                     --groups ${PREPASS_GROUPS:-2048,512,256} --json "$V/prepass_group.json" ;;
+    prepass_group) step prepass_group 300 $PY benchmarks/bench_prepass_group.py --m ${PREPASS_GROUP_M:-1,8,16,32} \
+                     --groups ${PREPASS_GROUPS:-2048,rule} --json "$V/prepass_group.json" ;;
     early) for f in "" ${EARLY_FORCE:+--force-pdl}; do
              step "early${f:+_pdl}" 150 $PY benchmarks/bench_early_launch.py $f --m ${EARLY_M:-1,8} \
                --schemes ${EARLY_SCHEMES:-per_tensor,channel_token,block128} --json "$V/early${f:+_pdl}.json"

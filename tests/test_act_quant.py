@@ -29,7 +29,22 @@ def test_block128_groups_per_program_give_the_same_bits(interpret, m, k):
         assert torch.equal(q, runs[0][0]) and torch.equal(s, runs[0][1])
 
 
-@pytest.mark.parametrize("m,k", [(1, 5120), (3, 1000)])
+def test_per_tensor_pre_pass_takes_about_32_programs(monkeypatch):
+    """act_quant.per_tensor_group: 2048 elements a program, doubled up to 8192 or one
+    program a row while the grid holds more than PREPASS_PROGRAMS (32)."""
+    from fp8tower.kernels import act_quant as aq
+
+    monkeypatch.setattr(aq, "PER_TENSOR_GROUP", None)
+    assert aq.PREPASS_PROGRAMS == 32
+    cases = {(1, 5120): 2048, (8, 5120): 2048, (8, 6144): 2048, (16, 5120): 4096,
+             (32, 5120): 8192, (32, 4096): 4096, (64, 5120): 8192, (64, 1024): 2048,
+             (32, 17408): 8192, (1, 100000): 4096}
+    assert {mk: aq.per_tensor_group(*mk) for mk in cases} == cases
+    monkeypatch.setattr(aq, "PER_TENSOR_GROUP", 256)  # a benchmark's knob wins
+    assert aq.per_tensor_group(32, 5120) == 256
+
+
+@pytest.mark.parametrize("m,k", [(1, 5120), (3, 1000), (32, 5000)])
 def test_per_tensor_elements_a_program_change_the_grid_never_the_bits(interpret, monkeypatch,
                                                                       m, k):
     """act_quant.PER_TENSOR_GROUP (benchmarks/bench_prepass_group.py's knob)."""
@@ -38,9 +53,10 @@ def test_per_tensor_elements_a_program_change_the_grid_never_the_bits(interpret,
     x = (torch.randn(m, k, generator=torch.Generator().manual_seed(k)) * 30).bfloat16()
     scale = torch.tensor(0.05)
     runs = []
-    for group in (2048, 512, 256):
+    for group in (None, 2048, 8192, 512, 256):
         monkeypatch.setattr(aq, "PER_TENSOR_GROUP", group)
         grid, args, kw, q, _ = aq.quantize_args(x, Scheme.PER_TENSOR, scale)
+        group = group or aq.per_tensor_group(m, k)
         assert grid == (m, -(-k // group)) and kw["GROUP"] == group
         aq._fp8_act_quant_kernel[grid](*args, **kw)
         runs.append(q.view(torch.uint8).clone())

@@ -253,6 +253,13 @@ def test_triton_split_default():
     assert split(1, 8192, 28672) == 2  # 128 programs reach 0.92 of HBM: 58.66 against 57.61
     assert split(16, 8192, 8192) == 2  # not measured faster unsplit at M = 16
     assert split(1, 8192, 8192, Scheme.BLOCK128) == 2  # block128's programs stream slower
+    # M >= 64: at least 4 K steps a split (configs.min_split_steps), every scheme; the split
+    # of 13 of 32 steps lost to cuBLASLt (1280x8192 block128, 17.91 against 17.32 us)
+    assert split(64, 1280, 8192, Scheme.BLOCK128) == 8
+    assert split(32, 1280, 8192, Scheme.BLOCK128) == 13
+    assert split(64, 1024, 5120, Scheme.CHANNEL_TOKEN) == 5 and split(32, 1024, 5120) == 10
+    assert split(64, 2048, 4096, Scheme.WEIGHT_ONLY) == 4
+    assert split(64, 5120, 6144, Scheme.BLOCK128) == 3  # 6 steps a split: as before
 
 
 def test_triton_untuned_defers_to_cublaslt():

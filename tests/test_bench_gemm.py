@@ -69,3 +69,35 @@ def test_variant_arms_are_the_default_tile_taken_other_ways():
     assert bench.variant_config("nodeep", b128) == kc.default_config(b128)
     be, reason, _ = bench.arm_choice("deep", b128, None)
     assert be is None and "no deep variant for block128" in reason
+
+
+def test_an_arm_with_overrides_is_its_config_with_those_keys_replaced():
+    """``triton[split_k=8,num_stages=3]``: the arm's config, those keys set (the other keys
+    as the arm has them), so one run times a default against its neighbours."""
+    from fp8tower.formats import Scheme
+    from fp8tower.kernels import configs as kc
+    from fp8tower.problem import GemmProblem
+
+    assert bench.split_arms("cublaslt,triton[split_k=8,num_stages=3],deep") == [
+        "cublaslt", "triton[split_k=8,num_stages=3]", "deep"]
+    p = GemmProblem(64, 1280, 8192, Scheme.BLOCK128, capability=(9, 0))
+    be, cfg, _ = bench.arm_choice("nodeep[split_k=8,num_stages=3]", p, None)
+    assert be.name == "triton" and cfg == {**kc.default_config(p), "split_k": 8, "num_stages": 3}
+    pt = GemmProblem(1, 5120, 6144, Scheme.PER_TENSOR, capability=(9, 0), static_act_scale=True)
+    _, cfg, _ = bench.arm_choice("deep[pdl=false,prefetch=0]", pt, None)
+    assert cfg == {**bench.variant_config("deep", pt), "pdl": False, "prefetch": 0}
+    be, reason, _ = bench.arm_choice("deep[num_stages=3]", p, None)  # no deep block128 arm
+    assert be is None and "no deep variant" in reason
+
+
+@pytest.mark.parametrize("bad, says", [
+    ("cublaslt[split_k=2]", "ARM triton or one of"),
+    ("triton[split_k=2", "ARM triton or one of"),
+    ("triton[splitk=2]", "KEY one of"),
+    ("triton[split_k]", "KEY one of"),
+    ("triton[split_k=two]", "neither an integer nor true / false"),
+])
+def test_a_malformed_override_is_refused_before_any_timing(bad, says):
+    with pytest.raises(SystemExit) as e:
+        bench.main(["--backends", f"cublaslt,{bad}", "--json", "unused.json"])
+    assert repr(bad) in str(e.value) and says in str(e.value)

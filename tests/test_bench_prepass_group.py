@@ -15,6 +15,7 @@ _spec.loader.exec_module(bench)
 
 def test_groups_are_powers_of_two_the_kernel_takes():
     assert bench.parse_groups("2048,512,256") == ["2048", "512", "256"]
+    assert bench.parse_groups("2048,rule") == ["2048", "rule"]
 
 
 @pytest.mark.parametrize("bad", ["300", "64", "16384", "x", "-256"])

@@ -192,7 +192,8 @@ def test_pdl_pre_pass_pair_is_exact_planned_and_in_a_graph(scheme, m):
 
 @pytest.mark.parametrize("scheme", [Scheme.PER_TENSOR, Scheme.CHANNEL_TOKEN, Scheme.BLOCK128],
                          ids=str)
-@pytest.mark.parametrize("m,k", [(1, 5120), (8, 17408), (3, 1000)])
+# (16, 6000), (32, 5120): per_tensor's wider programs at M >= 16 (act_quant.per_tensor_group)
+@pytest.mark.parametrize("m,k", [(1, 5120), (8, 17408), (3, 1000), (16, 6000), (32, 5120)])
 def test_pre_pass_gives_the_exact_division_bits_on_gpu(scheme, m, k):
     """The activation pre-pass (kernels/act_quant.py: one reciprocal per scale plus an FMA
     correction per element, 1 to 16 warps) gives formats' exact x / scale, bit for bit, and

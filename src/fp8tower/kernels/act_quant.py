@@ -105,13 +105,41 @@ def b128_groups_per_program(m: int) -> int:
     return 1 if m == 1 else 8
 
 
-# per_tensor's static quant: elements a program (grid M x K / this). Bits do not depend on
-# it (elementwise). Found with a knob (H200 2026-12-02, results/deep_default_H200_2026-12-02/
-# call7/, bench_gemm chains, M = 1): the PDL pair on the deep tile (configs.deep_unsplit) ran
-# 4096x14336 in 22.6 / 18.6 / 16.8 us at 2048 / 512 / 256 elements a program, 5120x6144 12.0
-# / 10.8 / 10.1, 5120x17408 27.5 / 24.3 / 23.1; at M = 8 5120x6144 10.4 / 9.9 / 9.7, the other
-# two within 1.5%. Not changed before the tower says (benchmarks/bench_prepass_group.py).
-PER_TENSOR_GROUP = 2048
+# per_tensor's static quant: elements a program. None: ``per_tensor_group``'s rule; an int
+# (check_group) serves every call (a benchmark's knob: bench_gemm.py --prepass-group,
+# bench_prepass_group.py). Bits do not depend on it (elementwise).
+PER_TENSOR_GROUP: int | None = None
+# About this many pre-pass programs: the fewest elements a program (from 2048) that get
+# there, up to one program a token's row.
+PREPASS_PROGRAMS = 32
+
+
+def per_tensor_group(m: int, k: int) -> int:
+    """Elements a program of per_tensor's pre-pass for an (m, k) x: 2048, doubled (up to
+    8192, or one program a row) while the grid holds more than PREPASS_PROGRAMS programs.
+    The merged 27B tower (per_tensor, K = 5120 / 6144, session 18's tuned cache; H200
+    2026-12-02, results/prepass_group_H200_2026-12-02/call1/, call3/, ms/step against 2048):
+    M = 32: 8192 (32 programs) 0.978, 4096 0.986, 1024 1.021, 256 1.040; M = 8: 2048 (24
+    programs) best, 4096 1.007, 8192 1.023, 512 1.066; M = 1: 128-8192 within +-1.7%. The
+    rule against 2048 (call4/): M = 32 0.980, M = 16 (4096) 1.002; M = 1 and 8 take 2048. Per
+    GEMM a wider grid ran faster at M = 1 (the deep pair on 4096x14336: 22.6 / 16.8 us at 2048
+    / 256 elements, call7/ of results/deep_default_H200_2026-12-02/), in back-to-back pairs
+    only: in the tower 256 lost (1.004 at M = 1, 1.060 at M = 8)."""
+    if PER_TENSOR_GROUP is not None:
+        return PER_TENSOR_GROUP
+    group = 2048
+    while group < min(8192, k) and m * -(-k // group) > PREPASS_PROGRAMS:
+        group *= 2
+    return group
+
+
+def check_group(group: int) -> int:
+    """``group`` if it can be PER_TENSOR_GROUP (a power of two from 128 to 8192 elements a
+    program), else a ValueError naming it."""
+    if not (isinstance(group, int) and 128 <= group <= 8192 and group & (group - 1) == 0):
+        raise ValueError(f"per_tensor's pre-pass group must be a power of two from 128 to 8192 "
+                         f"(elements a program), got {group!r}")
+    return group
 
 
 def quantize_args(
@@ -138,7 +166,8 @@ def quantize_args(
         if static_scale is None:
             raise ValueError("the one-launch per-tensor quant needs a static scale")
         s = static_scale.float().reshape(()).contiguous()
-        group, grid = PER_TENSOR_GROUP, (m, triton.cdiv(k, PER_TENSOR_GROUP))
+        group = per_tensor_group(m, k)
+        grid = (m, triton.cdiv(k, group))
         static, s_out, stride_s = True, s, 0
     else:
         group = k if scheme is Scheme.CHANNEL_TOKEN else BLOCK
@@ -155,8 +184,8 @@ def quantize_args(
     block_g = triton.next_power_of_2(group)
     kwargs = {"GROUP": group, "BLOCK_G": block_g, "STATIC": static,
               "FMAX": FP8_MAX, "SMIN": MIN_SCALE, "PDL": pdl,
-              # per_tensor's 2048-element groups: 4 warps. A token's row: BLOCK_G / 512
-              # warps, 4 to 16 (16 from K > 4096): one program per token is latency-bound;
+              # per_tensor's groups and a token's row: BLOCK_G / 512 warps, 4 to 16 (16
+              # from 4097 elements a program): one program per token is latency-bound;
               # 16 warps against 4 (BLOCK_G / 2048) took the 27B tower's channel_token step
               # at session 12's tuned configs 2.365 -> 2.345 ms at M = 8, 2.274 -> 2.270 at
               # M = 1 (H200 2026-12-01, results/nonfinite_H200_2026-12-01/call5/). A 1x128

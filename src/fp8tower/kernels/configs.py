@@ -74,11 +74,26 @@ def unsplit_pays(p: GemmProblem, tiles: int) -> bool:
     return unsplit_us - hbm_us <= SPLIT_REDUCTION_US
 
 
+def min_split_steps(p: GemmProblem) -> int:
+    """K steps a split takes at least: 2, and 4 at M >= 64, where the partials of 64 rows
+    made a split of 2-3 steps lose to one of 4 (H200 2026-12-02, results/
+    prepass_group_H200_2026-12-02/call3-5/, BLOCK_N 64 x BLOCK_K 256, M = 64, us, new / old
+    split): block128 1280x8192 15.43 / 17.91 (split 8 / 13; cuBLASLt 17.32), 2048x4096 11.94 /
+    13.24, 1024x5120 11.52 / 12.76, 1024x4096 11.42 / 11.47, 5120x2048 11.36 / 11.55;
+    channel_token 13.43 / 16.43, 9.61 / 12.62, 10.09 / 12.59, 9.05 / 10.52, 9.05 / 10.03;
+    weight_only 13.78 / 19.42, 10.64 / 15.10, 10.36 / 10.81, 9.76 / 9.77, 8192x1024 7.20 /
+    12.57, but 5120x2048 15.91 / 14.62 (its one loss, call5/); per_tensor's default
+    1.14-1.32x faster on all five (cuBLASLt serves them untuned). At M = 32 not so: block128
+    1024x4096 split 8 / 4 7.80 / 8.20."""
+    return 4 if p.m >= 64 else 2
+
+
 def balanced_split(p: GemmProblem, block_n: int, block_k: int) -> int:
-    """Split-K to about two programs per SM (at least 2 K steps a split, at most 16)."""
+    """Split-K to about two programs per SM (at least ``min_split_steps`` K steps a split, at
+    most 16 splits)."""
     tiles = -(-p.n // block_n) * -(-p.m // block_m_for(p.m))
     k_iters = -(-p.k // block_k)
-    return int(max(1, min(round(_TARGET_PROGRAMS / tiles), k_iters // 2, 16)))
+    return int(max(1, min(round(_TARGET_PROGRAMS / tiles), k_iters // min_split_steps(p), 16)))
 
 
 def _split_for(p: GemmProblem, block_n: int, block_k: int) -> int:
