@@ -100,7 +100,8 @@ def split_arms(text: str) -> list[str]:
 
 def parse_override(name: str) -> tuple[str, dict]:
     """``ARM[key=value,...]`` -> (ARM, {key: int or bool}); a plain name -> (name, {}).
-    Only Triton arms (triton and the variants) take overrides, of keys of its configs."""
+    Values as ``dispatch --explain`` prints them (True / False) are taken too. Only Triton
+    arms (triton and the variants) take overrides, of keys of their configs."""
     if "[" not in name:
         return name, {}
     base, _, rest = name.partition("[")
@@ -113,8 +114,8 @@ def parse_override(name: str) -> tuple[str, dict]:
         if not eq or key not in OVERRIDE_KEYS:
             raise SystemExit(f"--backends: {name!r}: {item!r} is not KEY=VALUE with KEY one of "
                              f"{', '.join(OVERRIDE_KEYS)}")
-        if value in ("true", "false"):
-            over[key] = value == "true"
+        if value.lower() in ("true", "false"):  # True / False as tuning.cache.config_label
+            over[key] = value.lower() == "true"  # writes them (dispatch --explain)
         elif value.isdigit():
             over[key] = int(value)
         else:

@@ -86,6 +86,11 @@ def test_an_arm_with_overrides_is_its_config_with_those_keys_replaced():
     pt = GemmProblem(1, 5120, 6144, Scheme.PER_TENSOR, capability=(9, 0), static_act_scale=True)
     _, cfg, _ = bench.arm_choice("deep[pdl=false,prefetch=0]", pt, None)
     assert cfg == {**bench.variant_config("deep", pt), "pdl": False, "prefetch": 0}
+    # a config as dispatch --explain prints it (tuning.cache.config_label) is taken as is
+    from fp8tower.tuning.cache import config_label
+    label = config_label({"block_k": 512, "pdl": True, "prequant": False})
+    assert bench.parse_override(f"triton[{label}]") == (
+        "triton", {"block_k": 512, "pdl": True, "prequant": False})
     be, reason, _ = bench.arm_choice("deep[num_stages=3]", p, None)  # no deep block128 arm
     assert be is None and "no deep variant" in reason
 
