@@ -31,6 +31,7 @@ sys.path.insert(0, __file__.rsplit("/", 1)[0])
 from tower_ab import add_arguments, run_arms, write_rows
 
 _DEPTH: dict[str, object] = {"value": None}  # the arm being timed (None: as cached)
+_ONLY: set[tuple[int, int]] = set()  # --only: the (N, K) shapes an arm applies to (empty: all)
 
 
 def depth_of(arm: str, problem, cfg: dict) -> int:
@@ -53,6 +54,8 @@ def patch_dispatch() -> None:
         arm = _DEPTH["value"]
         if not found or arm is None or backend.name != "triton" or not cfg.get("pdl"):
             return found, cfg
+        if _ONLY and (problem.n, problem.k) not in _ONLY:
+            return found, cfg
         return True, {**cfg, "prefetch": depth_of(arm, problem, cfg)}
 
     search.native_config = patched
@@ -65,8 +68,17 @@ def main(argv=None) -> int:
     ap.add_argument("--depths", default="cached,4,8,all",
                     help="comma list: cached (the tuned config as is), a tile count (0: PDL without a "
                          "prefetch), or all")
+    ap.add_argument("--only", default="",
+                    help="NxK comma list: apply the arms' depths to GEMMs of these shapes only "
+                         "(e.g. the GEMM after a stand-in); default: every Triton PDL GEMM")
     args = ap.parse_args(argv)
     arms = args.depths.split(",")
+    for s in filter(None, args.only.split(",")):
+        try:
+            n, k = (int(v) for v in s.lower().split("x"))
+        except ValueError:
+            raise SystemExit(f"--only: {s!r} is not NxK (e.g. 5120x6144)") from None
+        _ONLY.add((n, k))
     for a in arms:
         if a not in ("cached", "all") and not (a.isdigit() and int(a) & (int(a) - 1) == 0):
             raise SystemExit(f"--depths: {a!r} is not 'cached', 'all' or a tile count (0 or a "

@@ -9,7 +9,8 @@
 # this tree's metadata (a kernel change since it was made would otherwise make it stale).
 # TOWER_M, TOWER_SCHEMES: comma lists (default 1,8 and per_tensor,channel_token); BENCH_M:
 # the towers' M list (default TOWER_M); ROUNDS (default 2); MAX_CONFIGS: the tuner's
-# --max-configs (default 4); RESTAMP_ARGS: restamp_cache.py's options (e.g. --prefetch 1).
+# --max-configs (default 4); TUNE_ARGS: more tune options (e.g. --full: explore every M
+# bucket); RESTAMP_ARGS: restamp_cache.py's options (e.g. --prefetch 1).
 # The libraries under $RUN/cache (CUTLASS, stream) go to both caches. JSON and logs in
 # $OUT/retune_ab/ (retune.json: its decisions and in-context rows; the retuned cache under
 # its own file name, tuning.cache.cache_file_name), packed into $OUT/retune_ab.tgz.
@@ -34,7 +35,7 @@ python3 benchmarks/restamp_cache.py "$CACHE_JSON" /tmp/rab_before /tmp/rab_after
 start=$(date +%s)
 FP8TOWER_CACHE_DIR=/tmp/rab_after timeout "${RETUNE_S:-330}" python3 -m fp8tower tune \
   --model qwen3.5-27b --merged --m "$M" --scheme "$SCHEMES" --max-configs "${MAX_CONFIGS:-4}" --in-context \
-  --retune --json > "$AB/retune.json" 2> "$AB/retune.log"
+  --retune ${TUNE_ARGS:-} --json > "$AB/retune.json" 2> "$AB/retune.log"
 echo "retune rc=$? s=$(( $(date +%s) - start ))" | tee -a "$AB/status.txt"
 FP8TOWER_CACHE_DIR=/tmp/rab_after python3 -m fp8tower dispatch --explain > "$AB/explain.log" 2>&1
 cp /tmp/rab_after/*.json "$AB/" 2>/dev/null

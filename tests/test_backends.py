@@ -384,7 +384,8 @@ def test_pre_pass_defaults_pair_with_pdl_and_every_launch_is_searched_both_ways(
             kind = [c for c in space if kc.x_is_fp8(scheme, False, c) != one_launch]
             if kind:
                 assert {bool(c.get("pdl")) for c in kind} == {False, True}, (scheme, m)
-        prio = [c for c in kc.priority_configs(p) if c["block_k"] == base["block_k"]]  # no deep_unsplit
+        prio = [c for c in kc.priority_configs(p) if c["block_k"] == base["block_k"]
+                and c["block_n"] == base["block_n"]]  # no deep_unsplit, no wide_in_gemm
         pdl_twin = prio[-1]
         assert bool(pdl_twin.get("pdl")) != bool(base.get("pdl")), (scheme, m)
         assert {k: v for k, v in pdl_twin.items() if k not in ("pdl", "prefetch")} == \
@@ -421,6 +422,39 @@ def test_the_tuner_times_the_deep_unsplit_tile_where_the_default_splits(scheme, 
     unsplit = GemmProblem(m, 16384, 5120, scheme, capability=(9, 0))
     assert kc.default_config(unsplit)["split_k"] == 1
     assert not [c for c in kc.priority_configs(unsplit) if c["block_k"] == 512]
+
+
+@pytest.mark.parametrize("scheme", list(Scheme))
+@pytest.mark.parametrize("m", [1, 4, 8, 32, 64])
+def test_from_m8_the_tuner_times_the_wide_tile_with_x_quantized_in_the_gemm(scheme, m):
+    """configs.wide_in_gemm: from M = 8, per_tensor and block128 time first the BLOCK_N 128
+    config of the space with x quantized in the GEMM and PDL, on the fewest waves: one wave
+    where one fits (16384x5120: 128 tiles unsplit; 5120x6144: 40 tiles split 3), else the
+    fewest (34816x5120: unsplit, not split 3); not below M = 8, not for channel_token or
+    weight_only, not for FP8 x given."""
+    import dataclasses
+
+    from fp8tower.formats import FP8_DTYPE
+    from fp8tower.kernels import configs as kc
+
+    assert kc.WIDE_IN_GEMM_MIN_M == 8
+    expect = {(16384, 5120): 1, (5120, 6144): 3, (34816, 5120): 1}
+    for (n, k), split in expect.items():
+        p = GemmProblem(m, n, k, scheme, capability=(9, 0),
+                        static_act_scale=scheme is Scheme.PER_TENSOR)
+        wide = kc.wide_in_gemm(p, kc.configs(p))
+        if m < 8 or scheme not in (Scheme.PER_TENSOR, Scheme.BLOCK128):
+            assert wide == [], (scheme, m, n, k)
+            continue
+        assert len(wide) == 1 and wide[0] in kc.configs(p)
+        c = wide[0]
+        assert c in kc.priority_configs(p) or c == kc.default_config(p)
+        assert c["block_n"] == 128 and c["split_k"] == split, c
+        assert not kc.x_is_fp8(scheme, False, c) and c["pdl"], c
+        same = [d for d in kc.configs(p) if {**d, "num_stages": 0} == {**c, "num_stages": 0}]
+        assert c["num_stages"] == max(d["num_stages"] for d in same)
+        given = dataclasses.replace(p, act_dtype=FP8_DTYPE)
+        assert kc.wide_in_gemm(given, kc.configs(given)) == []
 
 
 def test_the_deep_tile_is_the_default_where_one_wave_of_it_streams_at_hbm_speed():

@@ -100,6 +100,30 @@ def test_weight_only_split_prepass_vs_reference(shape, m):
     assert dbs[1] >= 40 and dbs[1] >= dbs[0] - 6, f"{n}x{k} M={m}: upcast / split {dbs}"
 
 
+@pytest.mark.parametrize("shape", [(16384, 5120), (14336, 5120), (5120, 6144)],
+                         ids=lambda s: f"{s[0]}x{s[1]}")
+@pytest.mark.parametrize("scheme", [Scheme.PER_TENSOR, Scheme.BLOCK128])
+@pytest.mark.parametrize("m", [8, 13, 32, 33])
+def test_triton_priority_configs_vs_reference(shape, scheme, m):
+    """Every config the tuner times first (kernels.configs.priority_configs: from M = 8 the
+    BLOCK_N 128 tile with x quantized in the GEMM, wide_in_gemm) against the reference."""
+    from fp8tower.kernels import configs as kc
+
+    be = backends.get("triton")
+    n, k = shape
+    w, x = _setup(n, k, scheme, m, seed=11 + m)
+    ref = fp8_linear_ref(x, w, out_dtype=torch.float64, compute_dtype=torch.float64)
+    problem = GemmProblem.for_call(x, w, torch.bfloat16)
+    prio = kc.priority_configs(problem)
+    assert any(c["block_n"] == 128 for c in prio)
+    for cfg in prio:
+        out = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device="cuda")
+        be.run(x, w, be.packed_for(w), out_dtype=torch.bfloat16, out=out, config=cfg)
+        torch.cuda.synchronize()
+        db = sqnr_db(ref, out)
+        assert db >= 40, f"{cfg} {scheme} {n}x{k} M={m}: {db:.1f} dB"
+
+
 @pytest.mark.parametrize("scheme", list(Scheme))
 def test_triton_bitwise_deterministic(scheme):
     be = backends.get("triton")

@@ -373,7 +373,7 @@ def priority_configs(p: GemmProblem) -> list[dict]:
     with x quantized the other way (in the GEMM or by the pre-pass / channel_token's fused
     amax): one launch or two is the choice that moves eager host time most (issue #11);
     then the default launched the other way with respect to PDL (PDL_PAIR on or off); then
-    ``deep_unsplit`` in the x modes of the default and its twin."""
+    ``deep_unsplit`` in the x modes of the default and its twin; then ``wide_in_gemm``."""
     base = default_config(p)
     space = _candidates(p, base)[1:]
     tile = ("block_n", "block_k", "split_k", "num_stages")
@@ -384,7 +384,36 @@ def priority_configs(p: GemmProblem) -> list[dict]:
                  and bool(c.get("pdl")) != bool(base.get("pdl"))]
     first = wave_fits(p) + twins[:1] + pdl_twins[:1]
     deep = [c for c in deep_unsplit(base, space, [base, *twins[:1]]) if c not in first]
-    return first + deep
+    wide = [c for c in wide_in_gemm(p, space) if c not in first + deep]
+    return first + deep + wide
+
+
+# x quantized in the GEMM is read as bf16 by every program, once per BLOCK_N rows of W: at
+# M = 32 on BLOCK_N 64 tiles as many bytes as the weights themselves (16384x5120 per_tensor:
+# 31.3 us against 23.3 from the pre-pass pair), on BLOCK_N 128 half as many; and it saves the
+# pre-pass launch. The tuner's evenly spaced sample missed that tile for the channel-scale keys
+# a merged model runs (H200 2026-12-02, results/m32_gap_H200_2026-12-02/). Timed first, it won
+# in context on the merged 27B tower's in_proj and qkv keys (16384x5120, 14336x5120), same
+# machine, ms/step before -> after: per_tensor M = 32 2.328 -> 2.294 (call2/), M = 8 2.177 ->
+# 2.168, M = 16 2.206 -> 2.204 (call4/); per GEMM at M = 32 23.10 / 20.76 us against the
+# pair's 23.39 / 22.69. block128 (x's 1x128 amax in the GEMM) kept its pair everywhere.
+WIDE_IN_GEMM_MIN_M = 8
+
+
+def wide_in_gemm(p: GemmProblem, space: list[dict]) -> list[dict]:
+    """From M = WIDE_IN_GEMM_MIN_M, per_tensor and block128 (the schemes that can quantize x
+    in the GEMM): the BLOCK_N 128 config of ``space`` with x quantized in the GEMM, launched
+    with PDL, on the fewest waves (then the fullest last wave, the fewest splits, the most
+    stages): one launch, no pre-pass, the bf16 x re-read halved (above)."""
+    if p.m < WIDE_IN_GEMM_MIN_M or p.act_dtype == FP8_DTYPE \
+            or p.scheme not in (Scheme.PER_TENSOR, Scheme.BLOCK128):
+        return []
+    wide = [c for c in space if c["block_n"] == 128 and not c.get("prequant")
+            and c.get("pdl") and not c.get("fused_amax")]
+    if not wide:
+        return []
+    return [max(wide, key=lambda c: (-math.ceil(waves(c, p)), wave_fill(c, p), -c["split_k"],
+                                     c["num_stages"]))]
 
 
 def configs(p: GemmProblem) -> list[dict]:

@@ -20,6 +20,12 @@ previous stage's outputs (the step input ``x`` for the first stage):
   columns of the last one. GDN: ``in_proj_qkv[:, :K] + in_proj_z`` (z); gated attention:
   query + gate (the two halves of q_proj); MLP: gate + up. It appears in :meth:`Tower.ops`
   as a ``standin`` op (a trace maps kernels to ops by position and must see it).
+  Its cost depends on M: at M = 1 its operands are contiguous and torch runs its vectorized
+  kernel, from M = 2 they are column slices (row stride the GEMM's N) and torch runs its
+  strided one. Paired traces of the merged 27B tower (H200 2026-12-02,
+  results/m32_gap_H200_2026-12-02/, per_tensor / channel_token / block128): 1.2 us a call at
+  M = 1, 2.6-2.8 at M = 8 and 32, +0.09-0.10 ms a step, i.e. 4-5 points of a step's M = 8 or
+  M = 32 ratio to M = 1 that no GEMM pays.
 
 Magnitudes stay O(1) through any number of layers without norms: every GEMM's random
 weights are scaled so its output has unit RMS given its input's RMS (``gain``: 1 for a
