@@ -17,7 +17,8 @@ if not HAS_CUDA and importlib.util.find_spec("triton") is not None:
 
     import fp8tower.kernels.act_quant
     import fp8tower.kernels.fp8_gemm
-    import fp8tower.kernels.read_ceiling  # noqa: F401
+    import fp8tower.kernels.read_ceiling
+    import fp8tower.tower.standin  # noqa: F401
 
     if _saved is None:
         del os.environ["TRITON_INTERPRET"]

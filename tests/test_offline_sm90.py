@@ -217,3 +217,31 @@ def test_weight_only_split_at_m64_is_one_128_row_tile_without_spills():
     assert r["spill_bytes"] in (0, None) and r["shared_bytes"] <= SMEM_PER_BLOCK
     assert r["programs_per_sm"] >= 1
     assert r["grid_programs"] == 16384 // 64  # one M tile: no second pass over W
+
+
+_STANDIN = r"""
+import json, torch
+from triton.runtime.jit import MockTensor
+from fp8tower.kernels import offline
+from fp8tower.tower import standin
+with offline.offline_target((9, 0)):
+    c = standin._standin_rows_elementwise_add.warmup(
+        MockTensor(torch.bfloat16, [32, 16384]), MockTensor(torch.bfloat16, [32, 16384]),
+        MockTensor(torch.bfloat16, [32, 6144]), 6144, 16384, 16384,
+        BLOCK=standin.BLOCK, INTERPRET_BF16=False, num_warps=4, grid=(1,))
+print(json.dumps(offline._ptx_summary(c.asm["ptx"])))
+"""
+
+
+def test_the_rows_standin_streams_16_bytes_a_load_without_pdl():
+    """tower/standin.py's kernel on sm_90 (column slices of a 16384-wide output, as the
+    merged 27B tower's GDN stand-in reads them): 16-byte loads and stores, no griddepcontrol
+    (launched as a foreign kernel is)."""
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
+    out = subprocess.run([sys.executable, "-c", _STANDIN], capture_output=True, text=True,
+                         env=env, timeout=300, check=False)
+    assert out.returncode == 0, out.stderr[-3000:]
+    ops = json.loads(out.stdout)
+    assert ops.get("ld.global.v4.b32") == 2 and ops.get("st.global.v4.b32") == 1, ops
+    assert not any(op.startswith("griddepcontrol") for op in ops), ops

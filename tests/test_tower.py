@@ -268,3 +268,51 @@ def test_auto_warmup_pretunes_the_step_together(monkeypatch):
     keys = {tower.problem(g).key() for g in tower._gemms()}
     assert calls and calls[0] == len(tower._gemms())
     assert d.stats["tuned"] == len(keys)  # each distinct shape once, all before the step
+
+
+@pytest.mark.parametrize("arm", ("unmerged", "merged"))
+def test_the_rows_standin_gives_the_torch_standins_bits(interpret, monkeypatch, arm):
+    """build.STANDIN_KERNEL = "rows" (tower/standin.py, a benchmark arm): one Triton kernel
+    reading each row at its stride instead of torch.add on the column slices; the same step,
+    bit for bit, at M = 3 (strided slices); an unknown kernel is refused by name."""
+    from fp8tower.tower import build
+
+    tower = build_tower(SPEC, arm=arm, m=3, seed=5)
+    assert any(not s.mix.passthrough for s in tower.stages)
+    y_torch = tower.step(tower.static_x)
+    monkeypatch.setattr(build, "STANDIN_KERNEL", "rows")
+    y_rows = tower.step(tower.static_x)
+    assert torch.equal(y_torch, y_rows)
+    monkeypatch.setattr(build, "STANDIN_KERNEL", "fused")
+    with pytest.raises(ValueError, match="'fused'"):
+        tower.step(tower.static_x)
+
+
+def test_rows_add_refuses_what_it_cannot_read(interpret):
+    from fp8tower.tower.standin import rows_add
+
+    a = torch.randn(4, 8, dtype=torch.bfloat16)
+    with pytest.raises(ValueError, match="contiguous rows"):
+        rows_add(a.t(), a.t())
+    with pytest.raises(ValueError, match=r"\(4, 8\)"):
+        rows_add(a, a[:, :4])
+
+
+@pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")  # inf - inf
+@pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning")  # 60000 + 60000
+@pytest.mark.parametrize("dtype", (torch.bfloat16, torch.float16))
+def test_rows_add_is_torch_add_bit_for_bit(interpret, dtype):
+    """Column slices (row stride > K), ties to even, overflow to inf, inf - inf and NaN (a
+    NaN's payload may differ: NaN where torch gives NaN)."""
+    from fp8tower.tower.standin import rows_add
+
+    g = torch.Generator().manual_seed(3)
+    big = torch.randn(5, 3000, generator=g).to(dtype)
+    big[0, :4] = torch.tensor([float("inf"), float("nan"), 60000.0, -1.0])
+    big[0, 1900:1904] = torch.tensor([float("-inf"), 1.0, 60000.0, 1.0])
+    a, b = big[:, :1100], big[:, 1900:]
+    y, ref = rows_add(a, b), torch.add(a, b)
+    assert y.is_contiguous() and y.shape == ref.shape
+    nan = ref.isnan()
+    assert int(nan.sum()) == 2 and torch.equal(y.isnan(), nan)
+    assert torch.equal(y.view(torch.int16)[~nan], ref.view(torch.int16)[~nan])

@@ -50,6 +50,7 @@ from ..models import DEFAULT_PARTS, GemmSpec, TowerSpec, get_spec
 from ..nn.linear import Fp8Linear
 from ..nn.merged import MergedFp8Linear, MergeMode
 from ..problem import GemmProblem
+from . import standin
 
 ARMS = ("unmerged", "merged")
 # FP8 data are drawn as randn * DATA_STD (max ~6.5 sigma = 208 < 448 even over 7e9 values).
@@ -61,6 +62,11 @@ ACT_SIGMAS = 8.0
 # Kernels of a stand-in op: CUDA elementwise kernels; on the CPU, top-level aten ops.
 STANDIN_REGEX = r"elementwise|^aten::"
 STANDIN_BACKEND = "torch"
+# The stand-in's kernel: "torch" (torch.add on the column slices, the tower's definition) or
+# "rows" (standin.rows_add: one Triton kernel that reads each row at its stride; the same
+# bits). A benchmark's knob (benchmarks/bench_standin.py), read at each call.
+STANDIN_KERNEL = "torch"
+STANDIN_KERNELS = ("torch", "rows")
 
 
 # ----------------------------------------------------------------------------- weights
@@ -130,7 +136,13 @@ class _Mix:
         if self.b is None:
             return outs[ia]
         (ib, cb) = self.b
-        return torch.add(outs[ia][..., ca:ca + self.k], outs[ib][..., cb:cb + self.k])
+        a, b = outs[ia][..., ca:ca + self.k], outs[ib][..., cb:cb + self.k]
+        if STANDIN_KERNEL == "rows":
+            return standin.rows_add(a, b)
+        if STANDIN_KERNEL != "torch":
+            raise ValueError(f"build.STANDIN_KERNEL must be one of {STANDIN_KERNELS}, got "
+                             f"{STANDIN_KERNEL!r}")
+        return torch.add(a, b)
 
 
 def plan_mix(widths: Sequence[int], k: int, where: str = "stage") -> _Mix:
