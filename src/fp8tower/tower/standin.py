@@ -7,11 +7,11 @@ contiguous and torch runs its vectorized elementwise kernel (1.2 us a call on th
 M = 2 they are strided and torch runs its strided kernel (2.6-2.8 us at M = 8 and 32): 4-5
 points of the merged 27B tower's M = 8 / 32 ratios to M = 1 that no GEMM pays (paired traces,
 results/m32_gap_H200_2026-12-02/). This kernel reads each row with 16-byte loads wherever
-the row stride is a multiple of 8 elements, as the tower's always is (sm_90 PTX in
-tests/test_offline_sm90.py), as a stride-aware kernel of a real model would. Its cost in the tower is not measured yet: that is
-benchmarks/bench_standin.py. It is launched without PDL, as a foreign kernel is, and its name
-matches build.STANDIN_REGEX. The sum is taken in fp32 and rounded once, as torch's bf16 /
-fp16 add does: the same bits (a NaN's payload aside).
+the row stride is a multiple of 8 elements, as the 27B tower's are (sm_90 PTX in
+tests/test_offline_sm90.py): what a stride-aware kernel of a real model does. Its cost in the
+tower is not measured yet: that is benchmarks/bench_standin.py. It is launched without PDL,
+as a foreign kernel is, and its name matches build.STANDIN_REGEX. The sum is taken in fp32
+and rounded once, as torch's bf16 / fp16 add does: the same bits (a NaN's payload aside).
 """
 
 from __future__ import annotations
