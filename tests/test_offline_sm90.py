@@ -15,12 +15,17 @@ pytest.importorskip("triton")
 SHAPES = ("10240x5120", "1024x5120", "5120x17408", "6144x5120")
 
 
-@pytest.fixture(scope="module")
-def facts():
-    # A fresh process: this one imported triton under TRITON_INTERPRET=1 (conftest), and
-    # interpreted @jit functions cannot be compiled.
+def _compile_env() -> dict:
+    """The environment of a compiling subprocess: this process imported triton under
+    TRITON_INTERPRET=1 (conftest), and interpreted @jit functions cannot be compiled."""
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     env.setdefault("TRITON_DEFAULT_FP_FUSION", "1")  # triton 3.9 warns when unset
+    return env
+
+
+@pytest.fixture(scope="module")
+def facts():
+    env = _compile_env()
     cmd = [sys.executable, "-m", "fp8tower.kernels.offline", "--m", "1,8,32,64", "--priority"]
     for s in SHAPES:
         cmd += ["--shape", s]
@@ -88,8 +93,7 @@ def test_no_load_waits_after_the_k_loop():
     """Without split-K nothing is loaded after the K loop, for any scheme or way of taking x:
     the epilogue's scales come before it (kernels/fp8_gemm.py), so no program's tail waits
     for memory. (Split-K's last split loads the partials there: that is its reduction.)"""
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    env.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
+    env = _compile_env()
     out = subprocess.run([sys.executable, "-c", _WHOLE_TILES], capture_output=True, text=True,
                          env=env, timeout=600, check=False)
     assert out.returncode == 0, out.stderr[-3000:]
@@ -197,8 +201,7 @@ def test_offline_cli_bad_input(args, message, capsys):
 def test_weight_only_split_at_m64_is_one_128_row_tile_without_spills():
     """weight_only's split x at M = 64 (128 FP8 rows) runs as one 128-row tile, so W streams
     once (configs.SPLIT_BLOCK_M_MAX): it builds for sm_90 without spills, one program a SM."""
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    env.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
+    env = _compile_env()
     code = (
         "import json, dataclasses\n"
         "from fp8tower.kernels import configs, offline\n"
@@ -237,8 +240,7 @@ def test_the_rows_standin_streams_16_bytes_a_load_without_pdl():
     """tower/standin.py's kernel on sm_90 (column slices of a 16384-wide output, as the
     merged 27B tower's GDN stand-in reads them): 16-byte loads and stores, no griddepcontrol
     (launched as a foreign kernel is)."""
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    env.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
+    env = _compile_env()
     out = subprocess.run([sys.executable, "-c", _STANDIN], capture_output=True, text=True,
                          env=env, timeout=300, check=False)
     assert out.returncode == 0, out.stderr[-3000:]
