@@ -13,7 +13,10 @@ Triton variants of the default config (``variant_config``: pair, deep, deep_own,
 any Triton arm with some of its config's keys overridden: ``triton[split_k=8]``,
 ``deep[num_stages=3,block_k=256]`` (``parse_override``). With
 ``cublaslt`` among the arms, every row gets its ratio to it in the same run and the summary
-lists the rows more than 2% slower.
+lists the rows more than 2% slower. The JSON is written after each scheme too (``"complete":
+false``, no ratios yet): ``auto`` tunes every key the cache lacks inside the run (per_tensor
+on the tower's shapes at four M: 256 s, results/standin_H200_2026-12-04/call2/), and a run
+stopped by a timeout keeps the schemes it finished.
 
     python benchmarks/bench_gemm.py                       # everything, the 27B tower's shapes
     python benchmarks/bench_gemm.py --m 1,32 --schemes per_tensor --shapes 1024x5120
@@ -323,6 +326,9 @@ def main(argv=None):
             del ws
             torch.cuda.empty_cache()
         console.print(f"{scheme.value} done at {time.time() - t0:.0f} s")
+        # The rows so far, so that a run stopped later (a device call's timeout: `auto` may
+        # tune every key it meets) keeps them; the final write below replaces this one.
+        write_result(args.json, rows, [], {}, ceiling, ceilings, cap, argv, complete=False)
     acc = accuracy(schemes)
     # Ratios within this run: every backend vs cuBLASLt on the same (scheme, shape, M).
     base = {(r["scheme"], r["n"], r["k"], r["m"]): r["us"] for r in rows
@@ -348,9 +354,17 @@ def main(argv=None):
         console.print(f"[red]slower than cuBLASLt by > {CUBLASLT_TOLERANCE:.0%}[/red]: "
                       f"{r['backend']} {r['scheme']} {r['n']}x{r['k']} M={r['m']} "
                       f"{r['us']:.2f} us ({r['speedup_vs_cublaslt']:.3f}x)")
+    path = write_result(args.json, rows, slow, acc, ceiling, ceilings, cap, argv, complete=True)
+    console.print(f"wrote {path} ({time.time() - t0:.0f} s)")
+
+
+def write_result(json_path, rows, slow, acc, ceiling, ceilings, cap, argv, *, complete):
+    """Write the run's JSON (``complete``: False while schemes remain; then the rows carry no
+    ratios to cuBLASLt yet and there is no accuracy check); return its path."""
     result = {
         "benchmark": "bench_gemm",
         **provenance.record(["python", "benchmarks/bench_gemm.py", *(argv or sys.argv[1:])]),
+        "complete": complete,
         "capability": list(cap),
         "read_ceiling_gbs": round(ceiling, 1), "read_ceiling_methods": ceilings,
         "units": {"us": "microseconds, median of replays", "gbs": "1e9 bytes/s",
@@ -359,11 +373,13 @@ def main(argv=None):
         "slower_than_cublaslt": [{f: r[f] for f in ("backend", "scheme", "n", "k", "m", "us",
                                                     "speedup_vs_cublaslt")} for r in slow],
     }
-    gpu = torch.cuda.get_device_name().replace(" ", "-")
-    path = Path(args.json or f"benchmarks/results/gemm_{gpu}_{result['date'][:10]}.json")
+    if json_path is None:
+        gpu = torch.cuda.get_device_name().replace(" ", "-")
+        json_path = f"benchmarks/results/gemm_{gpu}_{result['date'][:10]}.json"
+    path = Path(json_path)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(result, indent=1))
-    console.print(f"wrote {path} ({time.time() - t0:.0f} s)")
+    return path
 
 
 if __name__ == "__main__":

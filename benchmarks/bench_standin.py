@@ -7,8 +7,8 @@ runs torch.add: its vectorized kernel at M = 1 (contiguous slices), its strided 
 2.6-2.8 at M = 8 and 32). Arm ``rows`` runs the same add as tower/standin.rows_add, one
 Triton kernel that reads each row at its stride with 16-byte loads (launched without PDL, as
 a foreign kernel is): the same bits; what it costs at each M is what this measures. Every
-other kernel is the same in both arms. Not yet run on a GPU (session 21 ran out of device
-time).
+other kernel is the same in both arms. First run: results/standin_H200_2026-12-04/call1/
+(`fp8tower bench tower --standin torch|rows` times one arm per run).
 
 The merged tower (tuning cache in FP8TOWER_CACHE_DIR), each arm alternated
 (benchmarks/tower_ab.py); each arm's M ratios to its own M = 1 are printed at the end.

@@ -20,6 +20,7 @@ def run(*args, main=False):
     return result
 
 
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the CPU's table (ceiling n/a, wall clock)")
 def test_table_and_json(tmp_path):
     out = tmp_path / "t.json"
     r = run("tower", *FAST, "--m", "1,3", "--backends", "reference", "--json", out)
@@ -91,8 +92,43 @@ def test_cpu_defaults_and_default_json_path(tmp_path, monkeypatch):
     (("--model", "nope"), "model: got 'nope'; expected a shipped name"),
     (("--m", "0"), "--m '0': expected positive integers"),
     (("--merge-mode", "max"), "unknown merge mode 'max': expected one of exact, requant_max"),
+    (("--standin", "fused"), "--standin 'fused': expected one of torch, rows"),
 ])
 def test_bad_inputs(args, message):
     r = run("tower", "--model", "tiny-hybrid", *args)
     assert r.exit_code == 2
     assert message in " ".join(r.output.split())
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the CPU tower, Triton interpreted")
+def test_standin_rows_is_recorded(tmp_path, monkeypatch):
+    """--standin rows (tower/standin.rows_add; on the CPU under the Triton interpreter):
+    recorded in the JSON and its command; torch is the default and is recorded too."""
+    out_t, out_r = tmp_path / "t.json", tmp_path / "r.json"
+    common = ("tower", *FAST, "--m", "3", "--arms", "merged", "--backends", "reference")
+    assert run(*common, "--json", out_t).exit_code == 0
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    r = run(*common, "--standin", "rows", "--json", out_r)
+    assert r.exit_code == 0, r.output
+    rec_t, rec_r = json.loads(out_t.read_text()), json.loads(out_r.read_text())
+    assert rec_t["standin"] == "torch" and "--standin torch" in rec_t["command"]
+    assert rec_r["standin"] == "rows" and "--standin rows" in rec_r["command"]
+    assert rec_r["rows"][0]["status"] == "ok"
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the CPU without the interpreter")
+def test_standin_rows_on_the_cpu_says_what_it_needs(monkeypatch):
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    r = run("tower", *FAST, "--m", "1", "--standin", "rows")
+    assert r.exit_code == 2
+    assert "needs a CUDA GPU (on the CPU, set TRITON_INTERPRET=1)" in " ".join(r.output.split())
+
+
+def test_the_help_names_every_standin_kernel():
+    """cli/bench.py and cli/trace.py name the kernels without importing the tower."""
+    from fp8tower.cli import bench, trace
+    from fp8tower.tower.build import STANDIN_KERNELS
+
+    for name in STANDIN_KERNELS:
+        assert f"{name} (" in bench.STANDIN_HELP
+    assert STANDIN_KERNELS == trace.STANDIN_KERNELS

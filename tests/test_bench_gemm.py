@@ -106,3 +106,20 @@ def test_a_malformed_override_is_refused_before_any_timing(bad, says):
     with pytest.raises(SystemExit) as e:
         bench.main(["--backends", f"cublaslt,{bad}", "--json", "unused.json"])
     assert repr(bad) in str(e.value) and says in str(e.value)
+
+
+def test_the_json_is_written_partial_then_complete(tmp_path):
+    """write_result: after each scheme ("complete": false, the rows so far), then at the end;
+    a run stopped between schemes keeps what it measured."""
+    import json
+
+    path = tmp_path / "g.json"
+    row = {"scheme": "per_tensor", "n": 1024, "k": 5120, "m": 1, "backend": "auto", "us": 5.0}
+    common = (4400.0, {"triton_read": 4400.0}, (9, 0), ["--m", "1"])
+    assert bench.write_result(str(path), [row], [], {}, *common, complete=False) == path
+    doc = json.loads(path.read_text())
+    assert doc["complete"] is False and doc["rows"] == [row] and doc["accuracy"] == {}
+    assert doc["command"].endswith("bench_gemm.py --m 1")
+    bench.write_result(str(path), [row, row], [], {"per_tensor": 40.0}, *common, complete=True)
+    doc = json.loads(path.read_text())
+    assert doc["complete"] is True and len(doc["rows"]) == 2 and doc["read_ceiling_gbs"] == 4400.0

@@ -246,6 +246,21 @@ def test_capture_arm_counts_the_graphs_kernels(tmp_path, scheme, m, arm):
     assert att.integral and not att.mismatches
 
 
+@pytest.mark.gpu
+def test_capture_arm_with_the_rows_standin_attributes(tmp_path):
+    """standin="rows": each stand-in is one Triton kernel that the trace maps to its op
+    (build.STANDIN_REGEX), and the capture is attributed as with torch's."""
+    from fp8tower.tower.capture import capture_arm
+    from fp8tower.trace import attribute, load_arm
+
+    result = capture_arm("tiny-hybrid", "merged", "triton", 3, (2, 4), tmp_path, standin="rows")
+    standins = [op for op in result.manifest.ops if op.label.startswith("standin.")]
+    assert standins and all(op.kernels == 1 and op.backend == "triton" for op in standins)
+    assert result.manifest.meta["standin"] == "rows"
+    att = attribute(load_arm(tmp_path))
+    assert att.integral and not att.mismatches
+
+
 def test_auto_warmup_pretunes_the_step_together(monkeypatch):
     """With `auto` and tuning allowed, warm-up tunes every untuned shape of the step in one
     dispatch.pretune (parallel builds, seeded buckets) before the first step."""
@@ -286,6 +301,44 @@ def test_the_rows_standin_gives_the_torch_standins_bits(interpret, monkeypatch, 
     monkeypatch.setattr(build, "STANDIN_KERNEL", "fused")
     with pytest.raises(ValueError, match="'fused'"):
         tower.step(tower.static_x)
+
+
+def test_standin_kernel_sets_and_restores_the_knob():
+    from fp8tower.tower import build
+
+    assert build.STANDIN_KERNEL == "torch"
+    with build.standin_kernel("rows"):
+        assert build.STANDIN_KERNEL == "rows"
+        tower = build_tower(SPEC, arm="merged")
+        assert {op.backend for op in tower.ops() if op.kind == "standin"} == {"triton"}
+    assert build.STANDIN_KERNEL == "torch"
+    assert {op.backend for op in tower.ops() if op.kind == "standin"} == {"torch"}
+    with pytest.raises(ValueError, match="unknown stand-in kernel 'fused'"), \
+            build.standin_kernel("fused"):
+        pass
+    with pytest.raises(RuntimeError), build.standin_kernel("rows"):
+        raise RuntimeError
+    assert build.STANDIN_KERNEL == "torch"
+
+
+def test_capture_arm_records_the_standin_kernel(tmp_path):
+    from fp8tower.tower.capture import capture_arm
+
+    result = capture_arm("tiny-hybrid", "merged", "auto", 1, (2, 4), tmp_path, device="cpu")
+    assert result.manifest.meta["standin"] == "torch"
+    with pytest.raises(ValueError, match="'fused'"):
+        capture_arm("tiny-hybrid", "merged", "auto", 1, (2, 4), tmp_path / "b", device="cpu",
+                    standin="fused")
+
+
+def test_rows_add_on_cpu_tensors_needs_the_interpreter(monkeypatch):
+    pytest.importorskip("triton")
+    from fp8tower.tower.standin import rows_add
+
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    a = torch.randn(2, 8, dtype=torch.bfloat16)
+    with pytest.raises(ValueError, match="runs on CUDA tensors .* got cpu ones"):
+        rows_add(a, a)
 
 
 def test_rows_add_refuses_what_it_cannot_read(interpret):

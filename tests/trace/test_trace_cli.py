@@ -228,8 +228,15 @@ def test_capture_calls_the_tower(monkeypatch, tmp_path):
             "out_dir": tmp_path,
             "scheme": "block128",
             "force": False,
+            "standin": "torch",
         }
     ]
+
+
+def test_capture_bad_standin_is_a_clear_error():
+    r = run("capture", "--model", "tiny-hybrid", "--arm", "merged", "--out", "o",
+            "--standin", "fused")
+    assert r.exit_code == 2 and "--standin 'fused': expected one of torch, rows" in r.output
 
 
 def test_kernel_names_with_brackets_print_verbatim(tmp_path):

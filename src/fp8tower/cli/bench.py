@@ -4,6 +4,7 @@ prints a rich table and writes the JSON record (DESIGN.md, "Measurement method")
 from __future__ import annotations
 
 import datetime
+import os
 import re
 import sys
 from pathlib import Path
@@ -28,6 +29,12 @@ def _group() -> None:
 
 
 SCHEMA = "fp8tower.bench.tower/1"
+# tower.build.STANDIN_KERNELS (not imported here: it pulls in torch; a test keeps them equal).
+STANDIN_HELP = (
+    "The stand-ins' kernel (the a + b between some GEMMs): torch (torch.add on the GEMM "
+    "outputs' column slices, the tower's definition: strided from M = 2, 2.6-2.8 us a call "
+    "on an H200 against 1.2 at M = 1) or rows (one Triton kernel that reads each row at its "
+    "stride: the same bits, about the same cost at every M).")
 GPU_MODEL, CPU_MODEL = "qwen3.5-27b", "tiny-hybrid"
 GPU_BACKENDS, CPU_BACKENDS = "cublaslt,auto", "reference"
 
@@ -92,11 +99,12 @@ def _table(rows, model: str, ceiling: float | None, cpu: bool):
     return table
 
 
-def _command(model, ms, arms, backends, schemes, merge_mode, include_mlp, replays, steps, seed):
+def _command(model, ms, arms, backends, schemes, merge_mode, include_mlp, replays, steps, seed,
+             standin="torch"):
     cmd = (f"fp8tower bench tower --model {model} --m {','.join(map(str, ms))} "
            f"--arms {','.join(arms)} --backends {','.join(backends)} "
            f"--scheme {','.join(schemes)} --merge-mode {merge_mode} --replays {replays} "
-           f"--steps {steps} --seed {seed}")
+           f"--steps {steps} --seed {seed} --standin {standin}")
     return cmd + (" --include-mlp" if include_mlp else "")
 
 
@@ -124,6 +132,8 @@ def tower(
     steps: Annotated[int, typer.Option("--steps", min=1, help="Decode steps per timed replay.")
                      ] = 8,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the random weights.")] = 0,
+    standin: Annotated[str, typer.Option(
+        "--standin", help=STANDIN_HELP)] = "torch",
     json_out: Annotated[Path | None, typer.Option(
         "--json", help="JSON path; default benchmarks/results/tower_<model>_<gpu-or-cpu>_"
         "<date>.json.")] = None,
@@ -140,7 +150,7 @@ def tower(
     from ..models import ALL_PARTS, DEFAULT_PARTS, get_spec
     from ..nn.merged import MergeMode
     from ..tower.bench import bench_tower
-    from ..tower.build import ARMS
+    from ..tower.build import ARMS, STANDIN_KERNELS, standin_kernel
 
     cuda = torch.cuda.is_available()
     console = _console()
@@ -156,6 +166,11 @@ def tower(
     except ValueError as e:
         raise _fail(str(e)) from None
     parts = ALL_PARTS if include_mlp else DEFAULT_PARTS
+    if standin not in STANDIN_KERNELS:
+        raise _fail(f"--standin {standin!r}: expected one of {', '.join(STANDIN_KERNELS)}")
+    if standin == "rows" and not cuda and os.environ.get("TRITON_INTERPRET") != "1":
+        raise _fail("--standin rows runs a Triton kernel: it needs a CUDA GPU (on the CPU, "
+                    "set TRITON_INTERPRET=1)")
     if not cuda and backend_list is None:
         console.print(f"no CUDA GPU: backend {CPU_BACKENDS} (the CPU oracle); pass --backends "
                       "to choose others")
@@ -175,9 +190,11 @@ def tower(
             bar.update(task, description=desc)
             bar.advance(task)
 
-        rows = bench_tower(spec, schemes=scheme_list, arms=arm_list, backend_names=backend_names,
-                           ms=ms, parts=parts, merge_mode=mode, replays=replays, steps=steps,
-                           seed=seed, read_ceiling_gbps=ceiling, advance=advance)
+        with standin_kernel(standin):
+            rows = bench_tower(spec, schemes=scheme_list, arms=arm_list,
+                               backend_names=backend_names, ms=ms, parts=parts, merge_mode=mode,
+                               replays=replays, steps=steps, seed=seed,
+                               read_ceiling_gbps=ceiling, advance=advance)
     console.print(_table(rows, spec.name, ceiling, not cuda))
 
     gpu = torch.cuda.get_device_name() if cuda else None
@@ -193,10 +210,11 @@ def tower(
         "versions": provenance.record(),
         "date": now.isoformat(timespec="seconds"),
         "command": _command(spec.name, ms, arm_list, backend_names, scheme_list, mode.value,
-                            include_mlp, replays, steps, seed),
+                            include_mlp, replays, steps, seed, standin),
         "argv": sys.argv,
         "read_ceiling_gbps": ceiling,
         "parts": list(parts),
+        "standin": standin,
         "units": {"ms_per_step": "ms", "gbps": "GB/s decimal (1e9 B/s)",
                   "bytes_per_step": "bytes: FP8 weights + scales + activations + outputs",
                   "speedup": "baseline ms / ms"},

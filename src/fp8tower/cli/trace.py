@@ -32,6 +32,8 @@ ARM_HELP = (
     "An arm: a capture directory (manifest.json + its two traces), or SHORT,LONG trace "
     "paths (torch .json/.json.gz or nsys .sqlite) with --steps and a map file."
 )
+# tower.build.STANDIN_KERNELS (not imported here: it pulls in torch; a test keeps them equal).
+STANDIN_KERNELS = ("torch", "rows")
 STEPS_HELP = "Decode steps of the short and the long trace, e.g. --steps 8 136."
 MAP_HELP = "Map file (.json/.toml) mapping kernels of foreign traces to ops; see docs/trace.md."
 STEP_RANGE_HELP = (
@@ -334,6 +336,11 @@ def capture(
     force: Annotated[
         bool, typer.Option("--force", help="Replace an existing capture in --out, whole.")
     ] = False,
+    standin: Annotated[
+        str, typer.Option("--standin", help="The stand-ins' kernel: torch (the tower's "
+                          "definition) or rows (one stride-aware Triton kernel, the same bits; "
+                          "see fp8tower bench tower --help).")
+    ] = "torch",
 ) -> None:
     """Capture a two-length trace pair of a model's FP8 tower (the GPU, or the CPU's ops).
 
@@ -355,6 +362,8 @@ def capture(
         get_spec(model)  # a clear --model error before anything is built
     except ConfigError as e:
         raise _fail(f"--model: {e}") from None
+    if standin not in STANDIN_KERNELS:
+        raise _fail(f"--standin {standin!r}: expected one of {', '.join(STANDIN_KERNELS)}")
     check_capture_dir(out, force)  # before the (slow) tower build
 
     from ..tower.capture import capture_arm
@@ -362,7 +371,7 @@ def capture(
     try:
         result = capture_arm(
             model=model, arm=arm.value, backend=backend, m=m, steps=short_long, out_dir=out,
-            scheme=scheme_v, force=force,
+            scheme=scheme_v, force=force, standin=standin,
         )
     except BackendError as e:
         raise _fail(f"--backend {backend}: {e}") from None

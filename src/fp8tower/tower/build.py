@@ -25,7 +25,9 @@ previous stage's outputs (the step input ``x`` for the first stage):
   strided one. Paired traces of the merged 27B tower (H200 2026-12-02,
   results/m32_gap_H200_2026-12-02/, per_tensor / channel_token / block128): 1.2 us a call at
   M = 1, 2.6-2.8 at M = 8 and 32, +0.09-0.10 ms a step, i.e. 4-5 points of a step's M = 8 or
-  M = 32 ratio to M = 1 that no GEMM pays.
+  M = 32 ratio to M = 1 that no GEMM pays. :func:`standin_kernel` ("rows": one stride-aware
+  Triton kernel, tower/standin.py, the same bits) takes that away: 1.19 us a call at M = 1,
+  1.35 at M = 32 (results/standin_H200_2026-12-04/).
 
 Magnitudes stay O(1) through any number of layers without norms: every GEMM's random
 weights are scaled so its output has unit RMS given its input's RMS (``gain``: 1 for a
@@ -36,8 +38,9 @@ exactly). Non-FP8 linears (GDN in_proj_b / in_proj_a, BF16 in FP8 checkpoints) a
 
 from __future__ import annotations
 
+import contextlib
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import partial
 
@@ -63,9 +66,26 @@ STANDIN_REGEX = r"elementwise|^aten::"
 STANDIN_BACKEND = "torch"
 # The stand-in's kernel: "torch" (torch.add on the column slices, the tower's definition) or
 # "rows" (standin.rows_add: one Triton kernel that reads each row at its stride; the same
-# bits). A benchmark's knob (benchmarks/bench_standin.py), read at each call.
+# bits). Read at each call; set it with :func:`standin_kernel` (`bench tower --standin`,
+# `trace capture --standin`, benchmarks/bench_standin.py).
 STANDIN_KERNEL = "torch"
 STANDIN_KERNELS = ("torch", "rows")
+STANDIN_KERNEL_BACKEND = {"torch": STANDIN_BACKEND, "rows": "triton"}
+
+
+@contextlib.contextmanager
+def standin_kernel(name: str) -> Iterator[None]:
+    """Inside the block, every tower's stand-ins run on kernel ``name`` (STANDIN_KERNELS);
+    the previous kernel is restored after it. An unknown name is refused before the block."""
+    global STANDIN_KERNEL
+    if name not in STANDIN_KERNELS:
+        raise ValueError(f"unknown stand-in kernel {name!r}: expected one of "
+                         f"{', '.join(STANDIN_KERNELS)}")
+    before, STANDIN_KERNEL = STANDIN_KERNEL, name
+    try:
+        yield
+    finally:
+        STANDIN_KERNEL = before
 
 
 # ----------------------------------------------------------------------------- weights
@@ -406,7 +426,8 @@ class Tower:
         return TowerOp(
             label=f"standin.{_short(name)}", group=f"standin.{_short(name)}", name=name,
             layer=layer, kind="standin", n=mix.k, k=mix.k, bytes=0,
-            bytes_moved=3 * self.m * mix.k * item, backend=STANDIN_BACKEND,
+            bytes_moved=3 * self.m * mix.k * item,
+            backend=STANDIN_KERNEL_BACKEND.get(STANDIN_KERNEL, STANDIN_BACKEND),
             kernel_family=STANDIN_REGEX,
         )
 

@@ -17,7 +17,7 @@ from ..trace.capture import capture_pair, check_capture_dir, step_range
 from ..trace.manifest import OpRecord
 from ..tuning.ceiling import measure_read_ceiling
 from ..tuning.timer import event_times_ms
-from .build import build_tower
+from .build import build_tower, standin_kernel
 
 
 def capture_arm(
@@ -34,14 +34,23 @@ def capture_arm(
     merge_mode: MergeMode | str = MergeMode.EXACT,
     seed: int = 0,
     force: bool = False,
+    standin: str = "torch",
 ):
     """Build and warm up a tower, then capture its two-length trace pair with
     fp8tower.trace.capture.capture_pair: one-step CUDA graph replayed n times (eager steps on
     the CPU), each step in a step range; the manifest's ops are :meth:`Tower.ops`, their
     kernel counts from one eager step's op calls (with a graph: on the graph's kernels, not
     an eager one-launch variant, nn/plan.py). Returns capture_pair's CaptureResult.
-    An existing capture in ``out_dir`` is refused unless ``force`` (checked before building)."""
+    An existing capture in ``out_dir`` is refused unless ``force`` (checked before building).
+    ``standin``: the stand-ins' kernel (build.STANDIN_KERNELS), recorded in the manifest."""
     check_capture_dir(out_dir, force)
+    with standin_kernel(standin):
+        return _build_and_capture(model, arm, backend, m, steps, out_dir, scheme, device, parts,
+                                  merge_mode, seed, force, standin)
+
+
+def _build_and_capture(model, arm, backend, m, steps, out_dir, scheme, device, parts,
+                       merge_mode, seed, force, standin):
     tower = build_tower(model, scheme=scheme, arm=arm, backend=backend, m=m, device=device,
                         seed=seed, parts=parts, merge_mode=merge_mode)
     reason = tower.unservable()
@@ -53,10 +62,10 @@ def capture_arm(
     # pre-pass pairs ran 2 kernels a GEMM in the graph, its eager twins 1, and the capture
     # could not be attributed ("step 0 has 320 kernels but ... 192 per step").
     with _plan.same_kernels_as_graphs() if graph else contextlib.nullcontext():
-        return _capture(tower, arm, backend, m, steps, out_dir, force, graph)
+        return _capture(tower, arm, backend, m, steps, out_dir, force, graph, standin)
 
 
-def _capture(tower, arm, backend, m, steps, out_dir, force, graph):
+def _capture(tower, arm, backend, m, steps, out_dir, force, graph, standin):
     tower.warmup()
     ops = [OpRecord(op.label, op.n, op.k, op.bytes_moved, op.backend, op.kernel_family, 1,
                     op.group) for op in tower.ops()]
@@ -82,7 +91,7 @@ def _capture(tower, arm, backend, m, steps, out_dir, force, graph):
         "arm": arm, "model": tower.spec.name, "m": m, "scheme": tower.scheme.value,
         "backend": backend, "merge_mode": tower.merge_mode.value, "parts": list(tower.parts),
         "gemms_per_step": tower.gemm_count(), "fp8_bytes_per_step": tower.fp8_bytes(),
-        "read_ceiling_gbps": ceiling,
+        "read_ceiling_gbps": ceiling, "standin": standin,
     }
     return capture_pair(run_steps, ops, steps, out_dir, meta, eager_ops=tower.op_calls(),
                         device=tower.device.type, force=force)

@@ -1,6 +1,6 @@
 """The tower's stand-in add (``a + b`` of two row-major slices) as one Triton kernel that reads
-each row at its own stride: a benchmark arm (``build.STANDIN_KERNEL = "rows"``), not the
-tower's default.
+each row at its own stride: ``bench tower --standin rows`` / ``trace capture --standin rows``
+(:func:`build.standin_kernel`), not the tower's default.
 
 Why: the stand-in's operands are column slices of the GEMM outputs. At M = 1 they are
 contiguous and torch runs its vectorized elementwise kernel (1.2 us a call on the H200); from
@@ -8,10 +8,13 @@ M = 2 they are strided and torch runs its strided kernel (2.6-2.8 us at M = 8 an
 points of the merged 27B tower's M = 8 / 32 ratios to M = 1 that no GEMM pays (paired traces,
 results/m32_gap_H200_2026-12-02/). This kernel reads each row with 16-byte loads wherever
 the row stride is a multiple of 8 elements, as the 27B tower's are (sm_90 PTX in
-tests/test_offline_sm90.py): what a stride-aware kernel of a real model does. Its cost in the
-tower is not measured yet: that is benchmarks/bench_standin.py. It is launched without PDL,
-as a foreign kernel is, and its name matches build.STANDIN_REGEX. The sum is taken in fp32
-and rounded once, as torch's bf16 / fp16 add does: the same bits (a NaN's payload aside).
+tests/test_offline_sm90.py): what a stride-aware kernel of a real model does. Measured on the
+H200 (results/standin_H200_2026-12-04/): 1.19 us a call at M = 1 and 1.35 at M = 32 in the
+paired traces (call3/); the tower's step the same as with torch's at M = 1 and 1.0-4.1%
+shorter at M = 8, 16 and 32 (call4/, call5/); its output the same bits (call1/). It is
+launched without PDL, as a foreign kernel is, and its name matches build.STANDIN_REGEX. The
+sum is taken in fp32 and rounded once, as torch's bf16 / fp16 add does: the same bits (a
+NaN's payload aside).
 """
 
 from __future__ import annotations
@@ -57,10 +60,14 @@ def rows_add(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     if a.stride(1) != 1 or b.stride(1) != 1:
         raise ValueError(f"rows_add needs contiguous rows, got strides {a.stride()} and "
                          f"{b.stride()}")
+    interpreting = os.environ.get("TRITON_INTERPRET") == "1"
+    if a.device.type != "cuda" and not interpreting:
+        raise ValueError(f"rows_add runs on CUDA tensors (on the CPU only under "
+                         f"TRITON_INTERPRET=1), got {a.device.type} ones")
     m, k = a.shape
     y = torch.empty(m, k, dtype=a.dtype, device=a.device)
     grid = (m, triton.cdiv(k, BLOCK))
-    interpret = os.environ.get("TRITON_INTERPRET") == "1" and a.dtype == torch.bfloat16
+    interpret = interpreting and a.dtype == torch.bfloat16
     _standin_rows_elementwise_add[grid](a, b, y, k, a.stride(0), b.stride(0), BLOCK=BLOCK,
                                         INTERPRET_BF16=interpret, num_warps=4)
     return y
