@@ -45,24 +45,19 @@ def capture_arm(
     ``standin``: the stand-ins' kernel (build.STANDIN_KERNELS), recorded in the manifest."""
     check_capture_dir(out_dir, force)
     with standin_kernel(standin):
-        return _build_and_capture(model, arm, backend, m, steps, out_dir, scheme, device, parts,
-                                  merge_mode, seed, force, standin)
-
-
-def _build_and_capture(model, arm, backend, m, steps, out_dir, scheme, device, parts,
-                       merge_mode, seed, force, standin):
-    tower = build_tower(model, scheme=scheme, arm=arm, backend=backend, m=m, device=device,
-                        seed=seed, parts=parts, merge_mode=merge_mode)
-    reason = tower.unservable()
-    if reason is not None:
-        raise backends.BackendError(reason)
-    graph = tower.device.type == "cuda"
-    # The eager op calls count the kernels that label the graph's: their plans must run the
-    # graph's kernels. H200 2026-12-01 (results/pf_ratios_H200_2026-12-01/call4/): channel_token's
-    # pre-pass pairs ran 2 kernels a GEMM in the graph, its eager twins 1, and the capture
-    # could not be attributed ("step 0 has 320 kernels but ... 192 per step").
-    with _plan.same_kernels_as_graphs() if graph else contextlib.nullcontext():
-        return _capture(tower, arm, backend, m, steps, out_dir, force, graph, standin)
+        tower = build_tower(model, scheme=scheme, arm=arm, backend=backend, m=m, device=device,
+                            seed=seed, parts=parts, merge_mode=merge_mode)
+        reason = tower.unservable()
+        if reason is not None:
+            raise backends.BackendError(reason)
+        graph = tower.device.type == "cuda"
+        # The eager op calls count the kernels that label the graph's: their plans must run
+        # the graph's kernels. H200 2026-12-01 (results/pf_ratios_H200_2026-12-01/call4/):
+        # channel_token's pre-pass pairs ran 2 kernels a GEMM in the graph, its eager twins 1,
+        # and the capture could not be attributed ("step 0 has 320 kernels but ... 192 per
+        # step").
+        with _plan.same_kernels_as_graphs() if graph else contextlib.nullcontext():
+            return _capture(tower, arm, backend, m, steps, out_dir, force, graph, standin)
 
 
 def _capture(tower, arm, backend, m, steps, out_dir, force, graph, standin):
