@@ -1,7 +1,12 @@
 """GEMM sweep on a GPU: shapes (the Qwen3.5-27B tower's, or other families') x M x backend x scheme.
 
 Timed as DESIGN.md says (tuning.time_cuda_graph: one CUDA graph over rotated weight
-copies > 3x L2, median of replays), with the read ceiling measured in the same run.
+copies > 3x L2, median of replays), with the read ceiling measured in the same run, in the
+tuner's own chain (``--chain model``, tuning.search.Chain: a small elementwise kernel writes
+x before every other GEMM, like a norm or an activation in a model, and its share is
+subtracted), so that ``auto`` is scored where it was chosen; ``--chain gemm``: GEMMs back to
+back (before 2026-12-04 the only chain: there the PDL configs the tuner chose at M = 1 ran up
+to 3.9 us a GEMM slower than in the tuner's chain, results/scorecard_H200_2026-12-04/call4/).
 bf16 activations in; activation quantization is included in every backend's time (cuBLASLt
 pays its separate quant launch, Triton fuses it or runs its pre-pass). Prints a table and
 writes JSON under benchmarks/results/.
@@ -31,6 +36,7 @@ import dataclasses
 import json
 import sys
 import time
+from functools import partial
 from pathlib import Path
 
 import torch
@@ -44,6 +50,7 @@ from fp8tower.formats import FP8_DTYPE, Fp8Weight, Scheme, quantize_weight, sqnr
 from fp8tower.kernels import act_quant, configs
 from fp8tower.problem import GemmProblem
 from fp8tower.tuning.ceiling import read_ceiling
+from fp8tower.tuning.search import Chain
 from fp8tower.tuning.timer import l2_cache_bytes, rotation_copies, time_cuda_graph
 
 TOWER_SHAPES = {
@@ -86,6 +93,13 @@ OVERRIDE_KEYS = ("block_n", "block_k", "split_k", "num_warps", "num_stages", "pr
                  "prefetch", "packed", "fused_amax")
 # The bar of issue #12: no arm more than this much slower than cuBLASLt, tuned or not.
 CUBLASLT_TOLERANCE = 0.02
+# --chain: what each GEMM of the timed graph follows (recorded in the JSON's "chain").
+CHAIN_HELP = {
+    "model": "the tuner's chain (tuning.search.Chain): an x writer before every other GEMM, "
+             "its share subtracted",
+    "gemm": "GEMMs back to back",
+}
+CHAINS = tuple(CHAIN_HELP)
 
 
 def split_arms(text: str) -> list[str]:
@@ -259,6 +273,9 @@ def main(argv=None):
     ap.add_argument("--prepass-group", type=int, default=None,
                     help="per_tensor's pre-pass: elements a program (act_quant.PER_TENSOR_GROUP; "
                     "default: its own rule)")
+    ap.add_argument("--chain", choices=CHAINS, default="model",
+                    help="model: the tuner's chain, an x writer before every other GEMM, its "
+                    "share subtracted (default); gemm: GEMMs back to back")
     ap.add_argument("--json", default=None, help="output path (default benchmarks/results/...)")
     args = ap.parse_args(argv)
     names = split_arms(args.backends)
@@ -295,6 +312,8 @@ def main(argv=None):
             ws = random_weights(n, k, scheme, copies)
             for m in ms:
                 x = torch.randn(m, k, device="cuda").bfloat16()
+                chain = Chain.build(x, None, ws, torch.bfloat16, writer=args.chain == "model",
+                                    timer=partial(time_cuda_graph, replays=args.replays))
                 p = GemmProblem(m, n, k, scheme, capability=cap,
                                 static_act_scale=scheme is Scheme.PER_TENSOR)
                 for name in names:
@@ -307,13 +326,8 @@ def main(argv=None):
                     if chosen is not None:
                         row["chosen"] = chosen
 
-                    def make(i, be=be, cfg=cfg, ws=ws, x=x):
-                        w = ws[i]
-                        packed = be.packed_for(w)
-                        return lambda: be.run(x, w, packed, out_dtype=torch.bfloat16, config=cfg)
-
                     try:
-                        t = time_cuda_graph(make, copies, replays=args.replays)
+                        t = chain.time(be, cfg)
                     except (ValueError, RuntimeError, TritonError) as e:  # e.g. an override
                         # past shared memory: the row records it, the sweep goes on
                         console.print(f"[red]{name} {scheme.value} {n}x{k} M={m}: {e}[/red]")
@@ -328,7 +342,8 @@ def main(argv=None):
         console.print(f"{scheme.value} done at {time.time() - t0:.0f} s")
         # The rows so far, so that a run stopped later (a device call's timeout: `auto` may
         # tune every key it meets) keeps them; the final write below replaces this one.
-        write_result(args.json, rows, [], {}, ceiling, ceilings, cap, argv, complete=False)
+        write_result(args.json, rows, [], {}, ceiling, ceilings, cap, argv, complete=False,
+                     chain=args.chain)
     acc = accuracy(schemes)
     # Ratios within this run: every backend vs cuBLASLt on the same (scheme, shape, M).
     base = {(r["scheme"], r["n"], r["k"], r["m"]): r["us"] for r in rows
@@ -354,13 +369,16 @@ def main(argv=None):
         console.print(f"[red]slower than cuBLASLt by > {CUBLASLT_TOLERANCE:.0%}[/red]: "
                       f"{r['backend']} {r['scheme']} {r['n']}x{r['k']} M={r['m']} "
                       f"{r['us']:.2f} us ({r['speedup_vs_cublaslt']:.3f}x)")
-    path = write_result(args.json, rows, slow, acc, ceiling, ceilings, cap, argv, complete=True)
+    path = write_result(args.json, rows, slow, acc, ceiling, ceilings, cap, argv, complete=True,
+                        chain=args.chain)
     console.print(f"wrote {path} ({time.time() - t0:.0f} s)")
 
 
-def write_result(json_path, rows, slow, acc, ceiling, ceilings, cap, argv, *, complete):
+def write_result(json_path, rows, slow, acc, ceiling, ceilings, cap, argv, *, complete,
+                 chain="model"):
     """Write the run's JSON (``complete``: False while schemes remain; then the rows carry no
-    ratios to cuBLASLt yet and there is no accuracy check); return its path."""
+    ratios to cuBLASLt yet and there is no accuracy check; ``chain``: --chain); return its
+    path."""
     result = {
         "benchmark": "bench_gemm",
         **provenance.record(["python", "benchmarks/bench_gemm.py", *(argv or sys.argv[1:])]),
@@ -369,6 +387,7 @@ def write_result(json_path, rows, slow, acc, ceiling, ceilings, cap, argv, *, co
         "read_ceiling_gbs": round(ceiling, 1), "read_ceiling_methods": ceilings,
         "units": {"us": "microseconds, median of replays", "gbs": "1e9 bytes/s",
                   "bytes": "N*K FP8 + scales + M*K bf16 in + M*N bf16 out"},
+        "chain": CHAIN_HELP[chain],
         "static_act_scale": STATIC_ACT_SCALE, "rows": rows, "accuracy": acc,
         "slower_than_cublaslt": [{f: r[f] for f in ("backend", "scheme", "n", "k", "m", "us",
                                                     "speedup_vs_cublaslt")} for r in slow],

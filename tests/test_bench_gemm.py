@@ -7,6 +7,7 @@ import importlib.util
 from pathlib import Path
 
 import pytest
+import torch
 from test_tuning import FakeClock, cpu_problem, fake_backend
 
 from fp8tower.dispatch import Dispatcher
@@ -123,3 +124,16 @@ def test_the_json_is_written_partial_then_complete(tmp_path):
     bench.write_result(str(path), [row, row], [], {"per_tensor": 40.0}, *common, complete=True)
     doc = json.loads(path.read_text())
     assert doc["complete"] is True and len(doc["rows"]) == 2 and doc["read_ceiling_gbs"] == 4400.0
+    assert doc["chain"] == bench.CHAIN_HELP["model"]  # the default: the tuner's chain
+    bench.write_result(str(path), [row], [], {}, *common, complete=True, chain="gemm")
+    assert json.loads(path.read_text())["chain"] == "GEMMs back to back"
+
+
+def test_chain_option(capsys):
+    """--chain takes model (the tuner's chain) or gemm, and nothing else, before any timing."""
+    with pytest.raises(SystemExit) as e:
+        bench.main(["--chain", "norm"])
+    assert e.value.code == 2 and "invalid choice: 'norm'" in capsys.readouterr().err
+    if not torch.cuda.is_available():  # accepted: it gets as far as asking for a GPU
+        with pytest.raises(SystemExit, match="needs a CUDA GPU"):
+            bench.main(["--chain", "gemm"])

@@ -249,6 +249,32 @@ def test_the_timed_chain_writes_x_before_every_other_gemm():
     assert writes == [1, 3, 5]  # before the 2nd, 4th and 6th GEMM: every other one
 
 
+def test_the_chain_subtracts_the_writers_share():
+    clock = FakeClock()
+    be = fake_backend("a", clock, {"default": 10.0})
+    x, act, ws = tsearch.tuning_operands(cpu_problem(), torch.device("cpu"), 4)
+
+    def timer(make, n):  # every copy once, as one graph replay; the time per call
+        start = clock.now
+        for i in range(n):
+            make(i)()
+        t = (clock.now - start) / n
+        return Timing(median_us=t, min_us=t, max_us=t)
+
+    def write_x():
+        clock.now += 4.0
+
+    chain = tsearch.Chain(x, act, ws, torch.bfloat16, timer, write_x, base_us=2.0)
+    # 4 GEMMs of 10 us and 2 writes of 4 us (before the 2nd and the 4th), less 2 us a call
+    assert chain.time(be, None).median_us == pytest.approx(10.0)
+    alone = tsearch.Chain.build(x, act, ws, torch.bfloat16, timer=timer, writer=False)
+    assert alone.write_x is None and alone.base_us == 0.0
+    assert alone.time(be, None).median_us == pytest.approx(10.0)
+    assert tsearch.Chain.build(x, act, ws, torch.bfloat16, timer=timer).write_x is None  # CPU
+    forced = tsearch.Chain.build(x, act, ws, torch.bfloat16, timer=timer, writer=True)
+    assert forced.write_x is not None and forced.base_us == 0.0  # torch's mul: no fake time
+
+
 def test_spaced():
     assert tsearch.spaced(list(range(5)), 8) == [0, 1, 2, 3, 4]
     assert tsearch.spaced(list(range(312)), 4) == [0, 78, 156, 234]

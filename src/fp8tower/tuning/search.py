@@ -18,7 +18,7 @@ from ..kernels.layout import tile_major_enabled
 from ..problem import GemmProblem
 from ..provenance import now_iso
 from .cache import Entry, Measurement, extra_weight_copy, normalize_config
-from .timer import MakeCall, Timer, l2_cache_bytes, rotation_copies, time_cuda_graph
+from .timer import MakeCall, Timer, Timing, l2_cache_bytes, rotation_copies, time_cuda_graph
 
 # The oracle is correct, never fast: it is never timed, only taken as the last safe default.
 # reference: the oracle. stream: ahead of the Triton kernels by up to 2% on the big 27B
@@ -143,6 +143,51 @@ def x_writer(x: torch.Tensor) -> Callable[[], Any]:
     return lambda: torch.mul(src, 1.0, out=x)
 
 
+@dataclasses.dataclass
+class Chain:
+    """The chain a candidate is timed in: its calls over ``weights`` (rotated copies, cold L2)
+    in one CUDA graph (``timer``); on a GPU an x writer (:func:`x_writer`) before every
+    WRITE_X_EVERY-th call, whose share is subtracted. The tuner times every candidate here,
+    and benchmarks/bench_gemm.py scores the tuned choice in the same chain (``--chain``):
+    with GEMMs back to back the PDL configs the tuner chose at M = 1 ran up to 3.9 us
+    slower a GEMM than here, configs without PDL the same (H200 2026-12-04,
+    results/scorecard_H200_2026-12-04/call4/: per_tensor 10240x5120 14.86 us here, 18.75 back
+    to back, where the untuned config ran 16.53 / 16.40), and the scorecard then judged a
+    choice against a chain the tuner never timed."""
+
+    x: torch.Tensor
+    act_scale: torch.Tensor | None
+    weights: list[Fp8Weight]
+    out_dtype: torch.dtype
+    timer: Timer
+    write_x: Callable[[], Any] | None = None
+    base_us: float = 0.0  # the writer's share of each call, subtracted
+
+    @classmethod
+    def build(cls, x: torch.Tensor, act_scale: torch.Tensor | None, weights: list[Fp8Weight],
+              out_dtype: torch.dtype, *, timer: Timer | None = None,
+              writer: bool | None = None) -> Chain:
+        """The chain over these operands; ``writer``: with the x writer (None: on a GPU),
+        False: GEMMs alone, back to back."""
+        timer = timer or time_cuda_graph
+        write_x, base_us = None, 0.0
+        if writer is None:
+            writer = x.device.type == "cuda"
+        if writer and WRITE_X_EVERY:
+            write_x = x_writer(x)
+            base_us = timer(lambda i: write_x, len(weights)).median_us / WRITE_X_EVERY
+        return cls(x, act_scale, weights, out_dtype, timer, write_x, base_us)
+
+    def time(self, backend, config) -> Timing:
+        """Per-call time of ``backend`` with ``config``, the writer's share taken off."""
+        make = _make_call(backend, config, self.x, self.act_scale, self.weights,
+                          self.out_dtype, self.write_x)
+        t = self.timer(make, len(self.weights))
+        return dataclasses.replace(t, median_us=max(t.median_us - self.base_us, 1e-3),
+                                   min_us=max(t.min_us - self.base_us, 1e-3),
+                                   max_us=max(t.max_us - self.base_us, 1e-3))
+
+
 def spaced(items: list, cap: int) -> list:
     """At most ``cap`` items evenly spaced over ``items``, in order, the first included."""
     if len(items) <= cap:
@@ -212,23 +257,16 @@ def tune_problem(
     x, act_scale, weights = tuning_operands(problem, device, n_copies)
     errors = gpu_errors()
     nbytes = problem.bytes_moved()
-    write_x, base_us = None, 0.0
-    if WRITE_X_EVERY and device.type == "cuda":
-        write_x = x_writer(x)
-        # the writer alone, per call it precedes: its share of each timed call
-        base_us = timer(lambda i: write_x, n_copies).median_us / WRITE_X_EVERY
+    chain = Chain.build(x, act_scale, weights, problem.out_dtype, timer=timer)
 
     def measure(backend, config) -> Measurement:
-        make = _make_call(backend, config, x, act_scale, weights, problem.out_dtype, write_x)
         try:
-            t = timer(make, n_copies)
+            t = chain.time(backend, config)
         except errors as e:
             return Measurement(backend.name, normalize_config(config),
                                error=f"{type(e).__name__}: {e}"[:500])
-        median = max(t.median_us - base_us, 1e-3)
-        return Measurement(backend.name, normalize_config(config), median,
-                           max(t.min_us - base_us, 1e-3), (t.max_us - t.min_us) / median,
-                           nbytes / median / 1e3)
+        return Measurement(backend.name, normalize_config(config), t.median_us, t.min_us,
+                           t.spread, nbytes / t.median_us / 1e3)
 
     measured: list[Measurement] = []
     defaults = {}
