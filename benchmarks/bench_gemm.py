@@ -385,8 +385,8 @@ def write_result(json_path, rows, slow, acc, ceiling, ceilings, cap, argv, *, co
         "complete": complete,
         "capability": list(cap),
         "read_ceiling_gbs": round(ceiling, 1), "read_ceiling_methods": ceilings,
-        "units": {"us": "microseconds a GEMM, median of replays (chain: the writer's share "
-                        "subtracted)", "gbs": "1e9 bytes/s",
+        "units": {"us": "microseconds a GEMM, median of replays (--chain model: the x "
+                        "writer's share subtracted)", "gbs": "1e9 bytes/s",
                   "bytes": "N*K FP8 + scales + M*K bf16 in + M*N bf16 out"},
         "chain": CHAIN_HELP[chain],
         "static_act_scale": STATIC_ACT_SCALE, "rows": rows, "accuracy": acc,

@@ -251,7 +251,6 @@ def tune_problem(
             f"{problem.key()} is for sm{problem.capability}, but {device} is "
             f"sm{torch.cuda.get_device_capability(device)}: tune it on its own GPU"
         )
-    timer = timer or time_cuda_graph
     l2 = l2_cache_bytes(device) if device.type == "cuda" else 0
     n_copies = rotation_copies(problem.weight_bytes(), l2)
     x, act_scale, weights = tuning_operands(problem, device, n_copies)
