@@ -52,3 +52,21 @@ def test_too_few_sizes_fit_nothing(tmp_path, capsys):
 def test_one_size_is_refused():
     with pytest.raises(ValueError, match="same size"):
         fit.fit_line([1.0, 1.0], [2.0, 3.0])
+
+
+def test_flat_times_have_no_body_rate():
+    result = _result([3072, 6144, 12288])
+    for r in result["rows"]:
+        if "us" in r:
+            r["us"] = 5.0
+    (f,) = fit.fits(result, "k")
+    assert f["body_gbs"] is None and f["body_pct_ceiling"] is None and f["fixed_us"] == 5.0
+
+
+def test_bad_files_are_named(tmp_path):
+    with pytest.raises(SystemExit, match="cannot read it as JSON"):
+        fit.main([str(tmp_path / "missing.json")])
+    path = tmp_path / "other.json"
+    path.write_text(json.dumps({"rows": []}))
+    with pytest.raises(SystemExit, match="not a benchmarks/bench_gemm.py result.*read_ceiling"):
+        fit.main([str(path)])
