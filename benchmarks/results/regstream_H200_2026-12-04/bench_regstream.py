@@ -11,10 +11,10 @@ loaded one iteration ahead; the first ``PRE`` before ``gdc_wait``.
 
 Scope: per_tensor with the static activation scale, bf16 x quantized by the one-launch
 pre-pass (launched with PDL, as ``auto``'s ``prequant`` configs), K a multiple of BLOCK_K,
-N of BLOCK_N; whole tiles, no split-K. ``DOT``: the tile's MMA through ``tl.dot`` (M up to
-16), else CUDA-core FMAs (M = 1). Timed in the tuner's chain (tuning.search.Chain) against ``auto`` (the tuned
-cache in FP8TOWER_CACHE_DIR) in the same run; every config's output checked against the
-reference first.
+N of BLOCK_N; whole tiles, no split-K. ``DOT``: the tile's MMA through ``tl.dot`` (M up
+to 16), else CUDA-core FMAs (M = 1). Timed in the tuner's chain (tuning.search.Chain)
+against ``auto`` (the tuned cache in FP8TOWER_CACHE_DIR) in the same run; every config's
+output checked against the reference first.
 
     python benchmarks/results/regstream_H200_2026-12-04/bench_regstream.py \
         --shapes 5120x6144,16384x5120 --m 1,8
