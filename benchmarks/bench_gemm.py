@@ -118,13 +118,14 @@ def split_arms(text: str) -> list[str]:
 def parse_override(name: str) -> tuple[str, dict]:
     """``ARM[key=value,...]`` -> (ARM, {key: int or bool}); a plain name -> (name, {}).
     Values as ``dispatch --explain`` prints them (True / False) are taken too. Only Triton
-    arms (triton and the variants) take overrides, of keys of their configs."""
+    arms (triton and the variants) take overrides, of keys of their configs, and ``auto``
+    where it chose Triton (its other choices run as they are)."""
     if "[" not in name:
         return name, {}
     base, _, rest = name.partition("[")
-    if not rest.endswith("]") or base not in ("triton", *VARIANTS):
+    if not rest.endswith("]") or base not in ("triton", "auto", *VARIANTS):
         raise SystemExit(f"--backends: {name!r}: an override is ARM[key=value,...] with ARM "
-                         f"triton or one of {', '.join(VARIANTS)}")
+                         f"triton, auto or one of {', '.join(VARIANTS)}")
     over = {}
     for item in rest[:-1].split(","):
         key, eq, value = item.partition("=")
@@ -182,7 +183,9 @@ def arm_choice(name: str, p: GemmProblem, untuned):
     base, over = parse_override(name)
     if over:
         be, cfg, chosen = arm_choice(base, p, untuned)
-        return (be, {**cfg, **over}, chosen) if be is not None else (be, cfg, chosen)
+        if be is None or be.name != "triton":  # auto's other choices run as they are
+            return be, cfg, chosen
+        return be, {**cfg, **over}, chosen
     if name in VARIANTS:
         cfg = variant_config(name, p)
         if cfg is None:

@@ -505,3 +505,68 @@ def test_fp8_activations_without_their_scale_are_refused_by_for_gemm():
         for_gemm(xq, w, None)
     s = torch.tensor([0.5, 0.25])
     assert for_gemm(xq, w, s)[1] is s
+
+
+def test_a_split_winner_is_refined_with_all_its_k_steps_in_flight():
+    """configs.all_in_flight (H200 evidence there): a program of a few K steps gets each
+    deeper num_stages up to steps + 2 that fits shared memory and keeps the grid's waves;
+    a long program, or a grid that a deeper stage would spread over another wave, gets none."""
+    from fp8tower.kernels import configs as kc
+
+    p = GemmProblem(8, 1024, 5120, Scheme.PER_TENSOR, capability=(9, 0),
+                    static_act_scale=True)
+    tuned = {"block_n": 64, "block_k": 256, "split_k": 5, "num_warps": 4, "num_stages": 3,
+             "prequant": False, "pdl": True, "prefetch": 1}  # 4 K steps a program
+    deeper = kc.all_in_flight(p, tuned)
+    assert [c["num_stages"] for c in deeper] == [4, 5, 6]
+    assert all({**c, "num_stages": 3} == tuned for c in deeper)
+    assert all(kc.smem_bytes(c, kc.block_m_for(p.m)) <= kc.SMEM_BUDGET for c in deeper)
+    # 20 K steps unsplit: streamed as it is
+    assert kc.all_in_flight(p, {**tuned, "split_k": 1}) == []
+    # 384 programs, 3 an SM at 3 stages: a 4th stage leaves 2 an SM, a second wave
+    wo = GemmProblem(1, 6144, 5120, Scheme.WEIGHT_ONLY, capability=(9, 0))
+    split4 = {**tuned, "split_k": 4, "prequant": True}
+    assert kc.waves(split4, wo) <= 1 < kc.waves({**split4, "num_stages": 4}, wo)
+    assert kc.all_in_flight(wo, split4) == []
+
+
+def test_a_refined_winner_in_the_cache_is_served_as_tuned():
+    """A cached winner with more stages than the tuner's space holds (a refinement) is a
+    config dispatch finds again, tile-major too, so it is not dropped as stale."""
+    from fp8tower.backends import get
+    from fp8tower.tuning.cache import normalize_config
+    from fp8tower.tuning.search import native_config
+
+    p = GemmProblem(1, 1024, 5120, Scheme.PER_TENSOR, capability=(9, 0),
+                    static_act_scale=True)
+    triton = get("triton")
+    space = [normalize_config(c) for c in triton.configs(p)]
+    refined = {"block_k": 256, "block_n": 64, "num_stages": 5, "num_warps": 4, "pdl": True,
+               "prefetch": 1, "prequant": False, "split_k": 5}
+    assert refined not in space
+    assert native_config(triton, p, refined) == (True, refined)
+    assert native_config(triton, p, {**refined, "packed": True})[0]
+    assert not native_config(triton, p, {**refined, "num_stages": 9})[0]
+
+
+def test_the_tuner_refines_its_triton_winner_deeper_and_with_its_pdl_twin():
+    """configs.refinements (Backend.refinements of triton): the winner's K steps all in
+    flight, then its PDL twin (PDL_PAIR on or off, the rest kept) and that one's; FP8 x given
+    (no PDL in its space) only the former."""
+    import dataclasses
+
+    from fp8tower.backends import get
+    from fp8tower.formats import FP8_DTYPE
+    from fp8tower.kernels import configs as kc
+
+    p = GemmProblem(32, 1024, 5120, Scheme.PER_TENSOR, capability=(9, 0),
+                    static_act_scale=True)
+    won = {"block_n": 64, "block_k": 256, "split_k": 5, "num_warps": 4, "num_stages": 3,
+           "prequant": False}
+    twin = kc.pdl_twin(p, won)
+    assert twin == {**won, **kc.PDL_PAIR} and kc.pdl_twin(p, twin) == won
+    assert get("triton").refinements(p, won) == (kc.all_in_flight(p, won)
+                                                 + [twin, *kc.all_in_flight(p, twin)])
+    fp8_x = dataclasses.replace(p, act_dtype=FP8_DTYPE)
+    assert kc.pdl_twin(fp8_x, won) is None
+    assert kc.refinements(fp8_x, won) == kc.all_in_flight(fp8_x, won)

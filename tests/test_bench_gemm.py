@@ -96,9 +96,25 @@ def test_an_arm_with_overrides_is_its_config_with_those_keys_replaced():
     assert be is None and "no deep variant" in reason
 
 
+def test_auto_with_overrides_changes_its_triton_choices_only(monkeypatch):
+    """``auto[num_stages=3]``: where auto chose Triton, its cached config with those keys
+    set; where it chose another backend, that choice as it is."""
+    from fp8tower import backends
+    from fp8tower.formats import Scheme
+    from fp8tower.problem import GemmProblem
+
+    p = GemmProblem(1, 5120, 6144, Scheme.PER_TENSOR, capability=(9, 0), static_act_scale=True)
+    tuned = {"block_k": 512, "pdl": True, "prefetch": 1}
+    monkeypatch.setattr(bench.dispatch, "resolve", lambda q, b: (backends.get("triton"), tuned))
+    assert bench.arm_choice("auto[num_stages=3]", p, None)[1] == {**tuned, "num_stages": 3}
+    lt = backends.get("cublaslt")
+    monkeypatch.setattr(bench.dispatch, "resolve", lambda q, b: (lt, None))
+    assert bench.arm_choice("auto[num_stages=3]", p, None) == (lt, None, "cublaslt")
+
+
 @pytest.mark.parametrize("bad, says", [
-    ("cublaslt[split_k=2]", "ARM triton or one of"),
-    ("triton[split_k=2", "ARM triton or one of"),
+    ("cublaslt[split_k=2]", "ARM triton, auto or one of"),
+    ("triton[split_k=2", "ARM triton, auto or one of"),
     ("triton[splitk=2]", "KEY one of"),
     ("triton[split_k]", "KEY one of"),
     ("triton[split_k=two]", "neither an integer nor true / false"),

@@ -212,6 +212,30 @@ def test_the_winner_is_timed_over_its_other_weight_layouts(tm_us, winner):
     assert not tsearch.native_config(a, e.problem, {"id": "zz", "block": 64})[0]
 
 
+@pytest.mark.parametrize("deep_us,winner", [(7.0, "a1_deep"), (9.0, "a1")])
+def test_the_winner_is_timed_with_its_refinements_then_its_layouts(deep_us, winner):
+    """Step (3): the winner's refinements (not in configs) are timed once, win when faster,
+    and step (4) then times the layouts of the winner so far; dispatch finds a refined
+    winner and its layout variant again (native_config)."""
+    clock = FakeClock()
+    a = fake_backend("a", clock, {"default": 10.0, "a1": 8.0, "a1_deep": deep_us,
+                                  "a1_tm": 20.0, "a1_deep_tm": 20.0})
+
+    def refine(problem, cfg):
+        return [{**cfg, "id": cfg["id"] + "_deep"}] if cfg and "_" not in cfg["id"] else []
+
+    def variants(problem, cfg):
+        return [{**cfg, "id": cfg["id"] + "_tm"}] if cfg and not cfg["id"].endswith("_tm") else []
+
+    a = dataclasses.replace(a, configs=lambda p: [{"id": "a1", "block": 64}],
+                            refinements=refine, layout_variants=variants)
+    e = tsearch.tune_problem(cpu_problem(), [a], timer=FakeTimer(clock))
+    assert clock.ran == [("a", "default"), ("a", "a1"), ("a", "a1_deep"), ("a", f"{winner}_tm")]
+    assert cfg_id(e.config) == winner
+    assert tsearch.native_config(a, e.problem, e.config) == (True, e.config)
+    assert tsearch.native_config(a, e.problem, {"id": "a1_deep_tm", "block": 64})[0]
+
+
 def test_tile_major_off_times_no_variant_with_a_second_weight_copy(monkeypatch):
     monkeypatch.setenv("FP8TOWER_TILE_MAJOR", "0")
     clock = FakeClock()

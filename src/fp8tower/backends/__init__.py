@@ -41,6 +41,9 @@ class Backend:
     - ``configs(problem)``: kernel configs the tuner may try (empty: not tunable).
     - ``priority_configs(problem)``: configs (from ``configs``) the tuner times before its
       evenly spaced sample of the rest.
+    - ``refinements(problem, config)``: configs next to ``config`` that its measurement
+      makes worth timing (Triton: a split program's K steps all in flight); the tuner times
+      them for its winner only.
     - ``layout_variants(problem, config)``: the same kernel config over another weight
       layout (Triton: tile-major); the tuner times them for its winner only.
     - ``precompile(jobs)``: optional; build the kernels of [(problem, config), ...] ahead of
@@ -57,6 +60,7 @@ class Backend:
     configs: Callable[[GemmProblem], list] = field(default=lambda problem: [])
     default_config: Callable[[GemmProblem], Any] = field(default=lambda problem: None)
     priority_configs: Callable[[GemmProblem], list] = field(default=lambda problem: [])
+    refinements: Callable[[GemmProblem, Any], list] = field(default=lambda problem, config: [])
     layout_variants: Callable[[GemmProblem, Any], list] = field(default=lambda problem, config: [])
     precompile: Callable[[list], Any] | None = None
     # The name of a backend that serves the problem faster when nothing is tuned, or None

@@ -28,6 +28,7 @@ from ..kernels.configs import (
     default_config,
     one_wave_fallback,
     priority_configs,
+    refinements,
     waves,
     x_is_fp8,
 )
@@ -232,6 +233,7 @@ BACKEND = Backend(
     configs=configs,
     default_config=default_config,
     priority_configs=priority_configs,
+    refinements=refinements,
     layout_variants=layout_variants,
     precompile=_precompile,
     untuned_defers_to=untuned_defers_to,

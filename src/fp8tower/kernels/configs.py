@@ -416,6 +416,57 @@ def wide_in_gemm(p: GemmProblem, space: list[dict]) -> list[dict]:
                                      c["num_stages"]))]
 
 
+# A program that streams only a few K steps (a split) waits on each step's W tile where the
+# pipeline asks for num_stages - 1 tiles ahead: with num_stages >= its steps + 1 it asks for
+# all of them before its first MMA. The tuner's space stops at 4 stages, so it times these
+# for its winner (Backend.refinements). H200 2026-12-04, per_tensor 1024x5120 split 5 x
+# BLOCK_K 256 (4 steps a program) with PDL, 3 stages against 4 / 5, the tuner's chain, one
+# run (results/trigger_refine_H200_2026-12-04/call3/small.json, us): M = 1 5.01 -> 4.73 /
+# 4.80, M = 8 5.44 -> 5.33 / 4.95, M = 16 5.71 -> 5.64 / 5.43, M = 32 7.15 -> 6.44 / 6.75.
+# Deeper stages that cost the grid a wave lost: weight_only 6144x5120 split 4 (384
+# programs) 11.15 us at 3 stages, 13.28 at 4 (call3/wo1.json).
+ALL_IN_FLIGHT_MAX_STEPS = 8  # a program with more K steps than this streams as it is
+ALL_IN_FLIGHT_EXTRA = 1  # stages past steps + 1 also timed (a masked last step, noise)
+
+
+def all_in_flight(p: GemmProblem, cfg: dict) -> list[dict]:
+    """``cfg`` at each deeper num_stages up to its program's K steps + 1 + ALL_IN_FLIGHT_EXTRA
+    (the steps of its split: above) that fits shared memory and keeps the grid's waves; none
+    for a program of more than ALL_IN_FLIGHT_MAX_STEPS steps."""
+    steps = math.ceil(math.ceil(p.k / cfg["block_k"]) / cfg["split_k"])
+    if steps > ALL_IN_FLIGHT_MAX_STEPS:
+        return []
+    out = []
+    for stages in range(cfg["num_stages"] + 1, steps + 2 + ALL_IN_FLIGHT_EXTRA):
+        deeper = {**cfg, "num_stages": stages}
+        if smem_bytes(deeper, block_m_for(p.m)) > SMEM_BUDGET \
+                or math.ceil(waves(deeper, p)) > math.ceil(waves(cfg, p)):
+            break
+        out.append(deeper)
+    return out
+
+
+def pdl_twin(p: GemmProblem, cfg: dict) -> dict | None:
+    """``cfg`` launched the other way with respect to PDL (PDL_PAIR on or off); None for FP8
+    x given (no PDL: its producer is the caller's kernel)."""
+    if p.act_dtype == FP8_DTYPE:
+        return None
+    if cfg.get("pdl"):
+        return {k: v for k, v in cfg.items() if k not in PDL_PAIR}
+    return {**cfg, **PDL_PAIR}
+
+
+# The tuner's evenly spaced sample times few launch kinds of each tile, and the winner's
+# other one can be far faster: per_tensor 1024x5120 M = 32, split 5 x BLOCK_K 256, x
+# quantized in the GEMM, 7.49 us without PDL (the tuned winner) against 6.44 with it at 4
+# stages (H200 2026-12-04, results/trigger_refine_H200_2026-12-04/call3/small.json).
+def refinements(p: GemmProblem, cfg: dict) -> list[dict]:
+    """What the tuner times next to its winner ``cfg`` (Backend.refinements): its K steps all
+    in flight (``all_in_flight``), then its PDL twin (``pdl_twin``) and that one's."""
+    twin = pdl_twin(p, cfg)
+    return all_in_flight(p, cfg) + ([twin, *all_in_flight(p, twin)] if twin else [])
+
+
 def configs(p: GemmProblem) -> list[dict]:
     """The search space the tuner walks, likeliest first (the default, then tiles near it).
 

@@ -230,7 +230,8 @@ def tune_problem(
     Rule: (1) time every backend's ``default_config``; (2) for each backend whose default is
     within ``prune_ratio`` of the best default (or failed), time its ``priority_configs``, then
     at most ``max_configs`` of its other ``configs(problem)``, evenly spaced over its list (the
-    first included); the rest are counted in ``pruned``; (3) time the winner so far over its
+    first included); the rest are counted in ``pruned``; (3) time the winner so far's
+    ``refinements`` (its backend's configs next to it), then (4) the winner so far over its
     backend's ``layout_variants``.
     With ``seed`` (a tuned sibling, see SEED_TOP), step (2) times instead the seed's SEED_TOP
     best candidates that are not a default, and the entry records ``seeded_from``.
@@ -291,7 +292,15 @@ def tune_problem(
             measured.append(measure(b, cfg))
     entry = Entry(problem, "", None, now_iso(), measured, pruned, read_ceiling_gbps,
                   seed.key if seed is not None else None)
-    if entry.ranked():  # (3) the winner over its backend's other weight layouts
+    if entry.ranked():  # (3) the configs next to the winner
+        win = entry.winner
+        b = next(c for c in candidates if c.name == win.backend)
+        found, cfg = native_config(b, problem, win.config)
+        timed = [m.config for m in measured if m.backend == b.name]
+        for v in b.refinements(problem, cfg) if found else []:
+            if normalize_config(v) not in timed:
+                measured.append(measure(b, v))
+    if entry.ranked():  # (4) the winner over its backend's other weight layouts
         win = entry.winner
         b = next(c for c in candidates if c.name == win.backend)
         found, cfg = native_config(b, problem, win.config)
@@ -311,8 +320,9 @@ def native_config(backend, problem: GemmProblem, config: dict | None) -> tuple[b
     for c in backend.configs(problem):
         if normalize_config(c) == config:
             return True, c
-    for c in [default, *backend.configs(problem)]:  # a tuned winner over another layout
-        for v in backend.layout_variants(problem, c):
-            if normalize_config(v) == config:
-                return True, v
+    for c in [default, *backend.configs(problem)]:  # a refined winner, or over another layout
+        for r in [c, *backend.refinements(problem, c)]:
+            for v in [r, *backend.layout_variants(problem, r)]:
+                if normalize_config(v) == config:
+                    return True, v
     return False, None
