@@ -42,7 +42,7 @@ class Backend:
     - ``priority_configs(problem)``: configs (from ``configs``) the tuner times before its
       evenly spaced sample of the rest.
     - ``refinements(problem, config)``: configs next to ``config`` that its measurement
-      makes worth timing (Triton: a split program's K steps all in flight); the tuner times
+      makes worth timing (Triton: its K steps all in flight, its PDL twin); the tuner times
       them for its winner only.
     - ``layout_variants(problem, config)``: the same kernel config over another weight
       layout (Triton: tile-major); the tuner times them for its winner only.

@@ -459,7 +459,9 @@ def pdl_twin(p: GemmProblem, cfg: dict) -> dict | None:
 # The tuner's evenly spaced sample times few launch kinds of each tile, and the winner's
 # other one can be far faster: per_tensor 1024x5120 M = 32, split 5 x BLOCK_K 256, x
 # quantized in the GEMM, 7.49 us without PDL (the tuned winner) against 6.44 with it at 4
-# stages (H200 2026-12-04, results/trigger_refine_H200_2026-12-04/call3/small.json).
+# stages (H200 2026-12-04, results/trigger_refine_H200_2026-12-04/call3/small.json); tuned
+# from cold on nine Llama / Qwen3 shapes, the PDL twin of such a winner was 1.04-1.23x
+# faster on 9 of 36 per_tensor keys, on none of channel_token's or block128's (call6/).
 def refinements(p: GemmProblem, cfg: dict) -> list[dict]:
     """What the tuner times next to its winner ``cfg`` (Backend.refinements): its K steps all
     in flight (``all_in_flight``), then its PDL twin (``pdl_twin``) and that one's."""
