@@ -618,3 +618,18 @@ def test_a_cache_entry_written_under_the_old_rule_serves_the_tie_winner():
     raw["backend"] = "nope"
     with pytest.raises(tcache.EntryError, match="nor within"):
         Entry.from_json(e.key, raw)
+
+
+def test_native_config_hands_out_copies_of_what_it_found():
+    """native_config's lookup is built once per (backend, problem): a caller that changes
+    the config it got cannot change what the next lookup finds."""
+    clock = FakeClock()
+    a = dataclasses.replace(fake_backend("a", clock, {"default": 1.0}),
+                            configs=lambda p: [{"id": "a1", "block": 64}])
+    p = cpu_problem()
+    found, cfg = tsearch.native_config(a, p, {"id": "a1", "block": 64})
+    assert found
+    cfg["block"] = 128
+    assert tsearch.native_config(a, p, {"id": "a1", "block": 64}) == (True, {"id": "a1",
+                                                                          "block": 64})
+    assert tsearch.native_config(a, p, {"id": "a1", "block": 128}) == (False, None)
