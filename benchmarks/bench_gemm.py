@@ -90,7 +90,7 @@ STATIC_ACT_SCALE = 0.02
 VARIANTS = ("pair", "deep", "deep_own", "nodeep")
 # The Triton config keys an arm may override (parse_override).
 OVERRIDE_KEYS = ("block_n", "block_k", "split_k", "num_warps", "num_stages", "prequant", "pdl",
-                 "prefetch", "packed", "fused_amax")
+                 "prefetch", "packed", "fused_amax", "wo_mode")
 # The bar of issue #12: no arm more than this much slower than cuBLASLt, tuned or not.
 CUBLASLT_TOLERANCE = 0.02
 # --chain: what each GEMM of the timed graph follows (recorded in the JSON's "chain").

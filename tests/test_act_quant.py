@@ -110,3 +110,43 @@ def test_weight_only_split_is_exact_and_keeps_infinities(interpret):
             checked += int(big.sum())
     assert checked > 500
     assert bool((q[2:4, 128:256].float() == 0).all())
+
+
+@pytest.mark.filterwarnings("ignore:invalid value encountered in subtract:RuntimeWarning")
+def test_weight_only_split_per_token_is_exact_down_to_2e14_of_the_row(interpret):
+    """weight_only's pre-pass with one scale a token (act_quant._split8_token, config wo_mode
+    3): rows 2m, 2m + 1 with scales up and up / 32 give x back exactly for every element >=
+    2^-14 of its row's max and within 2^-22 of that max below it, over 40 binades; an
+    all-zero row gets normal scales and zeros; a row holding an inf gets NaN scales."""
+    from fp8tower.kernels import act_quant as aq
+
+    g = torch.Generator().manual_seed(1)
+    m, k = 4, 1000
+    x = torch.randn(m, k, generator=g) * torch.exp2(torch.randint(-20, 20, (m, k), generator=g))
+    x = x.bfloat16()
+    x[1] = 0.0
+    x[2, 5] = float("inf")
+    grid, args, kw, q, s = aq.quantize_args(x, Scheme.WEIGHT_ONLY, per_token=True)
+    assert grid == (m, 1) and kw["SPLIT8"] == 2
+    aq._fp8_act_quant_kernel[grid](*args, **kw)
+    assert q.shape == (2 * m, k) and s.shape == (2 * m, 1)
+    assert torch.isnan(s[4:6]).all()
+    assert bool((q[2:4].float() == 0).all()) and bool((s[2:4] >= 2.0**-126).all())
+    xf, exact, small = x.float(), 0, 0
+    for t in (0, 3):
+        a, amax = xf[t], xf[t].abs().max()
+        assert s[2 * t, 0] == 32 * s[2 * t + 1, 0]
+        back = q[2 * t].float() * s[2 * t, 0] + q[2 * t + 1].float() * s[2 * t + 1, 0]
+        big = a.abs() >= amax * 2.0**-14
+        assert torch.equal(back[big], a[big]), t
+        assert bool(((back - a).abs() <= amax * 2.0**-22).all()), t
+        exact, small = exact + int(big.sum()), small + int((~big & (back != a)).sum())
+    assert exact > 500 and small > 0  # both regimes were reached
+
+
+def test_per_token_split_is_weight_only_s():
+    from fp8tower.kernels.act_quant import quantize_args
+
+    with pytest.raises(ValueError, match="per_token splits weight_only's x; block128"):
+        quantize_args(torch.zeros(2, 512, dtype=torch.bfloat16), Scheme.BLOCK128,
+                      per_token=True)

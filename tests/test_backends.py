@@ -386,6 +386,20 @@ def test_pre_pass_defaults_pair_with_pdl_and_every_launch_is_searched_both_ways(
                 assert {bool(c.get("pdl")) for c in kind} == {False, True}, (scheme, m)
         prio = [c for c in kc.priority_configs(p) if c["block_k"] == base["block_k"]
                 and c["block_n"] == base["block_n"]]  # no deep_unsplit, no wide_in_gemm
+        if scheme is Scheme.WEIGHT_ONLY:  # last: x split the other ways (split_twin): below
+            # WO_TOKEN_MIN_M per token by the pre-pass, and at M = 1 in the GEMM (one launch);
+            # from it (the default splits per token there) per 1x128 group
+            token = m >= kc.WO_TOKEN_MIN_M
+            assert base.get("wo_mode") == (3 if token else None), m
+            modes = [None] if token else [3, 4] if m == 1 else [3]
+            splits = [prio.pop() for _ in modes][::-1]
+            assert [c.get("wo_mode") for c in splits] == modes, m
+            tile = {k: v for k, v in base.items() if k not in ("prequant", "wo_mode")}
+            for c in splits:
+                assert {k: v for k, v in c.items() if k not in ("wo_mode", "prequant")} == tile
+                assert c["prequant"] == (c.get("wo_mode") != 4)
+            assert any(c.get("wo_mode") == 3 and c.get("pdl") for c in space), m
+            assert any(c.get("wo_mode") == 4 for c in space) == (m == 1), m
         pdl_twin = prio[-1]
         assert bool(pdl_twin.get("pdl")) != bool(base.get("pdl")), (scheme, m)
         assert {k: v for k, v in pdl_twin.items() if k not in ("pdl", "prefetch")} == \
@@ -412,7 +426,12 @@ def test_the_tuner_times_the_deep_unsplit_tile_where_the_default_splits(scheme, 
     base, space, prio = kc.default_config(p), kc.configs(p), kc.priority_configs(p)
     assert base["split_k"] > 1
     deep = [c for c in prio if c["block_k"] == 512]
-    assert len(deep) == 2 and all(c in space for c in deep)
+    # weight_only: also in its split twins' modes (per token by the pre-pass; at M = 1 in the
+    # GEMM), configs.split_twin
+    splits = len(kc.split_twin(p, base, space))
+    assert splits == (0 if scheme is not Scheme.WEIGHT_ONLY else 2 if m == 1 else 1)
+    assert len(deep) == 2 + splits and all(c in space for c in deep)
+    assert {c.get("wo_mode") for c in deep} == {None, *(3, 4)[:splits]}
     modes = {(bool(c.get("pdl")), kc.x_is_fp8(scheme, False, c)) for c in deep}
     assert (bool(base.get("pdl")), kc.x_is_fp8(scheme, False, base)) in modes
     for c in deep:

@@ -151,6 +151,27 @@ def test_planned_equals_unplanned_triton_interpreter(interpret, scheme, m):
     assert sum(d.generic_launches for d in entry.plan.launches) >= 2
 
 
+@pytest.mark.parametrize("m", [1, 3])
+def test_triton_plan_of_weight_only_split_per_token(interpret, m):
+    """A plan of the per-token split (config wo_mode 3: its pre-pass gives one scale a row)
+    equals the unplanned call, bit for bit."""
+    from fp8tower.backends import triton_gemm
+    from fp8tower.nn import plan
+
+    planned, _ = _pair(Scheme.WEIGHT_ONLY, n=80, k=384, backend="triton", bias=False)
+    weight, be = planned.fp8_weight(), triton_gemm.BACKEND
+    packed = be.packed_for(weight)
+    cfg = {"block_n": 64, "block_k": 128, "split_k": 2, "num_warps": 4, "num_stages": 2,
+           "prequant": True, "wo_mode": 3}
+    x = _x((m, 384), Scheme.WEIGHT_ONLY)
+    p = plan._triton_plan(x, weight, packed, be, cfg, bias=None, out_dtype=torch.bfloat16,
+                          out_shape=(m, 80))
+    for seed in range(2):  # the second call reuses the plan's buffers
+        x = _x((m, 384), Scheme.WEIGHT_ONLY, seed)
+        want = triton_gemm._run(x, weight, packed, config=cfg)
+        torch.testing.assert_close(p(x), want, rtol=0, atol=0)
+
+
 def test_triton_plan_sees_in_place_scale_edit(interpret):
     # Triton's prepared weight holds a derived copy of the scales (an (N,) vector): a stale
     # plan would keep the old values.

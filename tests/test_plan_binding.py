@@ -54,7 +54,8 @@ def test_defaults_follow_the_h200_variants_run():
     a grid over one wave with no one-wave variant of its tile takes the fullest one-wave
     config of the tuner's space. weight_only up to M = 64 splits x in a pre-pass launched with
     PDL, on the W8A8 tile (configs.WO_SPLIT_MAX_M; results/b128_scales_H200_2026-12-01/,
-    results/split_k_H200_2026-12-01/ for M = 64)."""
+    results/split_k_H200_2026-12-01/ for M = 64), from M = 16 with one scale a token
+    (configs.WO_TOKEN_MIN_M, results/wo_token_H200_2026-12-04/call2/)."""
     from fp8tower.kernels.configs import configs, default_config, waves
     from fp8tower.problem import GemmProblem
 
@@ -63,6 +64,10 @@ def test_defaults_follow_the_h200_variants_run():
         cfg = default_config(p)
         assert waves(cfg, p) <= 1.0 and (cfg["block_k"], cfg["num_stages"]) == (128, 3)
         assert cfg in configs(p)
-    for m in (1, 16, 32, 64):  # M = 64 in one 128-row tile (configs.SPLIT_BLOCK_M_MAX)
+    for m in (1, 8, 16, 32, 64):  # M = 64 in one 128-row tile (configs.SPLIT_BLOCK_M_MAX)
         wo = default_config(GemmProblem(m, 10240, 5120, Scheme.WEIGHT_ONLY))
-        assert wo["prequant"] and wo["pdl"] and "wo_mode" not in wo, (m, wo)
+        assert wo["prequant"] and wo["pdl"], (m, wo)
+        # one scale a token from M = 16 (configs.WO_TOKEN_MIN_M), per 1x128 group below
+        assert wo.get("wo_mode") == (3 if m >= 16 else None), (m, wo)
+    assert "prequant" not in default_config(GemmProblem(128, 10240, 5120, Scheme.WEIGHT_ONLY)) \
+        or not default_config(GemmProblem(128, 10240, 5120, Scheme.WEIGHT_ONLY))["prequant"]

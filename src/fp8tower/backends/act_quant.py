@@ -16,10 +16,12 @@ _HAS_TRITON = importlib.util.find_spec("triton") is not None
 
 
 def quantize(
-    x: torch.Tensor, scheme: Scheme, static_scale: torch.Tensor | None = None, pdl: bool = False
+    x: torch.Tensor, scheme: Scheme, static_scale: torch.Tensor | None = None, pdl: bool = False,
+    per_token: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """``pdl``: the one-launch kernel is launched with programmatic dependent launch, to
-    overlap the GEMM that follows (kernels/act_quant.py); ignored by the torch math."""
+    overlap the GEMM that follows (kernels/act_quant.py); ignored by the torch math.
+    ``per_token``: weight_only's split with one scale a token (kernels/act_quant.py)."""
     one_launch = x.is_cuda and _HAS_TRITON and not (
         scheme is Scheme.PER_TENSOR and static_scale is None
     )
@@ -29,7 +31,7 @@ def quantize(
     if one_launch:
         from ..kernels.act_quant import quantize as triton_quantize
 
-        return triton_quantize(x, scheme, static_scale, pdl=pdl)
+        return triton_quantize(x, scheme, static_scale, pdl=pdl, per_token=per_token)
     q, s = quantize_activation(x, scheme, static_scale)
     return q, s
 

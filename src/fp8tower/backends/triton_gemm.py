@@ -29,6 +29,7 @@ from ..kernels.configs import (
     one_wave_fallback,
     priority_configs,
     refinements,
+    split_per_token,
     waves,
     x_is_fp8,
 )
@@ -172,6 +173,7 @@ def _run(x, weight, packed, *, act_scale=None, bias=None, out_dtype=torch.bfloat
         raise ValueError(f"block128 needs BLOCK_N dividing 128 and BLOCK_K a multiple of 128: {cfg}")
     xs, xs_stride = packed["ws"], 0  # xs: any valid pointer when unused
     x_fp8 = x_is_fp8(scheme, x.dtype == FP8_DTYPE, cfg)
+    per_token = split_per_token(scheme, cfg, m)  # weight_only's split: a scale a token
     if scheme is Scheme.WEIGHT_ONLY and x_fp8 and block_k % 128:
         raise ValueError(f"weight_only's split pre-pass needs BLOCK_K a multiple of 128: {cfg}")
     if scheme is Scheme.PER_TENSOR:
@@ -185,7 +187,7 @@ def _run(x, weight, packed, *, act_scale=None, bias=None, out_dtype=torch.bfloat
             if x_fp8:  # the pre-pass
                 x, _ = quantize_act(x, scheme, xs, pdl=cfg.get("pdl", False))
     elif x_fp8:  # channel_token, block128 or weight_only with the pre-pass
-        x, xs = quantize_act(x, scheme, pdl=cfg.get("pdl", False))
+        x, xs = quantize_act(x, scheme, pdl=cfg.get("pdl", False), per_token=per_token)
         xs_stride = xs.stride(0) if xs.dim() == 2 else 1
     # weight_only's pre-pass: two rows a token
     block_m = block_m_for(x.shape[0], split=scheme is Scheme.WEIGHT_ONLY and x_fp8)

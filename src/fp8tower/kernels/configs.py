@@ -120,6 +120,14 @@ def _split_for(p: GemmProblem, block_n: int, block_k: int) -> int:
 # stages (_tile_default): 16384x5120 67.55 -> 47.90, 12288x5120 69.15 -> 47.12, 5120x6144
 # 34.25 -> 26.71, 1024x5120 16.66 -> 15.26 (results/split_k_H200_2026-12-01/call2/prepass.json).
 WO_SPLIT_MAX_M = 64
+# ... and from M = 16 with one scale a token (wo_mode 3, act_quant._split8_token: the GEMM on
+# the plain path, the scales in its epilogue) rather than per 1x128 group. The default
+# against its per-token twin, the tuner's chain, one run each (H200 2026-12-04,
+# results/wo_token_H200_2026-12-04/call2/default_{tower,families}.json, 30 shapes of the
+# 27B tower and other families): M = 64 1.11-1.77x (median 1.45-1.52), M = 32 1.04-1.41x
+# (1.15-1.17), M = 16 0.973-1.15x (1.03-1.04; slower on 1024x5120 0.973, 5120x17408 0.979,
+# 1024x4096 0.981, 2048x4096 0.988). Below M = 16 mixed (call1/wo_twins.json: 0.96-1.05x).
+WO_TOKEN_MIN_M = 16
 
 
 def _prequant_default(p: GemmProblem) -> bool:
@@ -181,6 +189,8 @@ def _tile_default(p: GemmProblem) -> dict:
     # than on 2 stages, two: 16384x5120 47.90 / 50.95 us, 14336x5120 47.57 / 50.49,
     # 12288x5120 47.12 / 48.47, 5120x6144 26.71 / 27.14; 1024x5120 15.26 / 14.14
     # (results/split_k_H200_2026-12-01/call2/prepass.json "split_pdl" / "split_pdl_s2").
+    if p.scheme is Scheme.WEIGHT_ONLY and cfg["prequant"] and p.m >= WO_TOKEN_MIN_M:
+        cfg["wo_mode"] = 3  # x split per token (WO_TOKEN_MIN_M)
     one_program = p.scheme is Scheme.WEIGHT_ONLY and cfg["prequant"] and p.m > 32
     while cfg["num_stages"] > 2 and (
         smem_bytes(cfg, block_m_for(p.m)) > SMEM_BUDGET
@@ -332,7 +342,8 @@ def wave_fits(p: GemmProblem) -> list[dict]:
     if p.scheme is Scheme.WEIGHT_ONLY and not base["prequant"]:
         return []  # the upcast's W staging compiles smaller than programs_per_sm assumes
     floor = wave_fill(base, p) + 0.1
-    same_tile = ("block_n", "block_k", "num_warps", "prequant", "fused_amax", "pdl", "prefetch")
+    same_tile = ("block_n", "block_k", "num_warps", "prequant", "fused_amax", "wo_mode", "pdl",
+                 "prefetch")
     best: dict[bool, tuple] = {}  # one wave or not -> (key, cfg)
     for cfg in _candidates(p, base)[1:]:
         if any(cfg.get(f) != base.get(f) for f in same_tile) or wave_fill(cfg, p) < floor:
@@ -373,7 +384,8 @@ def priority_configs(p: GemmProblem) -> list[dict]:
     with x quantized the other way (in the GEMM or by the pre-pass / channel_token's fused
     amax): one launch or two is the choice that moves eager host time most (issue #11);
     then the default launched the other way with respect to PDL (PDL_PAIR on or off); then
-    ``deep_unsplit`` in the x modes of the default and its twin; then ``wide_in_gemm``."""
+    weight_only's ``split_twin``; then ``deep_unsplit`` in the x modes of the default, its
+    twin and the split twins; then ``wide_in_gemm``."""
     base = default_config(p)
     space = _candidates(p, base)[1:]
     tile = ("block_n", "block_k", "split_k", "num_stages")
@@ -382,10 +394,25 @@ def priority_configs(p: GemmProblem) -> list[dict]:
     pdl_twins = [c for c in space if all(c.get(f) == base.get(f) for f in (*tile, "prequant",
                                                                           "fused_amax", "wo_mode"))
                  and bool(c.get("pdl")) != bool(base.get("pdl"))]
-    first = wave_fits(p) + twins[:1] + pdl_twins[:1]
-    deep = [c for c in deep_unsplit(base, space, [base, *twins[:1]]) if c not in first]
+    splits = split_twin(p, base, space)
+    first = wave_fits(p) + twins[:1] + pdl_twins[:1] + splits
+    deep = [c for c in deep_unsplit(base, space, [base, *twins[:1], *splits]) if c not in first]
     wide = [c for c in wide_in_gemm(p, space) if c not in first + deep]
     return first + deep + wide
+
+
+def split_twin(p: GemmProblem, base: dict, space: list[dict]) -> list[dict]:
+    """weight_only on the split pre-pass: ``base`` with x split the other ways, from
+    ``space``: per 1x128 group -> per token, by the pre-pass (wo_mode 3) and at M = 1 in the
+    GEMM (wo_mode 4); per token -> per group. [] elsewhere."""
+    if p.scheme is not Scheme.WEIGHT_ONLY or not base.get("prequant"):
+        return []
+    keys = ("block_n", "block_k", "split_k", "num_stages", "pdl", "prefetch")
+    modes = (None,) if base.get("wo_mode") == 3 else (3, 4)
+    twins = ([c for c in space if c.get("wo_mode") == mode
+              and bool(c.get("prequant")) == (mode != 4)  # 4: in the GEMM, no pre-pass
+              and all(c.get(f) == base.get(f) for f in keys)] for mode in modes)
+    return [t[0] for t in twins if t]
 
 
 # x quantized in the GEMM is read as bf16 by every program, once per BLOCK_N rows of W: at
@@ -495,12 +522,17 @@ def _candidates(p: GemmProblem, base: dict) -> list[dict]:
                    {"prequant": False, "fused_amax": True},
                    {"prequant": False, "fused_amax": True, **PDL_PAIR})
     elif p.scheme is Scheme.WEIGHT_ONLY:  # W upcast; the split pre-pass; at M <= 16 WO_MODE 2
-        # prequant: x split by the pre-pass into two FP8 rows a token (act_quant.py)
+        # prequant: x split by the pre-pass into two FP8 rows a token (act_quant.py), with
+        # scales per 1x128 group or (wo_mode 3) per token
         x_modes = ({"prequant": False}, {"prequant": False, **PDL_PAIR},
-                   {"prequant": True, **PDL_PAIR}, {"prequant": True})
+                   {"prequant": True, **PDL_PAIR}, {"prequant": True},
+                   {"prequant": True, "wo_mode": 3, **PDL_PAIR}, {"prequant": True, "wo_mode": 3})
         if p.m <= 16:
             x_modes += ({"prequant": False, "wo_mode": 2},
                         {"prequant": False, "wo_mode": 2, **PDL_PAIR})
+        if p.m == 1:  # the per-token split in the GEMM: one launch
+            x_modes += ({"prequant": False, "wo_mode": 4},
+                        {"prequant": False, "wo_mode": 4, **PDL_PAIR})
     if p.act_dtype == FP8_DTYPE:
         # FP8 x given: its producer is the caller's kernel, timed nowhere here; no PDL.
         x_modes = tuple(m for m in x_modes if "pdl" not in m)
@@ -544,6 +576,30 @@ def _candidates(p: GemmProblem, base: dict) -> list[dict]:
 # launch: as fast under a graph, half the launches for an eager call. At M = 8 / 16 the
 # pair won 11 of 14 keys even before (results/amax_unrolled_H200_2026-12-01/).
 FUSED_AMAX_MAX_M = 1
+
+
+# weight_only's WO_MODE (config "wo_mode"): what each needs of the config and of M.
+WO_MODES = {0: "W upcast in the GEMM", 1: "fp16 MMAs", 2: "x split per K step in the GEMM",
+            3: "x split per token by the pre-pass", 4: "x split per token in the GEMM (M = 1)"}
+
+
+def split_per_token(scheme: Scheme, cfg: dict, m: int) -> bool:
+    """Whether ``cfg`` takes weight_only's x split by the pre-pass with one scale a token
+    (``wo_mode`` 3, kernels/act_quant._split8_token) rather than per 1x128 group. A
+    ValueError for a ``wo_mode`` that ``cfg`` and ``m`` cannot run: any for another scheme;
+    3 without the pre-pass (``prequant``); 4 (the same split in the GEMM) with it or at
+    M != 1; 1 / 2 with it."""
+    mode = cfg.get("wo_mode", 0)
+    if not mode:
+        return False
+    prequant = cfg.get("prequant", False)
+    bad = (scheme is not Scheme.WEIGHT_ONLY or mode not in WO_MODES or (mode == 3) != prequant
+           or (mode == 4 and m != 1))
+    if bad:
+        raise ValueError(f"wo_mode {mode} ({WO_MODES.get(mode, 'unknown')}) cannot run "
+                         f"{scheme.value} at M = {m} with prequant={prequant}: weight_only "
+                         f"only; 3 needs prequant, 1 / 2 / 4 not; 4 M = 1 only")
+    return mode == 3
 
 
 def x_is_fp8(scheme: Scheme, act_is_fp8: bool, cfg: dict) -> bool:

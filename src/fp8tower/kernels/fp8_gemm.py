@@ -15,7 +15,10 @@ Schemes (SCHEME constexpr):
   3 weight_only    bf16 x, W upcast to x's dtype in registers (or WO_MODE 1 / 2 below);
                    or ("prequant", X_FP8) x split exactly by the pre-pass into two FP8 rows
                    a token with power-of-two scales per 1x128 group: FP8 MMAs on block128's
-                   path, the two rows summed in the epilogue; (N,) weight scales
+                   path, the two rows summed in the epilogue; or (WO_MODE 3) with one scale
+                   a row: the plain path, channel_token's epilogue; or (WO_MODE 4, M = 1)
+                   that per-token split in the GEMM, the two parts as the tile's first two
+                   rows, the pre-pass's bits; (N,) weight scales
 Every scheme takes an (N,) weight-scale vector (a per-tensor scale is expanded at prepare),
 so merged shards keep their own scales exactly.
 
@@ -221,6 +224,19 @@ def _wo_split8_row1(w, x_ptr, offs_k, k_end, BLOCK_M: tl.constexpr, INTERPRET: t
 
 
 @triton.jit
+def _row1_amax(x_ptr, K, AMAX_CHUNKS: tl.constexpr):
+    """max |x| of one token's row (M = 1) as AMAX_CHUNKS loads of 8192 elements, all issued
+    before the one reduction (an elementwise max between loads needs no barrier, so nothing
+    orders them): one L2 round trip, not one per step. fp32 scalar."""
+    offs_a = tl.arange(0, 8192)
+    xa = tl.abs(tl.load(x_ptr + offs_a, mask=offs_a < K, other=0.0))
+    for c in tl.static_range(1, AMAX_CHUNKS):
+        o = c * 8192 + offs_a
+        xa = tl.maximum(xa, tl.abs(tl.load(x_ptr + o, mask=o < K, other=0.0)))
+    return tl.max(xa).to(tl.float32)
+
+
+@triton.jit
 def _group_scales(ws_ptr, xs_ptr, stride_wsn, stride_xsm, pid_n, offs_m, M, kb_k, k_end,
                   BLOCK_N: tl.constexpr, W_BLOCKS: tl.constexpr):
     """The scales of the 128-wide K step at kb_k on FP8 x from the pre-pass: each x row's
@@ -278,16 +294,8 @@ def _fp8_gemm_decode_kernel(
         inv_scale = 1.0 / tl.load(xs_ptr)
     if SCHEME == 1 and not X_FP8:  # fused_amax: each token's scale over ALL of K (every
         # split reads the whole row: M * K * 2 bytes from L2), as the pre-pass computes it.
-        if AMAX_CHUNKS > 0 and X_ROW1:
-            # One token (M = 1): its row as AMAX_CHUNKS loads of 8192 elements, all issued
-            # before the one reduction (an elementwise max between loads needs no barrier,
-            # so nothing orders them): one L2 round trip, not one per step.
-            offs_a = tl.arange(0, 8192)
-            xa = tl.abs(tl.load(x_ptr + offs_a, mask=offs_a < K, other=0.0))
-            for c in tl.static_range(1, AMAX_CHUNKS):
-                o = c * 8192 + offs_a
-                xa = tl.maximum(xa, tl.abs(tl.load(x_ptr + o, mask=o < K, other=0.0)))
-            amax = tl.zeros((BLOCK_M,), dtype=tl.float32) + tl.max(xa).to(tl.float32)
+        if AMAX_CHUNKS > 0 and X_ROW1:  # one token (M = 1): its row in one L2 round trip
+            amax = tl.zeros((BLOCK_M,), dtype=tl.float32) + _row1_amax(x_ptr, K, AMAX_CHUNKS)
         elif AMAX_CHUNKS > 0:
             # M tokens: the same, AMAX_CHUNKS tiles of BLOCK_M x (8192 / BLOCK_M) unrolled
             # (as many loads in flight as registers allow), one reduction at the end.
@@ -314,6 +322,10 @@ def _fp8_gemm_decode_kernel(
             tok_scale1 = tl.max(tok_scale)
             tok_inv1 = tl.max(tok_inv)
 
+    WO_ROW1: tl.constexpr = SCHEME == 3 and WO_MODE == 4 and X_ROW1
+    if WO_ROW1:  # weight_only's per-token split in the GEMM, one token: its row's scale first
+        wo_down, wo_up = _pow2_scales(_row1_amax(x_ptr, K, AMAX_CHUNKS), 7, 13)
+
     # The epilogue's scales, loaded before the K loop (after the wait: xs may come from the
     # previous kernel) so that their round trip overlaps the loop; issued after it (as the
     # PTX had them), every program's tail waited for it, the weight scales as cold as the
@@ -325,12 +337,14 @@ def _fp8_gemm_decode_kernel(
         w_sc = tl.load(ws_ptr + offs_n, mask=n_mask, other=0.0)
     if SCHEME == 0:
         x_sc = tl.load(xs_ptr)
-    if SCHEME == 1 and X_FP8:
+    # one scale a row of FP8 x: channel_token's tokens, weight_only's per-token split rows
+    ROW_SCALES: tl.constexpr = X_FP8 and (SCHEME == 1 or (SCHEME == 3 and WO_MODE == 3))
+    if ROW_SCALES:
         x_sc_m = tl.load(xs_ptr + offs_m * stride_xsm, mask=offs_m < M, other=0.0)
     if HAS_BIAS:  # the same for the bias (its split-K sum only in the last split)
         b_n = tl.load(bias_ptr + offs_n, mask=n_mask, other=0.0).to(tl.float32)
 
-    GROUPED: tl.constexpr = (SCHEME == 2 or SCHEME == 3) and X_FP8
+    GROUPED: tl.constexpr = (SCHEME == 2 or (SCHEME == 3 and WO_MODE != 3)) and X_FP8
     if GROUPED:
         # FP8 x with per-(row, 1x128 group) scales from the pre-pass: block128's groups, or
         # weight_only's two parts a token. Each 128-wide step's scales are loaded one step
@@ -390,7 +404,15 @@ def _fp8_gemm_decode_kernel(
                 w = _load_w_packed(w_ptr, stride_wn, pid_n, k0, 0, BLOCK_K, BLOCK_N, BLOCK_K)
             else:
                 w = _load_w_tile(w_ptr, stride_wn, offs_n, offs_k, N, k_end, EVEN_N, EVEN_K)
-            if X_ROW1 and SCHEME == 3:  # weight_only WO_MODE 2, one token
+            if X_FP8:  # given or from the pre-pass (not grouped: scales in the epilogue)
+                x = _load_x_tile(x_ptr, stride_xm, offs_m, offs_k, M, k_end)
+                acc = tl.dot(w, tl.trans(x), acc)
+            elif WO_ROW1:  # the per-token split's two parts as the tile's rows 0 and 1
+                x1 = tl.load(x_ptr + offs_k, mask=offs_k < k_end, other=0.0).to(tl.float32)
+                q1, q2 = _split8_parts(x1 * wo_down, INTERPRET)
+                xq = tl.where(tl.arange(0, BLOCK_M)[:, None] == 0, q1[None, :], q2[None, :])
+                acc = tl.dot(w, tl.trans(xq.to(w.dtype)), acc)
+            elif X_ROW1 and SCHEME == 3:  # weight_only WO_MODE 2, one token
                 acc += _wo_split8_row1(w, x_ptr, offs_k, k_end, BLOCK_M, INTERPRET)
             elif X_ROW1:  # one token: quantize its row (not a 16-row tile), broadcast it
                 x1 = tl.load(x_ptr + offs_k, mask=offs_k < k_end, other=0.0).to(tl.float32)
@@ -413,8 +435,6 @@ def _fp8_gemm_decode_kernel(
                                      input_precision="ieee")
                     else:
                         acc = tl.dot(w.to(x.dtype), tl.trans(x), acc)
-                elif X_FP8:
-                    acc = tl.dot(w, tl.trans(x), acc)
                 elif SCHEME == 1:  # fused_amax: quantized as the pre-pass would
                     xq = _saturate(_div_by_scale(x.to(tl.float32), tok_scale[:, None],
                                                  tok_inv[:, None]), FMAX)
@@ -428,16 +448,20 @@ def _fp8_gemm_decode_kernel(
         acc = acc * w_sc[:, None]
         if SCHEME == 0:
             acc = acc * x_sc
-        if SCHEME == 1 and X_FP8:
+        if ROW_SCALES:
             acc = acc * x_sc_m[None, :]
+        if WO_ROW1:  # rows 0 and 1 of the tile: the two parts (the others are dropped)
+            cols = tl.arange(0, BLOCK_M)
+            acc = acc * tl.where(cols == 0, wo_up, wo_up * 0.03125)[None, :]
         if SCHEME == 1 and not X_FP8:
             acc = acc * tok_scale[None, :]
-    if SCHEME == 3 and X_FP8:
-        # weight_only's split x (act_quant._split8_groups): rows 2m and 2m + 1 are token
-        # m's two parts, already scaled; y's row m is their sum.
+    if SCHEME == 3 and (X_FP8 or WO_ROW1):
+        # weight_only's split x (act_quant._split8_groups / _split8_token, or WO_MODE 4):
+        # rows 2m and 2m + 1 are token m's two parts, already scaled; y's row m is their sum.
         acc = tl.sum(tl.reshape(acc, (BLOCK_N, BLOCK_M // 2, 2)), axis=2)
         offs_m = pid_m * (BLOCK_M // 2) + tl.arange(0, BLOCK_M // 2)
-        M = M // 2
+        if X_FP8:
+            M = M // 2
 
     y_ptrs = y_ptr + offs_m[None, :] * stride_ym + offs_n[:, None]
     y_mask = n_mask[:, None] & (offs_m[None, :] < M)
@@ -479,16 +503,21 @@ def row1(scheme_id: int, x_fp8: bool, m: int, wo_mode: int = 0) -> bool:
     55.5 us against 27.3; with the row vector 48.2 (latency-bound on its per-group
     reductions: the tuner keeps block128 on the pair). In the retuned 27B tower, M=1:
     per_tensor 2.303 -> 2.290 ms, channel_token 2.403 -> 2.356 (results/row1_H200_*)."""
-    return m == 1 and not x_fp8 and (scheme_id in (0, 1, 2) or (scheme_id == 3 and wo_mode == 2))
+    return m == 1 and not x_fp8 and (scheme_id in (0, 1, 2)
+                                     or (scheme_id == 3 and wo_mode in (2, 4)))
 
 
 AMAX_UNROLL_MAX = 16  # tiles of channel_token's unrolled amax (more: the stepped loop)
 
 
-def amax_chunks(scheme_id: int, x_fp8: bool, m: int, k: int, block_m: int) -> int:
+def amax_chunks(scheme_id: int, x_fp8: bool, m: int, k: int, block_m: int,
+                wo_mode: int = 0) -> int:
     """The AMAX_CHUNKS constexpr of channel_token's in-kernel amax: one token (M = 1) in
     cdiv(K, 8192) loads, M tokens in cdiv(K, 8192 / BLOCK_M) tiles, all unrolled (up to
-    16 tiles); 0: the stepped loop (longer rows, other schemes, FP8 x given)."""
+    16 tiles); 0: the stepped loop (longer rows, other schemes, FP8 x given). weight_only's
+    WO_MODE 4 (one token): as channel_token's one token."""
+    if scheme_id == 3 and wo_mode == 4 and row1(scheme_id, x_fp8, m, wo_mode):
+        return -(-k // 8192)
     if scheme_id != 1 or x_fp8:
         return 0
     if row1(scheme_id, x_fp8, m):
@@ -532,7 +561,7 @@ def launch_args(
     # Always passed: a launch plan binds every kernel parameter by name for its direct
     # launches (nn/plan.py), and a parameter left to its default would stop that.
     kwargs["WO_MODE"] = wo_mode
-    kwargs["AMAX_CHUNKS"] = amax_chunks(scheme_id, x_fp8, m, k, block_m)
+    kwargs["AMAX_CHUNKS"] = amax_chunks(scheme_id, x_fp8, m, k, block_m, wo_mode)
     kwargs["X_ROW1"] = row1(scheme_id, x_fp8, m, wo_mode)
     kwargs["PACKED"] = packed
     if pdl and not interpret:

@@ -170,7 +170,7 @@ def compile_gemm(problem: GemmProblem, config: dict, capability: tuple[int, int]
     from triton.runtime.jit import MockTensor
 
     from . import fp8_gemm
-    from .configs import SCHEME_ID, block_m_for, x_is_fp8
+    from .configs import SCHEME_ID, block_m_for, split_per_token, x_is_fp8
 
     kernel = fp8_gemm._fp8_gemm_decode_kernel
     if type(kernel).__name__ != "JITFunction":
@@ -192,6 +192,8 @@ def compile_gemm(problem: GemmProblem, config: dict, capability: tuple[int, int]
                  Scheme.CHANNEL_TOKEN: 1}.get(p.scheme, 0)
     if not x_fp8:  # no pre-pass scales: _run passes the weight scales with stride 0
         xs_stride = 0
+    elif split_per_token(p.scheme, cfg, p.m):  # weight_only's split, one scale a row
+        xs_stride = 1
     t = time.perf_counter()
     with offline_target(capability):
         compiled = kernel.warmup(
@@ -210,7 +212,8 @@ def compile_gemm(problem: GemmProblem, config: dict, capability: tuple[int, int]
             EVEN_N=p.n % bn == 0, EVEN_K=p.k % bk == 0, num_warps=cfg["num_warps"],
             num_stages=cfg["num_stages"], grid=(1,),
             PREFETCH=cfg.get("prefetch", 0), PDL=cfg.get("pdl", False),
-            AMAX_CHUNKS=fp8_gemm.amax_chunks(SCHEME_ID[p.scheme], x_fp8, p.m, p.k, bm),
+            AMAX_CHUNKS=fp8_gemm.amax_chunks(SCHEME_ID[p.scheme], x_fp8, p.m, p.k, bm,
+                                             cfg.get("wo_mode", 0)),
             X_ROW1=fp8_gemm.row1(SCHEME_ID[p.scheme], x_fp8, p.m, cfg.get("wo_mode", 0)),
             PACKED=bool(cfg.get("packed")),
             **({"WO_MODE": cfg["wo_mode"]} if cfg.get("wo_mode") else {}),
@@ -259,13 +262,14 @@ def _build(job) -> str | None:
 
 
 def _variant_key(problem: GemmProblem, config: dict) -> tuple:
-    from .configs import block_m_for, x_is_fp8
+    from . import fp8_gemm
+    from .configs import SCHEME_ID, block_m_for, x_is_fp8
 
+    x_fp8 = x_is_fp8(problem.scheme, problem.act_dtype == torch.float8_e4m3fn, config)
     return (problem.scheme, problem.act_dtype, problem.out_dtype, problem.capability,
             problem.n, problem.k, block_m_for(problem.m), json.dumps(config, sort_keys=True),
-            # one token quantized in the GEMM is its own build (fp8_gemm.row1)
-            problem.m == 1 and problem.scheme is not Scheme.WEIGHT_ONLY
-            and not x_is_fp8(problem.scheme, problem.act_dtype == torch.float8_e4m3fn, config))
+            # one token quantized in the GEMM is its own build
+            fp8_gemm.row1(SCHEME_ID[problem.scheme], x_fp8, problem.m, config.get("wo_mode", 0)))
 
 
 def precompile(jobs, workers: int | None = None) -> PrecompileReport:

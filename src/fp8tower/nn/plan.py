@@ -325,6 +325,7 @@ def _triton_plan(x2, weight, packed, be, config, *, bias, out_dtype, out_shape) 
     if scheme is Scheme.BLOCK128 and (128 % block_n or block_k % 128):
         raise ValueError(f"block128 needs BLOCK_N dividing 128 and BLOCK_K a multiple of 128: {cfg}")
     x_fp8 = configs.x_is_fp8(scheme, False, cfg)
+    per_token = configs.split_per_token(scheme, cfg, m)  # weight_only's: a scale a token
     if scheme is Scheme.WEIGHT_ONLY and x_fp8 and block_k % 128:
         raise ValueError(f"weight_only's split pre-pass needs BLOCK_K a multiple of 128: {cfg}")
     rows = 2 * m if scheme is Scheme.WEIGHT_ONLY and x_fp8 else m  # weight_only's split x
@@ -341,10 +342,11 @@ def _triton_plan(x2, weight, packed, be, config, *, bias, out_dtype, out_shape) 
         if on_gpu:
             from ..kernels import act_quant as aq
 
-            grid, args, kw, q, s = aq.quantize_args(x2, scheme, static, pdl=cfg.get("pdl", False))
+            grid, args, kw, q, s = aq.quantize_args(x2, scheme, static, pdl=cfg.get("pdl", False),
+                                                    per_token=per_token)
             quant = DirectLaunch(aq._fp8_act_quant_kernel, grid, args, kw, (0,), device)
         else:  # the interpreter's Triton backend quantizes with torch (backends/act_quant.py)
-            q, s = tg.quantize_act(x2, scheme, static)
+            q, s = tg.quantize_act(x2, scheme, static, per_token=per_token)
         gemm_x = q
         if scheme is not Scheme.PER_TENSOR:
             xs = s
@@ -376,7 +378,8 @@ def _triton_plan(x2, weight, packed, be, config, *, bias, out_dtype, out_shape) 
     elif x_fp8:  # CPU interpreter: torch quantization into the plan's buffer
         def run(x):
             q2, _ = tg.quantize_act(x.view(m, -1), scheme,
-                                    xs if scheme is Scheme.PER_TENSOR else None)
+                                    xs if scheme is Scheme.PER_TENSOR else None,
+                                    per_token=per_token)
             gemm_x.copy_(q2)
             if scheme is not Scheme.PER_TENSOR:
                 xs.copy_(_)
