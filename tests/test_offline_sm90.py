@@ -167,7 +167,8 @@ def test_precompile_builds_what_a_launch_looks_up(tmp_path, monkeypatch):
         cfg = default_config(p)
         if scheme == "weight_only":  # its upcast: the split's pre-pass has no torch fallback
             # (on CPU tensors here it would compile, then stop, before the GEMM)
-            cfg = {f: v for f, v in cfg.items() if f not in ("pdl", "prefetch")} | {"prequant": False}
+            cfg = {f: v for f, v in cfg.items() if f not in ("pdl", "prefetch", "wo_mode")} \
+                | {"prequant": False}
         jobs.append((p, cfg))
     report = offline.precompile(jobs, workers=2)
     # per_tensor M = 1 and M = 8 share BLOCK_M 16 but not a build: one token is quantized
@@ -198,9 +199,11 @@ def test_offline_cli_bad_input(args, message, capsys):
     assert e.value.code == 2 and message in capsys.readouterr().err
 
 
-def test_weight_only_split_at_m64_is_one_128_row_tile_without_spills():
+@pytest.mark.parametrize("wo_mode", [0, 3])
+def test_weight_only_split_at_m64_is_one_128_row_tile_without_spills(wo_mode):
     """weight_only's split x at M = 64 (128 FP8 rows) runs as one 128-row tile, so W streams
-    once (configs.SPLIT_BLOCK_M_MAX): it builds for sm_90 without spills, one program a SM."""
+    once (configs.SPLIT_BLOCK_M_MAX): it builds for sm_90 without spills, one program a SM,
+    with scales per 1x128 group and per token (wo_mode 3, the default there)."""
     env = _compile_env()
     code = (
         "import json, dataclasses\n"
@@ -208,7 +211,7 @@ def test_weight_only_split_at_m64_is_one_128_row_tile_without_spills():
         "from fp8tower.problem import GemmProblem\n"
         "p = GemmProblem(64, 16384, 5120, 'weight_only')\n"
         "cfg = {'block_n': 64, 'block_k': 256, 'split_k': 1, 'num_warps': 4, 'num_stages': 3,\n"
-        "       'prequant': True, 'pdl': True, 'prefetch': 2}\n"
+        f"       'prequant': True, 'pdl': True, 'prefetch': 2, 'wo_mode': {wo_mode}}}\n"
         "f = offline.compile_gemm(p, cfg)\n"
         "print(json.dumps({**dataclasses.asdict(f), 'block_m': configs.block_m_for(128, split=True)}))\n"
     )
