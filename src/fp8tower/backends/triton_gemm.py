@@ -9,7 +9,9 @@ of K first: the per-token pre-pass (kernels/act_quant.py), or config "fused_amax
 program takes its tokens' amax itself: one launch, the same bits), the default at M = 1,
 where it runs within 3% of the pair (kernels/configs.FUSED_AMAX_MAX_M). weight_only up to
 M = 64: x split exactly into two FP8 rows a token by the pre-pass, so its GEMM runs FP8 MMAs
-on block128's path (kernels/configs.WO_SPLIT_MAX_M); W upcast in the GEMM is a config.
+(kernels/configs.WO_SPLIT_MAX_M), with scales per 1x128 group (block128's path) or, the
+default from M = 16, one a token (channel_token's; configs.WO_TOKEN_MIN_M); at M = 1 that
+per-token split can run in the GEMM too (config wo_mode 4); W upcast in the GEMM is a config.
 """
 
 from __future__ import annotations
