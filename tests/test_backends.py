@@ -584,8 +584,29 @@ def test_the_tuner_refines_its_triton_winner_deeper_and_with_its_pdl_twin():
            "prequant": False}
     twin = kc.pdl_twin(p, won)
     assert twin == {**won, **kc.PDL_PAIR} and kc.pdl_twin(p, twin) == won
+    assert kc.unsplit_twin(p, won) is None  # 16 tiles: too few to stream unsplit
     assert get("triton").refinements(p, won) == (kc.all_in_flight(p, won)
                                                  + [twin, *kc.all_in_flight(p, twin)])
     fp8_x = dataclasses.replace(p, act_dtype=FP8_DTYPE)
     assert kc.pdl_twin(fp8_x, won) is None
     assert kc.refinements(fp8_x, won) == kc.all_in_flight(fp8_x, won)
+
+
+def test_the_tuner_times_a_split_winner_unsplit_where_one_wave_streams_it():
+    """configs.unsplit_twin: a split winner's tile unsplit on the most stages that fit, where
+    that grid is one wave of >= DEEP_TILES[0] programs (weight_only 10240x5120 at M = 1: 160
+    tiles); not for too few tiles, nor where the unsplit grid is over one wave."""
+    from fp8tower.kernels import configs as kc
+
+    p = GemmProblem(1, 10240, 5120, Scheme.WEIGHT_ONLY, capability=(9, 0))
+    won = {"block_n": 64, "block_k": 256, "split_k": 2, "num_warps": 4, "num_stages": 3,
+           "prequant": True, "wo_mode": 3, **kc.PDL_PAIR}
+    unsplit = kc.unsplit_twin(p, won)
+    assert unsplit == {**won, "split_k": 1, "num_stages": 4}
+    assert kc.waves(unsplit, p) <= 1.0 and unsplit in kc.refinements(p, won)
+    assert kc.unsplit_twin(p, unsplit) is None  # not split
+    assert kc.unsplit_twin(GemmProblem(1, 5120, 6144, Scheme.WEIGHT_ONLY, capability=(9, 0)),
+                           won) is None  # 80 tiles
+    big = GemmProblem(1, 34816, 5120, Scheme.PER_TENSOR, capability=(9, 0),
+                      static_act_scale=True)
+    assert kc.unsplit_twin(big, {**won, "wo_mode": None}) is None  # 544 tiles: over a wave

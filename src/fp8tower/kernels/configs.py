@@ -483,6 +483,27 @@ def pdl_twin(p: GemmProblem, cfg: dict) -> dict | None:
     return {**cfg, **PDL_PAIR}
 
 
+def unsplit_twin(p: GemmProblem, cfg: dict) -> dict | None:
+    """A split winner ``cfg``'s tile unsplit, on the most stages (up to 4) that fit shared
+    memory, where that grid is one wave of at least DEEP_TILES[0] programs (enough to stream
+    at HBM speed unsplit: UNSPLIT_PROGRAM_GBPS); None elsewhere. The sample can miss it in
+    the winner's launch kind: weight_only 10240x5120 at M = 1, split 2 won at 16.46 us where
+    its tile unsplit with PDL ran 16.36 (15.93 tile-major) in another tune of the same space
+    but for the per-token modes (H200 2026-12-04, results/wo_token_H200_2026-12-04/
+    call1/, call2/ tuning_cache.json)."""
+    if cfg["split_k"] == 1:
+        return None
+    block_m = block_m_for(p.m)
+    if -(-p.n // cfg["block_n"]) * -(-p.m // block_m) < DEEP_TILES[0]:
+        return None
+    out = {**cfg, "split_k": 1, "num_stages": 4}
+    while out["num_stages"] > 2 and smem_bytes(out, block_m) > SMEM_BUDGET:
+        out["num_stages"] -= 1
+    if smem_bytes(out, block_m) > SMEM_BUDGET or waves(out, p) > 1.0:
+        return None
+    return out
+
+
 # The tuner's evenly spaced sample times few launch kinds of each tile, and the winner's
 # other one can be far faster: per_tensor 1024x5120 M = 32, split 5 x BLOCK_K 256, x
 # quantized in the GEMM, 7.49 us without PDL (the tuned winner) against 6.44 with it at 4
@@ -491,9 +512,12 @@ def pdl_twin(p: GemmProblem, cfg: dict) -> dict | None:
 # faster on 9 of 36 per_tensor keys, on none of channel_token's or block128's (call6/).
 def refinements(p: GemmProblem, cfg: dict) -> list[dict]:
     """What the tuner times next to its winner ``cfg`` (Backend.refinements): its K steps all
-    in flight (``all_in_flight``), then its PDL twin (``pdl_twin``) and that one's."""
+    in flight (``all_in_flight``), then its PDL twin (``pdl_twin``) and that one's, then its
+    tile unsplit (``unsplit_twin``)."""
     twin = pdl_twin(p, cfg)
-    return all_in_flight(p, cfg) + ([twin, *all_in_flight(p, twin)] if twin else [])
+    unsplit = unsplit_twin(p, cfg)
+    return (all_in_flight(p, cfg) + ([twin, *all_in_flight(p, twin)] if twin else [])
+            + ([unsplit] if unsplit else []))
 
 
 def configs(p: GemmProblem) -> list[dict]:
