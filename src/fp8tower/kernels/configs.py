@@ -487,10 +487,10 @@ def unsplit_twin(p: GemmProblem, cfg: dict) -> dict | None:
     """A split winner ``cfg``'s tile unsplit, on the most stages (up to 4) that fit shared
     memory, where that grid is one wave of at least DEEP_TILES[0] programs (enough to stream
     at HBM speed unsplit: UNSPLIT_PROGRAM_GBPS); None elsewhere. The sample can miss it in
-    the winner's launch kind: weight_only 10240x5120 at M = 1, split 2 won at 16.46 us where
-    its tile unsplit with PDL ran 16.36 (15.93 tile-major) in another tune of the same space
-    but for the per-token modes (H200 2026-12-04, results/wo_token_H200_2026-12-04/
-    call1/, call2/ tuning_cache.json)."""
+    the winner's launch kind: weight_only 10240x5120 split 2 won where an earlier tune of
+    nearly the same space had found it unsplit faster; retuned with this, M = 1 / 8 / 16
+    16.46 / 17.27 / 18.11 -> 15.70 / 16.10 / 16.61 us, the other 33 tower keys 0.986-1.076x
+    (H200 2026-12-04, results/wo_token_H200_2026-12-04/call6/wo_{old,new}.json)."""
     if cfg["split_k"] == 1:
         return None
     block_m = block_m_for(p.m)
