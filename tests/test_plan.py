@@ -252,6 +252,45 @@ def test_eager_one_launch_twin(interpret):
     assert eager_one_launch(p, triton, kc.default_config(p), "auto") is None
 
 
+def test_eager_one_launch_twin_of_weight_only(interpret, monkeypatch):
+    """weight_only: an eager call at M = 1 whose Triton choice splits x per token by the
+    pre-pass (wo_mode 3) runs that split in the GEMM (wo_mode 4: one launch, the same bits);
+    the split per 1x128 group, other M and other backends keep their choice."""
+    from fp8tower import backends
+    from fp8tower.backends import triton_gemm
+    from fp8tower.kernels import configs as kc
+    from fp8tower.nn.plan import eager_one_launch
+    from fp8tower.problem import GemmProblem
+
+    triton, ref = backends.get("triton"), backends.get("reference")
+    token = {"block_n": 64, "block_k": 128, "split_k": 2, "num_warps": 4, "num_stages": 2,
+             "prequant": True, "wo_mode": 3, **kc.PDL_PAIR}
+    p = GemmProblem(1, 4096, 4096, Scheme.WEIGHT_ONLY, capability=(9, 0))
+    be, cfg = eager_one_launch(p, triton, token, "auto")
+    plain = {k: v for k, v in token.items() if k not in ("pdl", "prefetch")}
+    assert be is triton and cfg == {**plain, "prequant": False, "wo_mode": 4}
+    group = {k: v for k, v in token.items() if k != "wo_mode"}
+    assert eager_one_launch(p, triton, group, "auto") is None
+    assert eager_one_launch(p, triton, cfg, "auto") is None  # already one launch
+    assert eager_one_launch(p, ref, None, "auto") is None
+    p2 = GemmProblem(2, 4096, 4096, Scheme.WEIGHT_ONLY, capability=(9, 0))
+    assert eager_one_launch(p2, triton, token, "auto") is None
+
+    # through Fp8Linear: the twin runs, one launch, the dispatch choice's bits
+    planned, _ = _pair(Scheme.WEIGHT_ONLY, n=80, k=384, backend="auto")
+    from fp8tower import dispatch
+
+    monkeypatch.setattr(dispatch, "resolve", lambda problem, backend: (triton, token))
+    x = _x((1, 384), Scheme.WEIGHT_ONLY)
+    y = planned(x)
+    (entry,) = planned._plans.values()
+    assert entry.eager_only and len(entry.plan.launches) == 1
+    weight = planned.fp8_weight()
+    want = triton_gemm._run(x, weight, triton.packed_for(weight), bias=planned.bias,
+                            config=token)
+    torch.testing.assert_close(y, want, rtol=0, atol=0)
+
+
 @pytest.mark.parametrize("scheme", [Scheme.CHANNEL_TOKEN, Scheme.BLOCK128])
 def test_eager_one_launch_plan_equals_the_pre_pass_pair(interpret, scheme):
     """The eager plan's single launch gives the unplanned (pre-pass + GEMM) bits."""

@@ -261,12 +261,16 @@ def eager_one_launch(problem, be, config, backend):
     """(triton backend, its one-launch config) for an eager call of ``problem`` whose
     dispatch choice (``be``, ``config``) takes two launches; None where it takes one, for
     another scheme, M > EAGER_ONE_LAUNCH_MAX_M, a backend the caller named other than
-    "triton" (an explicit choice is kept), or when turned off (``eager_one_launch_enabled``)."""
+    "triton" (an explicit choice is kept), or when turned off (``eager_one_launch_enabled``).
+    weight_only: only a Triton choice at M = 1 splitting x per token by the pre-pass
+    (``wo_mode`` 3), whose split in the GEMM (4) has its bits; the split per 1x128 group has
+    no one-launch twin with its bits."""
     from ..backends import get
     from ..kernels import configs
 
     scheme = problem.scheme
-    if scheme not in (Scheme.CHANNEL_TOKEN, Scheme.BLOCK128) or problem.m > EAGER_ONE_LAUNCH_MAX_M:
+    if scheme not in (Scheme.CHANNEL_TOKEN, Scheme.BLOCK128, Scheme.WEIGHT_ONLY) \
+            or problem.m > EAGER_ONE_LAUNCH_MAX_M:
         return None
     if not eager_one_launch_enabled():
         return None
@@ -276,6 +280,11 @@ def eager_one_launch(problem, be, config, backend):
     triton = be if be.name == "triton" else get("triton")
     if triton.unavailable_reason() is not None or triton.check(problem) is not None:
         return None
+    if scheme is Scheme.WEIGHT_ONLY:
+        if problem.m != 1 or be.name != "triton" or not config or config.get("wo_mode") != 3:
+            return None
+        cfg = {k: v for k, v in config.items() if k not in ("pdl", "prefetch")}
+        return triton, {**cfg, "prequant": False, "wo_mode": 4}
     base = config if be.name == "triton" and config else configs.default_config(problem)
     if not configs.x_is_fp8(scheme, False, base):
         return None if be.name == "triton" else (triton, base)
