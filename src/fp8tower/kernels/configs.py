@@ -126,7 +126,8 @@ WO_SPLIT_MAX_M = 64
 # results/wo_token_H200_2026-12-04/call2/default_{tower,families}.json, 30 shapes of the
 # 27B tower and other families): M = 64 1.11-1.77x (median 1.45-1.52), M = 32 1.04-1.41x
 # (1.15-1.17), M = 16 0.973-1.15x (1.03-1.04; slower on 1024x5120 0.973, 5120x17408 0.979,
-# 1024x4096 0.981, 2048x4096 0.988). Below M = 16 mixed (call1/wo_twins.json: 0.96-1.09x).
+# 1024x4096 0.981, 2048x4096 0.988). Below M = 16 mixed (call1/wo_twins.json, call8/: medians
+# 1.005-1.019x, 0.954-0.986x on long K, 5120x17408 / 5120x25600 / 8192x28672 / 4096x14336).
 WO_TOKEN_MIN_M = 16
 
 
