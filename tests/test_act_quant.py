@@ -114,8 +114,8 @@ def test_weight_only_split_is_exact_and_keeps_infinities(interpret):
 
 @pytest.mark.filterwarnings("ignore:invalid value encountered in subtract:RuntimeWarning")
 def test_weight_only_split_per_token_is_exact_down_to_2e14_of_the_row(interpret):
-    """weight_only's pre-pass with one scale a token (act_quant._split8_token, config wo_mode
-    3): rows 2m, 2m + 1 with scales up and up / 32 give x back exactly for every element >=
+    """weight_only's pre-pass with one scale a token (act_quant._split8_groups over the row,
+    wo_mode 3): rows 2m, 2m + 1 with scales up and up / 32 give x back exactly for every element >=
     2^-14 of its row's max and within 2^-22 of that max below it, over 40 binades; an
     all-zero row gets normal scales and zeros; a row holding an inf gets NaN scales."""
     from fp8tower.kernels import act_quant as aq
@@ -127,7 +127,7 @@ def test_weight_only_split_per_token_is_exact_down_to_2e14_of_the_row(interpret)
     x[1] = 0.0
     x[2, 5] = float("inf")
     grid, args, kw, q, s = aq.quantize_args(x, Scheme.WEIGHT_ONLY, per_token=True)
-    assert grid == (m, 1) and kw["SPLIT8"] == 2
+    assert grid == (m, 1) and kw["SPLIT8"] and kw["GROUP"] == k
     aq._fp8_act_quant_kernel[grid](*args, **kw)
     assert q.shape == (2 * m, k) and s.shape == (2 * m, 1)
     assert torch.isnan(s[4:6]).all()

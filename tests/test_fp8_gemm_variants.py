@@ -148,7 +148,7 @@ def test_weight_only_split_per_token_in_the_gemm_is_the_pre_pass_bit_for_bit(int
 def test_weight_only_split_per_token_within_2e22_of_the_row_max(interpret):
     """The per-token split (wo_mode 3) against the per-group one where they differ: a 1x128
     group 2^-18 below the rest of its row is exact per group and within 2^-22 of the row's
-    max per token (act_quant._split8_token), so both stay far inside the contract's 40 dB."""
+    max per token (act_quant._split8_groups), so both stay far inside the contract's 40 dB."""
     n, k = 200, 328
     w = quantize_weight(torch.randn(n, k, generator=torch.Generator().manual_seed(3)) * 0.02,
                         Scheme.WEIGHT_ONLY)

@@ -1,6 +1,6 @@
 """One-launch FP8 activation quantization (Triton): per-tensor static, per-token, 1x128 groups,
-and weight_only's exact split of x into two FP8 parts, per 1x128 group (``_split8_groups``)
-or per token (``_split8_token``).
+and weight_only's exact split of x into two FP8 parts, per 1x128 group or per token
+(``_split8_groups``).
 
 Division is IEEE round-to-nearest: one div_rn per scale for its reciprocal r, then x * r
 with one FMA correction per element (fp8_gemm._div_by_scale: div_rn's bits), so results
@@ -40,12 +40,16 @@ from .fp8_gemm import _div_by_scale, _pow2_scales, _saturate, _split8_parts
 @triton.jit
 def _split8_groups(x, q_ptr, s_ptr, row, stride_qm, stride_sm, gi, offs, mask,
                    GROUP: tl.constexpr, K, INTERPRET: tl.constexpr):
-    """weight_only's x as two FP8 parts per 1x128 group (SPLIT8 1): x = up * (q1 + q2 / 32)
-    with up a power of two per group (max |x / up| in [128, 256)), q1 = fp8(x / up) and
-    q2 = fp8((x / up - q1) * 32): exact for every element >= 2^-14 of its group's max
+    """weight_only's x as two FP8 parts per group of GROUP elements (SPLIT8): x = up * (q1 +
+    q2 / 32) with up a power of two per group (max |x / up| in [128, 256)), q1 = fp8(x / up)
+    and q2 = fp8((x / up - q1) * 32): exact for every element >= 2^-14 of its group's max
     (fp8_gemm._wo_split8_step's argument; tests/test_act_quant.py). Token ``row``'s parts
     go to rows 2 row and 2 row + 1 of q, with scales up and up / 32; a group holding an inf
-    gets a NaN scale (an FP8 cast would saturate it to a finite value)."""
+    gets a NaN scale (an FP8 cast would saturate it to a finite value). The groups are 1x128,
+    or (``quantize_args(per_token=True)``, the GEMM's WO_MODE 3) the token's whole row: then
+    a smaller element is off by at most 2^-22 of the row's max (q1 by <= 2^-10, e4m3's
+    subnormal step being 2^-9, the residual times 32 again by <= 2^-10: 2^-15 in x / up,
+    whose max is >= 2^7)."""
     # exponent >= 13: both scales normal (up / 32 >= 2^-126)
     down, up = _pow2_scales(tl.max(tl.abs(x), axis=1), 7, 13)
     q1, q2 = _split8_parts(x * down[:, None], INTERPRET)
@@ -57,42 +61,24 @@ def _split8_groups(x, q_ptr, s_ptr, row, stride_qm, stride_sm, gi, offs, mask,
 
 
 @triton.jit
-def _split8_token(x, q_ptr, s_ptr, row, stride_qm, stride_sm, offs, mask,
-                  INTERPRET: tl.constexpr):
-    """weight_only's x as two FP8 parts per token (SPLIT8 2, the GEMM's WO_MODE 3):
-    ``_split8_groups`` with the token's whole row as its group, one scale a row, so the GEMM
-    takes the two rows on the plain path with the scales in its epilogue. Exact for every
-    element >= 2^-14 of the row's max (not the group's); a smaller one is off by at most
-    2^-22 of that max: q1 is off by <= 2^-10 (e4m3's subnormal step is 2^-9), the residual
-    times 32 again by <= 2^-10, i.e. 2^-15 in x / up, whose max is >= 2^7."""
-    down, up = _pow2_scales(tl.max(tl.abs(x)), 7, 13)  # as _split8_groups
-    q1, q2 = _split8_parts(x * down, INTERPRET)
-    tl.store(s_ptr + (2 * row) * stride_sm, up)
-    tl.store(s_ptr + (2 * row + 1) * stride_sm, up * 0.03125)
-    tl.store(q_ptr + (2 * row) * stride_qm + offs, q1.to(q_ptr.dtype.element_ty), mask=mask)
-    tl.store(q_ptr + (2 * row + 1) * stride_qm + offs, q2.to(q_ptr.dtype.element_ty), mask=mask)
-
-
-@triton.jit
 def _fp8_act_quant_kernel(
     x_ptr, q_ptr, s_ptr, static_ptr, K, stride_xm, stride_qm, stride_sm,
     GROUP: tl.constexpr, BLOCK_G: tl.constexpr, STATIC: tl.constexpr,
     FMAX: tl.constexpr, SMIN: tl.constexpr, PDL: tl.constexpr = False, GPP: tl.constexpr = 1,
-    SPLIT8: tl.constexpr = 0, INTERPRET: tl.constexpr = False,
+    SPLIT8: tl.constexpr = False, INTERPRET: tl.constexpr = False,
 ):
-    # SPLIT8: weight_only's two FP8 rows a token, 1 per 1x128 group, 2 per token
     if PDL:  # never under the interpreter (quantize_args): it has no griddepcontrol
         tl.extra.cuda.gdc_launch_dependents()
         tl.extra.cuda.gdc_wait()
     row = tl.program_id(0)
     g = tl.program_id(1)
-    if GPP > 1 or SPLIT8 == 1:  # GPP groups a program, one per row of a (GPP, BLOCK_G) tile
+    if GPP > 1 or SPLIT8:  # GPP groups a program, one per row of a (GPP, BLOCK_G) tile
         gi = g * GPP + tl.arange(0, GPP)
         lane2 = tl.arange(0, BLOCK_G)[None, :]
         offs2 = gi[:, None] * GROUP + lane2
         mask2 = (lane2 < GROUP) & (offs2 < K)
         x2 = tl.load(x_ptr + row * stride_xm + offs2, mask=mask2, other=0.0).to(tl.float32)
-        if SPLIT8 == 1:
+        if SPLIT8:
             _split8_groups(x2, q_ptr, s_ptr, row, stride_qm, stride_sm, gi, offs2, mask2,
                            GROUP, K, INTERPRET)
             return
@@ -106,9 +92,6 @@ def _fp8_act_quant_kernel(
     offs = g * GROUP + lane
     mask = (lane < GROUP) & (offs < K)
     x = tl.load(x_ptr + row * stride_xm + offs, mask=mask, other=0.0).to(tl.float32)
-    if SPLIT8 == 2:  # GROUP = K: one program a token
-        _split8_token(x, q_ptr, s_ptr, row, stride_qm, stride_sm, offs, mask, INTERPRET)
-        return
     if STATIC:
         s = tl.load(static_ptr)
     else:
@@ -174,8 +157,8 @@ def quantize_args(
     ``pdl``: launched with programmatic dependent launch (module doc; GPU only).
     ``groups_per_program``: 1x128 groups a program (default b128_groups_per_program).
     weight_only: x split into two FP8 parts a token (``_split8_groups``): q (2M, K), scales
-    (2M, ceil(K/128)), rows 2m and 2m + 1 for token m; ``per_token``: one scale a row
-    (``_split8_token``), scales (2M, 1)."""
+    (2M, ceil(K/128)), rows 2m and 2m + 1 for token m; ``per_token``: one group a token's
+    row, scales (2M, 1), one program a token (warps as channel_token's)."""
     m, k = x.shape
     if groups_per_program is not None and (groups_per_program < 1
                                            or groups_per_program & (groups_per_program - 1)):
@@ -184,7 +167,7 @@ def quantize_args(
         raise ValueError(f"per_token splits weight_only's x; {scheme.value} has its own scales")
     interpret = os.environ.get("TRITON_INTERPRET") == "1"
     gpp = 1
-    split8 = scheme is Scheme.WEIGHT_ONLY  # two FP8 rows a token (_split8_groups / _token)
+    split8 = scheme is Scheme.WEIGHT_ONLY  # two FP8 rows a token (_split8_groups)
     if q is None:
         q = torch.empty(2 * m if split8 else m, k, dtype=FP8_DTYPE, device=x.device)
     if scheme is Scheme.PER_TENSOR:
@@ -216,8 +199,7 @@ def quantize_args(
               # M = 1 (H200 2026-12-01, results/nonfinite_H200_2026-12-01/call5/). A 1x128
               # group: one warp, so its amax is a warp shuffle, no block-wide barrier.
               "num_warps": 1 if block_g <= 128 else min(16, max(4, block_g // 512)),
-              "GPP": gpp, "SPLIT8": (2 if per_token else 1) if split8 else 0,
-              "INTERPRET": interpret}
+              "GPP": gpp, "SPLIT8": split8, "INTERPRET": interpret}
     if gpp > 1 or (split8 and not per_token):  # one warp per 1x128 group, up to 8 warps
         kwargs["num_warps"] = min(gpp, 8)
     if pdl:

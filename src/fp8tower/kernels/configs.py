@@ -120,8 +120,9 @@ def _split_for(p: GemmProblem, block_n: int, block_k: int) -> int:
 # stages (_tile_default): 16384x5120 67.55 -> 47.90, 12288x5120 69.15 -> 47.12, 5120x6144
 # 34.25 -> 26.71, 1024x5120 16.66 -> 15.26 (results/split_k_H200_2026-12-01/call2/prepass.json).
 WO_SPLIT_MAX_M = 64
-# ... and from M = 16 with one scale a token (wo_mode 3, act_quant._split8_token: the GEMM on
-# the plain path, the scales in its epilogue) rather than per 1x128 group. The default
+# ... and from M = 16 with one scale a token (wo_mode 3, act_quant._split8_groups over the
+# token's row: the GEMM on the plain path, the scales in its epilogue) rather than per 1x128
+# group. The default
 # against its per-token twin, the tuner's chain, one run each (H200 2026-12-04,
 # results/wo_token_H200_2026-12-04/call2/default_{tower,families}.json, 30 shapes of the
 # 27B tower and other families): M = 64 1.11-1.77x (median 1.45-1.52), M = 32 1.04-1.41x
@@ -610,7 +611,8 @@ WO_MODES = {0: "W upcast in the GEMM", 1: "fp16 MMAs", 2: "x split per K step in
 
 def split_per_token(scheme: Scheme, cfg: dict, m: int) -> bool:
     """Whether ``cfg`` takes weight_only's x split by the pre-pass with one scale a token
-    (``wo_mode`` 3, kernels/act_quant._split8_token) rather than per 1x128 group. A
+    (``wo_mode`` 3, kernels/act_quant.quantize_args' ``per_token``) rather than per 1x128
+    group. A
     ValueError for a ``wo_mode`` that ``cfg`` and ``m`` cannot run: any for another scheme;
     3 without the pre-pass (``prequant``); 4 (the same split in the GEMM) with it or at
     M != 1; 1 / 2 with it."""

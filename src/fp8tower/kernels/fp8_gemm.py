@@ -456,7 +456,7 @@ def _fp8_gemm_decode_kernel(
         if SCHEME == 1 and not X_FP8:
             acc = acc * tok_scale[None, :]
     if SCHEME == 3 and (X_FP8 or WO_ROW1):
-        # weight_only's split x (act_quant._split8_groups / _split8_token, or WO_MODE 4):
+        # weight_only's split x (act_quant._split8_groups, or WO_MODE 4 in the GEMM):
         # rows 2m and 2m + 1 are token m's two parts, already scaled; y's row m is their sum.
         acc = tl.sum(tl.reshape(acc, (BLOCK_N, BLOCK_M // 2, 2)), axis=2)
         offs_m = pid_m * (BLOCK_M // 2) + tl.arange(0, BLOCK_M // 2)
