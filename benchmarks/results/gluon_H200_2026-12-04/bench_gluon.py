@@ -2,18 +2,20 @@
 
 Issue #12's lever that Triton's pipeliner cannot express: a GEMM's W tiles do not depend on
 the previous kernel, only x does, but the pipelined loop's prologue comes after ``gdc_wait``
-(session 24). Gluon (triton.experimental.gluon, triton >= 3.5) writes the pipeline by hand:
+(session 24). Gluon (triton.experimental.gluon; written for the GPU machine's triton 3.6, whose
+TMA copy triton 3.9 renamed) writes the pipeline by hand:
 each program issues TMA copies of its first STAGES W tiles into a shared-memory ring, then
 waits for the previous grid (``griddepcontrol.wait``), then asks for the matching x tiles (the
 pre-pass's FP8 x) on the same mbarriers; the loop runs one FP8 wgmma a stage (acc[BLOCK_N, MP]
 = W tile @ x tile^T, MP = 16 token rows, 8 with flag h) and refills the stage it freed.
 per_tensor only (scalar scales, static activation scale), M <= 16.
 
-It runs in the tuner's chain (tuning.search.Chain) next to `auto` and the tuned Triton choice,
-on the same weights, and each row's output is checked against the float64 reference first.
+It runs in the tuner's chain (tuning.search.Chain, or back to back with --chain gemm) next to
+`auto`, on the same weights, and each row's output is checked against the float64 reference
+first.
 
-    python benchmarks/results/gluon_H200_2026-12-04/bench_gluon.py --shapes 5120x6144,16384x5120 --m 1,8 \
-        --configs 64x256x4,64x512x3 --json out.json
+    python benchmarks/results/gluon_H200_2026-12-04/bench_gluon.py \
+        --shapes 5120x6144,16384x5120 --m 1,8 --configs 64x256x4,64x512x3 --json out.json
 """
 
 from __future__ import annotations
@@ -387,7 +389,8 @@ def main(argv=None):
                         rows.append({**row, "error": f"{type(e).__name__}: {e}"})
                         continue
                     gbs = n * k / t.median_us / 1e3
-                    rows.append({**row, "chain": args.chain, "us": round(t.median_us, 3), "spread": round(t.spread, 4),
+                    rows.append({**row, "chain": args.chain, "us": round(t.median_us, 3),
+                                 "spread": round(t.spread, 4),
                                  "pct_ceiling": round(100 * gbs / ceiling, 1),
                                  "config": c if name == "auto" else c["name"],
                                  "backend": b.name})
