@@ -236,17 +236,89 @@ def _w_first_gemm_kernel(w_desc, x_desc, y_ptr, ws_ptr, xs_ptr, wp_ptr, M, N, K,
     gl.store(ptrs, (acc * scale).to(y_ptr.dtype.element_ty), mask=mask)
 
 
+@gluon.jit
+def _x_chunk(x_ptr, stride_xm, step, M, K, BM: gl.constexpr, BLOCK_K: gl.constexpr,
+             layout: gl.constexpr):
+    """x's [BM, BLOCK_K] chunk ``step`` (bf16 in fp32; rows >= M and columns >= K: 0)."""
+    offs_m = gl.arange(0, BM, layout=gl.SliceLayout(1, layout))
+    offs_k = step * BLOCK_K + gl.arange(0, BLOCK_K, layout=gl.SliceLayout(0, layout))
+    mask = (offs_m[:, None] < M) & (offs_k[None, :] < K)
+    return gl.load(x_ptr + offs_m[:, None] * stride_xm + offs_k[None, :], mask=mask, other=0.0)
+
+
+@gluon.jit
+def _one_launch_kernel(w_desc, x_ptr, y_ptr, ws_ptr, xs_ptr, M, N, K, stride_xm, stride_ym,
+                       BM: gl.constexpr, STAGES: gl.constexpr, num_warps: gl.constexpr):
+    """W first as _w_first_gemm_kernel, but no pre-pass: x (bf16) read by the threads two K
+    steps ahead of its MMA, quantized with the static scale into one FP8 tile a step."""
+    BLOCK_N: gl.constexpr = w_desc.block_type.shape[0]
+    BLOCK_K: gl.constexpr = w_desc.block_type.shape[1]
+    _gdc_launch_dependents()
+    pid = gl.program_id(0)
+    off_n = pid * BLOCK_N
+    n_steps = gl.cdiv(K, BLOCK_K)
+    w_smem = gl.allocate_shared_memory(w_desc.dtype, [STAGES, BLOCK_N, BLOCK_K], w_desc.layout)
+    xq_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BM, BLOCK_K], gl.float8e4nv)
+    xq_smem = gl.allocate_shared_memory(gl.float8e4nv, [BM, BLOCK_K], xq_layout)
+    bars = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    for s in gl.static_range(STAGES):
+        mbarrier.init(bars.index(s), count=1)
+    for s in gl.static_range(STAGES):  # W first
+        live = s < n_steps
+        mbarrier.expect(bars.index(s), w_desc.block_type.nbytes, pred=live)
+        tma.async_copy_global_to_shared(w_desc, [off_n, s * BLOCK_K], bars.index(s),
+                                        w_smem.index(s), pred=live)
+    _gdc_wait()  # x and y: only from here on
+    TPW_K: gl.constexpr = 32 if BLOCK_K >= 256 else BLOCK_K // 8
+    x_layout: gl.constexpr = gl.BlockedLayout([1, 8], [32 // TPW_K, TPW_K], [num_warps, 1], [1, 0])
+    r = gl.div_rn(1.0, gl.load(xs_ptr))  # 1 / s as the pre-pass takes it (one div_rn)
+    s_x = gl.load(xs_ptr)
+    xa = _x_chunk(x_ptr, stride_xm, 0, M, K, BM, BLOCK_K, x_layout).to(gl.float32)
+    xb = _x_chunk(x_ptr, stride_xm, 1, M, K, BM, BLOCK_K, x_layout).to(gl.float32)
+    acc_layout: gl.constexpr = gl.NVMMADistributedLayout(
+        version=[3, 0], warps_per_cta=[num_warps, 1], instr_shape=[16, BM, 32])
+    acc = gl.zeros((BLOCK_N, BM), dtype=gl.float32, layout=acc_layout)
+    for i in range(n_steps):
+        cur = xa
+        xa = xb
+        xb = _x_chunk(x_ptr, stride_xm, i + 2, M, K, BM, BLOCK_K, x_layout).to(gl.float32)
+        q = cur * r
+        q = q + gl.fma(-q, s_x, cur) * r  # one FMA correction: x / s rounded as div_rn
+        q = gl.minimum(gl.maximum(q, -448.0), 448.0)
+        xq_smem.store(q.to(gl.float8e4nv))
+        fence_async_shared()
+        gl.thread_barrier()
+        slot = i % STAGES
+        mbarrier.wait(bars.index(slot), (i // STAGES) & 1)
+        acc = warpgroup_mma(w_smem.index(slot), xq_smem.permute((1, 0)), acc, is_async=True)
+        acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc, ))
+        nxt = i + STAGES
+        live = nxt < n_steps
+        mbarrier.expect(bars.index(slot), w_desc.block_type.nbytes, pred=live)
+        tma.async_copy_global_to_shared(w_desc, [off_n, nxt * BLOCK_K], bars.index(slot),
+                                        w_smem.index(slot), pred=live)
+    for s in gl.static_range(STAGES):
+        mbarrier.invalidate(bars.index(s))
+    scale = gl.load(ws_ptr) * s_x
+    offs_n = off_n + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, acc_layout))
+    offs_m = gl.arange(0, BM, layout=gl.SliceLayout(0, acc_layout))
+    mask = (offs_n[:, None] < N) & (offs_m[None, :] < M)
+    gl.store(y_ptr + offs_m[None, :] * stride_ym + offs_n[:, None],
+             (acc * scale).to(y_ptr.dtype.element_ty), mask=mask)
+
+
 def parse_config(text: str) -> dict:
     """'64x256x4' -> BLOCK_N 64, BLOCK_K 256, 4 stages; suffix letters: n = without PDL,
     a = W copies after the wait (not before), p = W packed in [BLOCK_N, 128] runs (pack_w),
     s = one MMA at a time (PIPE 0), d = two accumulators (PIPE 2); default PIPE 1; '@8' (packed
     only): each program asks L2 for the W tile 8 steps past its ring's (8 before the wait);
     c = W by cp.async, 16 bytes a thread a copy (one MMA at a time; not packed); h = 8 token
-    rows an MMA (M <= 8), so a deeper ring fits."""
+    rows an MMA (M <= 8), so a deeper ring fits; q = one launch, x quantized in the kernel
+    (_one_launch_kernel: no other flag but h)."""
     head, _, ahead = text.partition("@")
     flags = head.lstrip("0123456789x")
     bn, bk, st = (int(v) for v in head[:len(head) - len(flags)].split("x"))
-    if set(flags) - set("napsdch") or ("s" in flags and "d" in flags) or (
+    if set(flags) - set("napsdchq") or ("q" in flags and set(flags) - set("qh")) or ("s" in flags and "d" in flags) or (
             "c" in flags and ("p" in flags or "d" in flags)):
         raise ValueError(f"config {text!r}: flags are n, a, p, c, h and s or d (c without p or "
                          f"d); got {flags!r}")
@@ -256,6 +328,7 @@ def parse_config(text: str) -> dict:
             "w_first": "a" not in flags, "packed": "p" in flags,
             "pipe": 0 if "s" in flags else 2 if "d" in flags else 1,
             "l2_ahead": int(ahead or 0), "w_cp": "c" in flags, "mp": 8 if "h" in flags else MP,
+            "one_launch": "q" in flags,
             "name": text}
 
 
@@ -291,6 +364,8 @@ class GluonArm:
         mp = cfg["mp"]
         if m > mp:
             raise ValueError(f"config {cfg['name']} serves M <= {mp}, got M = {m}")
+        if cfg["one_launch"]:
+            return self._run_one_launch(x, w, cfg, out_dtype)
         # x in a buffer of MP rows: the pre-pass writes the first M, the rest stay as they are
         # (output columns >= M are not stored), so TMA never zero-fills: with M rows only,
         # M = 1 ran 0.3-1.3 us slower than M = 8 (call 3)
@@ -323,6 +398,25 @@ class GluonArm:
             PACKED=cfg["packed"], PIPE=cfg["pipe"], L2_AHEAD=cfg["l2_ahead"],
             W_CP=cfg["w_cp"], num_warps=4, **kw)
         return y
+
+    def _run_one_launch(self, x, w, cfg, out_dtype):
+        m, k = x.shape
+        n = w.data.shape[0]
+        x = x.contiguous()
+        y = torch.empty(m, n, dtype=out_dtype, device=x.device)
+        _one_launch_kernel[(triton.cdiv(n, cfg["block_n"]),)](
+            _one_launch_desc(w, cfg["block_n"], cfg["block_k"]), x, y, w.scale, w.act_scale, m, n,
+            k, x.stride(0), y.stride(0), BM=cfg["mp"], STAGES=cfg["stages"], num_warps=4,
+            launch_pdl=True)
+        return y
+
+
+def _one_launch_desc(w, bn, bk):
+    key = ("gluon_desc", bn, bk, False)
+    if key not in w.packed:
+        layout = gl.NVMMASharedLayout.get_default_for([bn, bk], gl.float8e4nv)
+        w.packed[key] = TensorDescriptor.from_tensor(w.data, [bn, bk], layout)
+    return w.packed[key]
 
 
 def main(argv=None):
