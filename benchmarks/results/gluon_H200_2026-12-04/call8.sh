@@ -13,19 +13,5 @@ for chain in model gemm; do
     --json "$O/gluon_$chain.json" > "$O/gluon_$chain.log" 2>&1
   echo "bench $chain rc=$?"
 done
-python3 - "$O" <<'PY'
-import json, sys, collections
-for chain in ("model", "gemm"):
-    d = json.load(open(f"{sys.argv[1]}/gluon_{chain}.json"))
-    t = collections.defaultdict(list)
-    for r in d["rows"]:
-        if "us" in r: t[(r["n"], r["k"], r["m"], r["arm"])].append(r["us"])
-        elif "error" in r: print("ERR", r)
-    print(chain, d["ceiling_gbps"])
-    keys = sorted({k[:3] for k in t})
-    arms = list(dict.fromkeys(k[3] for k in t))
-    print("shape M " + " ".join(f"{a:>10}" for a in arms))
-    for k in keys:
-        print(f"{k[0]}x{k[1]} {k[2]} " + " ".join(f"{min(t[(*k, a)]):10.2f}" if t[(*k, a)] else f"{'-':>10}" for a in arms))
-PY
+python3 benchmarks/results/gluon_H200_2026-12-04/summary.py "$O"
 tar czf "$FINAL/call8.tgz" -C "$FINAL" call8

@@ -122,8 +122,7 @@ def _split_for(p: GemmProblem, block_n: int, block_k: int) -> int:
 WO_SPLIT_MAX_M = 64
 # ... and from M = 16 with one scale a token (wo_mode 3, act_quant._split8_groups over the
 # token's row: the GEMM on the plain path, the scales in its epilogue) rather than per 1x128
-# group. The default
-# against its per-token twin, the tuner's chain, one run each (H200 2026-12-04,
+# group. The default against its per-token twin, the tuner's chain, one run each (H200 2026-12-04,
 # results/wo_token_H200_2026-12-04/call2/default_{tower,families}.json, 30 shapes of the
 # 27B tower and other families): M = 64 1.11-1.77x (median 1.45-1.52), M = 32 1.04-1.41x
 # (1.15-1.17), M = 16 0.973-1.15x (1.03-1.04; slower on 1024x5120 0.973, 5120x17408 0.979,
@@ -612,10 +611,9 @@ WO_MODES = {0: "W upcast in the GEMM", 1: "fp16 MMAs", 2: "x split per K step in
 def split_per_token(scheme: Scheme, cfg: dict, m: int) -> bool:
     """Whether ``cfg`` takes weight_only's x split by the pre-pass with one scale a token
     (``wo_mode`` 3, kernels/act_quant.quantize_args' ``per_token``) rather than per 1x128
-    group. A
-    ValueError for a ``wo_mode`` that ``cfg`` and ``m`` cannot run: any for another scheme;
-    3 without the pre-pass (``prequant``); 4 (the same split in the GEMM) with it or at
-    M != 1; 1 / 2 with it."""
+    group. A ValueError for a ``wo_mode`` that ``cfg`` and ``m`` cannot run: any for another
+    scheme; 3 without the pre-pass (``prequant``); 4 (the same split in the GEMM) with it or
+    at M != 1; 1 / 2 with it."""
     mode = cfg.get("wo_mode", 0)
     if not mode:
         return False
