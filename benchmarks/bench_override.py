@@ -2,14 +2,16 @@
 A/B of one config key over the tuned choices (issue #12).
 
 Each ``--arms`` entry is ``cached`` (the tuned configs as they are) or ``KEY=VALUE[;KEY=VALUE]``
-(integers or true / false), applied to every cached Triton choice of the tower's GEMMs. Per
-scheme and M, one merged tower with ``auto`` (FP8TOWER_CACHE_DIR), arms alternated
-``--rounds`` times, each arm's outputs compared bit for bit with the first arm's
-(benchmarks/tower_ab.py). The overridden configs need not be in the tuner's space: this
-process accepts them (a benchmark arm, not a dispatch rule).
+(integers or true / false; KEY one of ``bench_gemm.OVERRIDE_KEYS``, the keys the Triton
+backend reads), set on every cached Triton choice of the tower's GEMMs, whether or not it
+changes that choice (``prequant`` means nothing to channel_token, for one). Per scheme and M,
+one merged tower with ``auto`` (FP8TOWER_CACHE_DIR), arms alternated ``--rounds`` times, each
+arm's outputs compared bit for bit with the first arm's (benchmarks/tower_ab.py). The
+overridden configs need not be in the tuner's space: this process accepts them (a benchmark
+arm, not a dispatch rule). Session 28 (results/wfirst_H200_2026-12-04/, calls 3 and 6).
 
-    python benchmarks/bench_override.py --arms cached,acc_split=2,acc_split=4 --m 1,8 \\
-        --json benchmarks/results/acc_split.json
+    python benchmarks/bench_override.py --arms "cached,prequant=false,prequant=true" \\
+        --schemes per_tensor --m 1,8 --json benchmarks/results/xmode.json
 """
 
 from __future__ import annotations
@@ -21,20 +23,23 @@ import time
 import torch
 
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
+from bench_gemm import OVERRIDE_KEYS
 from tower_ab import add_arguments, run_arms, write_rows
 
 _ARM: dict[str, dict] = {"value": {}}
 
 
 def parse_arm(text: str) -> dict:
-    """``cached`` -> {}; ``a=1;b=true`` -> {"a": 1, "b": True}; anything else exits naming it."""
+    """``cached`` -> {}; ``split_k=2;pdl=true`` -> {"split_k": 2, "pdl": True}; anything else
+    exits naming it."""
     if text == "cached":
         return {}
     out = {}
     for item in text.split(";"):
         key, eq, value = item.partition("=")
-        if not eq or not key:
-            raise SystemExit(f"--arms: {text!r}: {item!r} is not KEY=VALUE")
+        if not eq or key not in OVERRIDE_KEYS:
+            raise SystemExit(f"--arms: {text!r}: {item!r} is not KEY=VALUE with KEY one of "
+                             f"{', '.join(OVERRIDE_KEYS)}")
         if value.lower() in ("true", "false"):
             out[key] = value.lower() == "true"
         elif value.lstrip("-").isdigit():

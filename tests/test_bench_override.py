@@ -1,0 +1,52 @@
+"""benchmarks/bench_override.py's arms on the CPU (the benchmark itself needs a GPU)."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from fp8tower.formats import Scheme
+from fp8tower.problem import GemmProblem
+
+_DIR = Path(__file__).resolve().parents[1] / "benchmarks"
+_spec = importlib.util.spec_from_file_location("bench_override", _DIR / "bench_override.py")
+bench = importlib.util.module_from_spec(_spec)
+sys.path.insert(0, str(_DIR))
+_spec.loader.exec_module(bench)
+
+
+def test_an_arm_is_cached_or_keys_the_triton_backend_reads():
+    assert bench.parse_arm("cached") == {}
+    assert bench.parse_arm("prequant=false") == {"prequant": False}
+    assert bench.parse_arm("split_k=2;pdl=True;prefetch=0") == {"split_k": 2, "pdl": True,
+                                                                "prefetch": 0}
+
+
+@pytest.mark.parametrize(("arm", "named"), [("acc_split=2", "'acc_split=2'"),
+                                            ("split_k", "'split_k'"),
+                                            ("split_k=two", "split_k='two'")])
+def test_a_key_the_backend_would_ignore_or_a_bad_value_is_refused_by_name(arm, named):
+    """An unknown key would be passed through and ignored by the backend: two arms timing the
+    same config. Refused before anything runs, naming the entry."""
+    with pytest.raises(SystemExit) as e:
+        bench.main(["--arms", f"cached,{arm}", "--json", "unused.json"])
+    assert named in str(e.value)
+
+
+def test_the_arm_applies_to_cached_triton_choices_only(monkeypatch):
+    from fp8tower.tuning import search
+
+    cached = {"block_k": 512, "split_k": 1, "prequant": True, "pdl": True, "prefetch": 1}
+    monkeypatch.setattr(search, "native_config", lambda b, p, c: (True, dict(cached)))
+    monkeypatch.setitem(bench._ARM, "value", {"prequant": False})
+    bench.patch_dispatch()
+    p = GemmProblem(1, 5120, 6144, Scheme.PER_TENSOR)
+    assert search.native_config(SimpleNamespace(name="triton"), p, None)[1] == \
+        {**cached, "prequant": False}
+    assert search.native_config(SimpleNamespace(name="cutlass"), p, None)[1] == cached
+    monkeypatch.setitem(bench._ARM, "value", {})
+    assert search.native_config(SimpleNamespace(name="triton"), p, None)[1] == cached
