@@ -42,11 +42,12 @@ def parse_arm(text: str) -> dict:
                              f"{', '.join(OVERRIDE_KEYS)}")
         if value.lower() in ("true", "false"):
             out[key] = value.lower() == "true"
-        elif value.lstrip("-").isdigit():
+            continue
+        try:
             out[key] = int(value)
-        else:
+        except ValueError:
             raise SystemExit(f"--arms: {text!r}: {key}={value!r} is neither an integer nor "
-                             "true / false")
+                             "true / false") from None
     return out
 
 
@@ -74,6 +75,8 @@ def main(argv=None) -> int:
                          "Triton config")
     args = ap.parse_args(argv)
     arms = args.arms.split(",")
+    if len(set(arms)) != len(arms):
+        raise SystemExit(f"--arms: {args.arms!r} names an arm twice")
     parsed = {a: parse_arm(a) for a in arms}
     if not torch.cuda.is_available():
         raise SystemExit("bench_override.py needs a CUDA GPU")

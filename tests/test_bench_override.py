@@ -28,10 +28,12 @@ def test_an_arm_is_cached_or_keys_the_triton_backend_reads():
 
 @pytest.mark.parametrize(("arm", "named"), [("acc_split=2", "'acc_split=2'"),
                                             ("split_k", "'split_k'"),
-                                            ("split_k=two", "split_k='two'")])
+                                            ("split_k=two", "split_k='two'"),
+                                            ("split_k=--1", "split_k='--1'"),
+                                            ("cached", "names an arm twice")])
 def test_a_key_the_backend_would_ignore_or_a_bad_value_is_refused_by_name(arm, named):
     """An unknown key would be passed through and ignored by the backend: two arms timing the
-    same config. Refused before anything runs, naming the entry."""
+    same config (so would an arm named twice). Refused before anything runs, naming it."""
     with pytest.raises(SystemExit) as e:
         bench.main(["--arms", f"cached,{arm}", "--json", "unused.json"])
     assert named in str(e.value)
