@@ -24,7 +24,7 @@ import torch
 
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
 from bench_gemm import OVERRIDE_KEYS
-from tower_ab import add_arguments, run_arms, write_rows
+from tower_ab import add_arguments, patch_triton_choices, run_arms, write_rows
 
 _ARM: dict[str, dict] = {"value": {}}
 
@@ -53,17 +53,7 @@ def parse_arm(text: str) -> dict:
 
 def patch_dispatch() -> None:
     """Make dispatch run every cached Triton config with the arm's keys (module doc)."""
-    from fp8tower.tuning import search
-
-    native = search.native_config
-
-    def patched(backend, problem, config):
-        found, cfg = native(backend, problem, config)
-        if not found or backend.name != "triton" or not _ARM["value"]:
-            return found, cfg
-        return True, {**cfg, **_ARM["value"]}
-
-    search.native_config = patched
+    patch_triton_choices(lambda problem, cfg: {**cfg, **_ARM["value"]})
 
 
 def main(argv=None) -> int:

@@ -28,7 +28,7 @@ import time
 import torch
 
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
-from tower_ab import add_arguments, run_arms, write_rows
+from tower_ab import add_arguments, patch_triton_choices, run_arms, write_rows
 
 _DEPTH: dict[str, object] = {"value": None}  # the arm being timed (None: as cached)
 _ONLY: set[tuple[int, int]] = set()  # --only: the (N, K) shapes an arm applies to (empty: all)
@@ -43,22 +43,16 @@ def depth_of(arm: str, problem, cfg: dict) -> int:
     return 1 << (-(-k_iters // cfg["split_k"]) - 1).bit_length()
 
 
+def _at_arm_depth(problem, cfg: dict) -> dict:
+    arm = _DEPTH["value"]
+    if arm is None or not cfg.get("pdl") or (_ONLY and (problem.n, problem.k) not in _ONLY):
+        return cfg
+    return {**cfg, "prefetch": depth_of(arm, problem, cfg)}
+
+
 def patch_dispatch() -> None:
     """Make dispatch run every cached Triton PDL config at the arm's depth (module doc)."""
-    from fp8tower.tuning import search
-
-    native = search.native_config
-
-    def patched(backend, problem, config):
-        found, cfg = native(backend, problem, config)
-        arm = _DEPTH["value"]
-        if not found or arm is None or backend.name != "triton" or not cfg.get("pdl"):
-            return found, cfg
-        if _ONLY and (problem.n, problem.k) not in _ONLY:
-            return found, cfg
-        return True, {**cfg, "prefetch": depth_of(arm, problem, cfg)}
-
-    search.native_config = patched
+    patch_triton_choices(_at_arm_depth)
 
 
 def main(argv=None) -> int:

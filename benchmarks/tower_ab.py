@@ -32,6 +32,22 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--json", required=True)
 
 
+def patch_triton_choices(transform: Callable[[object, dict], dict]) -> None:
+    """Make dispatch run every cached Triton choice as ``transform(problem, config)`` returns
+    it (a benchmark arm, not a dispatch rule: the result need not be in the tuner's space)."""
+    from fp8tower.tuning import search
+
+    native = search.native_config
+
+    def patched(backend, problem, config):
+        found, cfg = native(backend, problem, config)
+        if not found or backend.name != "triton":
+            return found, cfg
+        return True, transform(problem, cfg)
+
+    search.native_config = patched
+
+
 def run_arms(model: str, schemes: list[str], ms: list[int], arms: list[str],
              set_arm: Callable[[str], None], rounds: int, steps: int, replays: int) -> list[dict]:
     """One row per (scheme, M): each arm's median ms/step, its ratio to the first arm's, its
