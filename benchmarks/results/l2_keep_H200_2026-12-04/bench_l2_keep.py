@@ -1,7 +1,7 @@
 """Session 29 (issue #12): can L2 hold the next GEMM's first weight tiles while this GEMM streams?
 
 Four L2 prefetch designs lost before (sessions 6, 14, 17, 27), each "not profiled": whether the
-prefetched lines were still in L2 when read was never measured. Two parts:
+prefetched lines were still in L2 when read was never measured. Four parts:
 
 ``micro``: a region R (--region MB) is asked of L2 (``prefetch.global.L2``, with or without
 ``::evict_last``), then Y MB of other data stream through (loads with the default or the
@@ -10,6 +10,14 @@ and R read just after a full read of it (hot), per set-aside of L2 for persistin
 (``cuCtxSetLimit(CU_LIMIT_PERSISTING_L2_CACHE_SIZE)``: 0 or the device's maximum). Also a
 rolling run (regions R1..Rn one after another, no reset), to see whether lines kept with
 evict_last leave the set-aside when read with the default hint.
+
+``gran``: what one prefetch brings: R asked in pieces of 128 / 64 / 32 bytes (plain or
+evict_last) or by bulk prefetches of 128 B to 4 KB, then read, with the L2 fetch granularity
+limit at its default and at 128 bytes.
+
+``pfstep``: the merged tower with the GEMM's own W prefetch before its wait (its first PREFETCH
+tiles) in pieces of 64 or 32 bytes (``stepS``), or as one-byte loads (``ld128``, ``ld64``): the
+kernel's source rewritten and loaded as a module of its own (``_gemm_kernel_variant``).
 
 ``tower``: the merged 27B tower (``auto``, the cache in FP8TOWER_CACHE_DIR) with a small
 prefetch kernel P per Triton GEMM asking L2 for the first T K-tiles of every program of the
@@ -29,10 +37,14 @@ import json
 import statistics
 import sys
 import time
+from pathlib import Path
 
 import torch
 import triton
 import triton.language as tl
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # benchmarks/
+import tower_ab
 
 # ----------------------------------------------------------------------------- L2 control
 
@@ -318,9 +330,6 @@ def _gemm_kernel_variant(arm: str):
 
 
 def pfstep(args) -> list[dict]:
-    sys.path.insert(0, "benchmarks")
-    import tower_ab
-
     from fp8tower.kernels import fp8_gemm
 
     kernels = {"step128": fp8_gemm._fp8_gemm_decode_kernel}
@@ -480,33 +489,18 @@ def tower(args) -> list[dict]:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="part", required=True)
-    mi = sub.add_parser("micro")
-    mi.add_argument("--region", type=int, default=16, help="MB asked of L2")
-    mi.add_argument("--reps", type=int, default=15)
-    mi.add_argument("--rolling", type=int, default=6, help="regions in the rolling run")
-    mi.add_argument("--json", required=True)
-    gr = sub.add_parser("gran")
-    gr.add_argument("--region", type=int, default=16, help="MB asked of L2")
-    gr.add_argument("--reps", type=int, default=15)
-    gr.add_argument("--json", required=True)
-    ps = sub.add_parser("pfstep")
-    ps.add_argument("--arms", default="step128,step64,step32")
-    ps.add_argument("--schemes", default="per_tensor")
-    ps.add_argument("--model", default="qwen3.5-27b")
-    ps.add_argument("--m", default="1,8")
-    ps.add_argument("--rounds", type=int, default=3)
-    ps.add_argument("--steps", type=int, default=8)
-    ps.add_argument("--replays", type=int, default=20)
-    ps.add_argument("--json", required=True)
-    tw = sub.add_parser("tower")
-    tw.add_argument("--arms", default="none,side:2:last:max")
-    tw.add_argument("--schemes", default="per_tensor")
-    tw.add_argument("--model", default="qwen3.5-27b")
-    tw.add_argument("--m", default="1,8")
-    tw.add_argument("--rounds", type=int, default=3)
-    tw.add_argument("--steps", type=int, default=8)
-    tw.add_argument("--replays", type=int, default=20)
-    tw.add_argument("--json", required=True)
+    for name in ("micro", "gran"):
+        sp = sub.add_parser(name)
+        sp.add_argument("--region", type=int, default=16, help="MB asked of L2")
+        sp.add_argument("--reps", type=int, default=15)
+        sp.add_argument("--json", required=True)
+        if name == "micro":
+            sp.add_argument("--rolling", type=int, default=6, help="regions in the rolling run")
+    for name, arms in (("pfstep", "step128,step64,step32"), ("tower", "none,side:2:last:max")):
+        sp = sub.add_parser(name)
+        tower_ab.add_arguments(sp)  # --model --m --rounds --steps --replays --json
+        sp.add_argument("--arms", default=arms)
+        sp.add_argument("--schemes", default="per_tensor")
     args = ap.parse_args(argv)
     if not torch.cuda.is_available():
         sys.exit("bench_l2_keep needs a CUDA GPU")
@@ -525,9 +519,7 @@ def main(argv=None) -> int:
     with open(args.json, "w") as f:
         json.dump(doc, f, indent=1)
     if args.part in ("tower", "pfstep"):
-        sys.path.insert(0, "benchmarks")
-        from tower_ab import print_rows
-        print_rows(doc["rows"])
+        tower_ab.print_rows(doc["rows"])
     return 0
 
 
