@@ -66,7 +66,7 @@ def _check(p: GemmProblem) -> str | None:
 def untuned_defers_to(p: GemmProblem) -> str | None:
     """The backend to serve ``p`` instead of this one when nothing is tuned (dispatch's
     safe default): cuBLASLt where the Triton default lost to it on the H200 (2026-12-01,
-    results/split_k_H200_2026-12-01/call1-5/untuned.json: 21 shapes of Llama-3.1 8B / 70B
+    results/split_k_H200_2026-12-01/call{1,2,3,5}/untuned.json: 21 shapes of Llama-3.1 8B / 70B
     (+ TP8 shards), Qwen3 8B / 32B / 30B-A3B x M = 1-64, each default against cuBLASLt):
     - per_tensor with a grid over one wave (51200x5120 0.92x at M = 8, 57344x8192 0.95x at
       M = 1) or at M >= 32 (0.66-0.98x on 14 of 21 shapes at M = 64);
