@@ -12,8 +12,19 @@ in it were measured at the old one).
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import os
+
+
+def read_cache(path: str) -> dict:
+    """The JSON at ``path``, or at ``path + ".gz"`` when only that exists (the results folders
+    keep their tuning caches gzipped: benchmarks/compact_results.py), or gzipped at ``path``."""
+    if not os.path.exists(path) and os.path.exists(path + ".gz"):
+        path += ".gz"
+    opener = gzip.open if path.endswith(".gz") else open
+    with opener(path, "rt", encoding="utf-8") as f:
+        return json.load(f)
 
 
 def set_prefetch(node, depth: int) -> int:
@@ -34,7 +45,8 @@ def set_prefetch(node, depth: int) -> int:
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("cache", help="a tuning cache file (e.g. a results tuning_cache.json)")
+    ap.add_argument("cache", help="a tuning cache file (e.g. a results tuning_cache.json; its "
+                                  ".json.gz is read where only that exists)")
     ap.add_argument("out_dirs", nargs="+", help="cache directories to write it into")
     ap.add_argument("--gpu", help="the GPU's name (default: torch's current CUDA device)")
     ap.add_argument("--prefetch", type=int, help="set PREFETCH of every Triton PDL config")
@@ -42,8 +54,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.prefetch is not None and args.prefetch < 0:
         ap.error(f"--prefetch must be >= 0, got {args.prefetch}")
     try:
-        with open(args.cache) as f:
-            data = json.load(f)
+        data = read_cache(args.cache)
     except (OSError, ValueError) as e:
         ap.error(f"cannot read the tuning cache {args.cache}: {e}")
     if not isinstance(data, dict) or not isinstance(data.get("entries"), dict):

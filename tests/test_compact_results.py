@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import importlib.util
 import json
 import math
@@ -64,3 +65,26 @@ def test_check_names_loose_files_and_changes_nothing(tmp_path, capsys):
 def test_a_missing_path_is_named(tmp_path, capsys):
     assert cr.main([str(tmp_path / "nope")]) == 2
     assert "nope: no such file or folder" in capsys.readouterr().err
+
+
+def test_a_sessions_tuning_caches_are_gzipped_the_top_level_ones_kept(tmp_path, monkeypatch,
+                                                                       capsys):
+    monkeypatch.setattr(cr, "RESULTS", tmp_path)
+    session = tmp_path / "s_H200" / "call1"
+    session.mkdir(parents=True)
+    cache = session / "tuning_cache_per_tensor.json"
+    cache.write_text(json.dumps(DOC, indent=1, ensure_ascii=False))
+    other = session / "tower.json"
+    other.write_text(json.dumps({"ms": 2.07}))
+    top = tmp_path / "tuning_cache_all_H200.json"
+    top.write_text(json.dumps({"entries": {}}, indent=1))
+    assert [cr.archived_cache(p) for p in (cache, other, top)] == [True, False, False]
+    assert cr.main(["--check", str(tmp_path)]) == 1
+    assert f"not gzipped: {cache}" in capsys.readouterr().out
+    assert cr.main([str(tmp_path)]) == 0
+    packed = session / "tuning_cache_per_tensor.json.gz"
+    assert not cache.exists() and packed.exists()
+    assert cr.same(json.loads(gzip.decompress(packed.read_bytes())), DOC)
+    assert packed.read_bytes() == cr.gzip_bytes(cr.compact_text(json.dumps(DOC)))  # no timestamp
+    assert top.exists() and "\n" not in top.read_text()[:-1]  # compacted, not gzipped
+    assert cr.main(["--check", str(tmp_path)]) == 0

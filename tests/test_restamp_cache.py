@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import importlib.util
 import json
 from pathlib import Path
@@ -78,3 +79,17 @@ def test_negative_prefetch_is_named(tmp_path, capsys):
     with pytest.raises(SystemExit):
         restamp.main([str(src), str(tmp_path), "--gpu", "x", "--prefetch", "-1"])
     assert "--prefetch must be >= 0, got -1" in capsys.readouterr().err
+
+
+def test_a_gzipped_archive_is_read_where_the_plain_name_is_cited(tmp_path):
+    """Results folders keep their caches as tuning_cache.json.gz; scripts name the .json."""
+    entries = {"m1_n8_k8_per_tensor": {"backend": "triton"}}
+    plain = tmp_path / "tuning_cache.json"
+    (tmp_path / "tuning_cache.json.gz").write_bytes(
+        gzip.compress(json.dumps({"meta": {}, "entries": entries}).encode()))
+    out = tmp_path / "out"
+    out.mkdir()
+    restamp.main([str(plain), str(out), "--gpu", "NVIDIA H200"])
+    written = json.loads((out / cache.cache_file_name("NVIDIA H200")).read_text())
+    assert written["entries"] == entries
+    assert restamp.read_cache(str(plain) + ".gz")["entries"] == entries
