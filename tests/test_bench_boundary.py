@@ -48,6 +48,7 @@ def test_a_slot_is_summarized_in_us_after_t0_and_a_partial_one_refused():
     assert s["start_first"] == 0.0 and s["start"] == 1.0  # us after t0
     assert (s["wait_first"], s["wait"], s["wait_last"]) == (2.0, 2.0, 3.0)
     assert (s["end"], s["end_last"], s["loop"]) == (11.0, 15.0, 10.0)
+    assert s["end_p90"] == pytest.approx(11.0 + 0.8 * 4.0)  # between the 2nd and 3rd of 3
     assert (s["programs"], s["sms"], s["reducers"]) == (3, 2, 2)
     assert s["resident_clock"] == 1.0  # 2000 cycles at 2 GHz
     assert s["body_clock"] == 9.0
@@ -64,6 +65,7 @@ def test_a_slot_is_summarized_in_us_after_t0_and_a_partial_one_refused():
 def _slot(start, wait, end, end_last, n=64, k=128, x_fp8=False):
     return {"x_fp8": x_fp8, "start_first": start, "start": start + 0.1, "wait_first": wait,
             "wait": wait, "wait_last": wait, "loop": end - 0.5, "end": end, "end_last": end_last,
+            "end_p90": end_last,
             "programs": 4, "sms": 4, "reducers": 4, "n": n, "k": k}
 
 
@@ -184,15 +186,16 @@ def test_the_patched_kernel_writes_one_record_a_program_under_the_interpreter(tm
         assert r["meta"]["n"] == 64 and r["meta"]["k"] == 512 and r["meta"]["split_k"] == int(split)
 
 
-def _chain(gemms: int, tick_ns: int, ghz: float = 1.98) -> tuple[list[tuple], list[int]]:
+def _chain(gemms: int, tick_ns: int, ghz: float = 1.98,
+           gap_ns: int = 5_000) -> tuple[list[tuple], list[int]]:
     """One replay's records of ``gemms`` GEMMs of two programs (SM 0 and 1, whose clock64
-    counters differ by an offset), about 5 us apart; globaltimer rounded down to ``tick_ns``
+    counters differ by an offset), about ``gap_ns`` apart; globaltimer rounded down to ``tick_ns``
     (the chain's phase against the tick varies, as a real one's does); and the true waits."""
     recs, waits = [], []
     sm_offset = {0: 7_000_000, 1: 123_456_789}  # cycles
     phase = random.Random(0)
     for g in range(gemms):
-        wait = 10_000 + 5_000 * g + phase.randrange(1000)  # ns
+        wait = 10_000 + gap_ns * g + phase.randrange(1000)  # ns
         waits.append(wait)
         rows = []
         for sm, end in ((0, wait + 3_000), (1, wait + 3_400)):
@@ -233,3 +236,68 @@ def test_launches_of_several_steps_keep_the_last_steps_and_odd_counts_are_refuse
     assert out["first_replay"][0]["wait"] == pytest.approx((waits[4] - t0) / 1e3)
     with pytest.raises(RuntimeError, match="7 stamped launches, not a multiple"):
         bench.decompose([_chain(7, tick_ns=1)[0]], ops, list(range(4)), ceiling=4000.0)
+
+
+class _FakeTower:
+    """A step of GEMM, stand-in, GEMM, GEMM: reconfigure takes the Triton GEMMs' slots from
+    the book as plan builds would; each replay writes their programs' records there."""
+
+    def __init__(self, book):
+        from types import SimpleNamespace as NS
+
+        self.book, self.device, self.replays = book, torch.device("cpu"), 0
+        self.static_y = torch.ones(1, 4)
+        g = {"kind": "gemm", "backend": "triton", "n": 64, "k": 128, "bytes_moved": 4_000_000}
+        self._ops = [NS(label="a", **g), NS(label="s", kind="standin", backend="torch", n=128,
+                                             k=128, bytes_moved=0),
+                     NS(label="b", **g), NS(label="c", **{**g, "backend": "cutlass"}),
+                     NS(label="d", **g)]
+
+    def reconfigure(self, m):
+        if self.book.enabled:  # three Triton GEMMs, two programs each
+            self.slots = [self.book.take(2, {"n": 64, "k": 128, "x_fp8": False})
+                          for _ in range(3)]
+
+    def ops(self):
+        return self._ops
+
+    def replay(self, n):
+        self.replays += 1
+        recs, _ = _chain(3, tick_ns=1, ghz=2.0, gap_ns=20_000)
+        for view, (rec, _) in zip(self.slots, recs):
+            view.copy_(rec.flatten())
+
+
+def test_a_row_of_the_benchmark_runs_end_to_end_on_a_fake_tower(capsys):
+    from types import SimpleNamespace as NS
+
+    book = bench.StampBook(words=64 * W, device="cpu")
+    tower = _FakeTower(book)
+    timed = []
+
+    def time_tower(t, replays, steps, early):
+        timed.append((book.enabled, early))
+        return NS(ms_per_step=2.0 if book.enabled else 1.9)
+
+    args = NS(rounds=2, replays=5, steps=8, no_early=True, timeline_replays=3)
+    row = bench.measure_row(tower, book, "per_tensor", 1, args, 4000.0, time_tower=time_tower,
+                            reset=lambda: None)
+    assert timed == [(False, False), (True, False)] * 2  # arms alternated, early launch off
+    assert row["on_over_off"] == pytest.approx(2.0 / 1.9, abs=1e-4) and row["bits_equal"]
+    assert (row["triton_gemms"], row["ops"]) == (3, 5)
+    assert row["other_ops"] == ["gemm:cutlass", "standin"] and tower.replays == 3
+    assert row["clock_ghz"] == [pytest.approx(2.0, rel=1e-3)] * 3
+    a, b, d = row["aligned"]["gemms"]
+    assert (a["next"], b["next"], d["next"]) == ("standin", "gemm:cutlass", None)
+    for r in (a, b):  # about 20 us apart; each ends 3.4 us after its release
+        assert r["interval"] == pytest.approx(20.0, abs=1.0)
+        assert r["release"] == pytest.approx(r["interval"] - 3.4, abs=0.01)
+    json.dumps(row)  # the JSON the benchmark writes
+    bench.print_groups(row["aligned"]["by_next"])
+    assert "standin" in capsys.readouterr().out
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the CPU's refusal")
+def test_without_a_gpu_the_benchmark_says_so(tmp_path):
+    with pytest.raises(SystemExit, match="needs a CUDA GPU"):
+        bench.main(["--json", str(tmp_path / "b.json")])

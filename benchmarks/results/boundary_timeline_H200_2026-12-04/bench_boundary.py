@@ -144,6 +144,7 @@ def summarize_slot(rec: torch.Tensor, t0: int, ghz: float | None) -> dict | None
         "start_first": float(start.min()), "start": _med(start),
         "wait_first": float(wait.min()), "wait": _med(wait), "wait_last": float(wait.max()),
         "loop": _med(loop), "end": _med(end), "end_last": float(end.max()),
+        "end_p90": float(end.quantile(0.9)),  # one straggler, or a broad spread?
         "programs": len(rec), "sms": int(rec[:, COL["smid"]].unique().numel()),
         "reducers": int(rec[:, COL["reducer"]].sum()),
     }
@@ -235,6 +236,7 @@ def analyze(replays: list[list[dict]], ops: list[dict], gemms: list[int],
             add("body", s["end"] - s["wait"])
             add("body_excess", s["end"] - s["wait"] - at_ceiling)
             add("tail", s["end_last"] - s["end"])
+            add("tail_p90", s["end_p90"] - s["end"])
             add("resident", s["wait"] - s["start"])
             add("wait_spread", s["wait_last"] - s["wait_first"])  # all released at once?
             add("loop_to_end", s["end"] - s["loop"])
@@ -270,7 +272,8 @@ def group_means(rows: list[dict], key: str) -> dict:
     out = {}
     for name, rs in sorted(groups.items()):
         out[name] = {"count": len(rs)}
-        for t in ("interval", "beyond") + TERMS[1:] + ("resident", "early", "body_clock"):
+        for t in ("interval", "beyond", *TERMS[1:], "tail_p90", "resident", "early",
+                  "wait_spread", "body_clock", "loop_to_end"):
             vals = [r[t] for r in rs if t in r]
             if vals:
                 out[name][t] = round(statistics.fmean(vals), 4)
@@ -324,7 +327,8 @@ def read_replays(tower, book: StampBook, replays: int) -> list[list[tuple]]:
     for _ in range(replays):
         book.buf[:book.used].zero_()
         tower.replay(1)
-        torch.cuda.synchronize(tower.device)
+        if tower.device.type == "cuda":
+            torch.cuda.synchronize(tower.device)
         host = book.buf[:book.used].cpu().view(-1, STAMP_WORDS)
         recs = [(host[s.offset // STAMP_WORDS: s.offset // STAMP_WORDS + s.programs], s.meta)
                 for s in book.slots]
@@ -367,6 +371,36 @@ def decompose(replays: list[list[tuple]], ops: list[dict], gemms: list[int],
     return out
 
 
+def measure_row(tower, book: StampBook, scheme: str, m: int, args, ceiling: float, *,
+                time_tower, reset) -> dict:
+    """One (scheme, M): arms off / on timed alternately (``reset`` drops dispatch's memo and
+    the launch plans, which are rebuilt through the book or not), then the timeline of the
+    tower as last captured (the on arm)."""
+    times: dict[str, list[float]] = {"off": [], "on": []}
+    outs = {}
+    for _ in range(args.rounds):
+        for arm in ("off", "on"):
+            book.enabled = arm == "on"
+            book.reset()
+            reset()
+            tower.reconfigure(m=m)
+            t = time_tower(tower, replays=args.replays, steps=args.steps,
+                           early=False if args.no_early else None)
+            times[arm].append(t.ms_per_step)
+            outs[arm] = tower.static_y.clone()
+    ops, gemms = step_ops(tower)
+    row = {"scheme": scheme, "m": m, "steps": args.steps, "early": not args.no_early,
+           "ms_off": round(statistics.median(times["off"]), 4),
+           "ms_on": round(statistics.median(times["on"]), 4),
+           "runs": {a: [round(v, 4) for v in vs] for a, vs in times.items()},
+           "bits_equal": bool(torch.equal(outs["off"], outs["on"])),
+           "triton_gemms": len(gemms), "ops": len(ops),
+           "other_ops": sorted({o["what"] for o in ops if o["what"] != "gemm"})}
+    row["on_over_off"] = round(row["ms_on"] / row["ms_off"], 4)
+    row.update(decompose(read_replays(tower, book, args.timeline_replays), ops, gemms, ceiling))
+    return row
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     tower_ab.add_arguments(ap)
@@ -401,30 +435,8 @@ def main(argv=None) -> int:
     for scheme in args.schemes.split(","):
         tower = build_tower(args.model, scheme=scheme, arm="merged", backend="auto", m=ms[0])
         for m in ms:
-            times: dict[str, list[float]] = {"off": [], "on": []}
-            outs = {}
-            for _ in range(args.rounds):
-                for arm in ("off", "on"):
-                    book.enabled = arm == "on"
-                    book.reset()
-                    dispatch.reset()  # launch plans rebuilt: through the book, or not
-                    tower.reconfigure(m=m)
-                    t = time_tower(tower, replays=args.replays, steps=args.steps,
-                                   early=False if args.no_early else None)
-                    times[arm].append(t.ms_per_step)
-                    outs[arm] = tower.static_y.clone()
-            # the tower is now captured with the stamps on (the last arm)
-            ops, gemms = step_ops(tower)
-            row = {"scheme": scheme, "m": m, "steps": args.steps, "early": not args.no_early,
-                   "ms_off": round(statistics.median(times["off"]), 4),
-                   "ms_on": round(statistics.median(times["on"]), 4),
-                   "runs": {a: [round(v, 4) for v in vs] for a, vs in times.items()},
-                   "bits_equal": bool(torch.equal(outs["off"], outs["on"])),
-                   "triton_gemms": len(gemms), "ops": len(ops),
-                   "other_ops": sorted({o["what"] for o in ops if o["what"] != "gemm"})}
-            row["on_over_off"] = round(row["ms_on"] / row["ms_off"], 4)
-            recs = read_replays(tower, book, args.timeline_replays)
-            row.update(decompose(recs, ops, gemms, ceiling))
+            row = measure_row(tower, book, scheme, m, args, ceiling, time_tower=time_tower,
+                              reset=dispatch.reset)
             doc["rows"].append(row)
             print(f"{scheme} M={m}: {row['ms_off']:.4f} ms/step off, {row['ms_on']:.4f} on "
                   f"({row['on_over_off']:.3f}); bits equal {row['bits_equal']}", flush=True)
