@@ -10,7 +10,7 @@ floats' shortest round-trip digits, NaN and non-ASCII text kept), parsed again a
 the first parse before it is replaced; a file that is not JSON is named and left alone.
 
 Tuning caches archived in a session's folder (``*/**/tuning_cache*.json``: machine-read, 0.3-0.8
-MB each even compact, 15.8 MB in 40 files by session 30) are stored gzipped instead, as
+MB each even compact, 14.7 MB in 40 files by session 30) are stored gzipped instead, as
 ``tuning_cache*.json.gz`` (about 6x smaller; written with no timestamp, so the same content
 gives the same bytes): a citation of ``X.json`` is served by ``X.json.gz``
 (benchmarks/restamp_cache.py reads either; tests/test_evidence_paths.py accepts either). The
