@@ -155,13 +155,32 @@ for split in (1, 2):
                   "reducers": int(rec[:, bench.COL["reducer"]].sum()),
                   "smid": rec[:, bench.COL["smid"]].tolist(),
                   "same_bits": bool(torch.equal(ys[0], ys[1]))}
+from fp8tower.formats import Scheme
+from fp8tower.kernels import act_quant as aq
+xq = torch.randn(2, 384).to(torch.bfloat16)
+for scheme in (Scheme.PER_TENSOR, Scheme.CHANNEL_TOKEN, Scheme.BLOCK128, Scheme.WEIGHT_ONLY):
+    qs = []
+    for on in (False, True):
+        book.enabled = on
+        grid, args, kw, q, scale = aq.quantize_args(
+            xq, scheme, torch.tensor(0.02) if scheme is Scheme.PER_TENSOR else None)
+        aq._fp8_act_quant_kernel[grid](*args, **kw)
+        qs.append((q.view(torch.uint8).clone(), scale.clone()))
+    s = book.slots[-1]
+    rec = book.buf[s.offset:s.offset + s.programs * bench.STAMP_WORDS].view(-1, bench.STAMP_WORDS)
+    out[scheme.value] = {"programs": s.programs, "meta": s.meta,
+                         "written": rec[:, bench.COL["written"]].tolist(),
+                         "prog": rec[:, bench.COL["prog"]].tolist(),
+                         "same_bits": bool(torch.equal(qs[0][0], qs[1][0])
+                                           and torch.equal(qs[0][1], qs[1][1]))}
 print(json.dumps(out))
 """
 
 
-def test_the_patched_kernel_writes_one_record_a_program_under_the_interpreter(tmp_path):
+def test_the_patched_kernels_write_one_record_a_program_under_the_interpreter(tmp_path):
     """stamps.patch applied to a copy of today's package: every program's record written,
-    its program id, one reducer a tile with split-K; y the same bits as without stamps."""
+    its program id, one reducer a tile with split-K; y the same bits as without stamps; the
+    same for the activation pre-pass of every scheme."""
     pytest.importorskip("triton")
     src = tmp_path / "src"
     shutil.copytree(_ROOT / "src" / "fp8tower", src / "fp8tower",
@@ -184,6 +203,15 @@ def test_the_patched_kernel_writes_one_record_a_program_under_the_interpreter(tm
         assert r["smid"] == [-1] * programs  # the interpreter has no SM ids
         assert r["same_bits"]
         assert r["meta"]["n"] == 64 and r["meta"]["k"] == 512 and r["meta"]["split_k"] == int(split)
+        assert r["meta"]["kind"] == "gemm"
+    # the pre-pass: every exit of its kernel (per_tensor / channel_token at the end, block128's
+    # groups a program and weight_only's split return early) writes the record
+    for scheme in ("per_tensor", "channel_token", "block128", "weight_only"):
+        r = out[scheme]
+        assert r["meta"]["kind"] == "prepass" and r["meta"]["k"] == 384, scheme
+        assert r["written"] == [1] * r["programs"] and r["programs"] >= 2, scheme
+        assert r["prog"] == list(range(r["programs"])), scheme
+        assert r["same_bits"], scheme
 
 
 def _chain(gemms: int, tick_ns: int, ghz: float = 1.98,
@@ -289,6 +317,7 @@ def test_a_row_of_the_benchmark_runs_end_to_end_on_a_fake_tower(capsys):
     assert row["clock_ghz"] == [pytest.approx(2.0, rel=1e-3)] * 3
     a, b, d = row["aligned"]["gemms"]
     assert (a["next"], b["next"], d["next"]) == ("standin", "gemm:cutlass", None)
+    assert a["launch"] == {"n": 64, "k": 128, "x_fp8": False}  # what the launch recorded
     for r in (a, b):  # about 20 us apart; each ends 3.4 us after its release
         assert r["interval"] == pytest.approx(20.0, abs=1.0)
         assert r["release"] == pytest.approx(r["interval"] - 3.4, abs=0.01)
@@ -301,3 +330,29 @@ def test_a_row_of_the_benchmark_runs_end_to_end_on_a_fake_tower(capsys):
 def test_without_a_gpu_the_benchmark_says_so(tmp_path):
     with pytest.raises(SystemExit, match="needs a CUDA GPU"):
         bench.main(["--json", str(tmp_path / "b.json")])
+
+
+def test_a_prepass_between_two_gemms_splits_their_release():
+    """GEMM a, then b's pre-pass p, then b: release(a) = to p + p's body + after p."""
+    def rec(start, wait, end, kind_meta):
+        rows = [{"t_start": start, "t_wait": wait, "t_loop": end, "t_end": end + d, "smid": sm,
+                 "c_start": 2 * start, "c_wait": 2 * wait, "c_loop": 2 * end,
+                 "c_end": 2 * (end + d)} for sm, d in ((0, 0), (1, 200))]
+        return _records(rows), kind_meta
+
+    gemm = {"kind": "gemm", "n": 64, "k": 128, "x_fp8": False}
+    recs = [rec(0, 1_000, 4_000, gemm),
+            rec(2_000, 5_000, 5_800, {"kind": "prepass", "m": 1, "k": 128, "grid": [1, 2]}),
+            rec(3_000, 7_000, 9_000, {**gemm, "x_fp8": True})]
+    ops = [{"what": "gemm", "label": lab, "n": 64, "k": 128, "bytes": 4_000_000}
+           for lab in "ab"]
+    a, b = bench.decompose([recs], ops, [0, 1], ceiling=4000.0)["raw"]["gemms"]
+    assert a["next"] == "prepass" and b["next"] is None
+    assert a["release"] == pytest.approx(7.0 - 4.2)  # b released 2.8 us after a's last end
+    assert a["release_to_prepass"] == pytest.approx(5.0 - 4.2)
+    assert a["prepass_body"] == pytest.approx(6.0 - 5.0)
+    assert a["release_after_prepass"] == pytest.approx(7.0 - 6.0)
+    parts = sum(a[t] for t in bench.PREPASS_TERMS)
+    assert parts == pytest.approx(a["release"])
+    with pytest.raises(RuntimeError, match="two pre-pass launches"):
+        bench.attach_prepasses([{"kind": "prepass"}, {"kind": "prepass"}])

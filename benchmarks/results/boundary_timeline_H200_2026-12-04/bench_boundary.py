@@ -8,6 +8,9 @@ kernel's ``STAMP`` constexpr, off in the package): %globaltimer (ns, one clock f
 %clock64 (this SM's cycles) when it begins, when its wait returns, when its K loop is done and
 after its last store; its SM; whether it summed the split-K partials.
 
+The activation pre-pass kernel (``kernels/act_quant.py``, launched before a GEMM that reads FP8
+x: most of per_tensor's tuned choices) writes the same record, its K-loop stamp its end.
+
 Per GEMM i of one step (replayed from the tower's CUDA graph, early launch as the tower runs;
 each replay's records read back; means over replays), with bytes_i / the read ceiling the time
 of its bytes and ``wait``, ``end`` the median over its programs unless named ``last``:
@@ -19,10 +22,12 @@ of its bytes and ``wait``, ``end`` the median over its programs unless named ``l
                 + release_i     = wait(i+1) - end_last(i)    (completion -> next release,
                                   plus whatever runs between: a stand-in, a pre-pass)
 
-The four terms sum to the interval exactly. Also per GEMM: how long its programs sat resident
-before their release (``resident``: wait - begin, PDL's early launch at work), how far
-its first program began before the previous GEMM's last one ended (``early``), and how far
-apart its first and last programs were released (``wait_spread``).
+The four terms sum to the interval exactly. Where GEMM i + 1's pre-pass p runs between, the
+release splits further: ``wait(p) - end_last(i)`` + ``end_last(p) - wait(p)`` + ``wait(i+1) -
+end_last(p)`` (``PREPASS_TERMS``). Also per GEMM: how long its programs sat resident before
+their release (``resident``: wait - begin, PDL's early launch at work), how far its first
+program began before the previous GEMM's last one ended (``early``), and how far apart its first
+and last programs were released (``wait_spread``).
 
 Arms ``off`` (STAMP false: the package's kernel) and ``on`` are timed alternately (tower_ab's
 method) to show what the stamps cost. ``--probe`` first measures %globaltimer's tick (its
@@ -51,6 +56,13 @@ FIELDS = ("t_start", "t_wait", "t_loop", "t_end", "c_start", "c_wait", "c_loop",
           "smid", "reducer", "prog", "written")
 COL = {f: i for i, f in enumerate(FIELDS)}
 TERMS = ("at_ceiling", "body_excess", "tail", "release")
+# release split where the next GEMM's pre-pass runs between: its release after this GEMM, its
+# own run, the next GEMM's release after it
+PREPASS_TERMS = ("release_to_prepass", "prepass_body", "release_after_prepass")
+# what install() records of each launch, kept with its GEMM's row (its config: enough to build
+# the same kernel offline, kernels/offline.py, for its registers, shared memory and residency)
+LAUNCH_KEYS = ("m", "n", "k", "grid", "x_fp8", "scheme_id", "block_n", "block_k", "split_k",
+               "num_warps", "num_stages", "prefetch", "pdl", "wo_mode")
 
 
 # ----------------------------------------------------------------------------- stamp buffers
@@ -94,28 +106,38 @@ class StampBook:
 
 
 def install(book: StampBook) -> None:
-    """Route every Triton GEMM launch built from now on through ``book`` (when enabled)."""
-    from fp8tower.kernels import fp8_gemm
+    """Route every Triton GEMM launch and every activation pre-pass launch built from now on
+    through ``book`` (when enabled)."""
+    from fp8tower.kernels import act_quant, fp8_gemm
 
-    if "stamp" not in inspect.signature(fp8_gemm.launch_args).parameters:
-        raise SystemExit("the GEMM kernel has no STAMP constexpr: git apply "
-                         "benchmarks/results/boundary_timeline_H200_2026-12-04/stamps.patch first")
-    native = fp8_gemm.launch_args
+    for fn in (fp8_gemm.launch_args, act_quant.quantize_args):
+        if "stamp" not in inspect.signature(fn).parameters:
+            raise SystemExit("the kernels have no STAMP constexpr: git apply benchmarks/"
+                             "results/boundary_timeline_H200_2026-12-04/stamps.patch first")
+    gemm_args, quant_args = fp8_gemm.launch_args, act_quant.quantize_args
 
     def launch_args(w, x, y, *rest, **kw):
-        grid, args, kwargs = native(w, x, y, *rest, **kw)
+        grid, args, kwargs = gemm_args(w, x, y, *rest, **kw)
         if book.enabled:
             programs = grid[0] * grid[1] * grid[2]
-            meta = {"m": int(x.shape[0]), "n": int(kw.get("n") or w.shape[0]),
+            meta = {"kind": "gemm", "m": int(x.shape[0]), "n": int(kw.get("n") or w.shape[0]),
                     "k": int(x.shape[1]), "grid": list(grid), "x_fp8": bool(kw["x_fp8"])}
-            meta.update({key: kw.get(key) for key in (
-                "scheme_id", "block_n", "block_k", "split_k", "num_warps", "num_stages",
-                "prefetch", "pdl", "wo_mode")})
+            meta.update({key: kw.get(key) for key in LAUNCH_KEYS[5:]})
             kwargs["stamp_ptr"] = book.take(programs, meta)
             kwargs["STAMP"] = True
         return grid, args, kwargs
 
+    def quantize_args(x, *rest, **kw):
+        grid, args, kwargs, q, scale = quant_args(x, *rest, **kw)
+        if book.enabled:
+            meta = {"kind": "prepass", "m": int(x.shape[0]), "k": int(x.shape[1]),
+                    "grid": list(grid)}
+            kwargs["stamp_ptr"] = book.take(grid[0] * grid[1], meta)
+            kwargs["STAMP"] = True
+        return grid, args, kwargs, q, scale
+
     fp8_gemm.launch_args = launch_args
+    act_quant.quantize_args = quantize_args
 
 
 # ----------------------------------------------------------------------------- analysis
@@ -249,10 +271,17 @@ def analyze(replays: list[list[dict]], ops: list[dict], gemms: list[int],
                 nxt = slots[j + 1]
                 add("interval", nxt["wait"] - s["wait"])
                 add("release", nxt["wait"] - s["end_last"])
+                p = nxt.get("prepass")
+                if p is not None:  # release = to the pre-pass + its body + after it
+                    add("release_to_prepass", p["wait"] - s["end_last"])
+                    add("prepass_body", p["end_last"] - p["wait"])
+                    add("release_after_prepass", nxt["wait"] - p["end_last"])
         row = {"pos": j, "label": op["label"], "n": op["n"], "k": op["k"],
                "bytes": op["bytes"], "at_ceiling": round(at_ceiling, 4),
                "next": gaps[j] if j + 1 < n else None,
-               "programs": replays[0][j]["programs"], "sms": replays[0][j]["sms"]}
+               "programs": replays[0][j]["programs"], "sms": replays[0][j]["sms"],
+               "launch": {key: replays[0][j][key] for key in LAUNCH_KEYS
+                          if key in replays[0][j]}}
         for key, vals in acc.items():
             row[key] = round(statistics.fmean(vals), 4)
             row[key + "_sd"] = round(statistics.pstdev(vals), 4)
@@ -273,7 +302,7 @@ def group_means(rows: list[dict], key: str) -> dict:
     for name, rs in sorted(groups.items()):
         out[name] = {"count": len(rs)}
         for t in ("interval", "beyond", *TERMS[1:], "tail_p90", "resident", "early",
-                  "wait_spread", "body_clock", "loop_to_end"):
+                  "wait_spread", "body_clock", "loop_to_end", *PREPASS_TERMS):
             vals = [r[t] for r in rs if t in r]
             if vals:
                 out[name][t] = round(statistics.fmean(vals), 4)
@@ -339,6 +368,21 @@ def read_replays(tower, book: StampBook, replays: int) -> list[list[tuple]]:
     return out
 
 
+def attach_prepasses(slots: list[dict]) -> list[dict]:
+    """The GEMM launches of ``slots`` (in launch order), each with the activation pre-pass
+    launched just before it, if any, under ``prepass``."""
+    out, pending = [], None
+    for s in slots:
+        if s.get("kind") == "prepass":
+            if pending is not None:
+                raise RuntimeError("two pre-pass launches with no GEMM between them")
+            pending = s
+        else:
+            out.append(s if pending is None else {**s, "prepass": pending})
+            pending = None
+    return out
+
+
 def decompose(replays: list[list[tuple]], ops: list[dict], gemms: list[int],
               ceiling: float) -> dict:
     """``analyze`` of the replays' records as globaltimer stamped them (``raw``) and mapped
@@ -356,9 +400,9 @@ def decompose(replays: list[list[tuple]], ops: list[dict], gemms: list[int],
                 continue
             t0 = int(src[:, COL["t_start"]].min())
             parts = src.split([len(r) for r, _ in recs])
-            slots = [{**summarize_slot(part, t0, ghz), "n": meta["n"], "k": meta["k"],
-                      "x_fp8": meta["x_fp8"]} for part, (_, meta) in zip(parts, recs)]
-            slots.sort(key=lambda s: s["start_first"])  # launch order
+            slots = [{**summarize_slot(part, t0, ghz), **meta}
+                     for part, (_, meta) in zip(parts, recs)]
+            slots = attach_prepasses(sorted(slots, key=lambda s: s["start_first"]))
             if len(slots) != n:  # several steps in distinct slots: keep the last step's
                 if len(slots) % n:
                     raise RuntimeError(f"{len(slots)} stamped launches, not a multiple of "
@@ -454,10 +498,15 @@ def main(argv=None) -> int:
     return 0
 
 
+SHORT = {"body_excess": "body_ex", "release_to_prepass": "to_pre", "prepass_body": "pre_body",
+         "release_after_prepass": "after_pre"}
+
+
 def print_groups(groups: dict) -> None:
     """One line per kind of boundary: the mean decomposition (us)."""
-    cols = ("count", "interval", "beyond", "body_excess", "tail", "release", "resident", "early")
-    print("  next".ljust(34) + "".join(c.rjust(12) for c in cols))
+    cols = ("count", "interval", "beyond", "body_excess", "tail", "release", "resident", "early",
+            *PREPASS_TERMS)
+    print("  next".ljust(34) + "".join(SHORT.get(c, c).rjust(12) for c in cols))
     for name, g in groups.items():
         cells = "".join((f"{g[c]:12.3f}" if isinstance(g.get(c), float) else
                          str(g.get(c, "-")).rjust(12)) for c in cols)
