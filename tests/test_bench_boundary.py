@@ -330,6 +330,9 @@ def test_a_row_of_the_benchmark_runs_end_to_end_on_a_fake_tower(capsys):
 def test_without_a_gpu_the_benchmark_says_so(tmp_path):
     with pytest.raises(SystemExit, match="needs a CUDA GPU"):
         bench.main(["--json", str(tmp_path / "b.json")])
+    why = "--override: 'prequant=maybe': prequant='maybe' is neither an integer"
+    with pytest.raises(SystemExit, match=why):
+        bench.main(["--json", str(tmp_path / "b.json"), "--override", "prequant=maybe"])
 
 
 def test_a_prepass_between_two_gemms_splits_their_release():

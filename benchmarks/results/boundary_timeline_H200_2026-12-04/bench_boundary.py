@@ -434,6 +434,7 @@ def measure_row(tower, book: StampBook, scheme: str, m: int, args, ceiling: floa
             outs[arm] = tower.static_y.clone()
     ops, gemms = step_ops(tower)
     row = {"scheme": scheme, "m": m, "steps": args.steps, "early": not args.no_early,
+           "override": getattr(args, "override", "cached"),
            "ms_off": round(statistics.median(times["off"]), 4),
            "ms_on": round(statistics.median(times["on"]), 4),
            "runs": {a: [round(v, 4) for v in vs] for a, vs in times.items()},
@@ -456,9 +457,21 @@ def main(argv=None) -> int:
     ap.add_argument("--no-early", action="store_true",
                     help="capture without early launch (graph_edges): PDL kernels then start "
                          "when their predecessor's last program exits")
+    ap.add_argument("--override", default="cached",
+                    help="KEY=VALUE[;KEY=VALUE] set on every cached Triton config, as "
+                         "benchmarks/bench_override.py's arms (e.g. prequant=false: x quantized "
+                         "in the GEMM, no pre-pass); default: the cached configs")
     args = ap.parse_args(argv)
+    from bench_override import parse_arm
+
+    try:
+        override = parse_arm(args.override)
+    except SystemExit as e:  # its message names bench_override's own option
+        raise SystemExit(str(e).replace("--arms:", "--override:", 1)) from None
     if not torch.cuda.is_available():
         raise SystemExit("bench_boundary.py needs a CUDA GPU")
+    if override:
+        tower_ab.patch_triton_choices(lambda problem, cfg: {**cfg, **override})
     from fp8tower import dispatch
     from fp8tower.tower.build import build_tower
     from fp8tower.tower.timing import time_tower
