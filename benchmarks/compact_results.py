@@ -114,9 +114,9 @@ def main(argv=None) -> int:
         after += len(out.encode())
         if archived_cache(f):
             loose.append(f)
-            after += len(gzip_bytes(out)) - len(out.encode())
+            packed = gzip_bytes(out)
+            after += len(packed) - len(out.encode())
             if not args.check:
-                packed = gzip_bytes(out)
                 if gzip.decompress(packed).decode("utf-8") != out:
                     raise RuntimeError(f"{f}: gzip did not read back")  # never expected
                 f.with_name(f.name + ".gz").write_bytes(packed)

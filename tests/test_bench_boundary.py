@@ -307,7 +307,8 @@ def test_a_row_of_the_benchmark_runs_end_to_end_on_a_fake_tower(capsys):
         timed.append((book.enabled, early))
         return NS(ms_per_step=2.0 if book.enabled else 1.9)
 
-    args = NS(rounds=2, replays=5, steps=8, no_early=True, timeline_replays=3)
+    args = NS(rounds=2, replays=5, steps=8, no_early=True, timeline_replays=3,
+              override="cached")
     row = bench.measure_row(tower, book, "per_tensor", 1, args, 4000.0, time_tower=time_tower,
                             reset=lambda: None)
     assert timed == [(False, False), (True, False)] * 2  # arms alternated, early launch off

@@ -434,7 +434,7 @@ def measure_row(tower, book: StampBook, scheme: str, m: int, args, ceiling: floa
             outs[arm] = tower.static_y.clone()
     ops, gemms = step_ops(tower)
     row = {"scheme": scheme, "m": m, "steps": args.steps, "early": not args.no_early,
-           "override": getattr(args, "override", "cached"),
+           "override": args.override,
            "ms_off": round(statistics.median(times["off"]), 4),
            "ms_on": round(statistics.median(times["on"]), 4),
            "runs": {a: [round(v, 4) for v in vs] for a, vs in times.items()},
