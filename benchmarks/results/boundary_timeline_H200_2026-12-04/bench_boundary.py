@@ -458,20 +458,22 @@ def main(argv=None) -> int:
                     help="capture without early launch (graph_edges): PDL kernels then start "
                          "when their predecessor's last program exits")
     ap.add_argument("--override", default="cached",
-                    help="KEY=VALUE[;KEY=VALUE] set on every cached Triton config, as "
+                    help="KEY=VALUE[;KEY=VALUE][@NxK] set on every cached Triton config (or the "
+                         "shape's), as "
                          "benchmarks/bench_override.py's arms (e.g. prequant=false: x quantized "
                          "in the GEMM, no pre-pass); default: the cached configs")
     args = ap.parse_args(argv)
-    from bench_override import parse_arm
+    from bench_override import check_shapes, parse_arm
 
     try:
         override = parse_arm(args.override)
+        check_shapes({args.override: override}, args.model)
     except SystemExit as e:  # its message names bench_override's own option
         raise SystemExit(str(e).replace("--arms:", "--override:", 1)) from None
     if not torch.cuda.is_available():
         raise SystemExit("bench_boundary.py needs a CUDA GPU")
-    if override:
-        tower_ab.patch_triton_choices(lambda problem, cfg: {**cfg, **override})
+    if override.keys:
+        tower_ab.patch_triton_choices(override.apply)
     from fp8tower import dispatch
     from fp8tower.tower.build import build_tower
     from fp8tower.tower.timing import time_tower
