@@ -312,6 +312,17 @@ def test_cli_dispatch_json_and_filters(tmp_path):
     assert len(json.loads(res.output)["decisions"]) == 1
 
 
+def test_cli_dispatch_refuses_a_missing_or_corrupt_file(tmp_path):
+    """An explicit --file that is not there, or not a cache, is an error (it listed "no
+    tuned decisions" with exit code 0)."""
+    res = CliRunner().invoke(app, ["dispatch", "--file", str(tmp_path / "none.json")])
+    assert res.exit_code == 2 and "no such file" in res.output
+    bad = tmp_path / "bad.json"
+    bad.write_text("{bad")
+    res = CliRunner().invoke(app, ["dispatch", "--file", str(bad)])
+    assert res.exit_code == 2 and "not a tuning cache" in res.output
+
+
 def test_cli_dispatch_lists_cache_dir_without_gpu(tmp_path):
     if torch.cuda.is_available():
         pytest.skip("CPU behaviour")

@@ -149,3 +149,18 @@ def test_bench_host_summarizes_interleaved_rounds():
     assert r["b2b_ratio"] == 1.5 and r["idle_ratio"] == 1.5
     assert r["b2b_paired_ratio"] == 0.8  # per round 0.8, 1.5, 0.8: the slow round stands out
     assert "b2b_ratio" not in mod.summarize(base, None)
+
+
+@pytest.mark.parametrize(("args", "says"), [
+    (["--batch", "0"], "--batch '0': expected positive integers"),
+    (["--backend", "bogus"], "unknown backend 'bogus' in --backend"),
+])
+def test_cli_generate_names_the_bad_option_before_building_a_model(args, says, monkeypatch):
+    import fp8tower.hf.generate as gen
+
+    def no_build(*a, **kw):
+        raise AssertionError("a model was built before the options were checked")
+
+    monkeypatch.setattr(gen, "bench_generate", no_build)
+    res = CliRunner().invoke(app, ["bench", "generate", "--model", "tiny-hybrid", *args])
+    assert res.exit_code != 0 and says in res.output, res.output

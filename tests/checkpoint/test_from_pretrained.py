@@ -89,3 +89,77 @@ def test_describe_lists_merge_groups(tmp_path):
     kept = [g for g in info["merge_groups"] if g["action"] == "keep"]
     assert kept[0]["parent"] == "model.layers.0.mlp"
     assert info["bytes"] > 0
+
+
+def test_an_fp8_linear_the_filter_keeps_is_dequantized_not_cast(tmp_path):
+    """A linear stored in FP8 that stays an nn.Linear (the filter keeps it) holds its codes x
+    scales, not its codes cast to bf16 (those reach 448)."""
+    keep = "model.layers.1.mlp.down_proj"
+    spec = build("block_fp8")
+    m = from_pretrained(save(spec, tmp_path / "ck"), backend="reference", dtype=torch.float32,
+                        filter=lambda mod, fqn: fqn != keep and "lm_head" not in fqn)
+    down = m.get_submodule(keep)
+    assert type(down) is torch.nn.Linear
+    q, s, _ = spec.reference[keep]
+    torch.testing.assert_close(down.weight, expand_ref(q, s), rtol=0, atol=0)
+    with torch.no_grad():
+        ref = _oracle_model(spec, "group")(_ids()).logits
+        assert sqnr_db(ref, m(_ids()).logits) >= 40
+
+
+@pytest.mark.parametrize("stored", [True, False])
+def test_tied_embeddings_load_once_and_stay_tied(tmp_path, stored):
+    """tie_word_embeddings: lm_head.weight is embed_tokens.weight, whether or not the
+    checkpoint stores lm_head.weight (named_parameters lists a tied Parameter once)."""
+    spec = build("compressed_tensors", preset="FP8_DYNAMIC")
+    spec.config["tie_word_embeddings"] = True
+    if not stored:
+        del spec.tensors["lm_head.weight"]
+    m = from_pretrained(save(spec, tmp_path / "ck"), backend="reference", dtype=torch.float32)
+    assert m.lm_head.weight is m.model.embed_tokens.weight
+    assert torch.equal(m.lm_head.weight, spec.tensors["model.embed_tokens.weight"].float())
+    with torch.no_grad():
+        assert torch.isfinite(m(_ids()).logits).all()
+
+
+def test_a_checkpoint_that_converts_nothing_is_an_error(tmp_path):
+    from fp8tower.hf.conversion import ConvertError
+
+    bf16 = save(build("unquantized"), tmp_path / "bf16")
+    with pytest.raises(ConvertError, match="no FP8 linear .* pass scheme="):
+        from_pretrained(bf16, backend="reference")
+    spec = build("compressed_tensors", preset="FP8_DYNAMIC")
+    spec.tensors = {("foo." + n if n.startswith("model.") else n): v
+                    for n, v in spec.tensors.items()}
+    with pytest.raises(ConvertError, match="none of the checkpoint's 14 FP8 linears .*"
+                                           "'foo.model.layers.0.*key_mapping="):
+        from_pretrained(save(spec, tmp_path / "prefixed"), backend="reference",
+                        key_mapping={})
+
+
+def test_an_opened_checkpoint_is_checked_against_the_scheme(tmp_path):
+    from fp8tower.checkpoint import open_checkpoint
+    from fp8tower.hf.conversion import ConvertError, convert
+
+    def model():
+        cfg = {k: v for k, v in build("unquantized").config.items() if k != "model_type"}
+        config = transformers.AutoConfig.for_model("qwen3", **cfg)
+        return transformers.AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+
+    ct = open_checkpoint(save(build("compressed_tensors", preset="FP8_DYNAMIC"), tmp_path / "a"))
+    with pytest.raises(ConvertError, match="load as channel_token; scheme=per_tensor"):
+        convert(model(), "per_tensor", checkpoint=ct, backend="reference")
+    convert(model(), "channel_token", checkpoint=ct, backend="reference")  # the same: fine
+    bf16 = open_checkpoint(save(build("unquantized"), tmp_path / "b"))
+    with pytest.raises(ConvertError, match="opened without a scheme"):
+        convert(model(), "per_tensor", checkpoint=bf16, backend="reference")
+
+
+def test_requant_max_says_when_a_group_did_not_merge(tmp_path):
+    from fp8tower.hf.conversion import convert
+
+    cfg = {k: v for k, v in build("unquantized").config.items() if k != "model_type"}
+    m = transformers.AutoModelForCausalLM.from_config(
+        transformers.AutoConfig.for_model("qwen3", **cfg), dtype=torch.float32)
+    with pytest.warns(UserWarning, match="requant_max: 4 of 4 sibling groups not merged"):
+        convert(m, "channel_token", requant_max=True, backend="reference")

@@ -49,13 +49,13 @@ def _choices(text: str, valid: list[str], what: str, option: str) -> list[str]:
     return list(dict.fromkeys(values))
 
 
-def _parse_ms(text: str) -> list[int]:
+def _parse_ms(text: str, option: str = "--m") -> list[int]:
     try:
         ms = [int(t) for t in _csv(text)]
     except ValueError:
-        raise _fail(f"--m {text!r}: expected positive integers, e.g. 1,8,32") from None
+        raise _fail(f"{option} {text!r}: expected positive integers, e.g. 1,8,32") from None
     if not ms or min(ms) < 1:
-        raise _fail(f"--m {text!r}: expected positive integers, e.g. 1,8,32")
+        raise _fail(f"{option} {text!r}: expected positive integers, e.g. 1,8,32")
     return list(dict.fromkeys(ms))
 
 
@@ -270,7 +270,12 @@ def generate(
     console = _console()
     model = model or ("qwen3-8b" if cuda else CPU_MODEL)
     arm_list = _csv(arms or (GEN_GPU_ARMS if cuda else GEN_CPU_ARMS))
-    batches = _parse_ms(batch)
+    batches = _parse_ms(batch, "--batch")
+    from .. import backends
+
+    if backend not in backends.names() + ["auto"]:  # before any model is built
+        raise _fail(f"unknown backend {backend!r} in --backend: expected one of "
+                    f"{', '.join(backends.names() + ['auto'])}")
     if not cuda and backend == "auto":
         backend = CPU_BACKENDS
     command = (f"fp8tower bench generate --model {model} --arms {','.join(arm_list)} "

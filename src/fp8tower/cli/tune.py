@@ -396,6 +396,8 @@ def dispatch_cmd(
     buckets = {m_bucket(x) for x in _parse_ms(m)} if m else None
     schemes = {s.value for s in _parse_schemes(scheme)} if scheme else None
     if file is not None:
+        if not file.is_file():
+            raise typer.BadParameter(f"{str(file)!r}: no such file", param_hint="--file")
         files = [file]
     elif torch.cuda.is_available():
         files = [tcache.default_cache_dir() / tcache.cache_file_name(torch.cuda.get_device_name())]
@@ -408,6 +410,9 @@ def dispatch_cmd(
     file_info, rows = [], []
     for path in files:
         f = tcache.read_cache_file(path)
+        if file is not None and f.meta is None and not f.entries and f.issues:
+            raise typer.BadParameter(f"{str(file)!r}: not a tuning cache: {f.issues[0]}",
+                                     param_hint="--file")
         for issue in f.issues:
             typer.echo(f"warning: {issue}", err=True)
         if f.meta is None and not f.entries:

@@ -20,6 +20,7 @@ CUDA graphs and torch.compile: the views do pure tensor work and Python bookkeep
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -201,6 +202,8 @@ def open_mapped(checkpoint, scheme=None, key_mapping: dict[str, str] | Sequence[
         from ..checkpoint import open_checkpoint
 
         checkpoint = open_checkpoint(checkpoint, scheme=scheme)
+    elif scheme is not None:
+        _check_opened_scheme(checkpoint, Scheme.parse(scheme))
     if hasattr(checkpoint, "stored_name"):  # already mapped
         return checkpoint
     if key_mapping is None:
@@ -212,6 +215,36 @@ def open_mapped(checkpoint, scheme=None, key_mapping: dict[str, str] | Sequence[
     from ..checkpoint.keymap import KeyMappedCheckpoint
 
     return KeyMappedCheckpoint(checkpoint, rules)
+
+
+def _check_opened_scheme(ck, scheme: Scheme) -> None:
+    """``scheme`` against a checkpoint opened before (open_checkpoint checks a path's): it
+    must be the scheme its linears load as; a bf16 one opened without a scheme has none."""
+    found = sorted({str(s) for s in map(ck.scheme_for, ck.linear_names())
+                    if s is not None and s != scheme})
+    if found:
+        raise ConvertError(f"{ck.path}: the checkpoint's linears load as {', '.join(found)}; "
+                           f"scheme={scheme} asks for another (leave it out)")
+    if not ck.linear_names():
+        raise ConvertError(f"{ck.path}: opened without a scheme, the checkpoint has no FP8 "
+                           f"linear to load; to quantize it to {scheme}, pass its path or "
+                           f"open_checkpoint(path, scheme={str(scheme)!r})")
+
+
+def _nothing_converted(model: nn.Module, ck, names: set[str]) -> ConvertError | None:
+    """Why a checkpoint converted none of ``model``'s linears, if nothing but a mistake can
+    explain it (a filter or an ignore list that keeps every linear is a choice)."""
+    if not names:
+        return ConvertError(f"{ck.path}: the checkpoint has no FP8 linear (bf16?) and no "
+                            "scheme was given: pass scheme= to quantize it")
+    linears = [fqn for fqn, m in model.named_modules() if isinstance(m, nn.Linear)]
+    if names.isdisjoint(linears):
+        example = linears[0] if linears else "none"
+        return ConvertError(
+            f"{ck.path}: none of the checkpoint's {len(names)} FP8 linears (e.g. "
+            f"{min(names)!r}) is a linear of the model (e.g. {example!r}); pass key_mapping= "
+            "if the checkpoint names them differently")
+    return None
 
 
 def _device_of(lin: nn.Linear, device) -> torch.device:
@@ -277,7 +310,11 @@ def convert(
                                    "bias, the checkpoint disagrees")
             return Fp8Linear.from_weight(w, loaded.bias, backend=backend)
 
-    swap_linear_layers(model, from_float, filter)
+    swapped = swap_linear_layers(model, from_float, filter)
+    if ck is not None and not swapped:
+        error = _nothing_converted(model, ck, names)
+        if error is not None:
+            raise error
     records: list[dict] = []
     if merge:
         mt = _model_type(model)
@@ -289,5 +326,10 @@ def convert(
                         if type(parent).__name__ in g.parent_classes:
                             ck.check_merge_group([f"{fqn}.{m}" for m in g.members])
             records = patch(model, MergeMode.REQUANT_MAX if requant_max else MergeMode.EXACT)
+    failed = [r for r in records if not r["merged_ok"]]
+    if requant_max and failed:  # asked for: say it did not happen (the numbers stay right)
+        warnings.warn(f"requant_max: {len(failed)} of {len(records)} sibling groups not merged "
+                      f"({failed[0]['parent']}.{failed[0]['merged']}: {failed[0]['reason']}); "
+                      "see model.fp8tower_merges", stacklevel=2)
     model.fp8tower_merges = records
     return model

@@ -61,6 +61,7 @@ def empty_model(config, *, dtype: torch.dtype = torch.bfloat16, cls=None) -> nn.
 
 
 def _set_tensor(model: nn.Module, name: str, value: torch.Tensor) -> None:
+    """Put ``value`` at ``name`` (a Parameter is set as it is: tied names share it)."""
     parent_name, _, attr = name.rpartition(".")
     parent = model.get_submodule(parent_name) if parent_name else model
     if attr in parent._parameters:
@@ -68,9 +69,28 @@ def _set_tensor(model: nn.Module, name: str, value: torch.Tensor) -> None:
         if tuple(old.shape) != tuple(value.shape):
             raise ConvertError(f"{name}: the checkpoint has shape {tuple(value.shape)}, the "
                                f"model {tuple(old.shape)}")
-        parent._parameters[attr] = nn.Parameter(value, requires_grad=False)
+        if not isinstance(value, nn.Parameter):
+            value = nn.Parameter(value, requires_grad=False)
+        parent._parameters[attr] = value
     else:
         parent._buffers[attr] = value
+
+
+_FP8 = (torch.float8_e4m3fn, torch.float8_e5m2)
+
+
+def _load_param(ck, name: str, dtype: torch.dtype, device) -> torch.Tensor:
+    """A stored tensor for a parameter that stays as the model built it, in ``dtype``. The
+    weight of a linear stored in FP8 that was not converted (the filter kept it, e.g.
+    ``lm_head``) is dequantized with its scales: its codes alone are not its values."""
+    t = ck.load_tensor(name, device=device)
+    if t.dtype not in _FP8:
+        return t.to(dtype)
+    module, _, attr = name.rpartition(".")
+    if attr != "weight" or ck.scheme_for(module) is None:
+        raise ConvertError(f"{name}: stored as {t.dtype}, but it is not the weight of a "
+                           "quantized linear of the checkpoint: no scale to read it with")
+    return ck.load_linear(module, device=device).weight.dequantize(dtype)
 
 
 def from_pretrained(
@@ -98,14 +118,23 @@ def from_pretrained(
     convert(model, scheme, checkpoint=ck, merge=merge, backend=backend, filter=filter,
             requant_max=requant_max, device=device)
     stored = set(ck.tensor_names())
+    # Every name of each parameter still to load: tied ones (lm_head.weight and
+    # embed_tokens.weight under tie_word_embeddings) are one Parameter, loaded once, shared.
+    names_of: dict[int, list[str]] = collections.defaultdict(list)
+    params: dict[int, nn.Parameter] = {}
+    for name, p in model.named_parameters(remove_duplicate=False):
+        if p.device.type == "meta":
+            names_of[id(p)].append(name)
+            params[id(p)] = p
     missing = []
-    for name, p in list(model.named_parameters()):
-        if p.device.type != "meta":
+    for key, names in names_of.items():
+        src = next((n for n in names if n in stored), None)
+        if src is None:
+            missing.extend(names)
             continue
-        if name not in stored:
-            missing.append(name)
-            continue
-        _set_tensor(model, name, ck.load_tensor(name, device=device, dtype=p.dtype))
+        value = nn.Parameter(_load_param(ck, src, params[key].dtype, device), requires_grad=False)
+        for name in names:
+            _set_tensor(model, name, value)
     tied = getattr(model, "_tied_weights_keys", None) or {}
     for name in list(missing):
         # transformers 5: {target: source} (e.g. lm_head.weight -> embed_tokens.weight)
