@@ -65,6 +65,7 @@ def open_checkpoint(path: str | Path, *, scheme: Scheme | str | None = None) -> 
         from .modelopt import ModelOptCheckpoint
 
         ckpt: Checkpoint = ModelOptCheckpoint(reader, None)
+        method = "modelopt"
     elif qc is None:
         from .unquantized import UnquantizedCheckpoint
 
@@ -92,6 +93,12 @@ def open_checkpoint(path: str | Path, *, scheme: Scheme | str | None = None) -> 
             from .block_fp8 import BlockFp8Checkpoint
 
             ckpt = BlockFp8Checkpoint(reader, qc)
+    if not ckpt.linear_names() and ckpt.format != "fp8tower":
+        raise CheckpointError(
+            f"{ckpt.quant_config_file}: the quantization config declares FP8 quantization "
+            f"(quant_method {method!r}), but no FP8 weight was found: no '*.weight' has an FP8 "
+            f"dtype and no module has a {ckpt.scale_suffix!r} (a bf16 checkpoint? remove the "
+            "quantization config and pass scheme= to quantize it at load)")
     if scheme is not None:
         other = sorted({str(s) for s in map(ckpt.scheme_for, ckpt.linear_names()) if s != scheme})
         if other:

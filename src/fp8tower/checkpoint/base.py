@@ -11,6 +11,7 @@ headers (presence, dtype, shape of every weight and scale) is checked at open; s
 from __future__ import annotations
 
 import re
+import warnings
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from pathlib import Path
@@ -83,14 +84,21 @@ class Checkpoint:
         return CheckpointError(f"{where}: {msg}")
 
     def _discover_fp8(self) -> None:
-        """Every module with an FP8 weight or a weight scale is a quantized linear: check it."""
+        """Every module with an FP8 weight (any F8_ dtype) or a weight scale is a quantized
+        linear: check it. Stored input scales the config leaves unused get one warning."""
         tensors = self._reader.tensors
         suffix = "." + self.scale_suffix
         fqns = {module_of(n) for n, t in tensors.items()
-                if n.endswith(".weight") and t.dtype == FP8_STORED}
+                if n.endswith(".weight") and t.dtype.startswith("F8_")}
         fqns |= {n[: -len(suffix)] for n in tensors if n.endswith(suffix)}
         for fqn in sorted(fqns):
             self._linears[fqn] = self._check_stored_linear(fqn)
+        unused = [f"{f}.input_scale" for f, spec in sorted(self._linears.items())
+                  if spec.input_scale is None and f"{f}.input_scale" in tensors]
+        if unused:
+            warnings.warn(f"fp8tower: {self.path}: {len(unused)} stored input_scale tensor(s) "
+                          f"are not used (e.g. {unused[0]!r}): by {self.quant_config_file.name} "
+                          "activations are quantized dynamically (or not at all)", stacklevel=4)
 
     def _check_stored_linear(self, fqn: str) -> LinearSpec:
         r = self._reader
@@ -99,8 +107,10 @@ class Checkpoint:
             raise self._err(r.info(sname), f"scale without a weight: {wname!r} is missing")
         w = r.info(wname)
         if w.dtype != FP8_STORED:
+            why = (f"its module has {self.scale_suffix!r}" if r.has(sname)
+                   else f"and its scale {sname!r} is missing")
             raise self._err(w, f"FP8 weight must have dtype {FP8_STORED} (torch.float8_e4m3fn), "
-                               f"got {w.dtype} (its module has {self.scale_suffix!r})")
+                               f"got {w.dtype} ({why})")
         if len(w.shape) != 2:
             raise self._err(w, f"FP8 weight must be 2-D [N, K], got shape {list(w.shape)}")
         if self.is_ignored(fqn):

@@ -29,7 +29,11 @@ class BlockFp8Checkpoint(Checkpoint):
         if bs is None:
             raise self._field_err("weight_block_size", "[128, 128] (per-tensor quant_method "
                                   "'fp8' checkpoints are not read by fp8tower)", bs)
-        if list(bs) != [128, 128]:
+        if (not isinstance(bs, list) or len(bs) != 2
+                or not all(type(b) is int and b > 0 for b in bs)):
+            raise self._field_err("weight_block_size", "a list of two positive integers "
+                                  "([128, 128])", bs)
+        if bs != [128, 128]:
             raise self._field_err("weight_block_size", "[128, 128]", bs)
         if qconfig.get("activation_scheme", "dynamic") != "dynamic":
             raise self._field_err("activation_scheme", "'dynamic' (block FP8 quantizes "

@@ -25,6 +25,8 @@ it as fp32. ``ignore`` entries match a module name exactly or, as ``re:<regex>``
 
 from __future__ import annotations
 
+import re
+
 from ..formats import Scheme
 from .base import Checkpoint, match_exact_or_regex
 from .reader import CheckpointError, CheckpointReader
@@ -44,7 +46,8 @@ class CompressedTensorsCheckpoint(Checkpoint):
 
     def __init__(self, reader: CheckpointReader, qconfig: dict):
         super().__init__(reader, qconfig, reader.path / "config.json")
-        self.ignore: list[str] = list(qconfig.get("ignore") or [])
+        ignore = qconfig.get("ignore")
+        self.ignore: list[str] = [] if ignore is None else self._patterns("ignore", ignore)
         groups = qconfig.get("config_groups")
         if not isinstance(groups, dict) or not groups:
             raise self._field_err("config_groups", "a non-empty object of quantization groups",
@@ -57,6 +60,22 @@ class CompressedTensorsCheckpoint(Checkpoint):
         return CheckpointError(f"{self.quant_config_file}: quantization_config.{field}: "
                                f"expected {expected}, got {got!r}")
 
+    def _patterns(self, field: str, entries) -> list[str]:
+        """A list of module names / ``re:`` regexes, each regex compiled once to check it."""
+        if not isinstance(entries, list):
+            raise self._field_err(field, "a list of module names / 're:' regexes", entries)
+        for i, e in enumerate(entries):
+            if not isinstance(e, str):
+                raise self._field_err(f"{field}[{i}]", "a module name or 're:' regex (a string)",
+                                      e)
+            if e.startswith("re:"):
+                try:
+                    re.compile(e[3:])
+                except re.error as err:
+                    raise self._field_err(f"{field}[{i}]", f"a valid regex after 're:' ({err})",
+                                          e) from None
+        return entries
+
     def _parse_group(self, name: str, g: dict, top_format) -> _Group:
         where = f"config_groups.{name}"
         if not isinstance(g, dict):
@@ -67,6 +86,7 @@ class CompressedTensorsCheckpoint(Checkpoint):
         targets = g.get("targets")
         if not isinstance(targets, list) or not targets:
             raise self._field_err(f"{where}.targets", "a list of module names/regexes", targets)
+        self._patterns(f"{where}.targets", targets)
         w, a = g.get("weights"), g.get("input_activations")
         for field, args in (("weights", w), ("input_activations", a)):
             if args is None and field == "input_activations":
@@ -82,7 +102,9 @@ class CompressedTensorsCheckpoint(Checkpoint):
                 raise self._field_err(f"{where}.weights.strategy",
                                       "'tensor' or 'channel' for weight-only FP8", ws)
             return _Group(name, targets, Scheme.WEIGHT_ONLY, ws, False)
-        as_, dyn = a.get("strategy"), bool(a.get("dynamic"))
+        as_, dyn = a.get("strategy"), a.get("dynamic", False)  # compressed-tensors' default
+        if not isinstance(dyn, bool):
+            raise self._field_err(f"{where}.input_activations.dynamic", "true or false", dyn)
         if ws == "tensor" and as_ == "tensor":
             return _Group(name, targets, Scheme.PER_TENSOR, ws, not dyn)
         if ws == "channel" and as_ == "token" and dyn:

@@ -111,6 +111,9 @@ class CheckpointReader:
                                       "shard files")
             by_file: dict[str, list[str]] = {}
             for name, fname in weight_map.items():
+                if not isinstance(fname, str):
+                    raise CheckpointError(f"{index}: weight_map[{name!r}]: expected a shard file "
+                                          f"name (a string), got {fname!r}")
                 by_file.setdefault(fname, []).append(name)
             for fname, names in by_file.items():
                 file = self.path / fname

@@ -55,16 +55,18 @@ def _compile(entry: str, field_name: str, context: str) -> re.Pattern[str]:
                           context=context) from None
 
 
-def _str_list(qc: dict[str, Any], key: str, context: str) -> list[str]:
+def _str_list(qc: dict[str, Any], key: str, context: str, where: str = FIELD) -> list[str]:
+    """``qc[key]`` as a list of strings (``re:`` ones compiled to check them); ``where`` is the
+    dotted field ``qc`` sits at, for errors."""
     value = qc.get(key)
     if value is None:
         return []
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise ConfigError(f"{FIELD}.{key}", value, "a list of module names / patterns",
+        raise ConfigError(f"{where}.{key}", value, "a list of module names / patterns",
                           context=context)
     for v in value:
         if v.startswith("re:"):
-            _compile(v, f"{FIELD}.{key}", context)
+            _compile(v, f"{where}.{key}", context)
     return value
 
 
@@ -174,7 +176,7 @@ def _ct_groups(qc: dict[str, Any], context: str) -> tuple[CtGroups, str | None, 
         if not isinstance(group, dict):
             raise ConfigError(where, group, "an object with targets and weights", context=context)
         weights = group.get("weights") or {}
-        targets = _str_list(group, "targets", context)
+        targets = _str_list(group, "targets", context, where)
         fp8 = weights.get("type") == "float" and weights.get("num_bits") == 8
         parsed.append((fp8, tuple(targets)))
         if not fp8:

@@ -22,7 +22,28 @@ from . import ops
 from . import plan as _plan
 
 
-def _validate(x: torch.Tensor, weight: Fp8Weight, act_scale: torch.Tensor | None) -> None:
+def check_bias(bias: torch.Tensor, n: int, device: torch.device, what: str = "bias") -> None:
+    """A bias is a contiguous 1-D floating tensor of N elements on the weight's device
+    (attribute reads only: no GPU sync)."""
+    if bias.dim() != 1 or bias.shape[0] != n or not bias.is_floating_point() \
+            or bias.device != device:
+        raise ValueError(f"{what} must be a 1-D floating tensor of N={n} elements on {device}, "
+                         f"got {bias.dtype} of shape {tuple(bias.shape)} on {bias.device}")
+    if not bias.is_contiguous():
+        raise ValueError(f"{what} must be contiguous, got stride {bias.stride()}: "
+                         "pass bias.contiguous()")
+
+
+def check_out_dtype(out_dtype) -> None:
+    if out_dtype is not None and out_dtype not in ACT_DTYPES:
+        raise ValueError(f"out_dtype must be one of torch.bfloat16, torch.float16, torch.float32 "
+                         f"(or None: x's dtype), got {out_dtype!r}")
+
+
+def _validate(
+    x: torch.Tensor, weight: Fp8Weight, act_scale: torch.Tensor | None,
+    bias: torch.Tensor | None = None,
+) -> None:
     if x.dim() < 1 or x.shape[-1] != weight.k:
         raise ValueError(
             f"x has shape {tuple(x.shape)}: its last dimension must be K={weight.k} "
@@ -41,6 +62,13 @@ def _validate(x: torch.Tensor, weight: Fp8Weight, act_scale: torch.Tensor | None
             f"x has dtype {x.dtype}: expected one of bfloat16, float16, float32 "
             "(or float8_e4m3fn with act_scale for per_tensor)"
         )
+    if act_scale is not None:
+        if weight.scheme is not Scheme.PER_TENSOR:  # the wording of quantize_weight's
+            raise ValueError(f"a static act_scale only applies to per_tensor, not {weight.scheme}")
+        if act_scale.numel() != 1:
+            raise ValueError(f"act_scale must be one value, got shape {tuple(act_scale.shape)}")
+    if bias is not None:
+        check_bias(bias, weight.n, weight.device)
 
 
 def fp8_linear(
@@ -55,10 +83,11 @@ def fp8_linear(
     """y = x @ W.T (+ bias) with W in FP8, for x of shape (..., K); returns (..., N).
 
     ``act_scale``: the activation scale of FP8 ``x`` (per_tensor), or a static per-tensor
-    scale overriding ``weight.act_scale``. ``out_dtype`` defaults to x's dtype (bfloat16
-    for FP8 x). A number ``act_scale`` must be finite, > 0 and at most formats.ACT_SCALE_MAX
-    (a Python check, no sync); a tensor one is the caller's (reading it would sync the GPU
-    on every call).
+    scale overriding ``weight.act_scale`` (per_tensor only). ``out_dtype``: bfloat16,
+    float16 or float32, default x's dtype (bfloat16 for FP8 x). ``bias``: a contiguous
+    (N,) floating tensor on the weight's device. A number ``act_scale`` must be finite, > 0
+    and at most formats.ACT_SCALE_MAX (a Python check, no sync); of a tensor one only the
+    size is checked (reading it would sync the GPU on every call).
     """
     if act_scale is not None and not isinstance(act_scale, torch.Tensor):
         value = float(act_scale)
@@ -66,9 +95,11 @@ def fp8_linear(
             raise ValueError(f"act_scale must be a finite number > 0 and at most "
                              f"{ACT_SCALE_MAX:g}, got {act_scale!r}")
         act_scale = torch.tensor(value, dtype=torch.float32, device=x.device)
-    _validate(x, weight, act_scale)
+    _validate(x, weight, act_scale, bias)
     if out_dtype is None:
         out_dtype = torch.bfloat16 if x.dtype == FP8_DTYPE else x.dtype
+    else:
+        check_out_dtype(out_dtype)
     lead = x.shape[:-1]
     x2 = x.reshape(-1, weight.k)
     if x2.shape[0] == 0:
@@ -147,6 +178,9 @@ class Fp8Linear(nn.Module):
         device: torch.device | str | None = None,
     ) -> None:
         super().__init__()
+        for name, value in (("in_features", in_features), ("out_features", out_features)):
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                raise ValueError(f"{name} must be a positive int, got {value!r}")
         self.in_features, self.out_features = in_features, out_features
         self.scheme = Scheme.parse(scheme)
         self._plans: dict = {}  # (x shape, dtype, device) -> _PlanEntry (plan.py)
@@ -222,6 +256,7 @@ class Fp8Linear(nn.Module):
 
     @out_dtype.setter
     def out_dtype(self, value: torch.dtype | None) -> None:
+        check_out_dtype(value)
         self._out_dtype = value
         self._plans.clear()
 
@@ -245,12 +280,40 @@ class Fp8Linear(nn.Module):
         self._plans.clear()
         self.fp8_weight()
 
-    def _load_from_state_dict(self, *args, **kwargs):
-        out = super()._load_from_state_dict(*args, **kwargs)
+    def __setattr__(self, name, value):
+        if name in self._BUFFER_NAMES and isinstance(value, nn.Parameter):
+            # e.g. transformers' tie_weights() tying an FP8 lm_head to the embedding: nn.Module
+            # would swap the FP8 buffer for the float Parameter (and forward fail on it).
+            raise TypeError(
+                f"Fp8Linear.{name} is a buffer and cannot be set to a Parameter ({value.dtype} "
+                f"{tuple(value.shape)}) in {self._summary()}: an FP8 linear cannot share another "
+                "module's float weight, so model.tie_weights() on a converted lm_head is not "
+                "supported; keep lm_head unconverted (the default filter) or untie it "
+                "(config.tie_word_embeddings=False)"
+            )
+        if name == "bias" and value is not None:  # kernels read it as contiguous
+            value = value.contiguous()
+            check_bias(value, self.out_features, self.weight.device, "Fp8Linear.bias")
+        super().__setattr__(name, value)
+
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
+        for name in self._BUFFER_NAMES:
+            t = state_dict.get(prefix + name)
+            if not isinstance(t, torch.Tensor):
+                continue
+            if name == "weight" and t.dtype != FP8_DTYPE:
+                raise ValueError(f"state_dict key {prefix}weight has dtype {t.dtype}: expected "
+                                 f"{FP8_DTYPE} codes (quantize a float weight with "
+                                 "Fp8Linear.from_linear or formats.quantize_weight)")
+            if name != "weight" and not t.is_floating_point():
+                raise ValueError(f"state_dict key {prefix}{name} has dtype {t.dtype}: expected "
+                                 "a floating dtype (scales are stored as float32)")
+        out = super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
         self._refresh()  # loaded values may differ: re-prepare
         return out
 
     _KEEP_DTYPE = ("weight", "weight_scale", "input_scale")
+    _BUFFER_NAMES = (*_KEEP_DTYPE, "bias")
 
     def _apply(self, fn, recurse=True):
         # A dtype cast of the model (.to(torch.bfloat16), .half()) must not turn the FP8
@@ -294,7 +357,7 @@ class Fp8Linear(nn.Module):
             return self._forward_unplanned(x)
         weight = self.fp8_weight()
         x2 = x.view(m, self.in_features)
-        _validate(x2, weight, None)
+        _validate(x2, weight, None, self._buffers["bias"])
         out_dtype = self.out_dtype if self.out_dtype is not None else x.dtype
         b = self._buffers
         if len(self._plans) >= _plan.MAX_PLANS_PER_MODULE:
@@ -327,6 +390,10 @@ class Fp8Linear(nn.Module):
         state = dict(state)
         state["_plans"] = {}
         return state
+
+    def _summary(self) -> str:
+        return (f"Fp8Linear(in_features={self.in_features}, out_features={self.out_features}, "
+                f"scheme={self.scheme.value})")
 
     def extra_repr(self) -> str:
         return (

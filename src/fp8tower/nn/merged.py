@@ -47,7 +47,7 @@ import torch
 from torch import nn
 
 from ..formats import BLOCK, FP8_DTYPE, FP8_MAX, ChoiceEnum, Fp8Weight, Scheme
-from .linear import Fp8Linear
+from .linear import Fp8Linear, check_bias
 
 
 class MergeMode(ChoiceEnum):
@@ -176,6 +176,8 @@ class MergedFp8Linear(nn.Module):
     def __init__(self, linear: Fp8Linear, names: Sequence[str], sizes: Sequence[int],
                  mode: str | MergeMode = MergeMode.EXACT) -> None:
         super().__init__()
+        if any(isinstance(s, bool) or not isinstance(s, int) or s <= 0 for s in sizes):
+            raise MergeError(f"shard sizes must be positive ints, got {list(sizes)}")
         if sum(sizes) != linear.out_features or len(names) != len(sizes):
             raise MergeError(f"shard sizes {list(sizes)} (names {list(names)}) do not add up "
                              f"to the merged N={linear.out_features}")
@@ -197,10 +199,14 @@ class MergedFp8Linear(nn.Module):
         weights = list(weights)
         labels = _names(weights, names)
         bias = None
+        if biases is not None and len(biases) != len(weights):
+            raise MergeError(f"{len(biases)} biases for {len(weights)} shards {labels}")
         if biases is not None and any(b is not None for b in biases):
             if any(b is None for b in biases):
                 raise MergeError(f"some shards have a bias and some do not: {labels}")
-            bias = torch.cat([b.reshape(-1) for b in biases])
+            for b, w, name in zip(biases, weights, labels):
+                check_bias(b.contiguous(), w.n, w.device, f"bias of shard {name}")
+            bias = torch.cat(list(biases))
         merged = merge_weights(weights, mode, labels)
         linear = Fp8Linear.from_weight(merged, bias, **kw)
         return cls(linear, labels, [w.n for w in weights], mode)
