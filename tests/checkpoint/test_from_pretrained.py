@@ -163,3 +163,17 @@ def test_requant_max_says_when_a_group_did_not_merge(tmp_path):
         transformers.AutoConfig.for_model("qwen3", **cfg), dtype=torch.float32)
     with pytest.warns(UserWarning, match="requant_max: 4 of 4 sibling groups not merged"):
         convert(m, "channel_token", requant_max=True, backend="reference")
+
+
+def test_a_stored_bias_of_the_wrong_shape_names_its_module(tmp_path):
+    from fp8tower.hf.conversion import ConvertError
+
+    spec = build("compressed_tensors", preset="FP8_DYNAMIC")
+    spec.config["attention_bias"] = True
+    for fqn, (n, _) in linear_shapes(spec.config).items():
+        if "self_attn" in fqn:
+            spec.tensors[f"{fqn}.bias"] = torch.full((n,), 0.5)
+    q = "model.layers.0.self_attn.q_proj"
+    spec.tensors[f"{q}.bias"] = torch.tensor([7.0])  # one value for N = 192
+    with pytest.raises(ConvertError, match=f"{q}: .*bias must be a 1-D floating tensor of N=192"):
+        from_pretrained(save(spec, tmp_path / "ck"), backend="reference", merge=False)

@@ -308,7 +308,10 @@ def convert(
             if (loaded.bias is None) != (lin.bias is None):
                 raise ConvertError(f"{fqn}: the model's linear {'has' if lin.bias is not None else 'has no'} "
                                    "bias, the checkpoint disagrees")
-            return Fp8Linear.from_weight(w, loaded.bias, backend=backend)
+            try:
+                return Fp8Linear.from_weight(w, loaded.bias, backend=backend)
+            except ValueError as e:  # e.g. a stored bias of the wrong shape: name the module
+                raise ConvertError(f"{fqn}: {e}") from None
 
     swapped = swap_linear_layers(model, from_float, filter)
     if ck is not None and not swapped:
