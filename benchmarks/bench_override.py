@@ -2,10 +2,11 @@
 A/B of one config key over the tuned choices (issue #12).
 
 Each ``--arms`` entry is ``cached`` (the tuned configs as they are) or
-``KEY=VALUE[;KEY=VALUE][@NxK[+NxK]]`` (integers or true / false; KEY one of
-``bench_gemm.OVERRIDE_KEYS``, the keys the Triton backend reads), set on every cached Triton
-choice of the tower's GEMMs, or with ``@`` only on those of the named N x K shapes, whether
-or not it changes that choice (``prequant`` means nothing to channel_token, for one). Per
+``KEY=VALUE[;KEY=VALUE][@NxK[+NxK]]``, several joined by ``|`` (integers or true / false;
+KEY one of ``bench_gemm.OVERRIDE_KEYS``, the keys the Triton backend reads), set on every
+cached Triton choice of the tower's GEMMs, or with ``@`` only on those of the named N x K
+shapes, whether or not it changes that choice (``prequant`` means nothing to channel_token,
+for one). Per
 scheme and M, one merged tower with ``auto`` (FP8TOWER_CACHE_DIR), arms alternated
 ``--rounds`` times, each arm's outputs compared bit for bit with the first arm's
 (benchmarks/tower_ab.py). The overridden configs need not be in the tuner's space: this
@@ -23,7 +24,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 
@@ -34,16 +35,20 @@ from tower_ab import add_arguments, patch_triton_choices, run_arms, write_rows
 
 @dataclass(frozen=True)
 class Arm:
-    """Config keys to set on the cached Triton choices of ``shapes`` ((N, K) pairs; None: of
-    every GEMM)."""
+    """Config keys to set on the cached Triton choices: ``parts``, each (keys, shapes), the
+    shapes as (N, K) pairs or None (every GEMM); later parts win where they overlap."""
 
-    keys: dict = field(default_factory=dict)
-    shapes: frozenset | None = None
+    parts: tuple = ()
 
     def apply(self, problem, cfg: dict) -> dict:
-        if self.shapes is not None and (problem.n, problem.k) not in self.shapes:
-            return cfg
-        return {**cfg, **self.keys}
+        for keys, shapes in self.parts:
+            if shapes is None or (problem.n, problem.k) in shapes:
+                cfg = {**cfg, **keys}
+        return cfg
+
+    @property
+    def shapes(self) -> set:
+        return {s for _, shapes in self.parts for s in (shapes or ())}
 
 
 _ARM: dict[str, Arm] = {"value": Arm()}
@@ -59,18 +64,12 @@ def _shapes(text: str, where: str) -> frozenset:
     return frozenset(out)
 
 
-def parse_arm(text: str) -> Arm:
-    """``cached`` -> no keys; ``split_k=2;pdl=true`` -> those keys on every GEMM;
-    ``num_stages=3@5120x6144`` -> on that shape's only; anything else exits naming it."""
-    if text == "cached":
-        return Arm()
-    body, at, scope = text.partition("@")
-    shapes = _shapes(scope, text) if at else None
+def _keys(body: str, where: str) -> dict:
     out = {}
     for item in body.split(";"):
         key, eq, value = item.partition("=")
         if not eq or key not in OVERRIDE_KEYS:
-            raise SystemExit(f"--arms: {text!r}: {item!r} is not KEY=VALUE with KEY one of "
+            raise SystemExit(f"--arms: {where!r}: {item!r} is not KEY=VALUE with KEY one of "
                              f"{', '.join(OVERRIDE_KEYS)}")
         if value.lower() in ("true", "false"):
             out[key] = value.lower() == "true"
@@ -78,9 +77,23 @@ def parse_arm(text: str) -> Arm:
         try:
             out[key] = int(value)
         except ValueError:
-            raise SystemExit(f"--arms: {text!r}: {key}={value!r} is neither an integer nor "
+            raise SystemExit(f"--arms: {where!r}: {key}={value!r} is neither an integer nor "
                              "true / false") from None
-    return Arm(out, shapes)
+    return out
+
+
+def parse_arm(text: str) -> Arm:
+    """``cached`` -> no keys; ``split_k=2;pdl=true`` -> those keys on every GEMM;
+    ``num_stages=3@5120x6144`` -> on that shape's only; parts joined by ``|`` set other keys
+    on other shapes (``block_n=128@16384x5120|num_stages=5@5120x6144``); anything else exits
+    naming it."""
+    if text == "cached":
+        return Arm()
+    parts = []
+    for part in text.split("|"):
+        body, at, scope = part.partition("@")
+        parts.append((_keys(body, text), _shapes(scope, text) if at else None))
+    return Arm(tuple(parts))
 
 
 def check_shapes(arms, model: str) -> None:
@@ -90,7 +103,7 @@ def check_shapes(arms, model: str) -> None:
 
     have = {(g.n, g.k) for g in get_spec(model).gemms(merged=True, fp8_only=True)}
     for name, arm in arms.items():
-        missing = sorted((arm.shapes or set()) - have)
+        missing = sorted(arm.shapes - have)
         if missing:
             raise SystemExit(f"--arms: {name!r}: {model}'s merged tower has no GEMM "
                              f"{', '.join(f'{n}x{k}' for n, k in missing)} (it has "
@@ -108,7 +121,8 @@ def main(argv=None) -> int:
     ap.add_argument("--schemes", default="per_tensor,channel_token,block128")
     ap.add_argument("--arms", required=True,
                     help="comma list: cached, or KEY=VALUE[;KEY=VALUE] set on every cached "
-                         "Triton config, or with @NxK[+NxK] on those shapes' only")
+                         "Triton config, or with @NxK[+NxK] on those shapes' only; parts "
+                         "joined by | (quote the list)")
     args = ap.parse_args(argv)
     arms = args.arms.split(",")
     if len(set(arms)) != len(arms):

@@ -472,7 +472,7 @@ def main(argv=None) -> int:
         raise SystemExit(str(e).replace("--arms:", "--override:", 1)) from None
     if not torch.cuda.is_available():
         raise SystemExit("bench_boundary.py needs a CUDA GPU")
-    if override.keys:
+    if override.parts:
         tower_ab.patch_triton_choices(override.apply)
     from fp8tower import dispatch
     from fp8tower.tower.build import build_tower
