@@ -141,3 +141,28 @@ def test_corrupt_sqlite(tmp_path):
 def test_cpu_device_does_not_apply(tmp_path):
     with pytest.raises(TraceError, match="does not apply"):
         load_trace(build_nsys(tmp_path / "x.sqlite", 1, KERNELS), device="cpu")
+
+
+def _edit(path, sql: str):
+    con = sqlite3.connect(path)
+    con.execute(sql)
+    con.commit()
+    con.close()
+    return path
+
+
+def test_kernels_of_two_devices_are_refused(tmp_path):
+    """Two ranks' kernels in one export would count twice a step and hide under each other."""
+    path = build_nsys(tmp_path / "two.sqlite", 2, KERNELS)
+    _edit(path, "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET deviceId = 1 WHERE rowid % 2 = 0")
+    with pytest.raises(TraceError, match=r"kernels of 2 devices \(device 0: 3 kernels, "
+                                         r"device 1: 3 kernels\)"):
+        load_trace(path)
+
+
+def test_a_kernel_recorded_twice_is_refused(tmp_path):
+    path = build_nsys(tmp_path / "dup.sqlite", 2, KERNELS)
+    _edit(path, "INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL SELECT * FROM CUPTI_ACTIVITY_KIND_KERNEL "
+                "WHERE rowid = 1")
+    with pytest.raises(TraceError, match="1 kernel event.s. repeat another exactly"):
+        load_trace(path)

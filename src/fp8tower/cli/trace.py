@@ -1,7 +1,8 @@
 """`fp8tower trace ...`: diff, attribute, compare, report (fp8tower.trace), and capture (of a
 tower: fp8tower.tower.capture, which is why this command lives here and not in trace/).
 
-Exit codes: 0 ok; 1 verification failed (an op's kernels do not match its backend);
+Exit codes: 0 ok; 1 verification failed (an op's kernels do not match its backend, or a
+launch-count check failed);
 2 bad input (unreadable/foreign trace, bad option value, fractional launch counts).
 """
 
@@ -113,12 +114,19 @@ def diff(
         ),
     ] = Device.auto,
     top: Annotated[
-        int | None, typer.Option(help="Print only the N most expensive kernels.")
+        int | None, typer.Option(min=0, help="Print only the N most expensive kernels.")
     ] = None,
+    step_range: StepRangeOpt = None,
 ) -> None:
-    """Per kernel name: launches and ms per step, (long - short) / (steps_long - steps_short)."""
+    """Per kernel name: launches and ms per step, (long - short) / (steps_long - steps_short).
+
+    The declared --steps are checked against the traces' step ranges, else their
+    cudaGraphLaunch calls (one per step); with neither, a warning says so."""
+    import re
+
     from ..trace import report
     from ..trace.diff import diff_traces
+    from ..trace.events import STEP_RANGE
     from ..trace.ingest import load_trace
     from ..trace.steps import graph_replay_problems
 
@@ -126,7 +134,9 @@ def diff(
     for trace in traces:
         for problem in graph_replay_problems(trace):
             _warn(f"{trace.path}: {problem}")
-    result = diff_traces(*traces, steps)
+    result = diff_traces(*traces, steps, step_range or re.escape(STEP_RANGE))
+    for warning in result.warnings:
+        _warn(warning)
     _check_integral(result.integral, result.fractional_message(), allow_fractional)
     report.print_diff(result, _console(), top)
     if json_out:
@@ -187,7 +197,7 @@ def attribute(
         report.write_json(json_out, tables.attribution_json(att, gib))
     if csv_out:
         report.write_attribution_csv(csv_out, att)
-    if att.mismatches or any(not c.ok for c in att.launch_checks):
+    if att.failed:
         raise typer.Exit(1)
 
 
@@ -234,7 +244,7 @@ def compare(
         report.write_comparison_csv(csv_out, cmp)
     if html_out:
         report.write_html(html_out, [a, b], cmp, gib)
-    if a.mismatches or b.mismatches:
+    if a.failed or b.failed:
         raise typer.Exit(1)
 
 
@@ -295,7 +305,7 @@ def report(
             rep.write_comparison_csv(csv_out, cmp)
         else:
             rep.write_attribution_csv(csv_out, a)
-    if any(att.mismatches for att in atts):
+    if any(att.failed for att in atts):
         raise typer.Exit(1)
 
 

@@ -26,13 +26,24 @@ import gzip
 import json
 import re
 import zlib
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
 
 from .errors import TraceError
 from .events import KernelTable, Launches, Range, Trace
-from .validate import DIM_MAX, EXACT_MAX, INT64_MAX, INT64_MIN, int_field, is_int, loads, num_field
+from .validate import (
+    DIM_MAX,
+    EXACT_MAX,
+    INT64_MAX,
+    INT64_MIN,
+    check_no_duplicates,
+    int_field,
+    is_int,
+    loads,
+    num_field,
+)
 
 CHUNK = 8 << 20
 
@@ -43,17 +54,17 @@ _EVENT = re.compile(
 )
 _KERNEL_MARK = re.compile(rb'"cat"\s*:\s*"[Kk]ernel"')
 _KARG = re.compile(
-    rb'"(stream|correlation|grid|block|graph id|graph node id)":\s*'
+    rb'"(stream|correlation|grid|block|graph id|graph node id|device)":\s*'
     rb"(\[\s*(?:\d+\s*(?:,\s*\d+\s*)*)?\]|-?\d+)(?=\s*(?:,|$))"
 )
-_KARG_KEY = re.compile(rb'"(?:stream|correlation|grid|block|graph id|graph node id)":')
+_KARG_KEY = re.compile(rb'"(?:stream|correlation|grid|block|graph id|graph node id|device)":')
 _CORR = re.compile(rb'"correlation":\s*(\d+)')
 _INT = re.compile(rb"-?\d+")
 _LAUNCH_NAMES = re.compile(rb"Launch|launch")
 _GRAPH_LAUNCH = (b"cudaGraphLaunch", b"cuGraphLaunch", b"cudaGraphLaunch_v10000")
 
 # column order of a parsed kernel args tuple
-_KARG_INDEX = {b"stream": 0, b"correlation": 1, b"graph id": 8, b"graph node id": 9}
+_KARG_INDEX = {b"stream": 0, b"correlation": 1, b"graph id": 8, b"graph node id": 9, b"device": 10}
 
 
 class _LayoutMismatch(Exception):
@@ -61,9 +72,9 @@ class _LayoutMismatch(Exception):
 
 
 def _parse_kernel_args(args: bytes) -> tuple[int, ...]:
-    """(stream, correlation, gx, gy, gz, bx, by, bz, graph id, graph node id); absent = -1/0.
-    ValueError for any value out of range: the json path then names it."""
-    out = [-1, -1, 0, 0, 0, 0, 0, 0, -1, -1]
+    """(stream, correlation, gx, gy, gz, bx, by, bz, graph id, graph node id, device); absent
+    = -1/0. ValueError for any value out of range: the json path then names it."""
+    out = [-1, -1, 0, 0, 0, 0, 0, 0, -1, -1, -1]
     found = _KARG.findall(args)
     if len(found) != len(_KARG_KEY.findall(args)):
         raise ValueError("args")  # a value of another form (null, a float, a string)
@@ -145,6 +156,19 @@ def _dims_of(args: dict, key: str, where: str, path) -> list[int]:
     return (list(value) + [1, 1, 1])[:3]
 
 
+def _device_of(device: int, pid) -> int | str:
+    """The GPU of a kernel event: its args.device, else its pid (kineto writes the kernels of
+    GPU i under pid i); a pid that is not an integer stays its text."""
+    if device >= 0:
+        return device
+    if isinstance(pid, bytes):
+        pid = _decode(pid.strip().strip(b'"'))
+    try:
+        return int(pid)
+    except (TypeError, ValueError):
+        return str(pid)
+
+
 class _Builder:
     """Accumulates parsed events chunk by chunk into compact numpy columns."""
 
@@ -156,6 +180,7 @@ class _Builder:
         self.ranges: list[Range] = []
         self.cpu_rows: list[tuple[int, float, float, int]] = []  # name id, ts, dur, tid
         self.json_rows: list[tuple] = []  # kernels from the json.load path
+        self.devices: Counter = Counter()  # (args.device or -1, pid) -> kernels
 
     def flush_json_rows(self) -> None:
         if self.json_rows:
@@ -178,7 +203,7 @@ class _Builder:
                     self._add_other(m[0], m[1], m[3], float(m[4]), float(m[5]), m[6])
         if not kern:
             return 0
-        _, names, _, _, tss, durs, argss = zip(*kern)
+        _, names, pids, _, tss, durs, argss = zip(*kern)
         index = self.name_index
         ids = np.array([index.setdefault(n, len(index)) for n in names], np.int32)
         cache = self.args_cache
@@ -193,7 +218,9 @@ class _Builder:
         ts, dur = np.array(tss).astype(np.float64), np.array(durs).astype(np.float64)
         if not _times_ok(ts, dur):
             raise ValueError("time")  # NaN, inf, negative: the json path names the event
-        self._add_part(ids, ts, dur, np.array(parsed, np.int64).reshape(len(parsed), 10))
+        cols = np.array(parsed, np.int64).reshape(len(parsed), 11)
+        self.devices.update(zip(cols[:, 10].tolist(), pids))
+        self._add_part(ids, ts, dur, cols)
         return len(kern)
 
     def _add_part(self, ids, ts, dur, cols) -> None:
@@ -267,6 +294,7 @@ class _Builder:
                 _opt_id(args, "graph id", where, path),
                 _opt_id(args, "graph node id", where, path),
             )
+            self.devices[(_opt_id(args, "device", where, path), ev.get("pid"))] += 1
             nid = self.name_index.setdefault(name, len(self.name_index))
             self.json_rows.append((nid, ts, dur, row))
             if len(self.json_rows) >= 65536:
@@ -279,6 +307,20 @@ class _Builder:
             self._add_other(cat.encode(), name, ev.get("tid"), ts, dur, fake_args)
 
     # -- result ------------------------------------------------------------------------
+    def check_one_device(self, path) -> None:
+        """The analysis orders, counts and de-overlaps kernels as one GPU's: the kernels of a
+        second rank in the same file would count twice per step and hide under the first's."""
+        per_device: Counter = Counter()
+        for (device, pid), n in self.devices.items():
+            per_device[_device_of(device, pid)] += n
+        if len(per_device) > 1:
+            shown = ", ".join(f"device {d!r}: {n} kernels" for d, n in per_device.items())
+            raise TraceError(
+                f"this trace holds kernels of {len(per_device)} devices ({shown}): capture "
+                "one rank/GPU per trace",
+                path,
+            )
+
     def kernel_table(self) -> KernelTable:
         names = [""] * len(self.name_index)
         for raw, i in self.name_index.items():
@@ -446,6 +488,8 @@ def load_chrome(path: str | Path, device: str = "auto", allow_empty: bool = Fals
                 "no GPU kernel events (was the profiler run with ProfilerActivity.CUDA on a GPU?)",
                 path,
             )
+        b.check_one_device(path)
+        check_no_duplicates(kernels, path)
         return trace
     has_steps = any(r.name.startswith("fp8tower.step") for r in ranges)
     if device == "cpu" or has_steps:

@@ -77,6 +77,7 @@ def compare(a: Attribution, b: Attribution) -> Comparison:
         raise TraceError(
             f"cannot compare a {a.device} arm ({a.arm}) with a {b.device} arm ({b.arm})"
         )
+    _check_one_model(a, b)
     groups: dict[str, GroupRow] = {}
     for side, att in (("a", a), ("b", b)):
         for op in att.ops:
@@ -90,3 +91,16 @@ def compare(a: Attribution, b: Attribution) -> Comparison:
     )
     rows.append(un)  # keeps the rows adding up to the totals
     return Comparison(a, b, rows)
+
+
+def _check_one_model(a: Attribution, b: Attribution) -> None:
+    """Levers are differences between two ways of running one model at one M: arms whose
+    manifests name different models (or M) are refused; an arm that names none (a map-file
+    arm) is taken as given."""
+    named = [k for k in ("model", "m") if all(x.meta.get(k) not in (None, "") for x in (a, b))]
+    if any(a.meta[k] != b.meta[k] for k in named):
+        a_is, b_is = (
+            f"{x.arm} is {x.meta.get('model') or 'an unnamed model'} at M = {x.meta.get('m', '?')}"
+            for x in (a, b)
+        )
+        raise TraceError(f"cannot compare arms of different models or M: {a_is}, {b_is}")

@@ -3,14 +3,19 @@
 Per step = (long - short) / (steps_long - steps_short): whatever happens once per run
 (warm-up, input copies, profiler start) cancels. Launch counts per step must be integers:
 a fractional count means a graph-level trace (kernels inside CUDA graphs not recorded one by
-one) or two runs that did not do the same work per step, and the numbers cannot be trusted.
+one) or two runs that did not do the same work per step, and the numbers cannot be trusted;
+a negative count means SHORT and LONG are swapped or traces of different programs.
+
+The declared step counts are checked against the traces' own step boundaries: step ranges,
+else cudaGraphLaunch calls (one per step). With neither, the result carries a warning that the
+per-step numbers rest on the declared counts alone.
 """
 
 from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -23,6 +28,8 @@ INTEGRAL_TOL = 1e-3
 
 
 def is_integral(launches_per_step: float, tol: float = INTEGRAL_TOL) -> bool:
+    """A whole number of launches per step, not negative (see `DiffResult.fractional_message`
+    for what a negative one means)."""
     return launches_per_step > -tol and abs(launches_per_step - round(launches_per_step)) <= tol
 
 
@@ -83,6 +90,8 @@ class DiffResult:
     kernels: list[KernelDelta]  # most ms per step first
     device: str
     paths: tuple[str, str]
+    #: what the declared steps could not be checked against (the CLI prints them as warnings)
+    warnings: list[str] = field(default_factory=list)
 
     @property
     def launches_per_step(self) -> float:
@@ -120,15 +129,27 @@ class DiffResult:
 
     def fractional_message(self, limit: int = 5) -> str:
         bad = self.fractional
-        shown = ", ".join(f"{k.name[:60]} {k.launches_per_step:.3f}/step" for k in bad[:limit])
-        more = f" and {len(bad) - limit} more" if len(bad) > limit else ""
+        negative = [k for k in bad if k.launches_per_step < 0]
+        if negative:
+            return (
+                f"launch counts per step are negative for {len(negative)} kernel name(s) "
+                f"({_listed(negative, limit)}): LONG ran fewer of them than SHORT. Either SHORT "
+                "and LONG are swapped (give the shorter run first) or they are traces of "
+                "different programs (e.g. of two arms). Per-step numbers from these traces "
+                "cannot be trusted."
+            )
         return (
             f"launch counts per step are not integers for {len(bad)} kernel name(s) "
-            f"({shown}{more}). Either the trace is graph-level (kernels inside CUDA graphs "
+            f"({_listed(bad, limit)}). Either the trace is graph-level (kernels inside CUDA graphs "
             "not recorded one by one; capture node-level: torch.profiler records replayed "
             "kernels, nsys needs --cuda-graph-trace=node) or the two runs did not do the "
             "same work per step. Per-step numbers from these traces cannot be trusted."
         )
+
+
+def _listed(kernels: list[KernelDelta], limit: int) -> str:
+    shown = ", ".join(f"{k.name[:60]} {k.launches_per_step:.3f}/step" for k in kernels[:limit])
+    return shown + (f" and {len(kernels) - limit} more" if len(kernels) > limit else "")
 
 
 def _same_file(a: str, b: str) -> bool:
@@ -138,12 +159,39 @@ def _same_file(a: str, b: str) -> bool:
         return os.path.abspath(a) == os.path.abspath(b)
 
 
+def check_graph_launches(short: Trace, long: Trace, steps: tuple[int, int]) -> str | None:
+    """Graph replays read as `steps.segment_steps` reads them, one cudaGraphLaunch per step: LONG
+    then holds steps_long - steps_short more of them than SHORT (replays outside the steps,
+    e.g. warm-up, cancel). More of them, but not a whole number per declared step, is an error.
+    None when they confirm the steps, else why they do not."""
+    n_s, n_l = (int(np.count_nonzero(t.launches.is_graph)) for t in (short, long))
+    more, d = n_l - n_s, steps[1] - steps[0]
+    if more == d:
+        return None
+    if more <= 0:
+        if not n_s and not n_l:
+            return "no cudaGraphLaunch calls"
+        return f"no more cudaGraphLaunch calls in LONG ({n_l}) than in SHORT ({n_s})"
+    if more % d:
+        raise TraceError(
+            f"{more} more cudaGraphLaunch calls in LONG ({n_l}) than in SHORT ({n_s}) for "
+            f"{d} more declared steps: {more / d:.3g} per step, not a whole number "
+            "(mismatched --steps, or runs that did not replay the same graphs per step): the "
+            "per-step figures would be wrong"
+        )
+    return (
+        f"{more // d} cudaGraphLaunch calls per declared step, not one (several graphs per "
+        "step, or --steps off by that factor)"
+    )
+
+
 def check_pair(
     short: Trace, long: Trace, steps: tuple[int, int], pattern: str = re.escape(STEP_RANGE)
-) -> None:
-    """The two traces are two different runs whose step ranges (when they have any) agree
-    with the declared step counts: otherwise the per-step figures come out doubled, halved
-    or zero with nothing to show for it."""
+) -> list[str]:
+    """The two traces are two different runs whose step boundaries agree with the declared
+    step counts: otherwise the per-step figures come out doubled, halved or zero with nothing
+    to show for it. The boundaries are step ranges, else graph launches (`check_graph_launches`);
+    returns a warning when there are neither (the figures then rest on ``steps`` alone)."""
     if _same_file(short.path, long.path):
         raise TraceError(f"SHORT and LONG are the same file ({long.path}): give two runs")
     k_s, k_l = short.kernels, long.kernels
@@ -175,6 +223,17 @@ def check_pair(
                 "per-step figures would be wrong",
                 trace.path,
             )
+    if any(found):
+        return []
+    graphs = check_graph_launches(short, long, steps)
+    if graphs is None:
+        return []
+    warning = (
+        f"no step boundaries to check --steps {steps[0]} {steps[1]} against: no ranges "
+        f"matching '{pattern}' (--step-range) in either trace, and {graphs}; the per-step "
+        "numbers rest on --steps alone"
+    )
+    return [warning]
 
 
 def diff_traces(
@@ -182,14 +241,22 @@ def diff_traces(
 ) -> DiffResult:
     """Per kernel name, (long - short) / (steps_long - steps_short) launches and ms.
 
-    The pair is checked first (`check_pair`): two different runs, step ranges (if any)
-    agreeing with ``steps``."""
+    The pair is checked first (`check_pair`): two different runs, step boundaries (if any)
+    agreeing with ``steps``, and LONG holding more kernels than SHORT."""
     steps = check_steps(steps)
-    check_pair(short, long, steps, step_pattern)
+    warnings = check_pair(short, long, steps, step_pattern)
     if short.device != long.device:
         raise TraceError(
             f"cannot diff a {short.device} trace ({short.path}) against a "
             f"{long.device} trace ({long.path})"
+        )
+    n_s, n_l = len(short.kernels), len(long.kernels)
+    if n_l <= n_s:
+        raise TraceError(
+            f"LONG ({long.path}) holds {n_l} kernels and SHORT ({short.path}) {n_s}: "
+            f"{(n_l - n_s) / (steps[1] - steps[0]):.3f} launches per step, but LONG, run for "
+            "more steps, must hold more kernels than SHORT (SHORT and LONG swapped, two runs "
+            "of the same length, or traces of different programs)"
         )
     a, b = name_totals(short.kernels), name_totals(long.kernels)
     rows = [
@@ -197,4 +264,4 @@ def diff_traces(
         for name in sorted(set(a) | set(b))
     ]
     rows.sort(key=lambda k: (-k.ms_per_step, k.name))
-    return DiffResult(steps, rows, long.device, (short.path, long.path))
+    return DiffResult(steps, rows, long.device, (short.path, long.path), warnings)

@@ -84,8 +84,9 @@ class KernelTable:
 
     def without_overlap(self) -> KernelTable:
         """Each kernel from the later of its start and the end of every kernel before it (in
-        start order, any stream) to its own end: a partition of the busy span, so per-kernel
-        sums add up to the time the kernels take together. Kernels launched early
+        start order, any stream of the one GPU a trace may hold: ingest refuses two GPUs) to
+        its own end: a partition of the busy span, so per-kernel sums add up to the time the
+        kernels take together. Kernels launched early
         (programmatic dependent launch) start while their predecessor runs and wait on the
         GPU; their raw durations overlap and sum to more than the step (27B tower, block128
         M = 32 with early launch, H200: 3.68 ms of kernel time in a 2.47 ms step). A kernel

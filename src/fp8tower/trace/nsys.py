@@ -21,7 +21,7 @@ import numpy as np
 
 from .errors import TraceError
 from .events import KernelTable, Launches, Range, Trace
-from .validate import DIM_MAX, show
+from .validate import DIM_MAX, check_no_duplicates, show
 
 _KERNEL_TABLE = "CUPTI_ACTIVITY_KIND_KERNEL"
 _REQUIRED = ("start", "end", "streamId", "correlationId")
@@ -131,6 +131,14 @@ def _load(con: sqlite3.Connection, path: Path, name_column: str) -> Trace:
             path,
         )
 
+    if "deviceId" in cols:  # one GPU's kernels: as chrome.py's check_one_device
+        devices = con.execute(f"SELECT deviceId, COUNT(*) FROM {_KERNEL_TABLE} "
+                              "GROUP BY deviceId").fetchall()
+        if len(devices) > 1:
+            shown = ", ".join(f"device {d!r}: {n} kernels" for d, n in devices)
+            raise TraceError(f"this trace holds kernels of {len(devices)} devices ({shown}): "
+                             "capture one rank/GPU per trace", path)
+
     mode = graph_trace_mode(con, tables)
     graph_rows = 0
     if "CUPTI_ACTIVITY_KIND_GRAPH_TRACE" in tables:
@@ -214,9 +222,10 @@ def _load(con: sqlite3.Connection, path: Path, name_column: str) -> Trace:
             "nsys profile --cuda-graph-trace=node",
             path,
         )
-    trace = Trace(
-        str(path), "nsys", "cuda", kernels.sorted(), _nvtx_ranges(con, tables, path), launches, mode
-    )
+    kernels = kernels.sorted()
+    check_no_duplicates(kernels, path)
+    trace = Trace(str(path), "nsys", "cuda", kernels, _nvtx_ranges(con, tables, path), launches,
+                  mode)
     if mode is None:
         trace.notes.append(
             "nsys export does not record the CUDA graph trace mode "

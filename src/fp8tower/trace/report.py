@@ -107,7 +107,7 @@ def _op_table(att: Attribution, gib: bool) -> Table:
             escape(op.label),
             _f(op.n, 0),
             _f(op.k, 0),
-            ", ".join(op.backends) or "–",
+            escape(", ".join(op.backends)) or "–",
             _short(", ".join(op.families), 50),
             f"{op.launches_per_step:.3f}",
             f"{op.ms_per_step:.4f}",
@@ -183,7 +183,7 @@ def _ops_and_kernels(side) -> str:
 
 
 def print_comparison(cmp: Comparison, console: Console, gib: bool = False) -> None:
-    a, b = cmp.a.arm, cmp.b.arm
+    a, b = escape(cmp.a.arm), escape(cmp.b.arm)  # the title and headers are rich markup
     title = f"Levers: {a} vs {b}, per decode step, delta = {a} − {b}, largest first" + (
         " (CPU run)" if cmp.a.device == "cpu" else ""
     )
@@ -226,6 +226,9 @@ def print_comparison(cmp: Comparison, console: Console, gib: bool = False) -> No
     )
     console.print(t)
     for att in (cmp.a, cmp.b):
+        for c in att.launch_checks:
+            if not c.ok:
+                console.print(f"[bold red]error:[/] arm {escape(att.arm)}: {escape(c.message())}")
         print_mismatches(att, console)
 
 

@@ -29,7 +29,7 @@ def print_host(att: Attribution, console: Console, top: int = 25) -> None:
                       ("max", "right")):
         t.add_column(col, justify=just)
     for r in h.rows[:top]:
-        t.add_row(escape(r.label), ",".join(r.apis), _f(r.launches_per_step, 1),
+        t.add_row(escape(r.label), escape(",".join(r.apis)), _f(r.launches_per_step, 1),
                   _f(r.cpu_ms_per_step, 3), _f(r.cpu_us_median), _f(r.cpu_us_p90),
                   _f(r.delay_us_median), _f(r.delay_us_p90), _f(r.delay_us_max))
     if len(h.rows) > top:

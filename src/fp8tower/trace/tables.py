@@ -254,9 +254,9 @@ def attribution_table(att: Attribution) -> tuple[list[str], list[list]]:
          *host_csv_cells(att, op.label)]
         for op in att.ops
     ]
-    rows += [
+    rows += [  # kernels no op took: no bytes, ceiling or (per op) host cells
         [att.arm, att.device, UNATTRIBUTED, UNATTRIBUTED, "", "", "", kd.name,
-         kd.launches_per_step, kd.ms_per_step, "", "", "", ""]
+         kd.launches_per_step, kd.ms_per_step, *[""] * (len(header) - 10)]
         for kd in att.unattributed
     ]
     return header, rows

@@ -11,6 +11,8 @@ import json
 import math
 from typing import Any
 
+import numpy as np
+
 from .errors import TraceError
 
 INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
@@ -100,3 +102,33 @@ def str_field(value: object, where: str, path: object = None, *, empty: bool = F
             f"{where} must be a {'' if empty else 'non-empty '}string, got {show(value)}", path
         )
     return value
+
+
+def check_no_duplicates(k, path) -> None:
+    """``k`` (a KernelTable sorted by start) holds no kernel twice. A profiler writes each
+    kernel execution once; a file concatenated or merged twice repeats them, and each would
+    count twice. Repeats share their start, so only the rows whose start equals a
+    neighbour's are compared."""
+    tie = np.diff(k.start_us) == 0
+    rows = np.flatnonzero(np.concatenate(([False], tie)) | np.concatenate((tie, [False])))
+    if not len(rows):
+        return
+    key = np.column_stack(
+        [
+            k.start_us[rows].view(np.int64),
+            k.dur_us[rows].view(np.int64),
+            k.stream[rows],
+            k.correlation[rows],
+            k.name_id[rows].astype(np.int64),
+        ]
+    )
+    _, first, counts = np.unique(key, axis=0, return_index=True, return_counts=True)
+    if counts.max() > 1:
+        row = int(rows[first[counts > 1].min()])
+        raise TraceError(
+            f"{int((counts - 1).sum())} kernel event(s) repeat another exactly (same name, "
+            f"stream, start, duration and correlation), the first {k.name(row)[:80]!r} at ts "
+            f"{k.start_us[row]:.3f} us: a profiler writes each kernel once; was the file "
+            "concatenated or merged twice?",
+            path,
+        )

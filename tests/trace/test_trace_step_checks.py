@@ -1,0 +1,171 @@
+"""`trace diff` checks the declared --steps against every step boundary the traces have (step
+ranges, one cudaGraphLaunch per step), says so when they have none, refuses a LONG with no
+more kernels than SHORT, names negative launch counts for what they are, and refuses a
+negative --top. The traces are the committed ones of tests/data/trace, edited in tmp_path."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from fp8tower.cli.trace import app
+from fp8tower.trace import TraceError, diff_traces, load_trace
+
+DATA = Path(__file__).parent.parent / "data" / "trace"
+runner = CliRunner()
+
+
+def _cli(*args):
+    result = runner.invoke(app, [str(a) for a in args])
+    assert "Traceback" not in result.output, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    return result
+
+
+def _edited(src: Path, dst: Path, keep=lambda e: True, shift_us: float = 0.0) -> Path:
+    """A copy of the trace ``src`` with only the events ``keep`` accepts, times shifted."""
+    doc = json.loads(gzip.decompress(src.read_bytes()))
+    events = [e for e in doc["traceEvents"] if keep(e)]
+    for e in events:
+        if "ts" in e:
+            e["ts"] = float(e["ts"]) + shift_us
+    doc["traceEvents"] = events
+    dst.write_bytes(gzip.compress(json.dumps(doc).encode()))
+    return dst
+
+
+def _without_ranges(tmp_path, arm="arm_unmerged"):
+    """The graph-replay pair of ``arm`` without its step ranges: one cudaGraphLaunch per step."""
+
+    def keep(e):
+        return e.get("cat") not in ("user_annotation", "gpu_user_annotation")
+
+    return (
+        _edited(DATA / arm / "trace_2.json.gz", tmp_path / "s.json.gz", keep),
+        _edited(DATA / arm / "trace_6.json.gz", tmp_path / "l.json.gz", keep),
+    )
+
+
+OLD = (DATA / "old_2.json.gz", DATA / "old_6.json.gz")
+VLLM = (DATA / "vllm_2.json.gz", DATA / "vllm_6.json.gz")
+NO_BOUNDARY = "per-step numbers rest on --steps alone"
+
+
+# -- 1. the declared steps against the traces' step boundaries -------------------------------
+
+
+def test_step_range_option_checks_foreign_ranges():
+    r = _cli("diff", *VLLM, "--steps", 2, 10, "--step-range", "execute_model")
+    assert r.exit_code == 2
+    assert "6 step ranges matching 'execute_model'" in r.output and "declared as 10" in r.output
+    r = _cli("diff", *VLLM, "--steps", 2, 6, "--step-range", "execute_model")
+    assert r.exit_code == 0, r.output
+    assert NO_BOUNDARY not in r.output and "6.000" in r.output
+
+
+def test_step_range_option_rejects_a_bad_regex():
+    r = _cli("diff", *VLLM, "--steps", 2, 6, "--step-range", "(")
+    assert r.exit_code == 2 and "not a regular expression" in r.output
+
+
+@pytest.mark.parametrize("steps", [(2, 10), (4, 12), (2, 5)])
+def test_graph_launches_check_the_steps(tmp_path, steps):
+    s, lg = _without_ranges(tmp_path)
+    with pytest.raises(TraceError, match=r"4 more cudaGraphLaunch calls in LONG \(6\) than in "):
+        diff_traces(load_trace(s), load_trace(lg), steps)
+    r = _cli("diff", s, lg, "--steps", *steps)
+    assert r.exit_code == 2 and "cudaGraphLaunch" in r.output and "--steps" in r.output
+
+
+@pytest.mark.parametrize("arm", ["arm_unmerged", "arm_merged"])
+def test_graph_launches_confirm_the_right_steps(tmp_path, arm):
+    s, lg = _without_ranges(tmp_path, arm)
+    d = diff_traces(load_trace(s), load_trace(lg), (2, 6))
+    assert d.integral and not d.warnings
+    r = _cli("diff", s, lg, "--steps", 2, 6)
+    assert r.exit_code == 0 and "warning" not in r.output, r.output
+
+
+def test_several_graph_launches_per_step_are_not_taken_for_a_boundary(tmp_path):
+    """2 per declared step: two graphs per step, or --steps halved; either way said."""
+    s, lg = _without_ranges(tmp_path)
+    r = _cli("diff", s, lg, "--steps", 1, 3)
+    assert r.exit_code == 0
+    assert "2 cudaGraphLaunch calls per declared step" in r.output and NO_BOUNDARY in r.output
+
+
+@pytest.mark.parametrize("steps", [(2, 6), (2, 10), (1, 3)])
+def test_no_boundary_at_all_is_said(steps):
+    """Traces without ranges or graph launches stay usable, but the output says what it rests on."""
+    d = diff_traces(load_trace(OLD[0]), load_trace(OLD[1]), steps)
+    assert len(d.warnings) == 1
+    assert "no ranges matching" in d.warnings[0] and "no cudaGraphLaunch" in d.warnings[0]
+    r = _cli("diff", *OLD, "--steps", *steps)
+    assert r.exit_code == 0 and "warning:" in r.output and NO_BOUNDARY in r.output
+
+
+def test_foreign_ranges_not_asked_for_are_not_a_boundary():
+    r = _cli("diff", *VLLM, "--steps", 2, 10)
+    assert r.exit_code == 0 and NO_BOUNDARY in r.output and "--step-range" in r.output
+
+
+def test_own_step_ranges_need_no_warning():
+    pair = (DATA / "arm_unmerged" / "trace_2.json.gz", DATA / "arm_unmerged" / "trace_6.json.gz")
+    r = _cli("diff", *pair, "--steps", 2, 6)
+    assert r.exit_code == 0 and "warning" not in r.output, r.output
+
+
+# -- 2. LONG must hold more kernels than SHORT -----------------------------------------------
+
+
+@pytest.mark.parametrize("src", [OLD[0], VLLM[0]])
+def test_two_runs_of_the_same_length(tmp_path, src):
+    s = _edited(src, tmp_path / "a.json.gz")
+    lg = _edited(src, tmp_path / "b.json.gz", shift_us=7.0)  # a second run, same length
+    n = len(load_trace(s).kernels)
+    with pytest.raises(TraceError, match=f"LONG .* holds {n} kernels and SHORT .* {n}"):
+        diff_traces(load_trace(s), load_trace(lg), (2, 6))
+    r = _cli("diff", s, lg, "--steps", 2, 6)
+    assert r.exit_code == 2 and "must hold more kernels" in r.output
+
+
+def test_swapped_pair_without_ranges():
+    r = _cli("diff", OLD[1], OLD[0], "--steps", 2, 6)
+    assert r.exit_code == 2
+    assert "holds 17 kernels and SHORT" in r.output and "49" in r.output
+    assert "swapped" in r.output and "graph-level" not in r.output
+
+
+# -- 3. negative launch counts ---------------------------------------------------------------
+
+
+def test_two_different_arms_give_negative_counts():
+    s = load_trace(DATA / "arm_unmerged" / "trace_2.json.gz")
+    lg = load_trace(DATA / "arm_merged" / "trace_6.json.gz")
+    d = diff_traces(s, lg, (2, 6))
+    assert not d.integral
+    msg = d.fractional_message()
+    assert "negative" in msg and "different programs" in msg and "graph-level" not in msg
+    assert "-1.000/step" in msg
+    r = _cli("diff", s.path, lg.path, "--steps", 2, 6)
+    assert r.exit_code == 2 and "negative" in r.output and "graph-level" not in r.output
+
+
+# -- 4. integer options ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("top", [-2, -1])
+def test_negative_top_is_refused(top):
+    r = _cli("diff", *OLD, "--steps", 2, 6, "--top", top)
+    assert r.exit_code == 2 and "--top" in r.output
+
+
+def test_top_zero_and_top_n():
+    r = _cli("diff", *OLD, "--steps", 2, 6, "--top", 0)
+    assert r.exit_code == 0 and "4 more" in r.output
+    r = _cli("diff", *OLD, "--steps", 2, 6, "--top", 1)
+    assert r.exit_code == 0 and "3 more" in r.output
