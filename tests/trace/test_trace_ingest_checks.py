@@ -10,9 +10,9 @@ import csv
 import gzip
 import json
 import shutil
-from pathlib import Path
 
 import pytest
+from trace_helpers import DATA
 from typer.testing import CliRunner
 
 from fp8tower.cli.trace import app
@@ -23,7 +23,6 @@ from fp8tower.trace.compare import compare
 from fp8tower.trace.synth import KernelSpec, write_torch_trace
 from fp8tower.trace.tables import attribution_table
 
-DATA = Path(__file__).parent.parent / "data" / "trace"
 H200 = DATA / "h200_27b_m1"
 VLLM_MAP = DATA / "vllm_map.json"
 

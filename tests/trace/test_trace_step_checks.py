@@ -10,20 +10,9 @@ import json
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
+from trace_helpers import DATA, cli
 
-from fp8tower.cli.trace import app
 from fp8tower.trace import TraceError, diff_traces, load_trace
-
-DATA = Path(__file__).parent.parent / "data" / "trace"
-runner = CliRunner()
-
-
-def _cli(*args):
-    result = runner.invoke(app, [str(a) for a in args])
-    assert "Traceback" not in result.output, result.output
-    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
-    return result
 
 
 def _edited(src: Path, dst: Path, keep=lambda e: True, shift_us: float = 0.0) -> Path:
@@ -59,16 +48,16 @@ NO_BOUNDARY = "per-step numbers rest on --steps alone"
 
 
 def test_step_range_option_checks_foreign_ranges():
-    r = _cli("diff", *VLLM, "--steps", 2, 10, "--step-range", "execute_model")
+    r = cli("diff", *VLLM, "--steps", 2, 10, "--step-range", "execute_model")
     assert r.exit_code == 2
     assert "6 step ranges matching 'execute_model'" in r.output and "declared as 10" in r.output
-    r = _cli("diff", *VLLM, "--steps", 2, 6, "--step-range", "execute_model")
+    r = cli("diff", *VLLM, "--steps", 2, 6, "--step-range", "execute_model")
     assert r.exit_code == 0, r.output
     assert NO_BOUNDARY not in r.output and "6.000" in r.output
 
 
 def test_step_range_option_rejects_a_bad_regex():
-    r = _cli("diff", *VLLM, "--steps", 2, 6, "--step-range", "(")
+    r = cli("diff", *VLLM, "--steps", 2, 6, "--step-range", "(")
     assert r.exit_code == 2 and "not a regular expression" in r.output
 
 
@@ -77,7 +66,7 @@ def test_graph_launches_check_the_steps(tmp_path, steps):
     s, lg = _without_ranges(tmp_path)
     with pytest.raises(TraceError, match=r"4 more cudaGraphLaunch calls in LONG \(6\) than in "):
         diff_traces(load_trace(s), load_trace(lg), steps)
-    r = _cli("diff", s, lg, "--steps", *steps)
+    r = cli("diff", s, lg, "--steps", *steps)
     assert r.exit_code == 2 and "cudaGraphLaunch" in r.output and "--steps" in r.output
 
 
@@ -86,14 +75,14 @@ def test_graph_launches_confirm_the_right_steps(tmp_path, arm):
     s, lg = _without_ranges(tmp_path, arm)
     d = diff_traces(load_trace(s), load_trace(lg), (2, 6))
     assert d.integral and not d.warnings
-    r = _cli("diff", s, lg, "--steps", 2, 6)
+    r = cli("diff", s, lg, "--steps", 2, 6)
     assert r.exit_code == 0 and "warning" not in r.output, r.output
 
 
 def test_several_graph_launches_per_step_are_not_taken_for_a_boundary(tmp_path):
     """2 per declared step: two graphs per step, or --steps halved; either way said."""
     s, lg = _without_ranges(tmp_path)
-    r = _cli("diff", s, lg, "--steps", 1, 3)
+    r = cli("diff", s, lg, "--steps", 1, 3)
     assert r.exit_code == 0
     assert "2 cudaGraphLaunch calls per declared step" in r.output and NO_BOUNDARY in r.output
 
@@ -104,18 +93,18 @@ def test_no_boundary_at_all_is_said(steps):
     d = diff_traces(load_trace(OLD[0]), load_trace(OLD[1]), steps)
     assert len(d.warnings) == 1
     assert "no ranges matching" in d.warnings[0] and "no cudaGraphLaunch" in d.warnings[0]
-    r = _cli("diff", *OLD, "--steps", *steps)
+    r = cli("diff", *OLD, "--steps", *steps)
     assert r.exit_code == 0 and "warning:" in r.output and NO_BOUNDARY in r.output
 
 
 def test_foreign_ranges_not_asked_for_are_not_a_boundary():
-    r = _cli("diff", *VLLM, "--steps", 2, 10)
+    r = cli("diff", *VLLM, "--steps", 2, 10)
     assert r.exit_code == 0 and NO_BOUNDARY in r.output and "--step-range" in r.output
 
 
 def test_own_step_ranges_need_no_warning():
     pair = (DATA / "arm_unmerged" / "trace_2.json.gz", DATA / "arm_unmerged" / "trace_6.json.gz")
-    r = _cli("diff", *pair, "--steps", 2, 6)
+    r = cli("diff", *pair, "--steps", 2, 6)
     assert r.exit_code == 0 and "warning" not in r.output, r.output
 
 
@@ -129,12 +118,12 @@ def test_two_runs_of_the_same_length(tmp_path, src):
     n = len(load_trace(s).kernels)
     with pytest.raises(TraceError, match=f"LONG .* holds {n} kernels and SHORT .* {n}"):
         diff_traces(load_trace(s), load_trace(lg), (2, 6))
-    r = _cli("diff", s, lg, "--steps", 2, 6)
+    r = cli("diff", s, lg, "--steps", 2, 6)
     assert r.exit_code == 2 and "must hold more kernels" in r.output
 
 
 def test_swapped_pair_without_ranges():
-    r = _cli("diff", OLD[1], OLD[0], "--steps", 2, 6)
+    r = cli("diff", OLD[1], OLD[0], "--steps", 2, 6)
     assert r.exit_code == 2
     assert "holds 17 kernels and SHORT" in r.output and "49" in r.output
     assert "swapped" in r.output and "graph-level" not in r.output
@@ -151,7 +140,7 @@ def test_two_different_arms_give_negative_counts():
     msg = d.fractional_message()
     assert "negative" in msg and "different programs" in msg and "graph-level" not in msg
     assert "-1.000/step" in msg
-    r = _cli("diff", s.path, lg.path, "--steps", 2, 6)
+    r = cli("diff", s.path, lg.path, "--steps", 2, 6)
     assert r.exit_code == 2 and "negative" in r.output and "graph-level" not in r.output
 
 
@@ -160,12 +149,12 @@ def test_two_different_arms_give_negative_counts():
 
 @pytest.mark.parametrize("top", [-2, -1])
 def test_negative_top_is_refused(top):
-    r = _cli("diff", *OLD, "--steps", 2, 6, "--top", top)
+    r = cli("diff", *OLD, "--steps", 2, 6, "--top", top)
     assert r.exit_code == 2 and "--top" in r.output
 
 
 def test_top_zero_and_top_n():
-    r = _cli("diff", *OLD, "--steps", 2, 6, "--top", 0)
+    r = cli("diff", *OLD, "--steps", 2, 6, "--top", 0)
     assert r.exit_code == 0 and "4 more" in r.output
-    r = _cli("diff", *OLD, "--steps", 2, 6, "--top", 1)
+    r = cli("diff", *OLD, "--steps", 2, 6, "--top", 1)
     assert r.exit_code == 0 and "3 more" in r.output

@@ -9,22 +9,11 @@ import sqlite3
 
 import pytest
 from nsys_db import K, build_nsys
-from trace_helpers import DATA, STEP
-from typer.testing import CliRunner
+from trace_helpers import DATA, STEP, cli
 
-from fp8tower.cli.trace import app
 from fp8tower.trace import TraceError, diff_traces, load_trace
 from fp8tower.trace.steps import segment_steps
 from fp8tower.trace.synth import write_torch_trace
-
-runner = CliRunner()
-
-
-def _cli(*args):
-    result = runner.invoke(app, [str(a) for a in args])
-    assert "Traceback" not in result.output, result.output
-    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
-    return result
 
 
 def _pair_files(tmp_path, short=2, long=6):
@@ -49,13 +38,13 @@ def test_steps_disagreeing_with_the_step_ranges(tmp_path, steps, match):
     s, lg = _pair_files(tmp_path)
     with pytest.raises(TraceError, match=match):
         diff_traces(load_trace(s), load_trace(lg), steps)
-    r = _cli("diff", s, lg, "--steps", *steps)
+    r = cli("diff", s, lg, "--steps", *steps)
     assert r.exit_code == 2 and "declared as" in r.output
 
 
 def test_short_and_long_the_same_file(tmp_path):
     s, _ = _pair_files(tmp_path)
-    r = _cli("diff", s, s, "--steps", 2, 6)
+    r = cli("diff", s, s, "--steps", 2, 6)
     assert r.exit_code == 2 and "SHORT and LONG are the same file" in r.output
 
 
@@ -68,7 +57,7 @@ def test_short_and_long_the_same_trace_copied(tmp_path):
 
 def test_short_and_long_swapped(tmp_path):
     s, lg = _pair_files(tmp_path)
-    r = _cli("diff", lg, s, "--steps", 2, 6)
+    r = cli("diff", lg, s, "--steps", 2, 6)
     assert r.exit_code == 2 and "SHORT and LONG are swapped" in r.output
 
 
@@ -112,7 +101,7 @@ def test_bad_kernel_values_in_a_chrome_trace(tmp_path, edit, match):
         load_trace(s)
     assert str(s) in str(e.value) and "event #" in str(e.value)
     out = tmp_path / "d.json"
-    r = _cli("diff", s, lg, "--steps", 2, 6, "--json", out)
+    r = cli("diff", s, lg, "--steps", 2, 6, "--json", out)
     assert r.exit_code == 2 and not out.exists()
 
 
@@ -120,7 +109,7 @@ def test_diff_json_is_valid_json(tmp_path):
     """The --json output of an accepted pair parses with a strict reader (no NaN)."""
     s, lg = _pair_files(tmp_path)
     out = tmp_path / "d.json"
-    assert _cli("diff", s, lg, "--steps", 2, 6, "--json", out).exit_code == 0
+    assert cli("diff", s, lg, "--steps", 2, 6, "--json", out).exit_code == 0
 
     def no_constants(name):
         raise AssertionError(f"{name} in --json output")
@@ -188,7 +177,7 @@ VLLM_OPTS = ("--steps", 2, 6, "--step-range", "^execute_model$")
 def test_report_html_of_a_map_arm(tmp_path):
     """Issue 9: the template read att.meta.model, absent for a map arm: UndefinedError."""
     html = tmp_path / "r.html"
-    r = _cli("report", VLLM, "--map-a", DATA / "vllm_map.json", *VLLM_OPTS, "--html", html)
+    r = cli("report", VLLM, "--map-a", DATA / "vllm_map.json", *VLLM_OPTS, "--html", html)
     assert r.exit_code == 0, r.output
     page = html.read_text()
     assert "<h2>Arm vllm_6" in page and "gdn.in_proj" in page
@@ -196,7 +185,7 @@ def test_report_html_of_a_map_arm(tmp_path):
 
 def test_compare_html_of_a_map_arm_against_a_capture(tmp_path):
     html = tmp_path / "c.html"
-    r = _cli(
+    r = cli(
         "compare",
         VLLM,
         DATA / "arm_merged",
@@ -219,14 +208,14 @@ def test_bad_ceiling_gbps(tmp_path, command, ceiling):
     """Issue 9: --ceiling-gbps 0 was a ZeroDivisionError; negative, NaN, inf were printed."""
     arm = DATA / "arm_merged"
     extra = {"attribute": [], "report": ["--html", tmp_path / "r.html"], "compare": [arm]}[command]
-    r = _cli(command, arm, *extra, "--ceiling-gbps", ceiling)
+    r = cli(command, arm, *extra, "--ceiling-gbps", ceiling)
     assert r.exit_code == 2 and "--ceiling-gbps" in r.output and "must be a finite" in r.output
 
 
 @pytest.mark.parametrize("command", ["attribute", "report"])
-def test_bad_step_range_regex_cli(tmp_path, command):
+def test_bad_step_range_regexcli(tmp_path, command):
     extra = ["--html", tmp_path / "r.html"] if command == "report" else []
-    r = _cli(command, DATA / "arm_merged", *extra, "--step-range", "([")
+    r = cli(command, DATA / "arm_merged", *extra, "--step-range", "([")
     assert r.exit_code == 2 and "is not a regular expression" in r.output
 
 
@@ -242,7 +231,7 @@ def test_bad_step_range_regex_cli(tmp_path, command):
 )
 def test_capture_unknown_model_or_backend(tmp_path, args, match):
     out = tmp_path / "cap"
-    r = _cli("capture", *args, "--arm", "merged", "--out", out, "--steps", "1,2")
+    r = cli("capture", *args, "--arm", "merged", "--out", out, "--steps", "1,2")
     assert r.exit_code == 2 and match in " ".join(r.output.split()), r.output
     assert not out.exists()
 
@@ -253,10 +242,10 @@ def test_capture_force(tmp_path):
     (out / "manifest.json").write_text("{}")  # an existing (old) capture
     (out / "trace_8.json.gz").write_bytes(b"old")
     args = ["capture", "--model", "tiny-hybrid", "--arm", "merged", "--out", out, "--steps", "1,2"]
-    r = _cli(*args)
+    r = cli(*args)
     assert r.exit_code == 2 and "already holds a capture; pass --force" in r.output
     assert (out / "trace_8.json.gz").read_bytes() == b"old"
-    r = _cli(*args, "--force")
+    r = cli(*args, "--force")
     assert r.exit_code == 0, r.output
     assert sorted(p.name for p in out.iterdir()) == [
         "manifest.json",
@@ -264,7 +253,7 @@ def test_capture_force(tmp_path):
         "trace_2.json.gz",
     ]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["cap"]
-    assert _cli("attribute", out).exit_code == 0
+    assert cli("attribute", out).exit_code == 0
 
 
 def test_write_json_refuses_non_finite_figures(tmp_path):

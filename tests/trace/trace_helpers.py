@@ -21,3 +21,15 @@ STEP = [
     KernelSpec(NORM, 3.0, (1, 1, 1), (256, 1, 1)),
     KernelSpec(GEMM, 30.0, (64, 1, 1)),
 ]
+
+
+def cli(*args):
+    """``fp8tower trace ARGS`` through typer's runner: a bad input may exit, never raise."""
+    from typer.testing import CliRunner
+
+    from fp8tower.cli.trace import app
+
+    result = CliRunner().invoke(app, [str(a) for a in args])
+    assert "Traceback" not in result.output, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    return result
