@@ -193,7 +193,7 @@ def test_merged_runs_one_gemm_per_group(monkeypatch):
     # per layer: qkv (128+64+64), o, gate_up (512), down; lm_head stays nn.Linear
     assert calls == [256, 160, 512, 160] * 2
     for r in m.fp8tower_merges:  # nothing kept after the forward
-        assert getattr(m.get_submodule(r["parent"]), r["merged"])._memo[1] is None
+        assert getattr(m.get_submodule(r["parent"]), r["merged"])._memo[2] is None
 
 
 def test_requant_max_one_scale_per_group():
@@ -251,7 +251,7 @@ def test_compiled_merged_block_fullgraph():
         eager = mlp(x)
         out = torch.compile(mlp, backend="eager", fullgraph=True)(x)
     assert torch.equal(eager, out)
-    assert mlp.gate_up_proj._memo[1] is None
+    assert mlp.gate_up_proj._memo[2] is None
 
 
 def test_view_called_on_another_tensor_is_exact():

@@ -57,27 +57,33 @@ class MergedProjection(MergedFp8Linear):
     """A MergedFp8Linear whose shards are served to :class:`MergedShard` views.
 
     The first view called with a tensor ``x`` runs the one GEMM and keeps its outputs; the
-    others, called with the same tensor object, take their slice; once every member has
-    taken its slice the outputs are dropped (nothing outlives the parent's forward). A view
-    called with another tensor runs the GEMM afresh: always the exact value, never stale.
+    others, called with the same tensor object, unchanged since (its version counter), take
+    their slice; once every member has taken its slice the outputs are dropped (nothing
+    outlives the parent's forward). A view called with another tensor, with ``x`` edited in
+    place, or a second time in a round runs the GEMM afresh. Inference-mode tensors count no
+    versions: an ``x`` edited in place between two views of one round is not seen there.
     """
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        # [x, outputs, shards still to take]: one list mutated in place, because every
-        # nn.Module attribute assignment goes through its slow __setattr__ (1248 of them
-        # per eager step of the merged 27B model: ~2.5 ms under cProfile, H200 host,
-        # results/profile_eager_qwen3.5-27b_H200_2026-12-01.json)
-        self._memo: list = [None, None, 0]
+        # [x, its version, outputs, bit mask of the shards taken]: one list mutated in place,
+        # because every nn.Module attribute assignment goes through its slow __setattr__
+        # (1248 of them per eager step of the merged 27B model: ~2.5 ms under cProfile, H200
+        # host, results/profile_eager_qwen3.5-27b_H200_2026-12-01.json)
+        self._memo: list = [None, None, None, 0]
+        self._all = (1 << len(self.sizes)) - 1
 
     def shard(self, x: torch.Tensor, index: int) -> torch.Tensor:
-        memo = self._memo
-        if memo[1] is None or memo[0] is not x:
-            memo[0], memo[1], memo[2] = x, self(x), len(self.sizes)
-        out = memo[1][index]
-        memo[2] -= 1
-        if memo[2] <= 0:
-            memo[0] = memo[1] = None
+        memo, bit = self._memo, 1 << index
+        # (compiled: the graph holds one GEMM per round as traced; no version to read)
+        version = (None if torch.compiler.is_compiling() or x.is_inference()
+                   else x._version)
+        if memo[2] is None or memo[0] is not x or memo[1] != version or memo[3] & bit:
+            memo[0], memo[1], memo[2], memo[3] = x, version, self(x), 0
+        out = memo[2][index]
+        memo[3] |= bit
+        if memo[3] == self._all:
+            memo[0] = memo[2] = None
         return out
 
 

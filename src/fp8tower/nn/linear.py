@@ -118,11 +118,7 @@ def fp8_linear(
     return y.reshape(*lead, weight.n)
 
 
-def _versions(w, s, i) -> tuple[int, int, int] | None:
-    """In-place edit counters of the buffers (None for inference-mode tensors, which have none)."""
-    if w.is_inference() or s.is_inference() or (i is not None and i.is_inference()):
-        return None
-    return (w._version, s._version, -1 if i is None else i._version)
+_versions = ops.versions
 
 
 def _capturing(x: torch.Tensor) -> bool:
@@ -143,6 +139,7 @@ class _PlanEntry:
         "input_scale",
         "m",
         "plan",
+        "ptrs",
         "run",
         "scale",
         "versioned",
@@ -155,6 +152,10 @@ class _PlanEntry:
         self.eager_only = plan.eager_only
         self.weight, self.scale, self.input_scale, self.bias = weight, scale, input_scale, bias
         self.generation, self.versioned, self.versions = generation, versioned, versions
+        # `t.data = other` keeps a tensor's identity and version but not its storage: the
+        # plan launches on the storage it was built for (addresses, prepared copies)
+        self.ptrs = tuple(0 if t is None else t.data_ptr()
+                          for t in (weight, scale, input_scale, bias))
 
 
 class Fp8Linear(nn.Module):
@@ -273,12 +274,16 @@ class Fp8Linear(nn.Module):
             self._cached_key = key
         return self._cached
 
-    def _refresh(self) -> None:
-        """Forget the prepared forms (values changed in place) and register afresh."""
+    def refresh(self) -> None:
+        """Forget the prepared forms and launch plans, and prepare afresh. Edits in place are
+        seen without it (version counters) except on tensors made under
+        ``torch.inference_mode``, which count no versions: call it after editing those."""
         ops.forget(self._cached)
         self._cached = None
         self._plans.clear()
         self.fp8_weight()
+
+    _refresh = refresh
 
     def __setattr__(self, name, value):
         if name in self._BUFFER_NAMES and isinstance(value, nn.Parameter):
@@ -333,11 +338,15 @@ class Fp8Linear(nn.Module):
             e = self._plans.get((x.shape, x.dtype, x.device))
             if e is not None:
                 b = self._buffers
-                w, s, i = b["weight"], b["weight_scale"], b["input_scale"]
-                if (e.weight is w and e.scale is s and e.input_scale is i and e.bias is b["bias"]
+                w, s, i, bias = b["weight"], b["weight_scale"], b["input_scale"], b["bias"]
+                p = e.ptrs
+                if (e.weight is w and e.scale is s and e.input_scale is i and e.bias is bias
                         and e.generation == dispatch._generation
                         and (not e.versioned or e.versions == (
                             w._version, s._version, -1 if i is None else i._version))
+                        and w.data_ptr() == p[0] and s.data_ptr() == p[1]
+                        and (i is None or i.data_ptr() == p[2])
+                        and (bias is None or bias.data_ptr() == p[3])
                         and x.is_contiguous()):
                     if e.eager_only and x.is_cuda and _IS_CAPTURING():
                         return self._forward_unplanned(x)  # a graph: the dispatch choice

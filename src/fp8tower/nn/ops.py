@@ -39,6 +39,15 @@ def _key(data: Tensor, scale: Tensor, act_scale: Tensor | None, scheme: Scheme) 
             tuple(scale.shape), None if act_scale is None else act_scale.data_ptr(), scheme)
 
 
+def versions(data: Tensor, scale: Tensor, act_scale: Tensor | None) -> tuple | None:
+    """In-place edit counters of a weight's tensors (None for inference-mode tensors, which
+    have none)."""
+    if data.is_inference() or scale.is_inference() or (
+            act_scale is not None and act_scale.is_inference()):
+        return None
+    return (data._version, scale._version, -1 if act_scale is None else act_scale._version)
+
+
 def register(weight: Fp8Weight) -> Fp8Weight:
     """Let compiled calls on ``weight``'s tensors find it (and its prepared forms)."""
     if getattr(weight, "_ops_key", None) is not None:  # the eager hot path: already done
@@ -47,6 +56,7 @@ def register(weight: Fp8Weight) -> Fp8Weight:
         return weight
     key = _key(weight.data, weight.scale, weight.act_scale, weight.scheme)
     weight._ops_key = key
+    weight._ops_versions = versions(weight.data, weight.scale, weight.act_scale)
 
     def drop(ref, key=key):
         with _LOCK:
@@ -79,6 +89,11 @@ def weight_for(
     scheme = Scheme.parse(scheme)
     ref = _LIVE.get(_key(data, scale, act_scale, scheme)) if data.data_ptr() else None
     w = ref() if ref is not None else None
+    if w is not None:
+        now = versions(data, scale, act_scale)
+        if now != w._ops_versions:  # edited in place since it was prepared: prepare again
+            w.packed.clear()
+            w._ops_versions = now
     # a temporary view of buffers checked when their module was built or loaded: no value
     # check here, which would read the scales (a GPU sync) on every call
     return w if w is not None else Fp8Weight(data, scale, scheme, act_scale, check_values=False)
