@@ -34,28 +34,22 @@ import threading
 import warnings
 from collections import Counter
 from collections.abc import Iterable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from . import backends
+from . import backends, env
 from .backends import Backend, BackendError
+from .formats import Scheme
 from .problem import GemmProblem
 from .tuning import cache as tcache
 from .tuning import search
 from .tuning.cache import Entry
 from .tuning.timer import Timer
 
-
-def _env_flag(name: str, default: bool) -> bool:
-    """An on/off environment variable: 1/true/yes/on or 0/false/no/off; unset: default."""
-    v = os.environ.get(name, "").strip().lower()
-    if v in ("1", "true", "yes", "on"):
-        return True
-    if v in ("0", "false", "no", "off"):
-        return False
-    return default
+_env_flag = env.flag
 
 
 def _capturing() -> bool:
@@ -72,6 +66,8 @@ def tune_command(problem: GemmProblem) -> str:
         cmd += f" --out-dtype {str(problem.out_dtype).removeprefix('torch.')}"
     if problem.channel_weight_scale:
         cmd += " --channel-scale"
+    if problem.scheme is Scheme.PER_TENSOR and not problem.static_act_scale:
+        cmd += " --dynamic-act-scale"  # the CLI tunes static-scale keys by default
     return cmd
 
 
@@ -179,7 +175,10 @@ class Dispatcher:
             capturing = problem.on_cuda and _capturing()
             key = problem.key()
             entry = self.entries_for(problem).get(key)
-            if entry is not None and (not self.retune or key in self._fresh or capturing):
+            # RETUNE re-times a cached key only where tuning may run (else it would serve
+            # the untuned default over a valid decision)
+            if entry is not None and (not self.retune or key in self._fresh or capturing
+                                      or not self._may_tune(problem)):
                 choice = self.choice(problem, entry)
                 if choice is not None:
                     self.stats["hits"] += 1
@@ -226,7 +225,9 @@ class Dispatcher:
         why = self.able(b, problem)
         if why is not None:
             return None, why
-        found, native = search.native_config(b, problem, config)
+        # offered at the M the key was tuned at (its bucket): every M of the bucket runs it
+        tuned_at = problem if problem.m == problem.bucket else replace(problem, m=problem.bucket)
+        found, native = search.native_config(b, tuned_at, config)
         if not found:
             return None, f"{backend} no longer offers config {config}"
         return (b, native), None
@@ -328,6 +329,9 @@ def candidates_from_env() -> list[Backend] | None:
         return None
     registered = backends.names()
     names = [n.strip() for n in value.split(",") if n.strip()]
+    if not names:
+        raise BackendError(f"FP8TOWER_BACKENDS={value!r} names no backend: expected a comma "
+                           f"list of {', '.join(registered)} (or leave it unset)")
     unknown = [n for n in names if n not in registered]
     if unknown:
         raise BackendError(f"FP8TOWER_BACKENDS={value!r}: unknown backend(s) "

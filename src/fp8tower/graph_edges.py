@@ -34,10 +34,11 @@ from __future__ import annotations
 
 import ctypes
 import functools
-import os
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
+
+from . import env
 
 ENV = "FP8TOWER_EARLY_LAUNCH"
 PORT_DEFAULT, PORT_PROGRAMMATIC, PORT_LAUNCH_ORDER = 0, 1, 2  # CU_GRAPH_KERNEL_NODE_PORT_*
@@ -54,7 +55,7 @@ class EdgeData(ctypes.Structure):
 def enabled() -> bool:
     """Whether captures of fp8tower rewrite programmatic edges (``FP8TOWER_EARLY_LAUNCH``,
     default on; ``0`` / ``false`` / ``off`` turns it off)."""
-    return os.environ.get(ENV, "1").strip().lower() not in ("0", "false", "off", "no")
+    return env.flag(ENV, True)
 
 
 @functools.cache

@@ -10,6 +10,6 @@ from pathlib import Path
 def cache_dir() -> Path:
     """FP8TOWER_CACHE_DIR, else $XDG_CACHE_HOME/fp8tower, else ~/.cache/fp8tower."""
     env = os.environ.get("FP8TOWER_CACHE_DIR")
-    if env:
-        return Path(env).expanduser()
+    if env:  # absolute: a relative one must not move with the working directory
+        return Path(env).expanduser().absolute()
     return Path(os.environ.get("XDG_CACHE_HOME") or "~/.cache").expanduser() / "fp8tower"

@@ -9,16 +9,16 @@ tile-major against 76.3% row-major at 34816x5120, 98.3 / 92.5% at 65536x5120.
 
 from __future__ import annotations
 
-import os
-
 import torch
+
+from .. import env
 
 
 def tile_major_enabled() -> bool:
     """``FP8TOWER_TILE_MAJOR=0``: no second, tile-major copy of any weight. The tuner does
     not time tile-major configs, and a cached one runs over the row-major weights (the same
     bits, the same kernel otherwise)."""
-    return os.environ.get("FP8TOWER_TILE_MAJOR", "1").strip().lower() not in ("0", "false", "no", "off")
+    return env.flag("FP8TOWER_TILE_MAJOR", True)
 
 
 def tile_major(w: torch.Tensor, block_n: int, block_k: int, k_multiple: int | None = None) -> torch.Tensor:

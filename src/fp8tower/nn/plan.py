@@ -31,10 +31,10 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import os
 
 import torch
 
+from .. import env
 from ..formats import FP8_DTYPE, Scheme
 
 # Plans are for decode-sized inputs, where the host sets the pace; larger M (prefill) is
@@ -45,7 +45,7 @@ MAX_PLANS_PER_MODULE = 16
 
 def plans_enabled_default() -> bool:
     """``FP8TOWER_PLAN=0`` turns plans off for modules created afterwards (for A/B runs)."""
-    return os.environ.get("FP8TOWER_PLAN", "1").strip().lower() not in ("0", "false", "no", "off")
+    return env.flag("FP8TOWER_PLAN", True)
 
 
 # ---------------------------------------------------------------------- direct Triton launch
@@ -240,8 +240,7 @@ _eager_twins = True  # off inside same_kernels_as_graphs()
 
 def eager_one_launch_enabled() -> bool:
     """``FP8TOWER_EAGER_ONE_LAUNCH=0`` keeps eager calls on the dispatch choice too."""
-    return _eager_twins and os.environ.get("FP8TOWER_EAGER_ONE_LAUNCH", "1").strip().lower() \
-        not in ("0", "false", "no", "off")
+    return _eager_twins and env.flag("FP8TOWER_EAGER_ONE_LAUNCH", True)
 
 
 @contextlib.contextmanager

@@ -222,10 +222,11 @@ class Entry:
         if seeded_from is not None and not isinstance(seeded_from, str):
             raise EntryError(f"seeded_from must be a key or null, got {seeded_from!r:.60}")
         context = raw.get("context")  # absent in files written before it existed
-        if context is not None and not (isinstance(context, dict)
-                                        and isinstance(context.get("ms_per_step"), list)):
-            raise EntryError(f"context must be an object with ms_per_step, or null, "
-                             f"got {context!r:.60}")
+        if context is not None and not (
+                isinstance(context, dict) and isinstance(context.get("ms_per_step"), list)
+                and all(isinstance(r, dict) for r in context["ms_per_step"])):
+            raise EntryError(f"context must be an object with ms_per_step (a list of objects), "
+                             f"or null, got {context!r:.60}")
         entry = cls(problem, backend, config, _get(raw, "date", str), cands, pruned, ceiling,
                     seeded_from, context)
         if not entry.ranked():
@@ -403,6 +404,8 @@ def read_cache_file(path: Path) -> CacheFile:
         return CacheFile(path, None, {}, [f"{path}: corrupt or truncated JSON ({e}); ignored"])
     except RecursionError:
         return CacheFile(path, None, {}, [f"{path}: JSON nested too deeply to read; ignored"])
+    except ValueError as e:  # e.g. an integer of more digits than Python converts
+        return CacheFile(path, None, {}, [f"{path}: unreadable JSON ({e}); ignored"])
     if not isinstance(raw, dict) or not isinstance(raw.get("entries"), dict):
         return CacheFile(path, None, {}, [f"{path}: not a tuning cache (no 'entries'); ignored"])
     entries, issues = {}, []
