@@ -132,3 +132,36 @@ def test_the_help_names_every_standin_kernel():
     for name in STANDIN_KERNELS:
         assert f"{name} (" in bench.STANDIN_HELP
     assert STANDIN_KERNELS == trace.STANDIN_KERNELS
+
+
+def test_the_record_names_what_shaped_the_numbers(tmp_path, monkeypatch):
+    """The FP8TOWER_* variables set (they change what runs) and the model as given: a config
+    path stays a path in the command, so the command runs again as written."""
+    from fp8tower.models.registry import load_config
+
+    cfg = tmp_path / "my model" / "config.json"
+    cfg.parent.mkdir()
+    cfg.write_text(json.dumps(load_config("tiny-hybrid")))
+    monkeypatch.setenv("FP8TOWER_EARLY_LAUNCH", "0")
+    out = tmp_path / "t.json"
+    r = run("tower", "--model", cfg, "--replays", "2", "--steps", "1", "--m", "1",
+            "--arms", "merged", "--backends", "reference", "--json", out)
+    assert r.exit_code == 0, r.output
+    rec = json.loads(out.read_text())
+    assert rec["versions"]["env"]["FP8TOWER_EARLY_LAUNCH"] == "0"
+    assert rec["command"].startswith(f"fp8tower bench tower --model '{cfg}' --m 1")
+    assert "tuning_cache" in rec["versions"]  # None without a GPU: no cache file is read
+
+
+def test_the_tuning_cache_read_is_named_with_a_hash_of_its_bytes(tmp_path, monkeypatch):
+    import hashlib
+
+    from fp8tower import provenance
+
+    monkeypatch.setenv("FP8TOWER_CACHE_DIR", str(tmp_path))
+    assert provenance.tuning_cache(None) is None
+    assert provenance.tuning_cache("NVIDIA H200") == {
+        "path": str(tmp_path / "nvidia-h200.json"), "sha256": None}  # no file yet
+    (tmp_path / "nvidia-h200.json").write_text('{"entries": {}}')
+    want = hashlib.sha256(b'{"entries": {}}').hexdigest()[:16]
+    assert provenance.tuning_cache("NVIDIA H200")["sha256"] == want

@@ -4,6 +4,7 @@ stream libraries): one rule for every module, whatever its layer."""
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 
@@ -13,3 +14,9 @@ def cache_dir() -> Path:
     if env:  # absolute: a relative one must not move with the working directory
         return Path(env).expanduser().absolute()
     return Path(os.environ.get("XDG_CACHE_HOME") or "~/.cache").expanduser() / "fp8tower"
+
+
+def cache_file_name(device_name: str) -> str:
+    """The tuning cache file of a GPU, in :func:`cache_dir`: 'NVIDIA H200' -> 'nvidia-h200.json'."""
+    slug = re.sub(r"[^a-z0-9]+", "-", device_name.lower()).strip("-")
+    return f"{slug or 'unknown'}.json"

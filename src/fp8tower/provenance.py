@@ -16,6 +16,7 @@ import functools
 import hashlib
 import importlib.metadata
 import importlib.util
+import os
 import platform
 import re
 import sys
@@ -23,6 +24,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from . import __version__
+from .paths import cache_dir, cache_file_name
 
 
 def package_version(name: str, missing: str = "none") -> str:
@@ -106,14 +108,31 @@ def current_gpu() -> str | None:
     return torch.cuda.get_device_name() if torch.cuda.is_available() else None
 
 
+def tuning_cache(gpu_name: str | None) -> dict | None:
+    """The tuning cache file ``auto`` reads on this GPU: its path and 16 hex digits of sha256
+    of its bytes (None without a GPU; sha256 None while there is no file)."""
+    if not gpu_name:
+        return None
+    path = cache_dir() / cache_file_name(gpu_name)
+    try:
+        digest = hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+    except OSError:
+        digest = None
+    return {"path": str(path), "sha256": digest}
+
+
 def record(argv: Sequence[str] | None = None, *, gpu_name: str | None = None) -> dict:
-    """:func:`versions` of the current GPU (or ``gpu_name``) plus python, host, date and
-    the command line (``argv``, default ``sys.argv``)."""
+    """:func:`versions` of the current GPU (or ``gpu_name``) plus python, host, date, the
+    command line (``argv``, default ``sys.argv``), the FP8TOWER_* environment variables set
+    (tuning, plans, early launch: they change what runs) and the tuning cache file read."""
     argv = list(sys.argv if argv is None else argv)
+    gpu = gpu_name if gpu_name is not None else current_gpu()
     return {
-        **versions(gpu_name if gpu_name is not None else current_gpu()),
+        **versions(gpu),
         "python": platform.python_version(),
         "host": platform.node(),
         "date": now_iso(),
         "command": " ".join(argv),
+        "env": {k: v for k, v in sorted(os.environ.items()) if k.startswith("FP8TOWER_")},
+        "tuning_cache": tuning_cache(gpu),
     }

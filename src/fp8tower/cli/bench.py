@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime
 import os
 import re
+import shlex
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -83,7 +84,8 @@ def _table(rows, model: str, ceiling: float | None, cpu: bool):
             table.add_row(r.scheme, str(r.m), r.arm, r.backend, _fmt(r.gemms, "d"), "-", "-", "-",
                           "-", f"[yellow]skipped[/]: {escape(r.reason or '')}")
             continue
-        pct = "n/a (CPU)" if cpu else _fmt(r.ceiling_pct, ".1f")
+        pct = ("n/a (CPU)" if cpu else "-" if not ceiling
+               else _fmt(r.ceiling_pct, ".1f", "n/a (in L2)"))  # tower/bench.py: _fits_in_l2
         chosen = ", ".join(f"{b} {n}" for b, n in r.chosen.items())
         table.add_row(r.scheme, str(r.m), r.arm, r.backend, str(r.gemms), f"{r.ms_per_step:.3f}",
                       f"{r.gbps:.1f}", pct, f"{r.speedup:.3f}x", escape(chosen))
@@ -209,8 +211,9 @@ def tower(
         "gpu": gpu,
         "versions": provenance.record(),
         "date": now.isoformat(timespec="seconds"),
-        "command": _command(spec.name, ms, arm_list, backend_names, scheme_list, mode.value,
-                            include_mlp, replays, steps, seed, standin),
+        # the model as given (a path stays a path: the command must run again as written)
+        "command": _command(shlex.quote(str(model)), ms, arm_list, backend_names, scheme_list,
+                            mode.value, include_mlp, replays, steps, seed, standin),
         "argv": sys.argv,
         "read_ceiling_gbps": ceiling,
         "parts": list(parts),

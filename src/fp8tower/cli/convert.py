@@ -66,7 +66,9 @@ def _print(info: dict, written: dict | None) -> None:
 
     kept = info["not_quantized"]
     if kept:
-        kt = Table(title=f"kept in high precision: {len(kept)} linear weight(s)")
+        # every 2-D *.weight not in FP8: linears and embeddings alike (the files do not say)
+        kt = Table(title=f"kept in high precision: {len(kept)} 2-D weight(s) (linears, "
+                         "embeddings)")
         kt.add_column("module")
         kt.add_column("why")
         kt.add_column("count")

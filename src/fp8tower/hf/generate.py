@@ -361,7 +361,8 @@ def provenance(command: str, device: torch.device) -> dict[str, Any]:
     versions.update(transformers=_version("transformers"), torchao=_version("torchao"),
                     fla_core=_version("fla-core"), causal_conv1d=_version("causal-conv1d"))
     return {"date": rec["date"], "command": command, "device": str(device), "gpu": gpu,
-            "host": rec["host"], "versions": versions, "linear_attention_kernels": gdn_kernels()}
+            "host": rec["host"], "versions": versions, "env": rec["env"],
+            "tuning_cache": rec["tuning_cache"], "linear_attention_kernels": gdn_kernels()}
 
 
 def gdn_kernels() -> dict[str, str]:

@@ -104,12 +104,24 @@ def _bench_one(tower: Tower, backend: str, m: int, replays: int, steps: int,
     row.ms_per_step, row.min_ms, row.max_ms, row.timing = t.ms_per_step, t.min_ms, t.max_ms, \
         t.method
     row.gbps = row.bytes_per_step / (t.ms_per_step * 1e-3) / 1e9
-    if ceiling:
+    if ceiling and not _fits_in_l2(row.bytes_per_step, tower.device):
         row.ceiling_pct = 100.0 * row.gbps / ceiling
     for op in tower.ops():
         if op.kind == "gemm":
             row.chosen[op.backend] = row.chosen.get(op.backend, 0) + 1
     return row
+
+
+def _fits_in_l2(nbytes: int, device) -> bool:
+    """Whether a step's bytes could stay in L2 across replays (twice its size or less): the
+    tower is timed without rotation (tower/timing.py), so such a step reads from L2 and a
+    share of the HBM read ceiling means nothing (a toy tower showed more than 100%)."""
+    import torch
+
+    if getattr(device, "type", "cpu") != "cuda":
+        return False
+    l2 = getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 0)
+    return nbytes <= 2 * l2
 
 
 def add_speedups(rows: list[BenchRow]) -> None:

@@ -15,7 +15,6 @@ import dataclasses
 import json
 import math
 import os
-import re
 import tempfile
 import warnings
 from collections.abc import Iterable, Mapping
@@ -26,7 +25,7 @@ from typing import Any
 import torch
 
 from ..formats import Scheme
-from ..paths import cache_dir
+from ..paths import cache_dir, cache_file_name
 from ..problem import GemmProblem, dtype_name
 from ..provenance import versions
 
@@ -356,12 +355,6 @@ _META_KEYS = ("format", "gpu", "driver", "cuda", "torch", "triton", "fp8tower", 
 
 
 default_cache_dir = cache_dir  # the tuning cache's folder: fp8tower.paths' rule
-
-
-def cache_file_name(device_name: str) -> str:
-    """'NVIDIA H200' -> 'nvidia-h200.json'."""
-    slug = re.sub(r"[^a-z0-9]+", "-", device_name.lower()).strip("-")
-    return f"{slug or 'unknown'}.json"
 
 
 def environment_meta(gpu_name: str | None) -> dict:
