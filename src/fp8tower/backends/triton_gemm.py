@@ -60,6 +60,9 @@ def _check(p: GemmProblem) -> str | None:
         return f"FP8 tensor-core dots need compute capability >= 8.9, got {p.capability}"
     if p.scheme is Scheme.WEIGHT_ONLY and p.act_dtype == FP8_DTYPE:
         return "weight_only takes bf16/fp16/fp32 activations, not FP8"
+    if p.scheme in (Scheme.CHANNEL_TOKEN, Scheme.BLOCK128) and p.act_dtype == FP8_DTYPE:
+        # _run would quantize the FP8 x again and drop its per-token / per-group scales
+        return f"{p.scheme} takes bf16/fp16/fp32 activations here (it quantizes x itself), not FP8"
     return None
 
 

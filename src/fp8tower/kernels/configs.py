@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import math
 
+import torch
+
 from ..formats import FP8_DTYPE, Scheme
 from ..problem import GemmProblem
 
@@ -141,8 +143,16 @@ def _prequant_default(p: GemmProblem) -> bool:
     fused was as fast or faster on 7-8 of 10 shapes. M = 64 follows M = 32 untimed: the
     fused default lost to cuBLASLt by > 2x there, so the tuner pruned Triton."""
     if p.scheme is Scheme.WEIGHT_ONLY:
-        return p.m <= WO_SPLIT_MAX_M
+        return p.m <= WO_SPLIT_MAX_M and splits_x_exactly(p)
     return p.scheme is Scheme.BLOCK128 or (p.scheme is Scheme.PER_TENSOR and p.m >= 32)
+
+
+def splits_x_exactly(p: GemmProblem) -> bool:
+    """weight_only's x split into two FP8 parts (the pre-pass, wo_mode 2 / 3 / 4) holds 8
+    significant bits: bf16's. fp16 or fp32 x would come out rounded to bf16 (62-69 dB
+    against the float64 reference where W upcast gives 133-141, CPU interpreter, 2026-12-04),
+    so those take W upcast only."""
+    return p.act_dtype == torch.bfloat16
 
 
 # A pre-pass + GEMM pair launched with PDL (kernels/act_quant.py, kernels/fp8_gemm.py): the
@@ -546,6 +556,8 @@ def _candidates(p: GemmProblem, base: dict) -> list[dict]:
         x_modes = ({"prequant": False, **PDL_PAIR}, {"prequant": False},
                    {"prequant": False, "fused_amax": True},
                    {"prequant": False, "fused_amax": True, **PDL_PAIR})
+    elif p.scheme is Scheme.WEIGHT_ONLY and not splits_x_exactly(p):  # W upcast only
+        x_modes = ({"prequant": False}, {"prequant": False, **PDL_PAIR})
     elif p.scheme is Scheme.WEIGHT_ONLY:  # W upcast; the split pre-pass; at M <= 16 WO_MODE 2
         # prequant: x split by the pre-pass into two FP8 rows a token (act_quant.py), with
         # scales per 1x128 group or (wo_mode 3) per token
