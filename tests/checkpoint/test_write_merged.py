@@ -52,6 +52,7 @@ def _assert_same(a, b):
 
 CASES = [  # (id, spec builder, scheme for a bf16 source, requant_max)
     ("qwen3_5_block_fp8", lambda: build_qwen3_5("block_fp8"), None, False),
+    ("qwen3_modelopt_static_requant", lambda: build("modelopt", preset="FP8"), None, True),
     ("qwen3_5_bf16_per_tensor", lambda: build_qwen3_5("unquantized"), "per_tensor", False),
     ("qwen3_per_tensor_requant", lambda: build("unquantized"), "per_tensor", True),
     ("qwen3_ct_fp8_dynamic", lambda: build("compressed_tensors", preset="FP8_DYNAMIC"), None,
@@ -82,11 +83,37 @@ def test_round_trip(tmp_path, case):
     made = sorted(f"{r['parent']}.{r['merged']}" for r in merged_a.fp8tower_merges
                   if r["merged_ok"])
     assert written == made  # write_merged merges exactly what convert merges
+    assert len(report["groups"]) == len(merged_a.fp8tower_merges)  # each, merged or not
     if case[0] == "qwen3_modelopt_static":  # input scales drawn per linear: nothing merges
-        assert not written and all("input scales differ" in g["reason"]
-                                   for g in report["groups"])
+        assert not written and report["groups"]
+        assert all("input scales differ" in g["reason"] for g in report["groups"])
     else:
-        assert written
+        assert written  # requant_max merges those too, with their max
+
+
+def test_a_failed_write_leaves_the_directory_as_it_was(tmp_path):
+    spec = build("compressed_tensors", preset="FP8_DYNAMIC")
+    spec.tensors["model.layers.1.mlp.down_proj.weight_scale"][3] = 0  # refused on read
+    src = save(spec, tmp_path / "src")
+    for out in (tmp_path / "new", tmp_path / "empty"):
+        if out.name == "empty":
+            out.mkdir()
+        with pytest.raises(CheckpointError, match="finite and positive"):
+            write_merged(src, out, max_shard_bytes=60_000)
+        assert (not out.exists()) if out.name == "new" else not any(out.iterdir())
+    fixed = build("compressed_tensors", preset="FP8_DYNAMIC")
+    write_merged(save(fixed, tmp_path / "src2"), tmp_path / "empty")  # the retry runs
+
+
+def test_weights_in_other_formats_and_subdirectories_are_not_copied(tmp_path):
+    src = save(build("compressed_tensors", preset="FP8_DYNAMIC"), tmp_path / "src")
+    (src / "pytorch_model.bin").write_bytes(b"stale")
+    (src / "original").mkdir()
+    (src / "tokenizer.json").write_text("{}")
+    report = write_merged(src, tmp_path / "out")
+    assert report["not_copied"] == ["original", "pytorch_model.bin"]
+    assert (tmp_path / "out" / "tokenizer.json").is_file()
+    assert not (tmp_path / "out" / "pytorch_model.bin").exists()
 
 
 def test_per_tensor_groups_store_per_member_scales(tmp_path):

@@ -24,8 +24,8 @@ quantized linear (layers collapsed to *), the modules kept in high precision (ig
 lm_head, embeddings, vision towers), the sibling groups fp8tower merges into one GEMM (and why
 a group cannot merge), and the bytes per dtype. --write-merged OUT_DIR writes fp8tower's own
 checkpoint with those groups stored merged (per-member scales; fp8tower.from_pretrained reads
-it back). Nothing is loaded into a model; only headers and scalar scales are read unless
---write-merged is given."""
+it back, transformers' own loader does not). Nothing is loaded into a model; only headers and
+scalar scales are read unless --write-merged is given."""
 
 
 def _pattern(name: str) -> str:
@@ -42,6 +42,7 @@ def _collapse(names) -> list[tuple[str, int]]:
 
 
 def _print(info: dict, written: dict | None) -> None:
+    from rich.markup import escape
     from rich.table import Table
 
     con = _console()
@@ -105,7 +106,10 @@ def _print(info: dict, written: dict | None) -> None:
                   f"{done.get('merged', 0)}, kept separate: {done.get('separate', 0)}")
         for g in written["groups"]:
             if g["written"] == "separate":
-                con.print(f"  kept separate: {g['merged']}: {g['reason']}")
+                con.print(f"  kept separate: {escape(g['merged'])}: {escape(str(g['reason']))}")
+        if written.get("not_copied"):
+            con.print("not copied (subdirectories, weights in other formats): "
+                      + escape(", ".join(written["not_copied"])))
 
 
 def convert(

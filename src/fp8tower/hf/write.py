@@ -26,6 +26,8 @@ from .conversion import ConvertError, default_filter
 from .pretrained import describe
 
 _SKIP_FILES = {"config.json", "hf_quant_config.json", "model.safetensors.index.json"}
+# Weights in other formats: unmerged copies of what is written here, stale beside it
+_OTHER_WEIGHTS = (".bin", ".pt", ".pth", ".ckpt", ".gguf", ".bin.index.json")
 
 
 class _ShardWriter:
@@ -95,7 +97,9 @@ def write_merged(
     ``scheme``: for a bf16/fp16 checkpoint, the scheme its linears are quantized to (lm_head,
     embeddings and vision towers stay as stored, as ``convert`` leaves them). Returns a
     report: ``{"path", "files", "bytes", "groups": [{"merged", "members", "written",
-    "reason"}]}`` (``written``: "merged" or "separate", with the reason)."""
+    "reason"}], "not_copied"}`` (``written``: "merged" or "separate", with the reason; every
+    sibling group of the checkpoint has one; ``not_copied``: the source's subdirectories and
+    weights in other formats). A write that fails leaves ``out`` as it found it."""
     from ..checkpoint import open_checkpoint
 
     src, dst = Path(path).expanduser(), Path(out).expanduser()
@@ -104,6 +108,21 @@ def write_merged(
                            "checkpoint directory)")
     mode = MergeMode.REQUANT_MAX if requant_max else MergeMode.EXACT
     ck = open_checkpoint(src, scheme=scheme)
+    existed = dst.exists()
+    try:
+        return _write(ck, src, dst, mode, max_shard_bytes)
+    except BaseException:
+        if existed:  # it was empty: take out what this write put there
+            for f in dst.iterdir():
+                shutil.rmtree(f) if f.is_dir() else f.unlink()
+        else:
+            shutil.rmtree(dst, ignore_errors=True)
+        raise
+    finally:
+        ck.close()
+
+
+def _write(ck, src: Path, dst: Path, mode: MergeMode, max_shard_bytes: int) -> dict:
     info = describe(ck)
     linears = [f for f in ck.linear_names()
                if ck.format != "unquantized" or default_filter(None, f)]
@@ -128,10 +147,16 @@ def write_merged(
     wanted = set(linears)
     for g in info["merge_groups"]:
         members = g["members"]
-        if g["action"] not in ("merge", "stored merged") or not set(members) <= wanted:
-            continue
         name = f"{g['parent']}.{g['merged']}" if g["parent"] else g["merged"]
         rec = {"merged": name, "members": members, "written": "merged", "reason": None}
+        # requant_max merges what an exact merge keeps (static input scales that differ);
+        # merge_weights says why where it cannot either
+        tried = g["action"] in ("merge", "stored merged") or mode is MergeMode.REQUANT_MAX
+        if not tried or not set(members) <= wanted:
+            rec["written"] = "separate"
+            rec["reason"] = g.get("reason") or "not every member is a quantized linear here"
+            report_groups.append(rec)
+            continue
         loaded = [ck.load_linear(m) for m in members]
         weights = [x.weight for x in loaded]
         biases = [x.bias for x in loaded]
@@ -185,8 +210,11 @@ def write_merged(
         "ignore": sorted(set(info["not_quantized"]) | (set(ck.linear_names()) - set(linears))),
     }
     (dst / "config.json").write_text(json.dumps(cfg, indent=2))
+    not_copied = []
     for f in sorted(src.iterdir()):
-        if f.is_file() and f.name not in _SKIP_FILES and f.suffix != ".safetensors":
+        if f.is_dir() or f.name.endswith(_OTHER_WEIGHTS):
+            not_copied.append(f.name)
+        elif f.name not in _SKIP_FILES and f.suffix != ".safetensors":
             shutil.copy2(f, dst / f.name)
-    ck.close()
-    return {"path": str(dst), "files": files, "bytes": writer.total, "groups": report_groups}
+    return {"path": str(dst), "files": files, "bytes": writer.total, "groups": report_groups,
+            "not_copied": not_copied}
