@@ -376,7 +376,17 @@ def capture(
         raise _fail(f"--standin {standin!r}: expected one of {', '.join(STANDIN_KERNELS)}")
     check_capture_dir(out, force)  # before the (slow) tower build
 
+    import os
+
+    import torch
+
+    from ..nn.merged import MergeError
     from ..tower.capture import capture_arm
+
+    if (standin == "rows" and not torch.cuda.is_available()
+            and os.environ.get("TRITON_INTERPRET") != "1"):
+        raise _fail("--standin rows runs a Triton kernel: it needs a CUDA GPU (on the CPU, "
+                    "set TRITON_INTERPRET=1)")
 
     try:
         result = capture_arm(
@@ -385,6 +395,8 @@ def capture(
         )
     except BackendError as e:
         raise _fail(f"--backend {backend}: {e}") from None
+    except MergeError as e:
+        raise _fail(f"--arm merged --scheme {scheme_v.value}: {e}") from None
     _console().print(f"wrote {escape(str(getattr(result, 'directory', out)))}")
 
 
@@ -411,25 +423,38 @@ def capture_model(
         bool, typer.Option("--eager", help="Eager steps instead of CUDA-graph replays (host cost).")
     ] = False,
     layers: Annotated[
-        int | None, typer.Option("--layers", min=1, help="Keep only the first N layers.")
+        int | None, typer.Option("--layers", min=1, help="Keep only the first N layers (the "
+                                 "last one attention if none of them is).")
     ] = None,
     device: Annotated[str | None, typer.Option("--device", help="cuda or cpu.")] = None,
     eager_out: Annotated[
         Path | None, typer.Option("--eager-out", help="Also capture 2,6 eager steps of the same "
                                   "model here (GPU; host launch statistics).")
     ] = None,
+    force: Annotated[
+        bool, typer.Option("--force", help="Replace an existing capture in --out, whole.")
+    ] = False,
 ) -> None:
     """Capture a two-length trace pair of a transformers model's decode step; op groups are
     its modules (layers.*.linear_attn.in_proj_qkvz, layers.*.self_attn, ...)."""
+    import warnings
+
     from rich.markup import escape
 
     from ..hf.capture import capture_model as run
 
     short_long = _parse_steps(steps)
+    if device not in (None, "cpu", "cuda"):
+        raise _fail(f"--device {device!r}: expected cpu or cuda")
+    if eager_out is not None and (eager or device == "cpu"):
+        raise _fail("--eager-out captures eager steps beside a CUDA-graph capture: not with "
+                    f"{'--eager' if eager else '--device cpu'} (that capture is eager itself)")
     try:
-        result = run(model, arm, out, steps=short_long, m=m, context=context, backend=backend,
-                     device=device, graph=False if eager else None, layers=layers,
-                     eager_out=eager_out)
+        with warnings.catch_warnings():
+            warnings.showwarning = lambda message, *_args, **_kw: _warn(str(message))
+            result = run(model, arm, out, steps=short_long, m=m, context=context,
+                         backend=backend, device=device, graph=False if eager else None,
+                         layers=layers, eager_out=eager_out, force=force)
     except ValueError as e:
         raise _fail(str(e)) from None
     _console().print(f"wrote {escape(str(result.directory))}: "

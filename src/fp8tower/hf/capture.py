@@ -227,6 +227,7 @@ def model_ops(model: nn.Module, names: list[str], fqns: list[str], m: int = 1,
     from ..trace.manifest import OpRecord
 
     fp8 = _fp8_modules(model)
+    modules = dict(model.named_modules())
     # kernels inside an FP8 module's own children (MergedFp8Linear.linear) are the module's
     fqns = [next((f for f in fp8 if q.startswith(f + ".")), q) for q in fqns]
     model_type = getattr(getattr(model, "config", None), "model_type", None)
@@ -243,16 +244,23 @@ def model_ops(model: nn.Module, names: list[str], fqns: list[str], m: int = 1,
         fqn = fqns[i]
         label = label_of(fqn)
         run = names[i:j + 1]
+        # a linear's group is the merged module's, FP8 or not: the arms line up group by group
+        head, _, attr = label.rpartition(".")
+        group = f"{head}.{merged.get(attr, attr)}" if head else merged.get(attr, attr)
         if fqn in fp8:
             n, k, nbytes, backend = _gemm_info(fp8[fqn], m)
-            head, _, attr = label.rpartition(".")
-            group = f"{head}.{merged.get(attr, attr)}" if head else merged.get(attr, attr)
             # CPU runs: aten ops of the reference path, no kernel family applies
             regex = f"{families}|{ACT_KERNELS}" if device == "cuda" else ".*"
         else:
             n = k = nbytes = 0
-            backend, group = "torch", label
+            backend = "torch"
             regex = "|".join(re.escape(f) for f in sorted({_family(x) for x in run}))
+            if isinstance(modules.get(fqn), nn.Linear):  # a bf16 linear: its weight, x and y
+                w = modules[fqn].weight
+                n, k = w.shape
+                nbytes = w.numel() * w.element_size() + 2 * m * k + 2 * m * n
+            else:
+                group = label
         ops.append(OpRecord(label, n, k, nbytes, backend, regex, len(run), group))
         i = j + 1
     per_label = collections.Counter(label_of(f) for f in fp8)
@@ -293,26 +301,51 @@ def capture_model(
     seed: int = 0,
     eager_out: str | Path | None = None,
     eager_steps: tuple[int, int] = (2, 6),
+    force: bool = False,
 ):
     """Build ``model_name``, turn it into ``arm``, capture the paired trace into ``out_dir``.
     With ``eager_out`` (GPU, graph mode), the same model's eager steps are captured there too
     (``eager_steps``), for the host launch statistics, without building it twice.
+    An existing capture in ``out_dir`` (or ``eager_out``) is refused unless ``force``.
     Returns capture_pair's CaptureResult (of ``out_dir``)."""
+    import warnings
+
     from transformers import StaticCache
 
+    from ..backends import names as backend_names
     from ..nn import plan as _plan
-    from ..trace.capture import capture_pair, step_range
+    from ..trace.capture import capture_pair, check_capture_dir, step_range
 
+    if device not in (None, "cpu", "cuda"):
+        raise ValueError(f"device {device!r}: expected cpu or cuda")
+    if device == "cuda" and not torch.cuda.is_available():
+        raise ValueError("device cuda: no CUDA GPU is available")
     dev = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
     graph = dev.type == "cuda" if graph is None else graph
     if graph and dev.type != "cuda":
         raise ValueError("graph capture needs a CUDA device (pass graph=False on the CPU)")
-    parse_arm(arm)  # before the (minutes-long) build
+    if eager_out is not None and not graph:
+        raise ValueError("eager_out: the eager steps are captured beside a CUDA-graph capture "
+                         "only (on a GPU, without eager mode); this capture is eager itself")
+    if backend != "auto" and backend not in backend_names():
+        raise ValueError(f"backend {backend!r}: expected auto or one of "
+                         f"{', '.join(backend_names())}")
+    _, merge = parse_arm(arm)  # before the (minutes-long) build
+    check_capture_dir(out_dir, force)
+    if eager_out is not None:
+        check_capture_dir(eager_out, force)
     from .random_model import random_model, text_config
 
     config = text_config(model_name, layers)
     model = random_model(config, dev, seed=seed)
     apply_arm(model, arm, backend)
+    records = getattr(model, "fp8tower_merges", [])
+    unmerged = [r for r in records if not r["merged_ok"]]
+    if merge and unmerged:
+        first = unmerged[0]
+        warnings.warn(f"arm {arm}: {len(unmerged)} of {len(records)} sibling groups not "
+                      f"merged, captured unmerged ({first['parent']}.{first['merged']}: "
+                      f"{first['reason']})", stacklevel=2)
     warm = 3
     # every decode step run below (warm-ups, profiled step, graph warm-up, capture_pair's 2
     # warm-up steps, both lengths, the eager pair), with room to spare
@@ -395,9 +428,14 @@ def capture_model(
             "labelled_by_neighbour": guessed,
             "expected_launches": mo.expected,
         }
+        if merge:  # groups the arm asked to merge that could not (and why the first not)
+            meta["unmerged_groups"] = len(unmerged)
+            if unmerged:
+                meta["unmerged_reason"] = f"{first['parent']}.{first['merged']}: {first['reason']}"
         if dev.type == "cuda":  # CPU op times on a shared CPU: the two-length difference is
             meta["min_attributed_share"] = 0.99  # noise-dominated (seen < 0 on 2 cores)
-        result = capture_pair(run_steps, mo.ops, steps, out_dir, meta, device=dev.type)
+        result = capture_pair(run_steps, mo.ops, steps, out_dir, meta, device=dev.type,
+                              force=force)
         if eager_out is not None and graph:
             def run_eager(n: int) -> None:
                 for _ in range(n):
@@ -408,5 +446,6 @@ def capture_model(
             emeta = {**meta, "arm": f"{arm} (eager)", "mode": "eager",
                      "kernels_per_step": len(e_names), "labelled_by_neighbour": 0,
                      "expected_launches": eo.expected}
-            capture_pair(run_eager, eo.ops, eager_steps, eager_out, emeta, device=dev.type)
+            capture_pair(run_eager, eo.ops, eager_steps, eager_out, emeta, device=dev.type,
+                         force=force)
     return result

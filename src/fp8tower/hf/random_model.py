@@ -15,7 +15,9 @@ from torch import nn
 
 def text_config(name: str, layers: int | None = None):
     """A transformers config of the text decoder of ``name`` (a shipped config name or a
-    config.json path); ``layers`` keeps only the first N decoder layers."""
+    config.json path); ``layers`` keeps only the first N decoder layers. A decode step needs
+    an attention layer: where the first N are all linear attention, the last kept one becomes
+    the model's first attention layer type."""
     import transformers
 
     from ..models.registry import load_config
@@ -26,9 +28,18 @@ def text_config(name: str, layers: int | None = None):
     text, nested = text_part(raw)
     d = {k: v for k, v in text.items() if not k.startswith("_")}
     if layers is not None:
+        total = d.get("num_hidden_layers")
+        if not 1 <= layers <= (total or layers):
+            raise ValueError(f"layers {layers}: {name} has {total} decoder layers "
+                             f"(expected 1 to {total})")
         d["num_hidden_layers"] = layers
-        if isinstance(d.get("layer_types"), list):
-            d["layer_types"] = d["layer_types"][:layers]
+        types = d.get("layer_types")
+        if isinstance(types, list):
+            kept = types[:layers]
+            attention = [t for t in types if t != "linear_attention"]
+            if attention and not any(t != "linear_attention" for t in kept):
+                kept[-1] = attention[0]  # transformers' masks need one attention layer
+            d["layer_types"] = kept
     model_type = d.pop("model_type", None) or raw.get("model_type")
     if nested and not model_type.endswith("_text"):
         model_type += "_text"

@@ -138,7 +138,7 @@ def add_speedups(rows: list[BenchRow]) -> None:
         else:
             base = ok[0]
             planned = next((r for r in same if (r.arm, r.backend) == BASELINE), None)
-            why = "not run" if planned is None else "cannot serve it"
+            why = "not asked for" if planned is None else "cannot serve it"
             note = (f"{base.arm}/{base.backend} (the first arm: {'/'.join(BASELINE)} {why})")
         for r in ok:
             r.speedup, r.baseline = base.ms_per_step / r.ms_per_step, note

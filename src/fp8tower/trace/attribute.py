@@ -49,6 +49,9 @@ UNATTRIBUTED = "(unattributed)"
 #: to "0.0005"; the kernels are still counted without the overlap.
 OVERLAP_NOTE_MIN_MS = 0.0005
 
+#: An op's ms per step under minus this is reported as noise (float rounding is far below).
+NEGATIVE_MS_TOL = 1e-6
+
 
 def kernel_family(name: str) -> str:
     """A short, stable name for a kernel: no 'void ', template arguments or parameters."""
@@ -416,6 +419,13 @@ def attribute(arm: Arm, ceiling_gbps: float | None = None) -> Attribution:
     op_rows = sorted(rows.values(), key=lambda r: -r.ms_per_step)
     for row in op_rows:
         row.share = row.ms_per_step / total_ms if total_ms > 0 else 0.0
+    # an op cannot take negative time: its long run was faster than its short one by more
+    # than the extra steps cost (host noise on a CPU capture of few steps)
+    negative = [r.label for r in op_rows if r.ms_per_step < -NEGATIVE_MS_TOL]
+    if negative:
+        notes.append(f"negative ms/step for {', '.join(negative)}: the two runs' difference "
+                     f"is noise-dominated at {steps[0]} and {steps[1]} steps; capture more "
+                     f"steps, or on a GPU")
 
     mismatches: list[Mismatch] = []
     if not use_map:

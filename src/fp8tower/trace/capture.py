@@ -183,6 +183,9 @@ def capture_pair(
             event_ms.append(None if ret is None else float(ret))
         manifest = _manifest(torch, device, meta, ops, short, long, paths, event_ms, out)
         manifest.write(tmp)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o777 & ~umask)  # mkdtemp makes it 0o700; a plain mkdir would not
         _move_into_place(tmp, out, force)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -191,8 +194,9 @@ def capture_pair(
 
 
 def check_capture_dir(out: str | Path, force: bool = False) -> None:
-    """Whether a capture may be written to ``out``: an absent or empty directory is fine; an existing capture only with ``force``; any
-    other non-empty directory never (replacing it would delete files that are not ours)."""
+    """Whether a capture may be written to ``out``: an absent or empty directory is fine; an
+    existing capture only with ``force``; any other non-empty directory never (replacing it
+    would delete files that are not ours)."""
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise TraceError("capture output exists and is not a directory", out)
