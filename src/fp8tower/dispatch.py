@@ -49,8 +49,6 @@ from .tuning import search
 from .tuning.cache import Entry
 from .tuning.timer import Timer
 
-_env_flag = env.flag
-
 
 def _capturing() -> bool:
     return torch.cuda.is_available() and torch.cuda.is_current_stream_capturing()
@@ -94,8 +92,8 @@ class Dispatcher:
         self._candidates = None if candidates is None else list(candidates)
         self.timer = timer  # what tuning times with (None: CUDA graphs)
         self._tune_policy = tune  # None: CUDA only, unless FP8TOWER_TUNE=0
-        self._tune_env = _env_flag("FP8TOWER_TUNE", True)
-        self.retune = _env_flag("FP8TOWER_RETUNE", False) if retune is None else retune
+        self._tune_env = env.flag("FP8TOWER_TUNE", True)
+        self.retune = env.flag("FP8TOWER_RETUNE", False) if retune is None else retune
         self.cache_dir = Path(cache_dir) if cache_dir is not None else tcache.default_cache_dir()
         self.persist = persist
         self._gpu_name = gpu_name

@@ -138,7 +138,7 @@ def test_a_checkpoint_that_converts_nothing_is_an_error(tmp_path):
 
 
 def test_an_opened_checkpoint_is_checked_against_the_scheme(tmp_path):
-    from fp8tower.checkpoint import open_checkpoint
+    from fp8tower.checkpoint import CheckpointError, open_checkpoint
     from fp8tower.hf.conversion import ConvertError, convert
 
     def model():
@@ -147,7 +147,7 @@ def test_an_opened_checkpoint_is_checked_against_the_scheme(tmp_path):
         return transformers.AutoModelForCausalLM.from_config(config, dtype=torch.float32)
 
     ct = open_checkpoint(save(build("compressed_tensors", preset="FP8_DYNAMIC"), tmp_path / "a"))
-    with pytest.raises(ConvertError, match="load as channel_token; scheme=per_tensor"):
+    with pytest.raises(CheckpointError, match="scheme channel_token.; scheme=per_tensor asks"):
         convert(model(), "per_tensor", checkpoint=ct, backend="reference")
     convert(model(), "channel_token", checkpoint=ct, backend="reference")  # the same: fine
     bf16 = open_checkpoint(save(build("unquantized"), tmp_path / "b"))

@@ -7,12 +7,11 @@ Each case is a committed trace (tests/data/trace) with a small gzip+json edit.""
 from __future__ import annotations
 
 import csv
-import gzip
 import json
 import shutil
 
 import pytest
-from trace_helpers import DATA
+from trace_helpers import DATA, edit_trace
 from typer.testing import CliRunner
 
 from fp8tower.cli.trace import app
@@ -31,19 +30,6 @@ def run(*args):
     result = CliRunner().invoke(app, [str(a) for a in args])
     assert "Traceback" not in result.output, result.output
     return result
-
-
-def _edit(src, dst, fn, json_path: bool = False):
-    """Write ``src`` with ``fn`` applied to its event list to ``dst`` (gzip). ``json_path``:
-    keys of every event in reverse order, so the fast regex scan fails and json.load reads it."""
-    with gzip.open(src, "rt") as f:
-        doc = json.load(f)
-    doc["traceEvents"] = fn(doc["traceEvents"])
-    if json_path:
-        doc["traceEvents"] = [dict(reversed(e.items())) for e in doc["traceEvents"]]
-    with gzip.open(dst, "wt") as f:
-        json.dump(doc, f)
-    return dst
 
 
 def _kernels(events):
@@ -72,7 +58,8 @@ def _second_gpu(with_device_arg: bool = True):
 
 def _vllm_pair(tmp_path, fn, json_path=False):
     paths = [
-        _edit(DATA / f"vllm_{n}.json.gz", tmp_path / f"vllm_{n}.json.gz", fn, json_path)
+        edit_trace(DATA / f"vllm_{n}.json.gz", tmp_path / f"vllm_{n}.json.gz", fn,
+                   json_path=json_path)
         for n in (2, 6)
     ]
     return ",".join(str(p) for p in paths)
@@ -85,7 +72,8 @@ def _vllm_pair(tmp_path, fn, json_path=False):
 @pytest.mark.parametrize("with_device_arg", [True, False])
 def test_kernels_of_two_devices_are_refused(tmp_path, json_path, with_device_arg):
     src = DATA / "vllm_6.json.gz"
-    path = _edit(src, tmp_path / "t.json.gz", _second_gpu(with_device_arg), json_path)
+    path = edit_trace(src, tmp_path / "t.json.gz", _second_gpu(with_device_arg),
+                      json_path=json_path)
     n = len(load_trace(src).kernels)
     with pytest.raises(
         TraceError,
@@ -109,7 +97,7 @@ def test_device_arg_and_pid_of_one_gpu_agree(tmp_path):
             del e["args"]["device"]
         return events
 
-    t = load_trace(_edit(DATA / "vllm_6.json.gz", tmp_path / "t.json.gz", fn))
+    t = load_trace(edit_trace(DATA / "vllm_6.json.gz", tmp_path / "t.json.gz", fn))
     assert len(t.kernels) == len(load_trace(DATA / "vllm_6.json.gz").kernels)
 
 
@@ -123,7 +111,7 @@ def test_a_cpu_analysis_ignores_the_kernels_devices(tmp_path):
         "ts": 5136607152000.0,
         "dur": 5.0,
     }
-    path = _edit(
+    path = edit_trace(
         DATA / "vllm_6.json.gz", tmp_path / "t.json.gz", lambda ev: _second_gpu()(ev) + [op]
     )
     with pytest.raises(TraceError, match="2 devices"):
@@ -140,7 +128,7 @@ def test_a_duplicated_kernel_event_is_refused(tmp_path, json_path):
         i = next(i for i, e in enumerate(events) if e.get("cat") == "kernel")
         return events[: i + 1] + [events[i]] + events[i + 1 :]
 
-    path = _edit(DATA / "vllm_6.json.gz", tmp_path / "t.json.gz", fn, json_path)
+    path = edit_trace(DATA / "vllm_6.json.gz", tmp_path / "t.json.gz", fn, json_path=json_path)
     with pytest.raises(
         TraceError,
         match=r"1 kernel event\(s\) repeat.*'void \(anonymous "
@@ -150,7 +138,7 @@ def test_a_duplicated_kernel_event_is_refused(tmp_path, json_path):
 
 
 def test_a_trace_concatenated_twice_is_refused(tmp_path):
-    path = _edit(DATA / "vllm_6.json.gz", tmp_path / "t.json.gz", lambda ev: ev + ev)
+    path = edit_trace(DATA / "vllm_6.json.gz", tmp_path / "t.json.gz", lambda ev: ev + ev)
     n = len(load_trace(DATA / "vllm_6.json.gz").kernels)
     with pytest.raises(TraceError, match=rf"{n} kernel event\(s\) repeat"):
         load_trace(path)

@@ -5,26 +5,24 @@ negative --top. The traces are the committed ones of tests/data/trace, edited in
 
 from __future__ import annotations
 
-import gzip
-import json
 from pathlib import Path
 
 import pytest
-from trace_helpers import DATA, cli
+from trace_helpers import DATA, cli, edit_trace
 
 from fp8tower.trace import TraceError, diff_traces, load_trace
 
 
 def _edited(src: Path, dst: Path, keep=lambda e: True, shift_us: float = 0.0) -> Path:
     """A copy of the trace ``src`` with only the events ``keep`` accepts, times shifted."""
-    doc = json.loads(gzip.decompress(src.read_bytes()))
-    events = [e for e in doc["traceEvents"] if keep(e)]
-    for e in events:
-        if "ts" in e:
-            e["ts"] = float(e["ts"]) + shift_us
-    doc["traceEvents"] = events
-    dst.write_bytes(gzip.compress(json.dumps(doc).encode()))
-    return dst
+    def fn(events):
+        kept = [e for e in events if keep(e)]
+        for e in kept:
+            if "ts" in e:
+                e["ts"] = float(e["ts"]) + shift_us
+        return kept
+
+    return edit_trace(src, dst, fn)
 
 
 def _without_ranges(tmp_path, arm="arm_unmerged"):

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import sys
 from itertools import pairwise
@@ -73,8 +72,7 @@ def facts(problem: GemmProblem, entry: dict, arm) -> dict:
 def fits_beside(cur: dict, nxt: dict, cur_here: int) -> int:
     """Programs of ``nxt`` that fit on an SM holding ``cur_here`` programs of ``cur``."""
     def regs(f):
-        per_warp = math.ceil(f["registers"] * 32 / offline.REG_ALLOC_PER_WARP)
-        return per_warp * offline.REG_ALLOC_PER_WARP * f["warps"]
+        return offline.program_registers(f["registers"], f["warps"])
 
     res = SMEM_RESERVED_PER_PROGRAM
     smem = SMEM_PER_SM - cur_here * (cur["shared_bytes"] + res)

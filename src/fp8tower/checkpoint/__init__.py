@@ -37,7 +37,8 @@ from ..formats import Scheme
 from .base import Checkpoint, LoadedLinear
 from .reader import CheckpointError, CheckpointReader
 
-__all__ = ["FORMATS", "Checkpoint", "CheckpointError", "LoadedLinear", "open_checkpoint"]
+__all__ = ["FORMATS", "Checkpoint", "CheckpointError", "LoadedLinear", "check_scheme",
+           "open_checkpoint"]
 
 FORMATS = ("modelopt", "compressed_tensors", "block_fp8", "fp8tower", "unquantized")
 _QUANT_METHODS = {"modelopt": "modelopt", "compressed-tensors": "compressed_tensors",
@@ -100,9 +101,16 @@ def open_checkpoint(path: str | Path, *, scheme: Scheme | str | None = None) -> 
             f"dtype and no module has a {ckpt.scale_suffix!r} (a bf16 checkpoint? remove the "
             "quantization config and pass scheme= to quantize it at load)")
     if scheme is not None:
-        other = sorted({str(s) for s in map(ckpt.scheme_for, ckpt.linear_names()) if s != scheme})
-        if other:
-            raise CheckpointError(
-                f"{ckpt.quant_config_file}: the checkpoint is already quantized ({ckpt.format}, "
-                f"scheme {', '.join(other)}); scheme={scheme} asks for another (leave it out)")
+        check_scheme(ckpt, scheme)
     return ckpt
+
+
+def check_scheme(ckpt, scheme: Scheme | str) -> None:
+    """``scheme`` must be the one an opened checkpoint's linears load as (an FP8 one brings
+    its own; a bf16 one was opened with it): a CheckpointError otherwise."""
+    scheme = Scheme.parse(scheme)
+    other = sorted({str(s) for s in map(ckpt.scheme_for, ckpt.linear_names()) if s != scheme})
+    if other:
+        raise CheckpointError(
+            f"{ckpt.quant_config_file}: the checkpoint is already quantized ({ckpt.format}, "
+            f"scheme {', '.join(other)}); scheme={scheme} asks for another (leave it out)")

@@ -224,13 +224,11 @@ def open_mapped(checkpoint, scheme=None, key_mapping: dict[str, str] | Sequence[
 
 
 def _check_opened_scheme(ck, scheme: Scheme) -> None:
-    """``scheme`` against a checkpoint opened before (open_checkpoint checks a path's): it
-    must be the scheme its linears load as; a bf16 one opened without a scheme has none."""
-    found = sorted({str(s) for s in map(ck.scheme_for, ck.linear_names())
-                    if s is not None and s != scheme})
-    if found:
-        raise ConvertError(f"{ck.path}: the checkpoint's linears load as {', '.join(found)}; "
-                           f"scheme={scheme} asks for another (leave it out)")
+    """``scheme`` against a checkpoint opened before, as open_checkpoint checks a path's; a
+    bf16 one opened without a scheme has no linear to load at all."""
+    from ..checkpoint import check_scheme
+
+    check_scheme(ck, scheme)
     if not ck.linear_names():
         raise ConvertError(f"{ck.path}: opened without a scheme, the checkpoint has no FP8 "
                            f"linear to load; to quantize it to {scheme}, pass its path or "

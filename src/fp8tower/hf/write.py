@@ -112,9 +112,9 @@ def write_merged(
     try:
         return _write(ck, src, dst, mode, max_shard_bytes)
     except BaseException:
-        if existed:  # it was empty: take out what this write put there
+        if existed:  # it was empty: take out what this write put there (files only)
             for f in dst.iterdir():
-                shutil.rmtree(f) if f.is_dir() else f.unlink()
+                f.unlink()
         else:
             shutil.rmtree(dst, ignore_errors=True)
         raise

@@ -150,8 +150,8 @@ def _prequant_default(p: GemmProblem) -> bool:
 def splits_x_exactly(p: GemmProblem) -> bool:
     """weight_only's x split into two FP8 parts (the pre-pass, wo_mode 2 / 3 / 4) holds 8
     significant bits: bf16's. fp16 or fp32 x would come out rounded to bf16 (62-69 dB
-    against the float64 reference where W upcast gives 133-141, CPU interpreter, 2026-12-04),
-    so those take W upcast only."""
+    against the float64 reference where W upcast gives 133-141, CPU interpreter, 2026-12-04;
+    tests/test_split_x_dtypes.py holds the default above 120 dB), so those take W upcast."""
     return p.act_dtype == torch.bfloat16
 
 

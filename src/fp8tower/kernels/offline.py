@@ -125,11 +125,14 @@ def resident_programs(shared: int, registers: int | None, warps: int) -> int:
     warps); configs.programs_per_sm estimates the same before building."""
     by_smem = SMEM_PER_SM // (shared + SMEM_RESERVED_PER_PROGRAM)
     by_warps = MAX_WARPS // warps
-    by_regs = by_warps
-    if registers:
-        per_warp = math.ceil(registers * 32 / REG_ALLOC_PER_WARP) * REG_ALLOC_PER_WARP
-        by_regs = REGS_PER_SM // (per_warp * warps)
+    by_regs = REGS_PER_SM // program_registers(registers, warps) if registers else by_warps
     return max(0, min(by_smem, by_regs, by_warps, MAX_BLOCKS))
+
+
+def program_registers(registers: int, warps: int) -> int:
+    """Registers one program takes of an SM's file: ``registers`` a thread, allocated per
+    warp in units of REG_ALLOC_PER_WARP."""
+    return math.ceil(registers * 32 / REG_ALLOC_PER_WARP) * REG_ALLOC_PER_WARP * warps
 
 
 _PTX_OPS = re.compile(r"^\s*(?:@!?%p\d+\s+)?([a-z][\w.:]*)", re.MULTILINE)

@@ -118,9 +118,6 @@ def fp8_linear(
     return y.reshape(*lead, weight.n)
 
 
-_versions = ops.versions
-
-
 def _capturing(x: torch.Tensor) -> bool:
     return x.is_cuda and torch.cuda.is_current_stream_capturing()
 
@@ -266,7 +263,7 @@ class Fp8Linear(nn.Module):
         are edited in place (their version counters)."""
         key = (self.weight.data_ptr(), self.weight_scale.data_ptr(), self.weight.device,
                None if self.input_scale is None else self.input_scale.data_ptr(),
-               _versions(self.weight, self.weight_scale, self.input_scale))
+               ops.versions(self.weight, self.weight_scale, self.input_scale))
         if self._cached is None or self._cached_key != key:
             ops.forget(self._cached)
             w = Fp8Weight(self.weight, self.weight_scale, self.scheme, self.input_scale)
@@ -376,7 +373,7 @@ class Fp8Linear(nn.Module):
         versioned = not any(t is not None and t.is_inference() for t in tensors)
         self._plans[(x.shape, x.dtype, x.device)] = _PlanEntry(
             p, m, *tensors, b["bias"], dispatch._generation, versioned,
-            _versions(*tensors) if versioned else None)
+            ops.versions(*tensors) if versioned else None)
         if p.eager_only and x.is_cuda:
             # Compile (and load) the dispatch choice now, eagerly: captured calls will run it,
             # and a kernel cannot be compiled during a capture.
