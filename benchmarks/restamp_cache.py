@@ -6,6 +6,10 @@ before/after runs at the same cached configs: ab_tower.sh (once per tree), retun
 before configs.PDL_PAIR's depth changed (the same choices at the new depth; the timings kept
 in it were measured at the old one).
 
+The stamp includes ``early_launch`` (whether this process's timed graphs would launch PDL
+kernels early: FP8TOWER_EARLY_LAUNCH and the driver's edge API, tuning.timer.early_launch_state):
+run it on the GPU machine, with the FP8TOWER_EARLY_LAUNCH of the runs that will read the copy.
+
     PYTHONPATH=src python3 benchmarks/restamp_cache.py CACHE_JSON OUT_DIR [OUT_DIR ...]
 """
 

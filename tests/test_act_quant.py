@@ -104,7 +104,8 @@ def test_weight_only_split_is_exact_and_keeps_infinities(interpret):
                 assert torch.isnan(s[2 * t, gi]) and torch.isnan(s[2 * t + 1, gi])
                 continue
             assert s[2 * t, gi] == 32 * s[2 * t + 1, gi] and s[2 * t + 1, gi] >= 2.0**-126
-            back = q[2 * t, cols].float() * s[2 * t, gi] + q[2 * t + 1, cols].float() * s[2 * t + 1, gi]
+            back = (q[2 * t, cols].float() * s[2 * t, gi]
+                    + q[2 * t + 1, cols].float() * s[2 * t + 1, gi])
             big = a.abs() >= amax * 2.0**-14
             assert torch.equal(back[big], a[big]), (t, gi)
             checked += int(big.sum())
@@ -150,3 +151,75 @@ def test_per_token_split_is_weight_only_s():
     with pytest.raises(ValueError, match="per_token splits weight_only's x; block128"):
         quantize_args(torch.zeros(2, 512, dtype=torch.bfloat16), Scheme.BLOCK128,
                       per_token=True)
+
+
+@pytest.mark.parametrize("scheme", [Scheme.PER_TENSOR, Scheme.CHANNEL_TOKEN, Scheme.BLOCK128],
+                         ids=str)
+@pytest.mark.parametrize("m,k", [(1, 328), (5, 1000), (3, 5000)])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
+def test_pre_pass_gives_the_references_bits_on_the_interpreter(interpret, scheme, m, k, dtype):
+    """The pre-pass kernel (kernels/act_quant.py) against formats.quantize_activation, q and
+    scales bit for bit, on grid-exact activations (the interpreter's own FP8 cast is not
+    trusted on carries, DESIGN.md): K not a multiple of 128 (a partial last group), an
+    all-zero token or 1x128 group (the MIN_SCALE floor). CPU backends send CPU tensors to
+    the torch math, so nothing else compares the two here; on the GPU
+    tests/test_gpu_plan.py does, on general values."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from fp8helpers import exact_activations
+
+    from fp8tower.formats import quantize_activation
+    from fp8tower.kernels import act_quant as aq
+
+    x = exact_activations(m, k, scheme, 2.0**-4, seed=k, dtype=dtype)
+    x[0, 1:128] = 0  # all but the marker of token 0's first group
+    if scheme is Scheme.BLOCK128:
+        x[0, :128] = 0  # an all-zero 1x128 group
+    elif m > 1:
+        x[-1] = 0  # an all-zero token
+    static = torch.tensor(2.0**-4) if scheme is Scheme.PER_TENSOR else None
+    q, s = aq.quantize(x, scheme, static)
+    q_ref, s_ref = quantize_activation(x, scheme, static)
+    assert torch.equal(s.reshape(s_ref.shape), s_ref)
+    assert torch.equal(q.view(torch.uint8), q_ref.view(torch.uint8))
+    assert bool((q_ref.float() == 0).any())
+    if scheme is not Scheme.PER_TENSOR:  # +-448 at each group's max: scale 2^-4
+        assert bool(q_ref.float().abs().max() == 448) and bool((s_ref == 2.0**-4).any())
+    if scheme is Scheme.BLOCK128 or (scheme is Scheme.CHANNEL_TOKEN and m > 1):
+        assert bool((s_ref == 1e-12).any())  # the all-zero group's floor
+
+
+@pytest.mark.parametrize("scheme", [Scheme.PER_TENSOR, Scheme.CHANNEL_TOKEN, Scheme.BLOCK128],
+                         ids=str)
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32], ids=str)
+@pytest.mark.parametrize("scale", [0.05, 2.0**-4, 0.0137])
+def test_exact_activations_are_grid_exact_in_their_dtype(scheme, dtype, scale):
+    """tests/fp8helpers.exact_activations: x / scale (the reference's scale) is an FP8 grid
+    value's exact quotient or rounds to it with no carry into the exponent: never just below
+    a power of two, where the interpreter's cast goes wrong. The old helper (fp32 values,
+    cast by the caller) put fp16 x / 0.05 just below them: 16-23 dB on the interpreter."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from fp8helpers import exact_activations
+
+    from fp8tower.formats import FP8_DTYPE, quantize_activation
+
+    x = exact_activations(7, 1000, scheme, scale, seed=3, dtype=dtype)
+    assert x.dtype == dtype
+    static = torch.tensor(scale) if scheme is Scheme.PER_TENSOR else None
+    q, s = quantize_activation(x, scheme, static)
+    if scheme is Scheme.BLOCK128:
+        s = s.repeat_interleave(128, 1)[:, :1000]
+    elif scheme is Scheme.CHANNEL_TOKEN:
+        s = s[:, None]
+    quotient = (x.float() / s).clamp(-448, 448)
+    qf = q.float()
+    assert torch.equal(quotient.to(FP8_DTYPE).float(), qf)
+    pow2 = (qf != 0) & ((qf.view(torch.int32) & 0x7FFFFF) == 0)
+    assert not bool((pow2 & (quotient.abs() < qf.abs())).any()), "a carry into the exponent"
+    if dtype == torch.float32 or scale == 2.0**-4:  # 448 * scale held exactly: scale itself
+        assert bool((s == torch.tensor(scale)).all())

@@ -119,7 +119,8 @@ def test_check_accepts(problem):
 
 def test_scale_layout():
     assert cudnn_backend.scale_layout(gpu_problem()) == ("tensor", "tensor")
-    assert cudnn_backend.scale_layout(gpu_problem(channel_weight_scale=True)) == ("tensor", "channel")
+    assert cudnn_backend.scale_layout(gpu_problem(channel_weight_scale=True)) == \
+        ("tensor", "channel")
     assert cudnn_backend.scale_layout(gpu_problem(scheme="channel_token")) == ("token", "channel")
 
 
@@ -181,6 +182,21 @@ def test_prepare_scale_layout(scheme, scale_shape, expect):
     sb = backends.get("cudnn").prepare(w)["scale_b"]
     assert tuple(sb.shape) == expect and sb.dtype == torch.float32 and sb.is_contiguous()
     assert torch.equal(sb, w.scale.float().reshape(-1).expand(expect[0]))
+
+
+def test_prepare_hands_the_graph_row_major_weights():
+    """The graph reads W's bytes as row-major (N, K) (_build_graph's strides): a strided
+    Fp8Weight.data (here a transposed copy's view, strides (1, N)) is packed as a contiguous
+    copy with the same values; contiguous data is packed as it is (no copy). _run passed
+    weight.data itself, misread for such a weight (GPU: tests/test_gpu.py)."""
+    data = torch.randn(32, 64).to(FP8_DTYPE)
+    strided = data.t().contiguous().t()
+    assert not strided.is_contiguous()
+    be = backends.get("cudnn")
+    w = be.prepare(Fp8Weight(strided, torch.rand(()) + 0.5, Scheme.PER_TENSOR))["w"]
+    assert w.is_contiguous() and torch.equal(w.view(torch.uint8), data.view(torch.uint8))
+    plain = Fp8Weight(data, torch.rand(()) + 0.5, Scheme.PER_TENSOR)
+    assert be.prepare(plain)["w"].data_ptr() == data.data_ptr()
 
 
 # ----------------------------------------------------------------------------- dispatch

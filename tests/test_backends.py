@@ -164,7 +164,12 @@ def test_cublaslt_wrapper_math_on_cpu(scheme, m):
     be = backends.get("cublaslt")
     out = torch.full((m, n), float("nan"), dtype=torch.bfloat16)
     be.run(x, w, be.prepare(w), out_dtype=torch.bfloat16, out=out)
-    assert sqnr_db(_ref64(x, w), out) >= 38  # bf16 output rounding: ~2^-9 relative
+    ref = _ref64(x, w)
+    # Only the bf16 output rounding differs: the float64 reference rounded to bf16 scores
+    # 55-59 dB here, and the wrapper within 0.1 dB of it (a few elements on the other side
+    # of a rounding boundary; CPU, 2026-12-05). 38 dB used to pass, under the 40 dB contract.
+    db, rounded_db = sqnr_db(ref, out), sqnr_db(ref, ref.bfloat16())
+    assert db >= 50 and db >= rounded_db - 0.5, f"{db:.1f} dB, ref rounded {rounded_db:.1f}"
 
 
 def test_registry_refusals():
@@ -176,10 +181,12 @@ def test_registry_refusals():
     cublaslt = backends.get("cublaslt")
     gpu = (9, 0)
     assert "weight_only" in cublaslt.check(GemmProblem(1, 256, 256, "weight_only", capability=gpu))
-    assert "multiples of 16" in cublaslt.check(GemmProblem(1, 250, 256, "per_tensor", capability=gpu))
+    assert "multiples of 16" in cublaslt.check(GemmProblem(1, 250, 256, "per_tensor",
+                                                           capability=gpu))
     assert "128" in cublaslt.check(GemmProblem(1, 256, 208, "block128", capability=gpu))
     assert cublaslt.check(GemmProblem(1, 256, 256, "per_tensor", capability=gpu)) is None
-    assert "8.9" in backends.get("triton").check(GemmProblem(1, 256, 256, "per_tensor", capability=(8, 0)))
+    assert "8.9" in backends.get("triton").check(GemmProblem(1, 256, 256, "per_tensor",
+                                                             capability=(8, 0)))
     assert backends.first_able(p_cpu).name == "reference"
     for b in backends.all_backends():
         b.kernel_regex()  # every kernel_family compiles
@@ -526,6 +533,16 @@ def test_fp8_activations_without_their_scale_are_refused_by_for_gemm():
     assert for_gemm(xq, w, s)[1] is s
 
 
+def test_triton_refuses_per_tensor_fp8_x_without_its_scale(interpret):
+    """FP8 x given with act_scale=None: the ValueError of the reference and for_gemm, not
+    AttributeError: 'NoneType' object has no attribute 'float'."""
+    w = _weight(64, 128, Scheme.PER_TENSOR)
+    xq = exact_activations(2, 128, Scheme.PER_TENSOR, 1.0).to(FP8_DTYPE)
+    be = backends.get("triton")
+    with pytest.raises(ValueError, match=r"need their act_scale.*float8_e4m3fn \(2, 128\)"):
+        be.run(xq, w, be.prepare(w), out_dtype=torch.float32, config=TRITON_CONFIGS[0])
+
+
 def test_a_split_winner_is_refined_with_all_its_k_steps_in_flight():
     """configs.all_in_flight (H200 evidence there): a program of a few K steps gets each
     deeper num_stages up to steps + 2 that fits shared memory and keeps the grid's waves;
@@ -610,3 +627,131 @@ def test_the_tuner_times_a_split_winner_unsplit_where_one_wave_streams_it():
     big = GemmProblem(1, 34816, 5120, Scheme.PER_TENSOR, capability=(9, 0),
                       static_act_scale=True)
     assert kc.unsplit_twin(big, {**won, "wo_mode": None}) is None  # 544 tiles: over a wave
+
+
+@pytest.mark.parametrize("scheme", list(Scheme), ids=str)
+@pytest.mark.parametrize("prequant", [False, True], ids=["in_gemm", "prequant"])
+def test_triton_takes_x_with_any_column_stride(interpret, scheme, prequant):
+    """x transposed in memory (x.t().contiguous().t(): strides (1, M)) gives the contiguous
+    x's bits. The kernels read rows through stride(0) with unit column stride, and _run
+    passed only stride(0): -2 dB for per_tensor, channel_token, block128 in the GEMM and
+    weight_only's upcast (the CPU pre-pass fallback kept x's strides too)."""
+    n, k, m = 64, 256, 3
+    w, x = _weight(n, k, scheme), _x(m, k, scheme)
+    xt = x.t().contiguous().t()
+    assert torch.equal(xt, x) and xt.stride() == (1, m)
+    cfg = {**TRITON_CONFIGS[0], "prequant": prequant}
+    be = backends.get("triton")
+    want = _run_poisoned(be, x, w, config=cfg)
+    torch.testing.assert_close(_run_poisoned(be, xt, w, config=cfg), want, rtol=0, atol=0)
+    assert sqnr_db(_ref64(x, w), want) >= MIN_DB
+    if scheme is Scheme.PER_TENSOR:  # FP8 x given, transposed
+        xq, scale = x.float().div(0.05).to(FP8_DTYPE), torch.tensor(0.05)
+        xqt = xq.t().contiguous().t()
+        want = _run_poisoned(be, xq, w, act_scale=scale, config=cfg)
+        got = _run_poisoned(be, xqt, w, act_scale=scale, config=cfg)
+        torch.testing.assert_close(got, want, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("act", [torch.float16, torch.float32])
+def test_triton_config_none_is_the_default_of_the_calls_problem(interpret, act):
+    """config=None runs default_config of the call's own problem (x's dtype): a bare
+    GemmProblem said bf16, and weight_only's fp16 / fp32 x took the bf16-only two-part split
+    (62.8 / 63.9 dB against 141.6 / 131.3; configs.splits_x_exactly)."""
+    from fp8tower.kernels.configs import default_config
+
+    n, k, m = 72, 256, 4
+    w = _weight(n, k, Scheme.WEIGHT_ONLY)
+    x = torch.randn(m, k, generator=torch.Generator().manual_seed(0)).to(act)
+    be = backends.get("triton")
+    y = _run_poisoned(be, x, w)
+    cfg = default_config(GemmProblem.for_call(x, w, torch.float32))
+    assert not cfg["prequant"]  # W upcast, x kept as it is
+    torch.testing.assert_close(y, _run_poisoned(be, x, w, config=cfg), rtol=0, atol=0)
+    assert sqnr_db(_ref64(x, w), y) > 120  # as tests/test_split_x_dtypes.py holds it
+
+
+def _ties_of_x_times_reciprocal(s: torch.Tensor) -> torch.Tensor:
+    """fp32 x whose x / s is exactly an FP8 rounding tie whose even neighbour is the upper
+    one, while x * (1 / s) (1 / s exact) falls 1 ulp below it: torch's x / s rounds up, x * r
+    rounds down. (The interpreter casts these right: it rounds ties away from zero, which is
+    even here, and a value below a tie down, with no carry into the exponent.)"""
+    grid = torch.arange(1, 127, dtype=torch.uint8).view(FP8_DTYPE).float()
+    mids = (grid[:-1] + grid[1:]) / 2
+    mids = mids[grid[:-1] >= 2.0**-6]  # normal e4m3 neighbours
+    x = torch.cat([((mids * s).view(torch.int32) + d).view(torch.float32) for d in (-1, 0, 1)])
+    q = x / s
+    up = q.to(FP8_DTYPE).float() > q  # ties to even: the upper neighbour
+    picked = x[torch.isin(q, mids) & up & (x * (1.0 / s) < q)]
+    assert picked.numel() >= 8, picked
+    return picked
+
+
+@pytest.mark.parametrize("m", [1, 3])
+def test_triton_per_tensor_in_gemm_quant_is_the_exact_division(interpret, m):
+    """per_tensor's x quantized in the GEMM divides as the reference does (x / s with
+    div_rn's bits, fp8_gemm._div_by_scale): on fp32 x whose x / s is an FP8 rounding tie
+    and x * (1 / s) is not, the old x * (1.0 / s) rounded the other way. The one-row path
+    (M = 1, fp8_gemm.row1) and the tile path; the GPU's approximate 1.0 / s is checked in
+    tests/test_gpu_plan.py."""
+    n, k = 64, 256
+    s = torch.tensor(0.01)
+    ties = _ties_of_x_times_reciprocal(s)
+    g = torch.Generator().manual_seed(m)
+    x = ties[torch.randint(0, ties.numel(), (m, k), generator=g)]
+    x = x * (torch.randint(0, 2, (m, k), generator=g) * 2 - 1)  # both signs
+    w = quantize_weight(random_weight(n, k), Scheme.PER_TENSOR, act_scale=s)
+    be = backends.get("triton")
+    cfg = TRITON_CONFIGS[0]
+    pre = _run_poisoned(be, x, w, config={**cfg, "prequant": True})  # torch's x / s on the CPU
+    fused = _run_poisoned(be, x, w, config={**cfg, "prequant": False})
+    torch.testing.assert_close(fused, pre, rtol=0, atol=0)
+    assert sqnr_db(_ref64(x, w), fused) >= MIN_DB
+
+
+@pytest.mark.parametrize("m", [1, 3])
+def test_dynamic_and_saturating_per_tensor_as_the_reference(interpret, m):
+    """per_tensor with no static scale: one global amax, then x / (amax / 448); and a static
+    scale that finite x overflows (saturated to +-448 before the FP8 cast). Both ways of
+    taking x in the Triton GEMM and the cuBLASLt wrapper (torch._scaled_mm's CPU build)
+    against the reference. channel_token's exact activations put +-448 * 2^-4 in column 0
+    of each token, so the global amax makes the dynamic scale exactly 2^-4."""
+    n, k = 64, 336  # multiples of 16 (cuBLASLt's), not of 128
+    dynamic = quantize_weight(random_weight(n, k), Scheme.PER_TENSOR)
+    static = quantize_weight(random_weight(n, k), Scheme.PER_TENSOR, act_scale=2.0**-4)
+    x = exact_activations(m, k, Scheme.CHANNEL_TOKEN, 2.0**-4, seed=m)
+    x_sat = x.clone()
+    x_sat[:, 1::7] *= 64  # past 448 * 2^-4 where |g| > 7, else still on the grid
+    assert bool((x_sat.float().abs() > 448 * 2.0**-4).any())
+    triton, cublaslt = backends.get("triton"), backends.get("cublaslt")
+    for w, xi in ((dynamic, x), (static, x_sat)):
+        ref = _ref64(xi, w)
+        outs = [_run_poisoned(triton, xi, w, config={**TRITON_CONFIGS[1], "prequant": pre})
+                for pre in (False, True)]
+        torch.testing.assert_close(outs[0], outs[1], rtol=0, atol=0)
+        assert sqnr_db(ref, outs[0]) >= MIN_DB
+        y = cublaslt.run(xi, w, cublaslt.prepare(w), out_dtype=torch.bfloat16)
+        assert sqnr_db(ref, y) >= 50  # bf16 output rounding only (the cuBLASLt test above)
+    # the dynamic scale is exactly 2^-4: the bits of that scale given statically
+    dyn = _run_poisoned(triton, x, dynamic, config=TRITON_CONFIGS[1])
+    given = _run_poisoned(triton, x, dynamic, act_scale=torch.tensor(2.0**-4),
+                          config=TRITON_CONFIGS[1])
+    torch.testing.assert_close(dyn, given, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("scheme", [Scheme.PER_TENSOR, Scheme.CHANNEL_TOKEN, Scheme.BLOCK128],
+                         ids=str)
+@pytest.mark.parametrize("dtype", [torch.float16, torch.float32], ids=str)
+def test_triton_w8a8_takes_fp16_and_fp32_x(interpret, scheme, dtype):
+    """fp16 / fp32 x quantized in the GEMM and by the pre-pass, against the reference, with
+    activations grid-exact in that dtype (fp8helpers.exact_activations(dtype=)): the old
+    helper's fp32 values cast to fp16 hit the interpreter's carry (7.999 -> 4, DESIGN.md) on
+    per_tensor and block128 in the GEMM, 16-23 dB."""
+    n, k, m = 50, 136, 2
+    w = _weight(n, k, scheme)
+    x = exact_activations(m, k, scheme, 0.05, seed=m, dtype=dtype)
+    assert x.dtype == dtype
+    be = backends.get("triton")
+    for pre in (False, True):
+        cfg = {**TRITON_CONFIGS[0], "prequant": pre}
+        assert sqnr_db(_ref64(x, w), _run_poisoned(be, x, w, config=cfg)) >= MIN_DB, pre

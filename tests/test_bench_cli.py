@@ -165,3 +165,24 @@ def test_the_tuning_cache_read_is_named_with_a_hash_of_its_bytes(tmp_path, monke
     (tmp_path / "nvidia-h200.json").write_text('{"entries": {}}')
     want = hashlib.sha256(b'{"entries": {}}').hexdigest()[:16]
     assert provenance.tuning_cache("NVIDIA H200")["sha256"] == want
+
+
+@pytest.mark.parametrize("config,args,message", [
+    ({"model_type": "qwen3_next", "hidden_size": 256, "num_attention_heads": 4,
+      "num_key_value_heads": 2, "head_dim": 64, "linear_num_key_heads": 2,
+      "linear_num_value_heads": 4, "linear_key_head_dim": 32, "linear_value_head_dim": 32,
+      "full_attention_interval": 2, "num_hidden_layers": 2, "num_experts": 4,
+      "num_experts_per_tok": 2, "moe_intermediate_size": 64, "vocab_size": 1000},
+     ("--include-mlp",), "--include-mlp: "),
+    ({"model_type": "llama", "hidden_size": 256, "num_attention_heads": 4,
+      "num_key_value_heads": 2, "intermediate_size": 512, "num_hidden_layers": 2,
+      "vocab_size": 1000, "quantization_config": {"quant_method": "awq", "bits": 4}},
+     (), "no FP8 linears to run (quantization_config method 'awq')"),
+])
+def test_configs_a_tower_cannot_run_are_one_line(tmp_path, config, args, message):
+    """A MoE model's MLP, or a checkpoint with no FP8 linear: refused before anything is
+    built, in one line (they were tracebacks from inside the benchmark)."""
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    r = run("tower", "--model", str(tmp_path / "config.json"), "--m", "1", *args)
+    assert r.exit_code == 2, r.output
+    assert message in " ".join(r.output.split()) and "Traceback" not in r.output

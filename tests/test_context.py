@@ -207,3 +207,20 @@ def test_a_context_must_name_a_measured_candidate_it_timed():
         Entry.from_json(p.key(), untimed.to_json())
     with pytest.raises(EntryError, match="context must be"):
         Entry.from_json(p.key(), {**ok.to_json(), "context": ["x"]})
+
+
+def test_a_choice_never_timed_is_not_judged_against_another(interpret, fresh_dispatch,
+                                                            monkeypatch):
+    """A key whose current choice is not among its timed candidates (set by a rule or by
+    hand) is left as it is: the pass would otherwise compare challengers with the fastest
+    candidate, not with what runs, and could write that candidate back as 'kept'."""
+    tower, d, problems, alt = _tower_with_two_candidates()
+    key, p = next(iter(problems.items()))
+    untimed = next(c for c in kc.configs(p)
+                   if c not in (kc.default_config(p), alt[key]))
+    d.accept(p, dataclasses.replace(d.entries_for(p)[key], config=untimed))
+    monkeypatch.setattr(timing, "time_tower", lambda t, *, replays, steps, **kw:
+                        timing.TowerTiming(1.0, 1.0, 1.0, replays, steps, "fake"))
+    rows = {r["key"]: r for r in context.refine(tower, steps=1, replays=1)}
+    assert rows[key]["note"] == "its choice is not a timed candidate"
+    assert d.entries_for(p)[key].config == untimed

@@ -142,18 +142,20 @@ def test_converted_logits_match_fake_quant(family, scheme):
     assert sqnr_db(ref, lm) >= 40, (family, scheme, sqnr_db(ref, lm))
     # Merged and unmerged run the same quantized operands; only the GEMM's shape differs.
     assert sqnr_db(lu, lm) >= 60, sqnr_db(lu, lm)
-    # Nothing left as nn.Linear but what the filter keeps (lm_head).
+    # Nothing left as nn.Linear but what the filter keeps (lm_head; Qwen3.5's in_proj_b/a).
     left = [n for n, m in merged.named_modules() if type(m) is torch.nn.Linear]
-    assert left == ["lm_head"]
+    kept = [f"model.layers.0.linear_attn.in_proj_{c}" for c in "ba"] if family == "qwen3_5" \
+        else []
+    assert left == [*kept, "lm_head"]
     assert not unmerged.fp8tower_merges
 
 
 def _expected_merged(family, scheme):
-    groups = {"qwen3_5": ["in_proj_qkvz", "in_proj_ba", "gate_up_proj", "qkv_proj", "gate_up_proj"],
+    groups = {"qwen3_5": ["in_proj_qkvz", "gate_up_proj", "qkv_proj", "gate_up_proj"],
               "qwen3": ["qkv_proj", "gate_up_proj"] * 2, "llama": ["qkv_proj", "gate_up_proj"] * 2}
     out = groups[family]
-    if scheme == "block128":  # k_proj (64), in_proj_qkv (320), in_proj_b (4): not 128-aligned
-        out = [g for g in out if g not in ("qkv_proj", "in_proj_ba", "in_proj_qkvz")]
+    if scheme == "block128":  # k_proj (64), in_proj_qkv (320): not 128-aligned
+        out = [g for g in out if g not in ("qkv_proj", "in_proj_qkvz")]
     return out
 
 
@@ -168,14 +170,21 @@ def test_merge_records_and_modules(family, scheme):
         if r["merged_ok"]:
             assert isinstance(getattr(parent, r["merged"]), MergedProjection)
             assert all(isinstance(getattr(parent, n), MergedShard) for n in r["members"])
+        elif r["kept"]:  # Qwen3.5's in_proj_b / in_proj_a: high precision, by choice
+            assert r["merged"] == "in_proj_ba" and "none converted" in r["reason"]
+            assert all(type(getattr(parent, n)) is torch.nn.Linear for n in r["members"])
         else:
             assert "128" in r["reason"]
             assert all(type(getattr(parent, n)) is Fp8Linear for n in r["members"])
-    # Each merged weight is held once: the views own no tensors.
-    keys = list(m.state_dict())
-    assert not any(k.split(".")[-2] in ("q_proj", "gate_proj", "in_proj_qkv") and
-                   k.endswith("weight") and isinstance(m.get_submodule(k.rsplit(".", 1)[0]),
-                                                       MergedShard) for k in keys)
+    # Each merged weight is held once: the views own no tensors, so no key lies under a
+    # member's name, and no two keys share a storage.
+    sd = m.state_dict()
+    for r in m.fp8tower_merges:
+        if r["merged_ok"]:
+            under = [f"{r['parent']}.{n}." for n in r["members"]]
+            assert not [k for k in sd if k.startswith(tuple(under))], r
+    storages = [t.untyped_storage().data_ptr() for t in sd.values()]
+    assert len(set(storages)) == len(storages)
 
 
 def test_merged_runs_one_gemm_per_group(monkeypatch):
@@ -279,9 +288,9 @@ def test_filter_and_errors():
 
 
 def test_unknown_family_converts_unmerged():
-    cfg = transformers.MistralConfig(vocab_size=VOCAB, hidden_size=160, intermediate_size=256,
-                                     num_hidden_layers=1, num_attention_heads=2,
-                                     num_key_value_heads=1, head_dim=64)
+    cfg = transformers.OlmoConfig(vocab_size=VOCAB, hidden_size=160, intermediate_size=256,
+                                  num_hidden_layers=1, num_attention_heads=2,
+                                  num_key_value_heads=1)
     m = transformers.AutoModelForCausalLM.from_config(cfg, dtype=torch.float32)
     convert(m, "channel_token", backend="reference")
     assert m.fp8tower_merges == []
@@ -300,3 +309,152 @@ def test_package_level_exports_are_the_functions():
     assert inspect.isfunction(fp8tower.convert) and inspect.isfunction(fp8tower.from_pretrained)
     assert fp8tower.convert is fp8tower.hf.convert is convert
     assert fp8tower.from_pretrained is fp8tower.hf.from_pretrained
+
+
+# ----------------------------------------------------------------------------- more families
+
+
+def _family_cfg(family):
+    common = {"vocab_size": VOCAB, "hidden_size": 160, "num_hidden_layers": 2,
+              "num_attention_heads": 2, "num_key_value_heads": 1, "tie_word_embeddings": False}
+    gdn = {"layer_types": ["linear_attention", "full_attention"], "linear_num_key_heads": 2,
+           "linear_key_head_dim": 32, "linear_num_value_heads": 4, "linear_value_head_dim": 48,
+           "linear_conv_kernel_dim": 4, "head_dim": 64}
+    moe = {"num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 64,
+           "shared_expert_intermediate_size": 128}
+    if family == "qwen2":
+        return transformers.Qwen2Config(**common, intermediate_size=256)
+    if family == "mistral":
+        return transformers.MistralConfig(**common, intermediate_size=256, head_dim=64)
+    if family == "qwen3_5_moe":
+        return transformers.Qwen3_5MoeTextConfig(**common, **gdn, **moe)
+    # qwen3_next: layer 0 a MoE block (shared expert), layer 1 a dense MLP
+    return transformers.Qwen3NextConfig(**common, **gdn, **moe, intermediate_size=256,
+                                        mlp_only_layers=[1])
+
+
+MORE = {  # family -> (parent, merged name) merged, per layer
+    "qwen2": [("self_attn", "qkv_proj"), ("mlp", "gate_up_proj")] * 2,
+    "mistral": [("self_attn", "qkv_proj"), ("mlp", "gate_up_proj")] * 2,
+    "qwen3_5_moe": [("linear_attn", "in_proj_qkvz"), ("mlp.shared_expert", "gate_up_proj"),
+                    ("self_attn", "qkv_proj"), ("mlp.shared_expert", "gate_up_proj")],
+    "qwen3_next": [("mlp.shared_expert", "gate_up_proj"), ("self_attn", "qkv_proj"),
+                   ("mlp", "gate_up_proj")],
+}
+
+
+@pytest.mark.parametrize("family", list(MORE))
+def test_more_families_merge_and_match(family, monkeypatch):
+    torch.manual_seed(0)
+    base = transformers.AutoModelForCausalLM.from_config(_family_cfg(family), dtype=torch.float32)
+    with torch.no_grad():
+        for p in base.parameters():
+            if p.dim() >= 2:
+                p.normal_(0, 0.08)
+    base.eval()
+    ids = _ids(batch=1, seq=5)
+    with torch.no_grad():
+        ref = fake_quantized(base, "channel_token")(ids).logits
+        unmerged = convert(copy.deepcopy(base), "channel_token", merge=False, backend="reference")
+        merged = convert(copy.deepcopy(base), "channel_token", backend="reference")
+        lu = unmerged(ids).logits
+        calls = []
+        orig = Fp8Linear.forward
+        monkeypatch.setattr(Fp8Linear, "forward", lambda self, x: calls.append(self) or
+                            orig(self, x))
+        lm = merged(ids).logits
+    assert sqnr_db(ref, lu) >= 40 and sqnr_db(ref, lm) >= 40
+    assert sqnr_db(lu, lm) >= 60
+    made = [(r["parent"].split(".", 3)[3], r["merged"]) for r in merged.fp8tower_merges
+            if r["merged_ok"]]
+    assert made == MORE[family]
+    # members called one after the other on one tensor: each GEMM once per forward
+    fp8 = [x for x in merged.modules() if type(x) is Fp8Linear]
+    assert sorted(map(id, calls)) == sorted(map(id, fp8))
+    kept = [r for r in merged.fp8tower_merges if not r["merged_ok"]]
+    assert all(r["kept"] and r["merged"] == "in_proj_ba" for r in kept)
+    # router gates and GDN b/a stay high precision; MoE experts are not linears
+    left = {n.rsplit(".", 1)[-1] for n, x in merged.named_modules() if type(x) is torch.nn.Linear}
+    want = {"lm_head"} | ({"shared_expert_gate"} if "moe" in family or "next" in family
+                         else set()) | ({"in_proj_a", "in_proj_b"} if family == "qwen3_5_moe"
+                                        else set()) | ({"in_proj_ba"} if family == "qwen3_next"
+                                                       else set())
+    assert left == want
+
+
+# ----------------------------------------------------------------------------- edge cases
+
+
+def test_a_second_convert_is_refused():
+    m = convert(_model("llama"), "channel_token", backend="reference")
+    records = m.fp8tower_merges
+    with pytest.raises(ConvertError, match=r"already converted \(model\.layers\.0\.self_attn\."
+                                           r"q_proj is MergedShard\)"):
+        convert(m, "per_tensor", backend="reference")
+    assert m.fp8tower_merges is records and all(r["merged_ok"] for r in records)
+
+
+def test_hooks_follow_the_converted_module():
+    m = _model("llama")
+    calls = []
+    layer = m.model.layers[0]
+    handle = layer.mlp.down_proj.register_forward_hook(lambda mod, i, o: calls.append("down"))
+    layer.self_attn.q_proj.register_forward_pre_hook(lambda mod, i: calls.append("q pre"))
+    layer.self_attn.k_proj.register_forward_hook(lambda mod, i, o: calls.append(o.shape[-1]))
+    convert(m, "channel_token", backend="reference")
+    assert type(layer.self_attn.q_proj) is MergedShard
+    with torch.no_grad():
+        m(_ids(batch=1, seq=3))
+    assert calls == ["q pre", 64, "down"]  # dropped silently before
+    handle.remove()  # the handle still reaches the hook
+    calls.clear()
+    with torch.no_grad():
+        m(_ids(batch=1, seq=3))
+    assert calls == ["q pre", 64]
+
+
+def test_hooks_that_cannot_follow_are_named():
+    m = _model("llama")
+    m.model.layers[1].mlp.down_proj._register_state_dict_hook(lambda *a: None)
+    with pytest.warns(UserWarning, match=r"model\.layers\.1\.mlp\.down_proj: replaced by "
+                                         r"Fp8Linear, which does not take over "
+                                         r"_state_dict_hooks"):
+        convert(m, "channel_token", backend="reference")
+
+
+def test_a_shared_linear_is_converted_once_for_every_parent():
+    m = _model("llama")
+    shared = m.model.layers[0].mlp.down_proj
+    m.model.layers[1].mlp.down_proj = shared
+    ids = _ids(batch=1, seq=4)
+    oracle = fake_quantized(m, "channel_token")  # named_modules() lists it once: share it
+    oracle.model.layers[1].mlp.down_proj = oracle.model.layers[0].mlp.down_proj
+    with torch.no_grad():
+        ref = oracle(ids).logits
+    convert(m, "channel_token", backend="reference")
+    a, b = m.model.layers[0].mlp.down_proj, m.model.layers[1].mlp.down_proj
+    assert type(a) is Fp8Linear and a is b  # layer 1 kept the nn.Linear before
+    with torch.no_grad():
+        assert sqnr_db(ref, m(ids).logits) >= 40
+
+
+def test_default_filter_keeps_small_projections_when_quantizing():
+    for fqn in ("model.layers.0.linear_attn.in_proj_a", "model.layers.0.linear_attn.in_proj_b",
+                "model.layers.0.linear_attn.in_proj_ba", "model.layers.3.mlp.gate",
+                "model.layers.3.mlp.shared_expert_gate", "model.layers.3.block_sparse_moe.gate",
+                "lm_head", "model.visual.blocks.0.attn.qkv"):
+        assert not default_filter(None, fqn), fqn  # write.py calls it with None
+    for fqn in ("model.layers.0.linear_attn.in_proj_qkv", "model.layers.0.mlp.gate_proj",
+                "model.layers.0.self_attn.gate", "model.layers.3.mlp.shared_expert.up_proj"):
+        assert default_filter(None, fqn), fqn
+
+
+def test_requant_max_warning_does_not_count_kept_groups():
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # in_proj_ba kept by choice: nothing to warn about
+        m = convert(_model("qwen3_5"), "per_tensor", requant_max=True, backend="reference")
+    (ba,) = [r for r in m.fp8tower_merges if r["merged"] == "in_proj_ba"]
+    assert ba["kept"] and not ba["merged_ok"]
+    assert all(r["merged_ok"] for r in m.fp8tower_merges if not r["kept"])

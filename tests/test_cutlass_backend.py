@@ -182,8 +182,9 @@ def test_build_key_covers_source_config_nvcc_and_cutlass():
         cutlass.build_key(s, **{**base, "source": "src2"}),
         cutlass.build_key(s, **{**base, "nvcc_ver": "release 12.8, V12.8.93"}),
         cutlass.build_key(s, **{**base, "cutlass_ver": "4.1.0"}),
+        cutlass.build_key(s, **base, env_flags="NVCC_APPEND_FLAGS=-G"),
     ]
-    assert len({k, *others}) == 6
+    assert len({k, *others}) == 7
 
 
 def test_cache_dir_follows_the_tuning_cache_dir(monkeypatch, tmp_path):
@@ -301,3 +302,240 @@ def test_info_lists_the_cutlass_backend_and_versions():
     res = CliRunner().invoke(app, ["info"])
     assert res.exit_code == 0, res.output
     assert "cutlass" in res.output and "nvcc" in res.output
+
+
+# ----------------------------------------------------------------------------- workspaces
+
+
+def test_a_grown_workspace_keeps_the_old_one_alive(monkeypatch):
+    """A CUDA graph captured with a workspace keeps its raw pointer (passed through ctypes):
+    growing it must not free the old buffer (replays would write freed memory)."""
+    import weakref
+
+    monkeypatch.setattr(cutlass, "_WORKSPACES", {})
+    monkeypatch.setattr(cutlass, "_RETIRED", [])
+    dev = torch.device("cpu")
+    a = cutlass._workspace(dev, 1 << 20)
+    ref = weakref.ref(a)
+    del a  # _run holds it for one call only
+    b = cutlass._workspace(dev, 4 << 20)
+    assert ref() is not None and ref().data_ptr() != b.data_ptr()
+    assert cutlass._workspace(dev, 4 << 20) is b  # reused while large enough
+    # grows at least twice as large: a few retired buffers at most
+    assert cutlass._workspace(dev, (4 << 20) + 1).numel() == 8 << 20
+    assert cutlass._workspace(dev, 0) is None
+
+
+def test_workspaces_are_per_stream():
+    """Two streams running CUTLASS at once must not share a workspace (they would race)."""
+    dev = torch.device("cpu")
+    s1 = cutlass._workspace(dev, 1024, stream=111)
+    s2 = cutlass._workspace(dev, 1024, stream=222)
+    assert s1.data_ptr() != s2.data_ptr() and cutlass._workspace(dev, 1024, stream=111) is s1
+
+
+# ----------------------------------------------------------------------------- run (mocked)
+
+
+class FakeLib:
+    """fp8t_gemm on the CPU: records its arguments and (``write``) stores bf16 1.0 into the
+    M x N contiguous D it is handed, as the GEMM would."""
+
+    def __init__(self, write=True):
+        self.calls, self.write = [], write
+
+    def fp8t_workspace_size(self, m, n, k, splits, mode):
+        return 4096 if splits > 1 else 0
+
+    def fp8t_last_error(self):
+        return b"fake"
+
+    def fp8t_gemm(self, w, x, y, ws, wvec, xs, xvec, m, n, k, splits, mode, overlap, prefetch,
+                  pdl, workspace, ws_bytes, stream):
+        self.calls.append({"w": w, "x": x, "y": y, "xs": xs, "xvec": xvec, "m": m, "k": k,
+                           "workspace": workspace, "stream": stream})
+        if xvec:  # what the epilogue / blockwise mainloop reads: the flat row-major scales
+            cols = -(-k // 128) if self.kb else 1
+            flat = (ctypes.c_float * (m * cols)).from_address(xs)
+            self.calls[-1]["xs_read"] = torch.tensor(list(flat)).reshape(m, cols)
+        if self.write:
+            d = (ctypes.c_uint16 * (m * n)).from_address(y)
+            for i in range(m * n):
+                d[i] = 0x3F80
+        return 0
+
+    kb = False
+
+
+@pytest.fixture
+def fake_lib(monkeypatch):
+    lib = FakeLib()
+    monkeypatch.setattr(cutlass, "library", lambda spec: lib)
+    cutlass._workspace_bytes.cache_clear()
+    monkeypatch.setattr(torch.cuda, "current_stream",
+                        lambda device=None: type("S", (), {"cuda_stream": 7}))
+    yield lib
+    cutlass._workspace_bytes.cache_clear()
+
+
+def _fp8(scheme, m=3, n=256, k=384, seed=0):
+    from fp8tower.formats import quantize_activation, quantize_weight
+
+    g = torch.Generator().manual_seed(seed)
+    w = quantize_weight(torch.randn(n, k, generator=g) * 0.02, scheme,
+                        act_scale=0.02 if scheme == "per_tensor" else None)
+    q, s = quantize_activation(torch.randn(m, k, generator=g), w.scheme, w.act_scale)
+    return w, q, s
+
+
+PF = {"sched": "pf", "tile": "64x16x128", "mode": "heuristic", "splits": 1, "pdl": True}
+BP = {"sched": "bp", "tile": "64x16x128", "mode": "heuristic", "splits": 1, "pdl": True}
+
+
+@pytest.mark.parametrize(("out", "match"), [
+    (torch.empty(3, 256, dtype=torch.float16), r"got \(3, 256\) torch.float16"),  # raw bf16 bits
+    (torch.empty(3, 256, dtype=torch.float32), r"got \(3, 256\) torch.float32"),
+    (torch.empty(2, 256, dtype=torch.bfloat16), r"got \(2, 256\)"),  # written past its end
+    (torch.empty(3, 128, dtype=torch.bfloat16), r"got \(3, 128\)"),
+])
+def test_out_of_the_wrong_dtype_or_shape_is_refused(monkeypatch, fake_lib, out, match):
+    fake_lib.write = False  # (before this check, a smaller out was written past its end)
+    w, q, s = _fp8("per_tensor")
+    with pytest.raises(ValueError, match=r"out must be \(3, 256\) bfloat16, " + match):
+        cutlass._run(q, w, cutlass._prepare(w), act_scale=s, config=PF, out=out)
+    assert not fake_lib.calls
+
+
+def test_misaligned_x_and_out_go_through_aligned_buffers(fake_lib):
+    """TMA needs 16-byte aligned bases; CUTLASS's check is an assert compiled out by
+    -DNDEBUG (a zeroed descriptor). x.contiguous() keeps a misaligned contiguous view."""
+    w, q, s = _fp8("per_tensor")
+    buf = torch.zeros(3 * 384 + 64, dtype=torch.uint8)
+    off = (16 - buf.data_ptr() % 16) % 16 + 1
+    x = buf[off:off + 3 * 384].view(3, 384).view(q.dtype)
+    x.copy_(q)
+    obuf = torch.zeros(3 * 256 + 16, dtype=torch.bfloat16)
+    ooff = (16 - obuf.data_ptr() % 16) % 16 // 2 + 1
+    out = obuf[ooff:ooff + 3 * 256].view(3, 256)
+    assert x.data_ptr() % 16 and out.data_ptr() % 16 and x.is_contiguous() and out.is_contiguous()
+    y = cutlass._run(x, w, cutlass._prepare(w), act_scale=s, config=PF, out=out)
+    call = fake_lib.calls[-1]
+    assert call["x"] % 16 == 0 and call["y"] % 16 == 0 and call["y"] != out.data_ptr()
+    assert y is out and bool((out == 1).all())
+
+
+def test_aligned_contiguous_out_is_written_directly(fake_lib):
+    w, q, s = _fp8("per_tensor")
+    out = torch.zeros(3, 256, dtype=torch.bfloat16)
+    assert cutlass._run(q, w, cutlass._prepare(w), act_scale=s, config=PF, out=out) is out
+    assert fake_lib.calls[-1]["y"] == out.data_ptr() and bool((out == 1).all())
+
+
+def test_a_misaligned_weight_is_copied_at_prepare():
+    w, _, _ = _fp8("per_tensor")
+    from fp8tower.formats import Fp8Weight
+
+    buf = torch.zeros(256 * 384 + 64, dtype=torch.uint8)
+    off = (16 - buf.data_ptr() % 16) % 16 + 1
+    data = buf[off:off + 256 * 384].view(256, 384).view(w.data.dtype)
+    data.copy_(w.data)
+    odd = Fp8Weight(data, w.scale, w.scheme, w.act_scale)
+    packed = cutlass._prepare(odd)["w"]
+    assert packed.data_ptr() % 16 == 0 and torch.equal(packed.view(torch.uint8),
+                                                       w.data.view(torch.uint8))
+
+
+def test_block128_scales_of_fp8_x_are_checked_and_read_row_major(fake_lib):
+    fake_lib.kb = True
+    w, q, s = _fp8("block128")
+    col = s.t().contiguous().t()
+    cutlass._run(q, w, cutlass._prepare(w), act_scale=col, config=BP)
+    torch.testing.assert_close(fake_lib.calls[-1]["xs_read"], s, rtol=0, atol=0)
+    with pytest.raises(ValueError, match=r"shape \(3, 3\), one per token and 128 of K.*\(9,\)"):
+        cutlass._run(q, w, cutlass._prepare(w), act_scale=s.reshape(-1), config=BP)
+
+
+def test_a_0dim_channel_token_scale_with_several_tokens_is_refused(fake_lib):
+    w, q, _ = _fp8("channel_token")
+    with pytest.raises(ValueError, match=r"shape \(3,\) or \(3, 1\).*got shape \(\)"):
+        cutlass._run(q, w, cutlass._prepare(w), act_scale=torch.tensor(0.5), config=PF)
+    assert not fake_lib.calls
+
+
+def test_split_k_uses_the_streams_workspace(fake_lib, monkeypatch):
+    monkeypatch.setattr(cutlass, "_WORKSPACES", {})
+    w, q, s = _fp8("per_tensor")
+    sk = {"sched": "sk", "tile": "128x16x128", "mode": "splitk", "splits": 2, "pdl": False}
+    cutlass._run(q, w, cutlass._prepare(w), act_scale=s, config=sk)
+    assert fake_lib.calls[-1]["workspace"] == cutlass._WORKSPACES[("cpu", None, 7)].data_ptr()
+
+
+# ----------------------------------------------------------------------------- kernel family
+
+
+@pytest.mark.parametrize("name", [
+    ("void cutlass::device_kernel<fp8tower_cutlass::sk_128x16x128>("
+    "fp8tower_cutlass::sk_128x16x128::Params)"),
+    "device_kernel",  # nsys shortName of the same
+    "Memset (Device)", "_fp8_act_quant_kernel",
+    ("void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float, at::native::"
+    "func_wrapper_t<float, at::native::MaxNanFunctor<float> >, unsigned int, float, 4, 4> >(...)"),
+    "void at::native::vectorized_elementwise_kernel<4, at::native::AbsFunctor<float>, ...>(...)",
+    ("void at::native::elementwise_kernel<128, 4, at::native::gpu_kernel_impl_nocast<at::native::"
+    "CUDAFunctor_add<c10::BFloat16> >(...)"),  # the bias add
+    "void at::native::vectorized_elementwise_kernel<4, at::native::float8_copy_kernel_cuda(...)",
+])
+def test_kernel_family_matches_what_the_backend_launches(name):
+    assert cutlass.BACKEND.kernel_regex().search(name)
+
+
+@pytest.mark.parametrize("name", [
+    ("void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float, at::native::MeanOps<"
+    "float, float, float, float>, unsigned int, float, 4, 4> >(...)"),  # a norm
+    ("void at::native::vectorized_elementwise_kernel<4, at::native::BinaryFunctor<float, float, "
+    "float, at::native::binary_internal::MulFunctor<float> >, std::array<char*, 3ul> >(...)"),
+    "void at::native::index_elementwise_kernel<128, 4, ...>",
+    "void cutlass::device_kernel<cutlass::gemm::kernel::GemmUniversal<...> >(...)",  # not ours
+    "nvjet_tst_64x8_64x16_4x1_v_bz_TNT", "fp8t_stream_gemm", "_fp8_gemm_decode_kernel",
+    "vectorized_elementwise_kernel", "reduce_kernel", "my_device_kernel_v2",
+])
+def test_kernel_family_does_not_match_unrelated_kernels(name):
+    assert not cutlass.BACKEND.kernel_regex().search(name)
+
+
+# ----------------------------------------------------------------------------- build cache
+
+
+def test_build_compiles_the_text_it_hashed(tmp_path, monkeypatch):
+    """nvcc read SOURCE itself after the key was hashed: an edit in between was cached under
+    the old text's key. (The fake nvcc copies its .cu to the output, after editing SOURCE.)"""
+    import sys
+
+    nvcc = tmp_path / "nvcc"
+    nvcc.write_text(
+        f"#!{sys.executable}\n"
+        "import os, pathlib, sys\n"
+        "if '--version' in sys.argv:\n"
+        "    print('Cuda compilation tools, release 13.0, V13.0.88'); sys.exit(0)\n"
+        "pathlib.Path(os.environ['FAKE_NVCC_EDIT']).write_text('// edited\\n')\n"
+        "src = next(a for a in sys.argv[1:] if a.endswith('.cu'))\n"
+        "out = pathlib.Path(sys.argv[sys.argv.index('-o') + 1])\n"
+        "out.write_text(pathlib.Path(src).read_text())\n")
+    nvcc.chmod(0o755)
+    src = tmp_path / "fp8_gemm.cu"
+    src.write_text("// original\n")
+    monkeypatch.setenv("FP8TOWER_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("FAKE_NVCC_EDIT", str(src))
+    monkeypatch.setattr(cutlass, "SOURCE", src)
+    monkeypatch.setattr(cutlass, "nvcc_path", lambda: str(nvcc))
+    monkeypatch.setattr(cutlass, "cutlass_root", lambda: tmp_path)
+    monkeypatch.setattr(cutlass, "cutlass_version", lambda: "4.2.0.0")
+    spec = cutlass.BuildSpec("pf", 64, 16)
+    path = cutlass.build(spec)
+    assert path.read_text() == "// original\n" and src.read_text() == "// edited\n"
+    assert path == cutlass.library_path(spec, "// original\n") != cutlass.library_path(spec)
+    keys = {cutlass.library_path(spec)}
+    for var in ("NVCC_APPEND_FLAGS", "NVCC_PREPEND_FLAGS"):
+        monkeypatch.setenv(var, "-lineinfo")
+        keys.add(cutlass.library_path(spec))
+    assert len(keys) == 3

@@ -340,13 +340,61 @@ def test_cli_tune_needs_a_gpu():
     assert res.exit_code == 2 and "needs a CUDA GPU" in res.output
 
 
-def test_cli_tune_rejects_bad_arguments():
-    for args in (["tune"], ["tune", "--shapes", "10x"], ["tune", "--shapes", "8x8", "--m", "0"],
-                 ["tune", "--shapes", "8x8", "--scheme", "int4"], ["tune", "--model", "nope"]):
-        res = CliRunner().invoke(app, args)
-        assert res.exit_code == 2, (args, res.output)
-    res = CliRunner().invoke(app, ["tune", "--shapes", "8x8", "--in-context"])
-    assert res.exit_code == 2 and "give --model" in res.output
+_DTYPES = "expected one of bfloat16, float16, float32"
+
+
+@pytest.mark.parametrize("args,message", [
+    (["tune"], "give --model and/or --shapes"),
+    (["tune", "--shapes", "10x"], "'10x' is not NxK"),
+    (["tune", "--shapes", "8x8", "--m", "0"], "'0': expected positive integers"),
+    (["tune", "--shapes", "8x8", "--scheme", "int4"], "unknown scheme 'int4'"),
+    (["tune", "--model", "nope"], "got 'nope'; expected a shipped name"),
+    (["tune", "--shapes", "8x8", "--in-context"], "give --model"),
+    # dtypes the tuner cannot use: int32 / bool / float8_e5m2 crashed it later, complex64
+    # built a key (a8_cli_dtypes.py)
+    *[(["tune", "--shapes", "8x8", "--act-dtype", t], (f"'{t}' is not supported: {_DTYPES}, "
+       "float8_e4m3fn")) for t in ("int32", "bool", "float8_e5m2", "complex64")],
+    (["tune", "--shapes", "8x8", "--out-dtype", "float8_e4m3fn"],
+     f"'float8_e4m3fn' is not supported: {_DTYPES}"),
+    (["tune", "--shapes", "8x8", "--act-dtype", "float8_e4m3fn", "--scheme", "block128"],
+     ("--act-dtype float8_e4m3fn with --scheme block128: fp8_linear takes FP8 activations for "
+     "per_tensor with a static scale only")),
+    (["tune", "--shapes", "8x8", "--act-dtype", "float8_e4m3fn", "--scheme", "per_tensor",
+      "--dynamic-act-scale"], "--act-dtype float8_e4m3fn with --dynamic-act-scale"),
+    # model options without a model were ignored
+    (["tune", "--shapes", "8x8", "--unmerged"], ("--merged/--unmerged selects the GEMMs of "
+     "--model; without --model they would be ignored")),
+    (["tune", "--shapes", "8x8", "--parts", "mlp"], "--parts selects the GEMMs of --model"),
+    (["dispatch", "--merged", "--parts", "mlp"], "--merged/--unmerged and --parts select"),
+    # --in-context re-ranks the model step's keys, not those the flags make
+    *[(["tune", "--model", "qwen3.5-27b", "--in-context", *flag],
+       f"not the keys {' '.join(flag)} make") for flag in (
+        ["--dynamic-act-scale"], ["--channel-scale"], ["--bias"], ["--act-dtype", "float16"],
+        ["--out-dtype", "float32"])],
+])
+def test_cli_tune_rejects_bad_arguments(args, message):
+    """Exit code 2 alone proved nothing: every tune call gets it on a CPU machine ('needs a
+    CUDA GPU'). Each refusal names the bad value and what was expected."""
+    res = CliRunner().invoke(app, args)
+    out = " ".join(res.output.split())
+    assert res.exit_code == 2 and message in out and "needs a CUDA GPU" not in out, out
+
+
+def test_cli_tune_says_which_bucket_an_m_tunes():
+    if torch.cuda.is_available():
+        pytest.skip("CPU behaviour (on a GPU the command goes on to tune)")
+    res = CliRunner().invoke(app, ["tune", "--shapes", "8x8", "--m", "1,3,100"])
+    out = " ".join(res.output.split())
+    assert "--m 100 tunes the key of its bucket, M = 128 (it serves M = 65-128)" in out
+    assert "--m 3 tunes the key of its bucket, M = 4" in out and "--m 1 " not in out
+
+
+def test_cli_tune_help_says_what_max_configs_bounds():
+    """--max-configs 0 still timed 5-7 configs a backend (a9_maxcfg.py): the priority configs
+    and the winner's refinements and layouts are not bounded by it."""
+    res = CliRunner().invoke(app, ["tune", "--help"])
+    out = " ".join(res.output.split())
+    assert "0 still times those" in out and "priority configs" in out
 
 
 @pytest.mark.parametrize("scheme", ["per_tensor", "channel_token", "block128"])

@@ -11,6 +11,7 @@ import json
 import warnings
 
 import pytest
+import torch
 from test_tuning import FakeClock, FakeTimer, fake_backend
 
 from fp8tower import dispatch, env
@@ -132,26 +133,37 @@ def test_a_context_row_that_is_not_an_object_skips_the_entry(tmp_path):
     assert key not in f.entries and "a list of objects" in f.issues[0]
 
 
-@pytest.mark.parametrize(("static", "chs"), [(False, False), (True, False), (False, True),
-                                           (True, True)])
-def test_the_printed_tune_command_tunes_the_missed_key(static, chs):
+@pytest.mark.parametrize("over", [
+    {"static_act_scale": False}, {"static_act_scale": True},
+    {"channel_weight_scale": True}, {"static_act_scale": True, "channel_weight_scale": True},
+    {"m": 24}, {"m": 100}, {"has_bias": True}, {"out_dtype": torch.float16},
+    {"act_dtype": torch.float32, "out_dtype": torch.float32},
+    {"act_dtype": torch.float8_e4m3fn, "static_act_scale": True},
+    {"scheme": Scheme.CHANNEL_TOKEN, "act_dtype": torch.float16},
+])
+def test_the_printed_tune_command_tunes_the_missed_key(over):
     """The command a capture miss prints, parsed by the CLI's own parser, tunes that key (a
     dynamic per_tensor key was printed without --dynamic-act-scale: the CLI tuned the static
-    one)."""
+    one). Everything comes from the command's parsed params: the test used to pass bucket 8
+    and bf16 itself, so a command with another --m or dtype could not fail it."""
     import shlex
 
-    import torch
     from typer.main import get_command
 
     from fp8tower.cli import tune as cli_tune
+    from fp8tower.problem import m_bucket
 
-    p = GemmProblem(m=8, n=4096, k=4096, scheme=Scheme.PER_TENSOR, capability=(9, 0),
-                    static_act_scale=static, channel_weight_scale=chs)
+    p = dataclasses.replace(GemmProblem(m=8, n=4096, k=4096, scheme=Scheme.PER_TENSOR,
+                                        capability=(9, 0)), **over)
     args = shlex.split(dispatch.tune_command(p))[2:]
     params = get_command(cli_tune.app).commands["tune"].make_context("tune", args).params
     gemms = cli_tune._gemms_from(None, params["shapes"], None, "gdn")[0]
     problems = cli_tune.tune_problems(
-        gemms, cli_tune._parse_schemes(params["scheme"]), [8], act_dtype=torch.bfloat16,
-        out_dtype=torch.bfloat16, capability=(9, 0), channel_scale=params["channel_scale"],
-        static_act_scale=params["static_act_scale"])
-    assert p.key() in [q.key() for q in problems]
+        gemms, cli_tune._parse_schemes(params["scheme"]),
+        sorted({m_bucket(x) for x in cli_tune._parse_ms(params["m"])}),
+        act_dtype=cli_tune._parse_dtype(params["act_dtype"], "--act-dtype"),
+        out_dtype=cli_tune._parse_dtype(params["out_dtype"], "--out-dtype",
+                                        cli_tune.OUT_DTYPES),
+        capability=(9, 0), channel_scale=params["channel_scale"],
+        static_act_scale=params["static_act_scale"], has_bias=params["bias"])
+    assert [q.key() for q in problems] == [p.key()]

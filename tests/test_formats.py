@@ -107,6 +107,42 @@ def test_static_act_scale_above_the_kernels_bound_is_refused():
     Fp8Weight(w.data, w.scale, w.scheme, torch.tensor(ACT_SCALE_MAX / 10))  # inside: accepted
 
 
+def test_static_act_scale_below_fp32_normal_is_refused():
+    """A subnormal static scale makes the kernels' reciprocal 1 / s overflow: the pre-pass
+    gave NaN for every x (zeros too) and the in-GEMM quant 448 where x / s is 100 (s = 1e-39).
+    Refused where the scale comes in, naming the value and the bound; fp32's smallest normal
+    is accepted."""
+    from fp8tower.formats import ACT_SCALE_MIN
+
+    assert ACT_SCALE_MIN == 2.0**-126
+    w = quantize_weight(torch.randn(8, 16), "per_tensor")
+    with pytest.raises(ValueError, match=r"act_scale \(static activation scale\) must be at "
+                                         r"least 1.17549e-38 .*got 1e-39"):
+        Fp8Weight(w.data, w.scale, w.scheme, torch.tensor(1e-39))
+    with pytest.raises(ValueError, match=r"act_scale must be at least 1.17549e-38 .*got 1e-39"):
+        quantize_weight(torch.randn(8, 16), "per_tensor", act_scale=1e-39)
+    Fp8Weight(w.data, w.scale, w.scheme, torch.tensor(ACT_SCALE_MIN))  # the bound: accepted
+    quantize_weight(torch.randn(8, 16), "per_tensor", act_scale=ACT_SCALE_MIN)
+
+
+def test_pre_pass_at_the_smallest_static_scale_is_the_exact_division(interpret):
+    """At ACT_SCALE_MIN (r = 2^126, finite) the pre-pass kernel's x / s is torch's, bit for
+    bit: grid values times the scale (fp32 subnormals among them), zeros, and x far past
+    448 s (saturated)."""
+    from fp8tower.formats import ACT_SCALE_MIN, FP8_DTYPE, quantize_activation
+    from fp8tower.kernels import act_quant as aq
+
+    grid = torch.arange(0, 127, dtype=torch.uint8).view(FP8_DTYPE).float()
+    # -0 left out: the kernel's FMA correction gives +0 for it (torch: -0); the same FP8 zero
+    x = torch.cat([grid, -grid[1:]]) * ACT_SCALE_MIN  # fp32 subnormals below |g| = 1
+    x = torch.cat([x, torch.tensor([5.0, -1e30])]).reshape(1, -1)
+    s = torch.tensor(ACT_SCALE_MIN)
+    q, _ = aq.quantize(x, Scheme.PER_TENSOR, s)
+    q_ref, _ = quantize_activation(x, Scheme.PER_TENSOR, s)
+    assert torch.equal(q.view(torch.uint8), q_ref.view(torch.uint8))
+    assert bool((q_ref.float().abs() == 448).sum() >= 4)
+
+
 @pytest.mark.parametrize("bad", BAD_SCALES)
 def test_fp8weight_refuses_bad_static_act_scale(bad):
     """Issue 9: a static act_scale of 0 (all outputs 0), negative (every sign flips) or NaN."""

@@ -40,7 +40,13 @@ def test_bench_generate_tiny_hybrid_cpu(tmp_path):
     kernels = rec["linear_attention_kernels"]  # the hybrid's GDN: which implementation ran
     assert set(kernels) == {"gated_delta_rule", "causal_conv1d"}
     fp8 = rows["fp8:per_tensor"]
-    assert fp8["linears_swapped"] == 31 and fp8["eager_ms"] > 0 and fp8["skipped"] is None
+    # 3 GDN layers x 3 (in_proj_qkv, in_proj_z, out_proj: in_proj_a / in_proj_b stay bf16,
+    # as FP8 checkpoints keep them) + 1 attention layer x 4 + 4 MLPs x 3
+    assert fp8["linears_swapped"] == 25 and fp8["eager_ms"] > 0 and fp8["skipped"] is None
+    # the arm's prefill logits against bf16's (same random weights): quantization noise
+    # through 4 layers, not a broken arm (about 19 dB measured on the CPU, 2026-12-05)
+    assert fp8["logits_finite"] is True and 12 < fp8["logits_sqnr_db_vs_bf16"] < 40
+    assert rows["bf16"]["logits_sqnr_db_vs_bf16"] is None and "logits dB" in res.output
     assert fp8["eager_speedup_vs_bf16"] > 0
     assert fp8["eager_min_ms"] == pytest.approx(min(fp8["eager_rounds_ms"]), abs=1e-3)
     paired = sorted(a / c for a, c in zip(fp8["eager_rounds_ms"], rows["bf16"]["eager_rounds_ms"]))
@@ -154,6 +160,9 @@ def test_bench_host_summarizes_interleaved_rounds():
 @pytest.mark.parametrize(("args", "says"), [
     (["--batch", "0"], "--batch '0': expected positive integers"),
     (["--backend", "bogus"], "unknown backend 'bogus' in --backend"),
+    (["--arms", "bf16,fp8:bogus"], "--arms: arm 'fp8:bogus': unknown scheme 'bogus'"),
+    (["--arms", "bf16,fp8:block128:merge"], "unknown arm 'fp8:block128:merge'"),
+    (["--arms", "bf16,bf16"], "an arm is listed twice"),
 ])
 def test_cli_generate_names_the_bad_option_before_building_a_model(args, says, monkeypatch):
     import fp8tower.hf.generate as gen
@@ -164,3 +173,44 @@ def test_cli_generate_names_the_bad_option_before_building_a_model(args, says, m
     monkeypatch.setattr(gen, "bench_generate", no_build)
     res = CliRunner().invoke(app, ["bench", "generate", "--model", "tiny-hybrid", *args])
     assert res.exit_code != 0 and says in res.output, res.output
+
+
+def test_text_config_of_a_llava_style_nested_llama(tmp_path):
+    """A multimodal config that nests a plain llama text config: transformers has no
+    "llama_text" type (Qwen3.5 has "qwen3_5_text"), so the text part keeps its own type."""
+    from fp8tower.hf.random_model import text_config
+
+    cfg = {"model_type": "llava", "vision_config": {"model_type": "clip_vision_model"},
+           "text_config": {"model_type": "llama", "hidden_size": 64, "num_attention_heads": 4,
+                           "num_key_value_heads": 2, "intermediate_size": 128,
+                           "num_hidden_layers": 2, "vocab_size": 100}}
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    got = text_config(str(tmp_path / "config.json"))
+    assert got.model_type == "llama" and got.hidden_size == 64
+
+
+def test_a_broken_arm_gets_no_speedup(monkeypatch):
+    """An arm whose prefill logits are not finite is reported with its times but no
+    speedup, no graph timing, and a note saying why."""
+    import torch
+
+    import fp8tower.hf.generate as gen
+
+    real_apply = gen.apply_arm
+
+    def apply_nan(model, arm, backend, calib):
+        out = real_apply(model, arm, backend, calib)
+        if arm != "bf16":
+            model.lm_head.register_forward_hook(lambda m, a, y: y * float("nan"))
+        return out
+
+    monkeypatch.setattr(gen, "apply_arm", apply_nan)
+    rec = gen.bench_generate("tiny-hybrid", ["bf16", "fp8:channel_token"], [1], context=4,
+                             steps=1, device="cpu", backend="reference", graph=False,
+                             command="test", rounds=1)
+    rows = {r["arm"]: r for r in rec["rows"]}
+    bad = rows["fp8:channel_token"]
+    assert bad["logits_finite"] is False and bad["logits_sqnr_db_vs_bf16"] is None
+    assert bad["eager_speedup_vs_bf16"] is None and bad["eager_ms"] is None
+    assert any("not finite" in n for n in bad["notes"])
+    assert torch.isfinite(torch.tensor(rows["bf16"]["eager_ms"]))

@@ -171,3 +171,47 @@ def test_compiled_fp8linear_matches_eager(mode):
         y = compiled(x)
     torch.cuda.synchronize()
     assert torch.equal(eager, y)
+
+
+@pytest.mark.parametrize("scheme", list(Scheme), ids=str)
+@pytest.mark.parametrize("m", [1, 5])
+def test_triton_takes_x_with_any_column_stride_on_gpu(scheme, m):
+    """x transposed in memory (strides (1, M)) gives the contiguous x's bits, in every way of
+    taking x (the kernels read rows through stride(0) with unit column stride; _run copies a
+    strided x; before, -2 dB on the CPU interpreter)."""
+    from fp8tower.kernels import configs as kc
+
+    be = backends.get("triton")
+    n, k = 1024, 1280
+    w, x = _setup(n, k, scheme, m, seed=21 + m)
+    xt = x.t().contiguous().t()
+    assert torch.equal(xt, x) and xt.stride() == (1, m)
+    base = kc.default_config(GemmProblem.for_call(x, w, torch.bfloat16))
+    tile = {f: base[f] for f in ("block_n", "block_k", "split_k", "num_warps", "num_stages")}
+    modes = [{**tile, "prequant": False}, {**tile, "prequant": True}]
+    if scheme is Scheme.CHANNEL_TOKEN:
+        modes.append({**tile, "prequant": False, "fused_amax": True})
+    packed = be.packed_for(w)
+    for cfg in modes:
+        want = be.run(x, w, packed, out_dtype=torch.bfloat16, config=cfg)
+        got = be.run(xt, w, packed, out_dtype=torch.bfloat16, config=cfg)
+        torch.testing.assert_close(got, want, rtol=0, atol=0, msg=lambda s, c=cfg: f"{c}: {s}")
+
+
+@pytest.mark.parametrize("scheme", [Scheme.PER_TENSOR, Scheme.CHANNEL_TOKEN], ids=str)
+def test_cudnn_reads_a_strided_weight_as_its_values(scheme):
+    """cuDNN's graph describes W as row-major (N, K): a strided Fp8Weight.data (a transposed
+    copy's view) is packed contiguous (cudnn._prepare), so it gives the contiguous weight's
+    bits; before, the graph read the strided bytes as row-major."""
+    from fp8tower.formats import Fp8Weight
+
+    be = backends.get("cudnn")
+    if be.unavailable_reason():
+        pytest.skip(be.unavailable_reason())
+    n, k, m = 1024, 2048, 4
+    w, x = _setup(n, k, scheme, m, seed=5)
+    strided = Fp8Weight(w.data.t().contiguous().t(), w.scale, w.scheme, w.act_scale)
+    assert not strided.data.is_contiguous()
+    want = be.run(x, w, be.prepare(w), out_dtype=torch.bfloat16)
+    got = be.run(x, strided, be.prepare(strided), out_dtype=torch.bfloat16)
+    torch.testing.assert_close(got, want, rtol=0, atol=0)

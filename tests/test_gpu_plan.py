@@ -95,24 +95,30 @@ def test_channel_token_fused_amax_is_bit_exact_on_gpu(m, split):
 
 
 @pytest.mark.parametrize("m", [1, 5, 16, 33])
-@pytest.mark.parametrize("scheme", [Scheme.CHANNEL_TOKEN, Scheme.BLOCK128])
-def test_in_kernel_quant_is_bit_exact_on_gpu(m, scheme):
-    """x quantized in the GEMM (channel_token's fused amax, block128's per-group scales)
-    divides by one reciprocal per scale plus an FMA correction (fp8_gemm._div_by_scale):
-    the pre-pass's exact division, bit for bit, on values spread over 12 binades."""
+@pytest.mark.parametrize("scheme", [Scheme.PER_TENSOR, Scheme.CHANNEL_TOKEN, Scheme.BLOCK128],
+                         ids=str)
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=str)
+def test_in_kernel_quant_is_bit_exact_on_gpu(m, scheme, dtype):
+    """x quantized in the GEMM (per_tensor's static scale, channel_token's fused amax,
+    block128's per-group scales) divides by one reciprocal per scale plus an FMA correction
+    (fp8_gemm._div_by_scale): the pre-pass's exact division, bit for bit, on values spread
+    over 12 binades, bf16 and fp32 x (fp32 x has more quotients on an FP8 rounding tie).
+    per_tensor's x * (1.0 / s) (div.full.f32, approximate) was not (M = 1: the one-row path)."""
     from fp8tower.backends import triton_gemm
 
     n, k = 2048, 4096
     g = torch.Generator(device="cuda").manual_seed(100 + m)
-    w = quantize_weight(torch.randn(n, k, device="cuda", generator=g) * 0.02, scheme)
+    w = quantize_weight(torch.randn(n, k, device="cuda", generator=g) * 0.02, scheme,
+                        act_scale=0.0137 if scheme is Scheme.PER_TENSOR else None)
     x = torch.randn(m, k, device="cuda", generator=g)
-    x = (x * torch.exp2(torch.randint(-6, 6, (m, k), device="cuda", generator=g))).bfloat16()
+    x = (x * torch.exp2(torch.randint(-6, 6, (m, k), device="cuda", generator=g))).to(dtype)
     packed = triton_gemm.BACKEND.packed_for(w)
     cfg = {"block_n": 64, "block_k": 256, "split_k": 2, "num_warps": 4, "num_stages": 3}
     fused_cfg = {**cfg, "prequant": False}
     if scheme is Scheme.CHANNEL_TOKEN:
         fused_cfg["fused_amax"] = True
-    pre = triton_gemm._run(x, w, packed, config={**cfg, "prequant": scheme is Scheme.BLOCK128})
+    pre = triton_gemm._run(x, w, packed, config={**cfg, "prequant": scheme is not
+                                                  Scheme.CHANNEL_TOKEN})
     fused = triton_gemm._run(x, w, packed, config=fused_cfg)
     torch.testing.assert_close(fused, pre, rtol=0, atol=0)
 
@@ -229,3 +235,77 @@ def test_amax_scale_under_capture_first():
     want = torch.tensor([1.0, 3.5 / 448.0], device="cuda")
     torch.testing.assert_close(s, want, rtol=0, atol=0)
     torch.testing.assert_close(formats.amax_scale(amax), want, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("backend", ["triton", "auto"])
+@pytest.mark.parametrize("scheme", [Scheme.PER_TENSOR, Scheme.CHANNEL_TOKEN, Scheme.BLOCK128],
+                         ids=str)
+def test_captured_buffers_survive_the_plan_cache(backend, scheme):
+    """A captured graph keeps the addresses of what its kernels read: a plan's buffers (x's
+    FP8 copy and scale) or, unplanned (eager-only plans: channel_token / block128 under
+    auto), the prepared weight's (kernel scales, split-K counters). Clearing the plans (17
+    shapes, refresh, backend) must not free them: replays after other allocations still give
+    the unplanned result (nn/linear.py Fp8Linear._pinned)."""
+    n, k, m = 1024, 1280, 1
+    g = torch.Generator(device="cuda").manual_seed(11)
+    w = quantize_weight(torch.randn(n, k, device="cuda", generator=g) * 0.02, scheme,
+                        act_scale=0.05 if scheme is Scheme.PER_TENSOR else None)
+    planned = Fp8Linear.from_weight(w, None, backend=backend)
+    plain = Fp8Linear.from_weight(w, None, backend=backend)
+    plain.use_plans = False
+    x = torch.randn(m, k, device="cuda", generator=g).bfloat16()
+    planned(x)  # the plan, eagerly
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        planned(x)
+    torch.cuda.current_stream().wait_stream(s)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        y = planned(x)
+    assert planned._pinned
+    for mm in range(2, 19):
+        planned(torch.randn(mm, k, device="cuda").bfloat16())
+    planned.refresh()
+    planned.backend = backend
+    torch.cuda.empty_cache()
+    junk = [torch.full((mm, k), float("nan"), device="cuda", dtype=torch.bfloat16)
+            for mm in range(1, 64)]  # would take the freed addresses
+    for _ in range(3):
+        x.copy_(torch.randn(m, k, device="cuda", generator=g).bfloat16())
+        graph.replay()
+        torch.cuda.synchronize()
+        assert sqnr_db(plain(x).double(), y) >= 40
+    assert all(bool(t.isnan().all()) for t in junk)  # the replays wrote nothing there
+
+
+def test_act_scale_number_under_capture():
+    """A number act_scale used eagerly first is one cached device tensor: the captured call
+    needs no host-to-device copy; a new number under capture is a clear error."""
+    from fp8tower.nn.linear import fp8_linear
+
+    w = quantize_weight(torch.randn(256, 384, device="cuda") * 0.02, Scheme.PER_TENSOR)
+    x = torch.randn(2, 384, device="cuda").bfloat16()
+    want = fp8_linear(x, w, act_scale=0.0625)
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        fp8_linear(x, w, act_scale=0.0625)
+    torch.cuda.current_stream().wait_stream(s)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        y = fp8_linear(x, w, act_scale=0.0625)
+    graph.replay()
+    torch.testing.assert_close(y, want, rtol=0, atol=0)
+    graph2 = torch.cuda.CUDAGraph()
+    with pytest.raises(RuntimeError, match="under CUDA graph capture"), torch.cuda.graph(graph2):
+        fp8_linear(x, w, act_scale=0.015625)
+
+
+def test_grad_on_gpu_matches_the_reference_formula():
+    w = quantize_weight(torch.randn(512, 640, device="cuda") * 0.02, Scheme.CHANNEL_TOKEN)
+    mod = Fp8Linear.from_weight(w, None)
+    x = torch.randn(3, 640, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+    gy = torch.randn(3, 512, device="cuda", dtype=torch.bfloat16)
+    mod(x).backward(gy)
+    torch.testing.assert_close(x.grad, gy @ w.dequantize(torch.bfloat16), rtol=0, atol=0)

@@ -93,3 +93,53 @@ def test_a_gzipped_archive_is_read_where_the_plain_name_is_cited(tmp_path):
     written = json.loads((out / cache.cache_file_name("NVIDIA H200")).read_text())
     assert written["entries"] == entries
     assert restamp.read_cache(str(plain) + ".gz")["entries"] == entries
+
+
+def test_the_stamp_records_early_launch_as_this_process_would_time(tmp_path, monkeypatch):
+    """cache.environment_meta has early_launch (a _META_KEYS entry): the copy is stamped with
+    this process's state, and it loads under the same state only."""
+    from fp8tower.tuning import timer
+
+    monkeypatch.setattr(timer, "_can_edit_graphs", lambda: True)
+    src = tmp_path / "tuning_cache.json"
+    src.write_text(json.dumps({"meta": {}, "entries": {}}))
+    out = tmp_path / "out"
+    out.mkdir()
+    restamp.main([str(src), str(out), "--gpu", "NVIDIA H200"])
+    written = out / cache.cache_file_name("NVIDIA H200")
+    assert json.loads(written.read_text())["meta"]["early_launch"] is True
+    monkeypatch.setenv("FP8TOWER_EARLY_LAUNCH", "0")
+    restamp.main([str(src), str(out), "--gpu", "NVIDIA H200"])
+    off = out / cache.cache_file_name("NVIDIA H200")  # its own file (paths.cache_file_name)
+    assert off != written and json.loads(off.read_text())["meta"]["early_launch"] is False
+    assert json.loads(written.read_text())["meta"]["early_launch"] is True
+
+
+_RESULTS = Path(__file__).resolve().parents[1] / "benchmarks" / "results"
+
+
+@pytest.mark.parametrize("name", ["wo_token_H200_2026-12-04/call6/tuning_cache.json",
+                                  "wo_token_H200_2026-12-04/call6/tuning_cache_per_tensor.json"])
+def test_a_committed_cache_restamps_loads_and_resolves_unchanged(tmp_path, name, interpret):
+    """The caches planned GPU runs restamp and read with FP8TOWER_TUNE=0: every entry loads
+    under its committed key (byte for byte), and auto serves its cached (backend, config)."""
+    import dataclasses
+    import warnings
+
+    from fp8tower import backends
+    from fp8tower.dispatch import Dispatcher
+
+    path = _RESULTS / name
+    raw = restamp.read_cache(str(path))["entries"]
+    restamp.main([str(path), str(tmp_path), "--gpu", "NVIDIA H200"])
+    pool = [dataclasses.replace(b, unavailable_reason=lambda: None, check=lambda p: None)
+            for b in backends.all_backends()]  # as on the H200
+    d = Dispatcher(candidates=pool, gpu_name="NVIDIA H200", cache_dir=tmp_path, tune=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a stale file, a skipped entry, an ignored choice
+        entries = cache.DecisionCache.for_device(tmp_path, "NVIDIA H200").load()
+        assert list(entries) == list(raw) and all(e.key == k for k, e in entries.items())
+        for e in entries.values():
+            b, cfg = d.resolve(e.problem)
+            assert (b.name, cfg) == (e.backend, e.config), e.key
+    assert d.stats["hits"] == len(raw) and d.stats["defaults"] == 0

@@ -91,3 +91,18 @@ def test_a_view_called_twice_starts_a_new_round():
     assert torch.equal(q(h), lins[0](h))
     assert torch.equal(k(h), lins[1](h))
     assert torch.equal(v(h), lins[2](h))
+
+
+def test_a_partial_round_under_inference_mode_does_not_answer_the_next_step():
+    """Under inference_mode x counts no versions. A step that took only some views (k, v),
+    then x (a static input buffer) edited in place: the next step's first member (q) got
+    the old round's output. A group's first member always starts a round."""
+    lins, (q, k, v) = _views()
+    with torch.inference_mode():
+        h = _x()
+        k(h)
+        v(h)  # a partial round: q never taken
+        h.copy_(_x(2))
+        got = [q(h), k(h), v(h)]  # the next step
+        want = [lin(h.clone()) for lin in lins]
+    assert all(torch.equal(a, b) for a, b in zip(got, want))

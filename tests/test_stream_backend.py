@@ -213,6 +213,321 @@ def test_shared_memory_mirror_matches_the_library(built, xk):
     assert lib.fp8t_stream_iters(1000, 1040) == stream.iters(1000, 1040)
 
 
+@needs_nvcc
+def test_static_shared_memory_table_is_what_ptxas_reports(built):
+    """stream.STATIC_SMEM (the configs' budget) against ptxas -v of this very build (its
+    sidecar JSON), every variant; and no variant spills."""
+    import json
+    import re
+
+    path, _ = built
+    lines = json.loads(path.with_suffix(".json").read_text()).get("ptxas", [])
+    seen, variant = {}, None
+    for ln in lines:
+        if m := re.search(r"entry function '.*fp8t_stream_gemmILi(\d+)ELi(\d+)ELi(\d+)E", ln):
+            variant = tuple(int(v) for v in m.groups())
+        elif variant and (m := re.search(r"(\d+) bytes spill stores, (\d+) bytes spill loads", ln)):
+            assert m.groups() == ("0", "0"), f"{variant} spills: {ln}"
+        elif variant and (m := re.search(r"(\d+) bytes smem", ln)):
+            seen[variant] = int(m.group(1))
+    assert seen == stream.STATIC_SMEM
+
+
+# ============================================================================ shared memory
+
+
+OPTIN = 232448  # cudaDevAttrMaxSharedMemoryPerBlockOptin of the H100/H200: dynamic + static
+
+
+@pytest.mark.parametrize(("m", "n", "k"), [(1, 1024, 5120), (8, 1024, 5120), (1, 4096, 4352)])
+def test_audit_configs_fit_the_per_block_limit(m, n, k):
+    """Configs whose dynamic shared memory was exactly the 227 KB opt-in limit failed to
+    launch on the H200 ("cudaFuncSetAttribute(232448 bytes): invalid argument",
+    results/cluster_split_H200_2026-12-01/call2/stream.json): the kernel's static shared
+    memory (80-176 B by ptxas -v) comes on top."""
+    p = sm90(m=m, n=n, k=k)
+    xk = stream._x_kind(p)
+    for c in stream.BACKEND.configs(p):
+        steps = stream.xq_steps(k, c["cluster"]) if c.get("xq") else 0
+        dyn = stream.smem_bytes(m, xk, c["stages"], c.get("cluster", 1), steps)
+        assert dyn + 80 <= OPTIN, f"{c}: {dyn} dynamic bytes + >= 80 static > {OPTIN}"
+
+
+@pytest.mark.parametrize("scheme", ["per_tensor", "channel_token", "block128"])
+@pytest.mark.parametrize("m", [1, 3, 8, 9, 16])
+def test_every_config_fits_dynamic_plus_static(scheme, m):
+    xk = stream._x_kind(sm90(m=m, scheme=scheme))
+    for n, k in ((1024, 5120), (4096, 4352), (5120, 6144), (200, 5136), (1000, 1040),
+                 (4096, 4096), (16384, 5120), (8192, 5120), (128, 256)):
+        p = sm90(m=m, n=n, k=k, scheme=scheme)
+        cfgs = stream.BACKEND.configs(p)
+        assert stream.BACKEND.default_config(p) in cfgs
+        for c in cfgs:
+            steps = stream.xq_steps(k, c["cluster"]) if c.get("xq") else 0
+            dyn = stream.smem_bytes(m, xk, c["stages"], c.get("cluster", 1), steps)
+            static = stream.STATIC_SMEM[(1 if m <= 8 else 2, c["stages"], xk)]
+            assert dyn + static <= OPTIN, (n, k, c, dyn, static)
+    # the budget is exact: a CTA one KB under the limit fits (M = 1, 6 stages, cluster 4,
+    # xq over 5120 / 4 = 5 K steps: 231424 dynamic bytes)
+    assert stream.fits(1, stream.XK_FP8_TENSOR, 6, 3, 6)
+    assert stream.smem_bytes(1, stream.XK_FP8_TENSOR, 6, 4, 5) == OPTIN  # what failed
+    assert not stream.fits(1, stream.XK_FP8_TENSOR, 6, 4, 5)
+
+
+# ============================================================================ run (CPU, mocked)
+
+
+_ARGS = ["w", "x", "y", "ws", "xs", "bias", "part", "cnt", "m", "n", "k", "ldx", "ldy", "ws_ld",
+         "xs_ld", "xk", "stages", "grid", "pdl", "whole", "cluster", "xq", "stream"]
+
+
+class FakeLib:
+    """The library's entry points on the CPU: fp8t_stream_gemm records its arguments, reads
+    the scales as the kernel does (xs[tok * xs_ld + g]) and x's bytes, and writes y = 1.0
+    through y's pointer as the kernel would (y[tok * ldy + row])."""
+
+    def __init__(self):
+        self.calls = []
+
+    def fp8t_stream_workspace(self, m, grid):
+        return 64
+
+    def fp8t_stream_last_error(self):
+        return b"fake"
+
+    def fp8t_stream_gemm(self, *args):
+        import ctypes
+
+        a = dict(zip(_ARGS, args))
+        m, k, xk = a["m"], a["k"], a["xk"]
+        cols = -(-k // 128) if xk == stream.XK_FP8_BLOCK else 1
+        ld = a["xs_ld"]
+        n_xs = 1 if xk == stream.XK_FP8_TENSOR else (m - 1) * ld + cols
+        flat = (ctypes.c_float * n_xs).from_address(a["xs"])
+        a["xs_read"] = torch.tensor([[flat[0 if xk == stream.XK_FP8_TENSOR else t * ld + g]
+                                      for g in range(cols)] for t in range(m)])
+        xb = (ctypes.c_uint8 * ((m - 1) * a["ldx"] + k)).from_address(a["x"])
+        a["x_read"] = torch.tensor([[xb[t * a["ldx"] + j] for j in range(k)] for t in range(m)],
+                                   dtype=torch.uint8)
+        y = (ctypes.c_uint16 * ((m - 1) * a["ldy"] + a["n"])).from_address(a["y"])
+        for t in range(m):
+            for r in range(a["n"]):
+                y[t * a["ldy"] + r] = 0x3F80  # bf16 1.0
+        self.calls.append(a)
+        return 0
+
+
+@pytest.fixture
+def fake_lib(monkeypatch):
+    lib = FakeLib()
+    monkeypatch.setattr(stream, "library", lambda: lib)
+    monkeypatch.setattr(stream, "_sms", lambda index: 132)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: False)
+    monkeypatch.setattr(torch.cuda, "current_stream",
+                        lambda device=None: type("S", (), {"cuda_stream": 0}))
+    return lib
+
+
+CFG = {"stages": 4, "pdl": True}
+
+
+def _fp8(scheme, m, n, k, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    w = quantize_weight(torch.randn(n, k, generator=g) * 0.02, scheme,
+                        act_scale=0.02 if scheme == "per_tensor" else None)
+    q, s = quantize_activation(torch.randn(m, k, generator=g), Scheme(scheme), w.act_scale)
+    return w, q, s
+
+
+def test_fp8_x_block128_column_major_scales_are_read_row_major(fake_lib):
+    """A column-major (M, ceil(K/128)) scale, stride (1, M) as DeepGEMM/vLLM lay it out, was
+    passed with xs_ld = stride(0) = 1: the kernel read it transposed."""
+    w, q, s = _fp8("block128", 4, 256, 384)
+    col = s.t().contiguous().t()
+    assert col.stride() == (1, 4) and torch.equal(col, s)
+    stream.BACKEND.run(q, w, stream.BACKEND.prepare(w), act_scale=col, config=CFG)
+    torch.testing.assert_close(fake_lib.calls[-1]["xs_read"], s, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize(("scheme", "shape", "match"), [
+    ("channel_token", (), r"shape \(4,\) or \(4, 1\).*got shape \(\)"),  # read past its end
+    ("channel_token", (1,), r"shape \(4,\) or \(4, 1\).*got shape \(1,\)"),
+    ("channel_token", (2, 2), r"got shape \(2, 2\)"),
+    ("block128", (3, 4), r"shape \(4, 3\), one per token and 128 of K.*got shape \(3, 4\)"),
+    ("block128", (12,), r"got shape \(12,\)"),
+    ("per_tensor", (4,), r"one element, got shape \(4,\)"),
+])
+def test_fp8_x_scale_of_the_wrong_shape_is_refused(fake_lib, scheme, shape, match):
+    w, q, _ = _fp8(scheme, 4, 256, 384)
+    with pytest.raises(ValueError, match=match):
+        stream.BACKEND.run(q, w, stream.BACKEND.prepare(w), act_scale=torch.full(shape, 0.5),
+                           config=CFG)
+    assert not fake_lib.calls
+
+
+@pytest.mark.parametrize("shape", [(4,), (4, 1)])
+def test_fp8_x_channel_token_scales_one_a_token(fake_lib, shape):
+    w, q, s = _fp8("channel_token", 4, 256, 384)
+    stream.BACKEND.run(q, w, stream.BACKEND.prepare(w), act_scale=s.reshape(shape), config=CFG)
+    torch.testing.assert_close(fake_lib.calls[-1]["xs_read"], s.reshape(4, 1), rtol=0, atol=0)
+
+
+def test_misaligned_fp8_x_is_copied_to_an_aligned_buffer(fake_lib):
+    """x.contiguous() keeps a contiguous view at an odd address: the tensor map build fails."""
+    w, q, s = _fp8("per_tensor", 3, 256, 384)
+    buf = torch.zeros(3 * 384 + 64, dtype=torch.uint8)
+    off = (16 - buf.data_ptr() % 16) % 16 + 1  # 1 byte past a 16-byte boundary
+    x = buf[off:off + 3 * 384].view(3, 384).view(FP8_DTYPE)
+    x.copy_(q)
+    assert x.is_contiguous() and x.data_ptr() % 16 == 1
+    stream.BACKEND.run(x, w, stream.BACKEND.prepare(w), act_scale=s, config=CFG)
+    call = fake_lib.calls[-1]
+    assert call["x"] % 16 == 0 and call["ldx"] % 16 == 0
+    assert torch.equal(call["x_read"], q.view(torch.uint8))
+
+
+@pytest.mark.parametrize("layout", ["misaligned", "strided"])
+def test_out_of_another_layout_gets_a_temporary(fake_lib, layout):
+    w, q, s = _fp8("per_tensor", 3, 256, 384)
+    if layout == "misaligned":
+        out = torch.zeros(3 * 256 + 8, dtype=torch.bfloat16)[1:1 + 3 * 256].view(3, 256)
+    else:
+        out = torch.zeros(256, 3, dtype=torch.bfloat16).t()  # unit row stride
+    y = stream.BACKEND.run(q, w, stream.BACKEND.prepare(w), act_scale=s, config=CFG, out=out)
+    assert y is out and fake_lib.calls[-1]["y"] != out.data_ptr()
+    assert fake_lib.calls[-1]["y"] % 16 == 0
+    assert bool((out == 1).all())
+
+
+@pytest.mark.parametrize(("out", "match"), [
+    (torch.empty(3, 256, dtype=torch.float16),
+     r"\(3, 256\) bfloat16, got \(3, 256\) torch.float16"),
+    (torch.empty(3, 255, dtype=torch.bfloat16), r"got \(3, 255\)"),
+    (torch.empty(2, 256, dtype=torch.bfloat16), r"got \(2, 256\)"),
+])
+def test_out_of_the_wrong_shape_or_dtype_is_refused(fake_lib, out, match):
+    w, q, s = _fp8("per_tensor", 3, 256, 384)
+    with pytest.raises(ValueError, match=match):
+        stream.BACKEND.run(q, w, stream.BACKEND.prepare(w), act_scale=s, config=CFG, out=out)
+    assert not fake_lib.calls
+
+
+def test_bias_of_the_wrong_length_is_refused(fake_lib):
+    w, q, s = _fp8("per_tensor", 3, 256, 384)
+    with pytest.raises(ValueError, match=r"bias must hold N=256 values, got shape \(128,\)"):
+        stream.BACKEND.run(q, w, stream.BACKEND.prepare(w), act_scale=s, config=CFG,
+                           bias=torch.zeros(128))
+
+
+# ============================================================================ kernel family
+
+
+# Kernel names as the profiler shows them (demangled): what this backend launches ...
+OURS = [
+    "void fp8t_stream::fp8t_stream_gemm<1, 6, 1>(fp8t_stream::Params)",
+    "fp8t_stream_gemm",  # nsys shortName
+    "_fp8_act_quant_kernel",
+    # a dynamic per-tensor scale's torch math (formats.quantize_act_per_tensor) and copies
+    ("void at::native::vectorized_elementwise_kernel<4, at::native::AbsFunctor<float>, "
+    "std::array<char*, 2ul> >(int, at::native::AbsFunctor<float>, std::array<char*, 2ul>)"),
+    ("void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float, at::native::func_wrapper_t"
+    "<float, at::native::MaxNanFunctor<float> >, unsigned int, float, 4, 4> >(...)"),
+    ("void at::native::vectorized_elementwise_kernel<4, at::native::BinaryFunctor<float, float, "
+    "float, at::native::binary_internal::DivFunctor<float> >, std::array<char*, 3ul> >(...)"),
+    ("void at::native::vectorized_elementwise_kernel<4, at::native::(anonymous namespace)::"
+    "ClampScalarFunctor<float>, std::array<char*, 2ul> >(...)"),
+    # torch 2.11's clamp, as the H200 profiler recorded it (2026-12-05)
+    ("void at::native::vectorized_elementwise_kernel<4, at::native::(anonymous namespace)::"
+     "launch_clamp_scalar(at::TensorIteratorBase&, c10::Scalar, c10::Scalar, at::native::detail"
+     "::ClampLimits)::{lambda()#1}::operator()() const::{lambda()#7}::operator()() const::"
+     "{lambda(float)#1}, std::array<char*, 2ul> >(...)"),
+    ("void at::native::vectorized_elementwise_kernel<8, at::native::bfloat16_copy_kernel_cuda("
+    "at::TensorIteratorBase&)::{lambda(float)#1}, std::array<char*, 2ul> >(...)"),
+    "void at::native::unrolled_elementwise_kernel<at::native::direct_copy_kernel_cuda(...)",
+    ("void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<int>, "
+    "std::array<char*, 1ul> >(int, at::native::FillFunctor<int>, std::array<char*, 1ul>)"),
+    "Memcpy DtoD (Device -> Device)",
+]
+# ... and what a model launches around it (names from H200 traces, 2026-11-30)
+UNRELATED = [
+    ("void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float, at::native::MeanOps<"
+    "float, float, float, float>, unsigned int, float, 4, 4> >(...)"),
+    ("void at::native::vectorized_elementwise_kernel<4, at::native::BinaryFunctor<float, float, "
+    "float, at::native::binary_internal::MulFunctor<float> >, std::array<char*, 3ul> >(...)"),
+    ("void at::native::vectorized_elementwise_kernel<8, at::native::CUDAFunctor_add<c10::BFloat16>"
+    ", std::array<char*, 3ul> >(...)"),
+    "void at::native::index_elementwise_kernel<128, 4, ...>",
+    ("void cutlass::device_kernel<fp8tower_cutlass::pf_64x16x128>(fp8tower_cutlass::pf_64x16x128"
+    "::Params)"),
+    "nvjet_tst_64x8_64x16_4x1_v_bz_TNT", "_fp8_gemm_decode_kernel", "Memset (Device)",
+    "vectorized_elementwise_kernel", "reduce_kernel",  # shortName: nothing to tell them by
+]
+
+
+@pytest.mark.parametrize("name", OURS)
+def test_kernel_family_matches_what_the_backend_launches(name):
+    assert stream.BACKEND.kernel_regex().search(name)
+
+
+@pytest.mark.parametrize("name", UNRELATED)
+def test_kernel_family_does_not_match_unrelated_kernels(name):
+    assert not stream.BACKEND.kernel_regex().search(name)
+
+
+# ============================================================================ build cache
+
+
+FAKE_NVCC = """#!{python}
+import os, pathlib, sys
+if "--version" in sys.argv:
+    print("Cuda compilation tools, release 13.0, V13.0.88")
+    sys.exit(0)
+# an edit of the real source while nvcc runs (what a developer's editor may do)
+pathlib.Path(os.environ["FAKE_NVCC_EDIT"]).write_text("// edited\\n")
+src = next(a for a in sys.argv[1:] if a.endswith(".cu"))
+pathlib.Path(sys.argv[sys.argv.index("-o") + 1]).write_text(pathlib.Path(src).read_text())
+"""
+
+
+@pytest.fixture
+def fake_nvcc(tmp_path, monkeypatch):
+    """An nvcc that 'compiles' its .cu by copying it, after editing the real source file."""
+    import sys
+
+    nvcc = tmp_path / "nvcc"
+    nvcc.write_text(FAKE_NVCC.format(python=sys.executable))
+    nvcc.chmod(0o755)
+    src = tmp_path / "fp8_stream_gemm.cu"
+    src.write_text("// original\n")
+    monkeypatch.setenv("FP8TOWER_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("FAKE_NVCC_EDIT", str(src))
+    monkeypatch.delenv("NVCC_APPEND_FLAGS", raising=False)
+    monkeypatch.delenv("NVCC_PREPEND_FLAGS", raising=False)
+    return str(nvcc), src
+
+
+def test_build_compiles_the_text_it_hashed(fake_nvcc, monkeypatch):
+    """nvcc read SOURCE itself, after the key was hashed from it: an edit in between was
+    cached under the old text's key."""
+    nvcc, src = fake_nvcc
+    monkeypatch.setattr(stream, "nvcc_path", lambda: nvcc)
+    monkeypatch.setattr(stream, "SOURCE", src)
+    path = stream.build()
+    assert path.read_text() == "// original\n" and src.read_text() == "// edited\n"
+    assert path == stream.library_path("// original\n") != stream.library_path()
+
+
+def test_build_key_covers_nvcc_flags_from_the_environment(fake_nvcc, monkeypatch):
+    nvcc, _src = fake_nvcc
+    monkeypatch.setattr(stream, "nvcc_path", lambda: nvcc)
+    keys = {stream.library_path("x")}
+    for var in ("NVCC_APPEND_FLAGS", "NVCC_PREPEND_FLAGS"):
+        monkeypatch.setenv(var, "-G")
+        keys.add(stream.library_path("x"))
+    assert len(keys) == 3
+
+
 # ============================================================================ GPU
 
 gpu = pytest.mark.gpu

@@ -369,3 +369,18 @@ def test_rows_add_is_torch_add_bit_for_bit(interpret, dtype):
     nan = ref.isnan()
     assert int(nan.sum()) == 2 and torch.equal(y.isnan(), nan)
     assert torch.equal(y.view(torch.int16)[~nan], ref.view(torch.int16)[~nan])
+
+
+def test_percent_of_ceiling_only_for_steps_beyond_3x_l2(monkeypatch):
+    """A step of 3x the L2 or less may be read from L2 in part across replays (DESIGN.md's
+    cold-L2 bound): no share of the HBM read ceiling is claimed for it."""
+    from types import SimpleNamespace
+
+    from fp8tower.tower import bench
+
+    monkeypatch.setattr(torch.cuda, "get_device_properties",
+                        lambda dev: SimpleNamespace(L2_cache_size=60_000_000))
+    cuda = torch.device("cuda", 0)
+    assert bench._fits_in_l2(150_000_000, cuda)  # 2.5x the L2: was counted as cold
+    assert not bench._fits_in_l2(181_000_000, cuda)
+    assert not bench._fits_in_l2(1000, torch.device("cpu"))

@@ -570,10 +570,14 @@ def test_problem_json_round_trip_keeps_every_key_field():
     from fp8tower.tuning.cache import problem_from_json, problem_to_json
 
     p = GemmProblem(8, 1024, 5120, "per_tensor", capability=(9, 0),
-                    channel_weight_scale=True, static_act_scale=True)
+                    channel_weight_scale=True, static_act_scale=True, has_bias=True)
     q = problem_from_json(problem_to_json(p))
     assert q == p and q.key() == p.key()
     assert set(problem_to_json(p)) == {f.name for f in dataclasses.fields(GemmProblem)}
+    # has_bias is written only when set: entries without a bias keep their JSON and key
+    plain = dataclasses.replace(p, has_bias=False)
+    assert "has_bias" not in problem_to_json(plain)
+    assert problem_from_json(problem_to_json(plain)) == plain
 
 
 # ----------------------------------------------------------------------------- host ties

@@ -4,8 +4,13 @@
   problem raises :class:`~fp8tower.backends.BackendError` with the reason.
 - ``auto``: the in-process memo (a dict lookup: the hot path of every ``fp8_linear`` call),
   else this GPU's tuning cache file (loaded once), else tune now when allowed, else the safe
-  default: the first backend in registry order able to serve, with its ``default_config``.
-- Tuning is allowed on a CUDA device unless ``FP8TOWER_TUNE=0``; never on the CPU.
+  default (:meth:`Dispatcher.safe_default`: on the H200 the first able backend in registry
+  order or the one its measured ``untuned_defers_to`` rule names; on other GPUs and for
+  prefill, cuBLASLt where it can serve).
+- Tuning is allowed on a CUDA device unless ``FP8TOWER_TUNE=0``; never on the CPU. Above
+  problem.MAX_DECODE_M (M > 64, prefill) a miss is not tuned implicitly: a serving call
+  would otherwise stop to tune at each new power-of-two prompt length. Such keys are tuned
+  when asked: ``fp8tower tune``, ``FP8TOWER_RETUNE=1`` or ``Dispatcher(tune=True)``.
   ``FP8TOWER_RETUNE=1`` ignores cached entries (each key is then tuned once per process).
   ``FP8TOWER_CACHE_DIR`` moves the cache. ``FP8TOWER_BACKENDS=triton,cublaslt`` (a comma
   list) restricts ``auto`` to those backends: a cached winner outside them gives way to the
@@ -43,7 +48,7 @@ import torch
 from . import backends, env
 from .backends import Backend, BackendError
 from .formats import Scheme
-from .problem import GemmProblem
+from .problem import MAX_DECODE_M, GemmProblem
 from .tuning import cache as tcache
 from .tuning import search
 from .tuning.cache import Entry
@@ -54,10 +59,21 @@ def _capturing() -> bool:
     return torch.cuda.is_available() and torch.cuda.is_current_stream_capturing()
 
 
+# The baseline the untuned default falls back on where no measured rule applies: "never more
+# than 2% slower than cuBLASLt" holds trivially for cuBLASLt itself.
+BASELINE = "cublaslt"
+# The GPUs the backends' ``untuned_defers_to`` rules were measured on (device names exactly as
+# torch reports them): triton_gemm's rule rests on H200 runs (results/split_k_H200_2026-12-01/,
+# deep_default_H200_2026-12-02/) and its wave math on the H200's 132 SMs (configs.H200_SMS).
+UNTUNED_RULE_GPUS = frozenset({"NVIDIA H200"})
+
+
 def tune_command(problem: GemmProblem) -> str:
     """The ``fp8tower tune`` command line that tunes ``problem``'s key."""
     cmd = f"fp8tower tune --shapes {problem.n}x{problem.k} --m {problem.bucket} " \
           f"--scheme {problem.scheme.value}"
+    if problem.has_bias:
+        cmd += " --bias"
     if problem.act_dtype != torch.bfloat16:
         cmd += f" --act-dtype {str(problem.act_dtype).removeprefix('torch.')}"
     if problem.out_dtype != torch.bfloat16:
@@ -74,8 +90,9 @@ class Dispatcher:
 
     Every argument defaults to the process policy (registry, env vars, CUDA timer); tests
     pass ``candidates`` (fake Backend descriptors, in fallback order), a fake ``timer``,
-    ``tune=True`` to tune CPU problems, ``cache_dir`` / ``persist`` and ``gpu_name`` (the
-    GPU whose cache file CUDA problems use, instead of asking CUDA).
+    ``tune=True`` to tune CPU problems (and prefill keys), ``cache_dir`` / ``persist`` and
+    ``gpu_name`` (the GPU whose cache file and untuned rules CUDA problems use, instead of
+    asking CUDA).
     """
 
     def __init__(
@@ -117,19 +134,55 @@ class Dispatcher:
         return b.unavailable_reason() or b.check(problem)
 
     def safe_default(self, problem: GemmProblem) -> tuple[Backend, Any]:
-        """The first able backend in fallback order, with its default config (or the able
-        backend its ``untuned_defers_to`` names: Triton -> cuBLASLt where its default lost)."""
-        reasons = []
+        """What serves ``problem`` untuned, with the default config at its bucket's M (where
+        the rules and defaults were measured, and what a tuning of the key times):
+
+        - a CUDA problem on a GPU of UNTUNED_RULE_GPUS (the H200), M <= MAX_DECODE_M, and
+          any CPU problem (interpreter, tests): the first able backend in fallback order,
+          or the able backend its ``untuned_defers_to`` names (Triton -> cuBLASLt where its
+          default lost on the H200);
+        - a CUDA problem on any other GPU, or of M > MAX_DECODE_M (prefill, where the
+          Triton kernels are decode kernels): BASELINE (cuBLASLt) where it can serve, else
+          the first able backend. The Triton defaults and the rule's wave math are H200 facts
+          (132 SMs); nothing measured says they do not lose to cuBLASLt elsewhere.
+          weight_only has no cuBLASLt path (bf16 activations): its Triton default serves
+          there unmeasured; tune it (``fp8tower tune``).
+
+        The rule is evaluated at the bucket: its thresholds are at power-of-two M. At the call's
+        M it kept at M = 17-31 and 33-63 the Triton defaults it sends to cuBLASLt at 32 and 64
+        (0.64-0.98x there, untuned_defers_to's evidence): per_tensor 10240x5120 M = 24 ->
+        triton, M = 32 -> cublaslt (/tmp/audit_tune/a4_safe_default.py, 2026-12-05)."""
+        at = problem if problem.m == problem.bucket else replace(problem, m=problem.bucket)
+        reasons, first = [], None
         for b in self.pool():
             reason = self.able(b, problem)
             if reason is None:
-                other = b.untuned_defers_to(problem)  # an evidence rule, e.g. -> cuBLASLt
-                alt = next((a for a in self.pool() if a.name == other), None) if other else None
-                if alt is not None and self.able(alt, problem) is None:
-                    return alt, alt.default_config(problem)
-                return b, b.default_config(problem)
+                first = b
+                break
             reasons.append(f"{b.name}: {reason}")
-        raise BackendError(f"no backend can serve {problem.key()}: " + "; ".join(reasons))
+        if first is None:
+            raise BackendError(f"no backend can serve {problem.key()}: " + "; ".join(reasons))
+        if problem.on_cuda and not self.untuned_rule_applies(problem):
+            other = BASELINE
+        else:
+            other = first.untuned_defers_to(at)  # an evidence rule, e.g. -> cuBLASLt
+        alt = next((a for a in self.pool() if a.name == other), None) if other else None
+        if alt is not None and self.able(alt, problem) is None:
+            return alt, alt.default_config(at)
+        return first, first.default_config(at)
+
+    def untuned_rule_applies(self, problem: GemmProblem) -> bool:
+        """Whether the backends' ``untuned_defers_to`` rules hold for CUDA ``problem``: decode
+        M on the GPU they were measured on (UNTUNED_RULE_GPUS)."""
+        return problem.bucket <= MAX_DECODE_M and self._device_name() in UNTUNED_RULE_GPUS
+
+    def _device_name(self) -> str | None:
+        """This dispatcher's GPU (``gpu_name``, else CUDA's current device; None without)."""
+        if self._gpu_name is not None:
+            return self._gpu_name
+        if torch.cuda.is_available():
+            return torch.cuda.get_device_name(torch.cuda.current_device())
+        return None
 
     def _require(self, backend: str | Backend, problem: GemmProblem) -> Backend:
         pool = self.pool()
@@ -212,6 +265,8 @@ class Dispatcher:
     def _may_tune(self, problem: GemmProblem) -> bool:
         if self._tune_policy is not None:
             return self._tune_policy
+        if problem.bucket > MAX_DECODE_M:  # prefill: only when asked (module doc)
+            return self._tune_env and problem.on_cuda and self.retune
         return self._tune_env and problem.on_cuda
 
     def _runnable(self, problem: GemmProblem, backend: str, config: Any):

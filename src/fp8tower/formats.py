@@ -42,6 +42,12 @@ MIN_SCALE = 1e-12
 # inf in x would quantize to NaN instead of +-448. Such a scale would mean activations
 # beyond fp32's range.
 ACT_SCALE_MAX = 1e35
+# Smallest static activation scale accepted: fp32's smallest normal. The kernels divide by
+# the reciprocal r = 1 / s (kernels/fp8_gemm._div_by_scale); for a subnormal s r overflows
+# (s = 1e-39, triton 3.9 interpreter, 2026-12-05: the corrected quotient NaN for every x,
+# zeros included; x * (1 / s) 448 for x = 1e-37, where torch's x / s is 100). A normal s
+# keeps r <= 2^126 (tests/test_formats.py).
+ACT_SCALE_MIN = 2.0**-126
 ACT_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
 
 
@@ -195,14 +201,19 @@ class Fp8Weight:
                 f"{' or '.join(str(s) for s in expected)}, got {tuple(self.scale.shape)}"
             )
         if self.act_scale is not None and self.act_scale.numel() != 1:
-            raise ValueError(f"act_scale must be one value, got shape {tuple(self.act_scale.shape)}")
+            raise ValueError(f"act_scale must be one value, got shape "
+                             f"{tuple(self.act_scale.shape)}")
         if check_values and _values_checkable(self.scale, self.act_scale):
             check_scale_values(self.scale, f"{self.scheme} weight scale ({n}x{k} weight)")
             if self.act_scale is not None:
                 check_scale_values(self.act_scale, "act_scale (static activation scale)")
-                if float(self.act_scale) > ACT_SCALE_MAX:
+                value = float(self.act_scale)
+                if value > ACT_SCALE_MAX:
                     raise ValueError(f"act_scale (static activation scale) must be at most "
-                                     f"{ACT_SCALE_MAX:g}, got {float(self.act_scale):g}")
+                                     f"{ACT_SCALE_MAX:g}, got {value:g}")
+                if value < ACT_SCALE_MIN:
+                    raise ValueError(f"act_scale (static activation scale) must be at least "
+                                     f"{ACT_SCALE_MIN:g} (fp32's smallest normal), got {value:g}")
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -314,6 +325,9 @@ def _as_scale_tensor(value: float | torch.Tensor, device: torch.device) -> torch
     if not bool(torch.isfinite(t)) or float(t) <= 0 or float(t) > ACT_SCALE_MAX:
         raise ValueError(f"act_scale must be a finite positive number at most "
                          f"{ACT_SCALE_MAX:g}, got {float(t)}")
+    if float(t) < ACT_SCALE_MIN:
+        raise ValueError(f"act_scale must be at least {ACT_SCALE_MIN:g} (fp32's smallest "
+                         f"normal), got {float(t):g}")
     return t
 
 

@@ -17,6 +17,11 @@ def cache_dir() -> Path:
 
 
 def cache_file_name(device_name: str) -> str:
-    """The tuning cache file of a GPU, in :func:`cache_dir`: 'NVIDIA H200' -> 'nvidia-h200.json'."""
-    slug = re.sub(r"[^a-z0-9]+", "-", device_name.lower()).strip("-")
-    return f"{slug or 'unknown'}.json"
+    """The tuning cache file of a GPU, in :func:`cache_dir`: 'NVIDIA H200' -> 'nvidia-h200.json';
+    with FP8TOWER_EARLY_LAUNCH=0, 'nvidia-h200-no-early-launch.json': timings taken without early
+    launch differ (the cache's metadata records the state), and a run with the switch off must
+    neither read nor overwrite the default file's choices."""
+    from .env import flag  # env imports nothing of fp8tower
+
+    slug = re.sub(r"[^a-z0-9]+", "-", device_name.lower()).strip("-") or "unknown"
+    return f"{slug}.json" if flag("FP8TOWER_EARLY_LAUNCH", True) else f"{slug}-no-early-launch.json"

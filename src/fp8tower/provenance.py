@@ -54,21 +54,26 @@ def driver_version() -> str:
     return m.group(1) if m else "unknown"
 
 
-# The sources of the code the tuner times: GEMM and activation kernels, backends, their CUDA.
-_KERNEL_SOURCES = ("kernels", "backends")
+# The sources of the code the tuner times, and of how it times: GEMM and activation kernels,
+# backends, their CUDA; the tuner (its chain, timer, search space filters) and the graph edge
+# rewrite every timed graph goes through (graph_edges.py: early launch). Folders or files.
+_KERNEL_SOURCES = ("kernels", "backends", "tuning", "graph_edges.py")
 _SOURCE_SUFFIXES = (".py", ".cu", ".cuh", ".h", ".hpp")
 
 
 @functools.cache
 def kernel_code() -> str:
-    """16 hex digits of sha256 over fp8tower's kernel and backend sources (``_KERNEL_SOURCES``).
-    A tuning cache made with other kernel code holds timings of other kernels: the fp8tower
-    version alone did not change when they did (2026-12-01: an entry of channel_token
-    5120x17408 kept 48.8 us, measured before its pre-pass got fast, against 28 us since)."""
+    """16 hex digits of sha256 over fp8tower's kernel, backend and tuning sources
+    (``_KERNEL_SOURCES``). A tuning cache made with other kernel code holds timings of other
+    kernels: the fp8tower version alone did not change when they did (2026-12-01: an entry of
+    channel_token 5120x17408 kept 48.8 us, measured before its pre-pass got fast, against
+    28 us since)."""
     root = Path(__file__).parent
     h = hashlib.sha256()
     for sub in _KERNEL_SOURCES:
-        for f in sorted((root / sub).rglob("*")):
+        path = root / sub
+        files = [path] if path.is_file() else sorted(path.rglob("*"))
+        for f in files:
             if f.is_file() and f.suffix in _SOURCE_SUFFIXES:
                 h.update(f.relative_to(root).as_posix().encode() + b"\0")
                 h.update(f.read_bytes() + b"\0")

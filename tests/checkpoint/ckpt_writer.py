@@ -50,6 +50,19 @@ QWEN3_CONFIG = {
 
 PROJS = ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
          "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj")
+# Projections that read the same input: a static checkpoint calibrates one input_scale for them
+# (ModelOpt and llm-compressor observe the one tensor they all read)
+SIBLINGS = (("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj"),
+            ("mlp.gate_proj", "mlp.up_proj"))
+
+
+def input_of(fqn: str) -> str:
+    """The first sibling of ``fqn`` (itself when it has none): who shares its input."""
+    for group in SIBLINGS:
+        for member in group:
+            if fqn.endswith("." + member):
+                return fqn[: -len(member)] + group[0]
+    return fqn
 
 
 def linear_shapes(cfg: dict) -> dict[str, tuple[int, int]]:
@@ -182,7 +195,8 @@ def _ct_group(preset: str) -> dict:
          "observer_kwargs": {}}
     a = dict(w, observer=None)
     if preset == "FP8":
-        w["strategy"], a["strategy"], a["dynamic"], a["observer"] = "tensor", "tensor", False, "minmax"
+        w["strategy"], a["strategy"] = "tensor", "tensor"
+        a["dynamic"], a["observer"] = False, "minmax"
     elif preset == "FP8_DYNAMIC":
         w["strategy"], a["strategy"], a["dynamic"] = "channel", "token", True
     elif preset == "FP8_BLOCK":
@@ -196,16 +210,21 @@ def _ct_group(preset: str) -> dict:
 
 def build(fmt: str, *, preset: str = "FP8", ignore: tuple[str, ...] = ("lm_head",),
           ignored_fqns: tuple[str, ...] = (), scale_dtype=torch.float32, seed: int = 0,
-          config_in: str = "config", cfg: dict | None = None) -> Spec:
+          config_in: str = "config", cfg: dict | None = None,
+          shared_input_scales: bool = True) -> Spec:
     """fmt: modelopt (preset FP8 | FP8_PER_CHANNEL_PER_TOKEN; config_in "config" or
     "hf_quant_config"), compressed_tensors (preset FP8 | FP8_DYNAMIC | FP8_BLOCK), block_fp8,
     unquantized. ``ignore`` goes into the config's ignore list as is; ``ignored_fqns`` are the
-    linears left in bf16 (list them in ``ignore`` too, in the format's own syntax)."""
+    linears left in bf16 (list them in ``ignore`` too, in the format's own syntax). Static
+    input scales: siblings share one, as calibrated checkpoints do (``shared_input_scales``;
+    False: one drawn per linear)."""
     cfg = json.loads(json.dumps(cfg or QWEN3_CONFIG))
     t = base_tensors(cfg, seed)
     spec = Spec(fmt, cfg, t, ignored=list(ignored_fqns))
     if fmt == "unquantized":
         return spec
+    g = torch.Generator().manual_seed(seed + 2)
+    acts: dict[str, float] = {}
     for fqn in linear_shapes(cfg):
         if fqn in ignored_fqns:
             continue
@@ -224,7 +243,9 @@ def build(fmt: str, *, preset: str = "FP8", ignore: tuple[str, ...] = ("lm_head"
             # ModelOpt scalars are shape []; compressed-tensors tensor strategy (1,)
             s = s.reshape(()) if fmt == "modelopt" else s.reshape(1)
             sname = "weight_scale"
-            act = torch.tensor(0.5 + torch.rand(1).item()) / E4M3_MAX * 4
+            key = input_of(fqn) if shared_input_scales else fqn
+            act = torch.tensor(acts.setdefault(key, 0.5 + torch.rand(1, generator=g).item()))
+            act = act / E4M3_MAX * 4
             act = act.reshape(()) if fmt == "modelopt" else act.reshape(1)
             t[f"{fqn}.input_scale"] = act.float()
         s = s.to(scale_dtype if fmt == "compressed_tensors" else torch.float32)

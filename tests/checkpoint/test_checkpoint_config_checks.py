@@ -81,7 +81,9 @@ def test_from_pretrained_fp8_config_over_bf16_tensors(tmp_path):
     ("targets", ["Linear", 3], (r"quantization_config.config_groups.group_0.targets\[1\]: "
      r"expected a module name or 're:' regex \(a string\), got 3")),
     ("targets", "Linear", (r"quantization_config.config_groups.group_0.targets: expected a list "
-     r"of module names/regexes, got 'Linear'")),
+     r"of module names / 're:' regexes, got 'Linear'")),
+    ("targets", [], (r"quantization_config.config_groups.group_0.targets: expected a non-empty "
+     r"list of module names / 're:' regexes, got \[\]")),
 ])
 def test_ct_ignore_and_targets(tmp_path, field, value, message):
     spec = build("compressed_tensors", preset="FP8_DYNAMIC")
@@ -220,3 +222,123 @@ def test_e5m2_weight_without_scale(tmp_path, fmt, preset, scale):
             rf"tensor '{Q}.weight': FP8 weight must have dtype F8_E4M3 \(torch.float8_e4m3fn\), "
             rf"got F8_E5M2 \(and its scale '{Q}.{scale}' is missing\)")):
         _open(tmp_path, spec)
+
+
+# --- 8. KV-cache scales: read by no one here, one warning -------------------------------------
+
+
+def _with_kv_scales(spec):
+    """ModelOpt's FP8 KV cache: k_proj.k_scale, v_proj.v_scale per layer (compressed-tensors
+    stores k_proj.output_scale, v_proj.output_scale)."""
+    for layer in range(2):
+        p = f"model.layers.{layer}.self_attn"
+        if spec.format == "modelopt":
+            spec.tensors[f"{p}.k_proj.k_scale"] = torch.tensor(0.02)
+            spec.tensors[f"{p}.v_proj.v_scale"] = torch.tensor(0.03)
+        else:
+            spec.tensors[f"{p}.k_proj.output_scale"] = torch.tensor([0.02])
+            spec.tensors[f"{p}.v_proj.output_scale"] = torch.tensor([0.03])
+    return spec
+
+
+@pytest.mark.parametrize("fmt", ["modelopt", "compressed_tensors"])
+def test_kv_cache_scales_warn_once(tmp_path, fmt):
+    with pytest.warns(UserWarning) as record:
+        ck = _open(tmp_path, _with_kv_scales(build(fmt, preset="FP8")))
+    kv = [str(w.message) for w in record if "KV-cache" in str(w.message)]
+    assert len(kv) == 1 and "4 KV-cache scale tensor(s) are not used" in kv[0]
+    assert "write_merged copies them through" in kv[0]
+    assert len(ck.linear_names()) == N_LINEARS
+
+
+# --- 9. fp8tower's own format: ignore and module names -----------------------------------------
+
+
+@pytest.fixture(scope="module")
+def native_dir(tmp_path_factory):
+    pytest.importorskip("transformers")  # fp8tower.hf.write imports it through hf
+    from fp8tower.hf import write_merged
+
+    root = tmp_path_factory.mktemp("native")
+    write_merged(save(build("compressed_tensors", preset="FP8_DYNAMIC"), root / "src"),
+                 root / "out")
+    return root / "out"
+
+
+def _native(native_dir, tmp_path, edit):
+    out = tmp_path / "native"
+    out.mkdir()
+    for f in native_dir.iterdir():
+        (out / f.name).symlink_to(f)
+    cfg = json.loads((native_dir / "config.json").read_text())
+    edit(cfg["quantization_config"])
+    (out / "config.json").unlink()
+    (out / "config.json").write_text(json.dumps(cfg))
+    return out
+
+
+GU = "model.layers.0.mlp.gate_up_proj"
+
+
+@pytest.mark.parametrize("edit,message", [
+    (lambda qc: qc.update(ignore="lm_head"),
+     r"quantization_config.ignore: expected a list of module names, got 'lm_head'"),
+    (lambda qc: qc.update(ignore=["lm_head", 3]),
+     r"quantization_config.ignore\[1\]: expected a module name \(a string\), got 3"),
+    (lambda qc: qc["modules"].update({"model.layers.0.mlp.up_proj": {"scheme": "channel_token"}}),
+     (rf"quantization_config.merged.{GU}.members: 'model.layers.0.mlp.up_proj' is also in "
+      r"quantization_config.modules; expected each module in one place")),
+    (lambda qc: qc["merged"].update({"model.layers.0.self_attn.qkv_proj": {
+        "members": ["model.layers.0.mlp.gate_proj", "model.layers.0.self_attn.k_proj"],
+        "sizes": [320, 64]}}),
+     (r"merged.model.layers.0.self_attn.qkv_proj.members: 'model.layers.0.mlp.gate_proj' is "
+      rf"also in quantization_config.merged.{GU}.members")),
+    (lambda qc: qc["ignore"].append("model.layers.1.mlp.gate_proj"),
+     (r"quantization_config.ignore: 'model.layers.1.mlp.gate_proj' is also in "
+      r"quantization_config.merged.model.layers.1.mlp.gate_up_proj.members")),
+])
+def test_native_names(native_dir, tmp_path, edit, message):
+    with pytest.raises(CheckpointError, match=message) as e:
+        open_checkpoint(_native(native_dir, tmp_path, edit))
+    assert "config.json: " in str(e.value)
+
+
+# --- 10. safetensors dtypes: every one sized, an unknown one refused ---------------------------
+
+
+def test_bytes_of_every_torch_dtype_safetensors_writes(tmp_path):
+    spec = build("block_fp8")
+    extra = {"u16": torch.uint16, "u32": torch.uint32, "u64": torch.uint64,
+             "c64": torch.complex64, "fnuz": torch.float8_e4m3fnuz, "f64": torch.float64}
+    for name, dtype in extra.items():
+        spec.tensors[f"model.extra_{name}"] = torch.zeros(1000, dtype=dtype)
+    ck = _open(tmp_path, spec)
+    assert ck.nbytes() == sum(t.numel() * t.element_size() for t in spec.tensors.values())
+    by = ck.describe()["bytes_by_dtype"]
+    assert (by["U16"], by["U32"], by["U64"], by["C64"], by["F8_E4M3FNUZ"]) == (
+        2000, 4000, 8000, 8000, 1000)
+
+
+def _raw_safetensors(path, header: dict, data: bytes) -> None:
+    raw = json.dumps(header).encode()
+    path.write_bytes(len(raw).to_bytes(8, "little") + raw + data)
+
+
+@pytest.mark.parametrize("meta,message", [
+    ({"dtype": "F3", "shape": [2], "data_offsets": [0, 2]},
+     r"model.safetensors: tensor 'model.odd': unknown dtype 'F3'; safetensors defines BOOL, F4"),
+    ({"dtype": "F32", "shape": [3], "data_offsets": [0, 8]},
+     r"tensor 'model.odd': F32 of shape \[3\] is 12 bytes, its data_offsets span 8"),
+    ({"dtype": "F4", "shape": [4], "data_offsets": [0, 2]}, None),  # 4 bits each: 2 bytes
+    ({"dtype": "F32", "shape": [2]},
+     r"tensor 'model.odd': header entry must have dtype, shape and data_offsets"),
+])
+def test_header_dtype_and_size(tmp_path, meta, message):
+    (tmp_path / "config.json").write_text(json.dumps(build("unquantized").config))
+    size = meta.get("data_offsets", [0, 8])[1]
+    _raw_safetensors(tmp_path / "model.safetensors", {"model.odd": meta}, b"\0" * size)
+    if message is None:
+        assert open_checkpoint(tmp_path).nbytes() == 2
+        return
+    with pytest.raises(CheckpointError, match=message):
+        open_checkpoint(tmp_path)

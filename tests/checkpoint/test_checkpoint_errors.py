@@ -27,6 +27,12 @@ def _set(name, value):
     return f
 
 
+def _add(name, value):
+    def f(spec):
+        spec.tensors[name] = value
+    return f
+
+
 def _qc(**kw):
     def f(spec):
         spec.config["quantization_config"].update(kw)
@@ -57,7 +63,8 @@ CASES = [
      (rf"tensor '{Q}.weight': missing scale: static per_tensor activations need tensor "
      rf"'{Q}.input_scale'")),
     ("missing block scale", "block_fp8", "", _drop(f"{Q}.weight_scale_inv"), "open",
-     rf"missing scale: expected tensor '{Q}.weight_scale_inv' \(block128 scale of shape \[2, 2\]\)"),
+     (rf"missing scale: expected tensor '{Q}.weight_scale_inv' \(block128 scale of shape "
+      r"\[2, 2\]\)")),
     ("block scale wrong shape", "block_fp8", "", _set(f"{Q}.weight_scale_inv", lambda t: t[:1]),
      "open", rf"tensor '{Q}.weight_scale_inv': scale must have shape \[2, 2\], got \[1, 2\]"),
     ("channel scale wrong shape", "compressed_tensors", "FP8_DYNAMIC",
@@ -94,7 +101,8 @@ CASES = [
     ("scale without weight", "block_fp8", "", _drop(f"{Q}.weight"), "open",
      rf"tensor '{Q}.weight_scale_inv': scale without a weight: '{Q}.weight' is missing"),
     ("ignored but fp8", "compressed_tensors", "FP8", _qc(ignore=["lm_head", Q]), "open",
-     rf"tensor '{Q}.weight': module '{Q}' is in the ignore list of config.json but is stored in FP8"),
+     (rf"tensor '{Q}.weight': module '{Q}' is in the ignore list of config.json but is stored "
+      r"in FP8")),
     ("unknown quant_method", "block_fp8", "", _qc(quant_method="awq"), "open",
      (r"config.json: unknown quantization_config.quant_method 'awq'; fp8tower reads modelopt, "
      r"compressed-tensors, fp8")),
@@ -113,6 +121,43 @@ CASES = [
      r"config_groups.group_0: expected one of the FP8 presets.*'dynamic': False"),
     ("ct pack format", "compressed_tensors", "FP8", _group(format="pack-quantized"), "open",
      r"config_groups.group_0.format: expected 'float-quantized'"),
+    # asymmetric / dynamic weights / output quantization: real = (q - zero_point) * scale, or
+    # another product; loading q * scale would be silently wrong
+    ("ct asymmetric weights", "compressed_tensors", "FP8_DYNAMIC",
+     _ct_group(weights__symmetric=False), "open",
+     (r"config.json: quantization_config.config_groups.group_0.weights.symmetric: expected "
+      r"true \(fp8tower reads no zero points\), got False")),
+    ("ct asymmetric acts", "compressed_tensors", "FP8",
+     _ct_group(input_activations__symmetric=False), "open",
+     r"group_0.input_activations.symmetric: expected true .*, got False"),
+    ("ct dynamic weights", "compressed_tensors", "FP8_DYNAMIC",
+     _ct_group(weights__dynamic=True), "open",
+     (r"group_0.weights.dynamic: expected false \(FP8 weights are stored with their "
+      r"scales\), got True")),
+    ("ct output acts", "compressed_tensors", "FP8_DYNAMIC",
+     _group(output_activations={"num_bits": 8, "type": "float"}), "open",
+     r"group_0.output_activations: expected null"),
+    ("ct sparse", "compressed_tensors", "FP8_DYNAMIC",
+     _qc(sparsity_config={"format": "sparse-24-bitmask", "sparsity_structure": "2:4"}), "open",
+     r"quantization_config.sparsity_config.format: expected 'dense'"),
+    # tensors under a linear that change its output: refused, named
+    ("ct weight zero point", "compressed_tensors", "FP8_DYNAMIC",
+     _add(f"{Q}.weight_zero_point", torch.zeros(192, 1).to(torch.float8_e4m3fn)), "open",
+     (rf"tensor '{Q}.weight_zero_point': quantized linear '{Q}' has a tensor fp8tower does not "
+      r"read, 'weight_zero_point', which would change its output; expected only bias, "
+      r"input_scale, weight, weight_scale \(and KV-cache scales\)")),
+    ("ct input zero point", "compressed_tensors", "FP8", _add(f"{Q}.input_zero_point",
+                                                               torch.zeros(1)), "open",
+     rf"'{Q}.input_zero_point': quantized linear '{Q}' has a tensor fp8tower does not read"),
+    ("modelopt pre_quant_scale", "modelopt", "FP8", _add(f"{Q}.pre_quant_scale",
+                                                         torch.ones(192)), "open",
+     rf"'{Q}.pre_quant_scale': quantized linear '{Q}' has a tensor fp8tower does not read"),
+    ("block_fp8 o_proj output_scale", "block_fp8", "",
+     _add("model.layers.1.self_attn.o_proj.output_scale", torch.ones(())), "open",
+     (r"has a tensor fp8tower does not read, 'output_scale'.*expected only bias, input_scale, "
+      r"weight, weight_scale_inv")),
+    ("nested under a linear", "block_fp8", "", _add(f"{Q}.lora_A.weight", torch.ones(4, 192)),
+     "open", rf"quantized linear '{Q}' has a tensor fp8tower does not read, 'lora_A.weight'"),
     ("ct no targets", "compressed_tensors", "FP8",
      _group(targets=["re:.*mlp.*"]), "open",
      (r"tensor 'model.layers.0.self_attn.k_proj.weight': stored in FP8 but no "

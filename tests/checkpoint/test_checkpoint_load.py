@@ -2,14 +2,26 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
 import pytest
 import torch
-from ckpt_writer import build, expand_ref, linear_shapes, q_block, q_channel, q_tensor, save
+from ckpt_writer import (
+    PROJS,
+    QWEN3_CONFIG,
+    build,
+    expand_ref,
+    linear_shapes,
+    q_block,
+    q_channel,
+    q_tensor,
+    save,
+)
 
 from fp8tower.checkpoint import CheckpointError, open_checkpoint
+from fp8tower.checkpoint.unquantized import LINEARS_BY_NAME
 from fp8tower.formats import Scheme
 
 CASES = [
@@ -103,7 +115,8 @@ def test_modelopt_exclude_matching_like_vllm(tmp_path):
     ignored = ("model.layers.0.mlp.gate_proj", "model.layers.0.mlp.up_proj",
                "model.layers.0.mlp.down_proj", "model.layers.1.self_attn.k_proj",
                "model.layers.1.self_attn.v_proj")
-    spec = build("modelopt", ignore=("lm_head", "layers.0.mlp", "model.layers.1.self_attn.[kv]_proj"),
+    spec = build("modelopt",
+                 ignore=("lm_head", "layers.0.mlp", "model.layers.1.self_attn.[kv]_proj"),
                  ignored_fqns=ignored)
     ck = open_checkpoint(save(spec, tmp_path))
     assert ck.is_ignored("lm_head")  # exact
@@ -192,3 +205,131 @@ def test_import_does_not_pull_transformers():
             "print([m for m in ('transformers', 'compressed_tensors') if m in sys.modules])")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]", out.stdout + out.stderr
+
+
+# --- ignore lists: module boundaries -----------------------------------------------------------
+
+HF_NAMES = ("model.layers.1.self_attn.q_proj", "model.layers.10.self_attn.q_proj",
+            "model.layers.0.mlp.gate_proj", "model.layers.0.mlp.gate", "lm_head",
+            "model.layers.1.mlp.down_proj", "model.layers.0.self_attn.k_proj")
+HF_PATTERNS = (["model.layers.1"], ["model.layers.0.mlp.gate"], ["lm_head"], [r"model.layers.\d+"],
+               [r"model\.layers\.1\d"], ["mlp.down_proj"], ["proj"], ["model.layers.1.*"],
+               ["model.layers.", "k_proj"], [r"model.layers.[01].mlp"])
+
+
+def test_modules_to_not_convert_matches_transformers():
+    """Each pattern list against each name, as transformers' should_convert_module decides."""
+    hf = pytest.importorskip("transformers.quantizers.quantizers_utils")
+    from fp8tower.checkpoint.base import match_hf_not_convert
+
+    for patterns in HF_PATTERNS:
+        for name in HF_NAMES:
+            ours = any(match_hf_not_convert(name, p) for p in patterns)
+            assert ours == (not hf.should_convert_module(name, patterns)), (name, patterns)
+
+
+def test_block_fp8_ignore_stops_at_a_module_boundary(tmp_path):
+    """modules_to_not_convert ["model.layers.1"] keeps layer 1, not layers 10-19, in bf16."""
+    cfg = dict(QWEN3_CONFIG, num_hidden_layers=11, hidden_size=128, intermediate_size=128,
+               num_attention_heads=2, head_dim=64, vocab_size=64)
+    layer1 = tuple(f"model.layers.1.{p}" for p in PROJS)
+    ck = open_checkpoint(save(build("block_fp8", ignore=("lm_head", "model.layers.1"),
+                                    ignored_fqns=layer1, cfg=cfg), tmp_path))
+    assert ck.is_ignored("model.layers.1.mlp.up_proj")
+    assert not ck.is_ignored("model.layers.10.mlp.up_proj")
+    assert len(ck.linear_names()) == 10 * 7
+
+
+def test_block_fp8_ignored_layers_are_exact_names(tmp_path):
+    """vLLM's Fp8Config reads ignored_layers as exact module names (is_layer_skipped)."""
+    q0 = "model.layers.0.self_attn.q_proj"
+    spec = build("block_fp8", ignore=(), ignored_fqns=(q0,))
+    spec.config["quantization_config"]["ignored_layers"] = [q0, "model.layers.1.mlp", "lm_head"]
+    ck = open_checkpoint(save(spec, tmp_path))
+    assert ck.is_ignored(q0) and ck.is_ignored("lm_head")
+    assert not ck.is_ignored("model.layers.1.mlp.up_proj")  # a prefix names no module here
+    assert not ck.is_ignored("model.layers.0.self_attn.q_proj_extra")
+    assert len(ck.linear_names()) == 13
+
+
+def test_block_fp8_ignore_pattern_not_a_regex(tmp_path):
+    spec = build("block_fp8", ignore=("lm_head", "model.layers.(1"))
+    with pytest.raises(CheckpointError, match=(
+            r"config.json: quantization_config.modules_to_not_convert\[1\]: expected a regex, "
+            r"as transformers matches it \(missing \), .*\), got 'model.layers.\(1'")):
+        open_checkpoint(save(spec, tmp_path))
+
+
+# --- MoE experts: loadable, listed apart, not converted ----------------------------------------
+
+
+def test_moe_expert_linears_are_listed_apart(tmp_path):
+    spec = build("block_fp8")
+    experts = [f"model.layers.{layer}.mlp.experts.{e}.{p}" for layer in range(2)
+               for e in range(3) for p in ("gate_proj", "up_proj", "down_proj")]
+    for fqn in experts:
+        q, s = q_block(torch.randn(128, 192) * 0.02)
+        spec.tensors[f"{fqn}.weight"], spec.tensors[f"{fqn}.weight_scale_inv"] = q, s
+    shared = "model.layers.0.mlp.shared_experts.gate_proj"  # an nn.Linear in transformers 5
+    q, s = q_block(torch.randn(128, 192) * 0.02)
+    spec.tensors[f"{shared}.weight"], spec.tensors[f"{shared}.weight_scale_inv"] = q, s
+    ck = open_checkpoint(save(spec, tmp_path))
+    assert ck.moe_expert_linears() == sorted(experts)
+    assert ck.load_linear(experts[0]).weight.scheme is Scheme.BLOCK128
+    info = ck.describe()
+    assert sorted(info["moe_experts_not_converted"]) == sorted(experts)
+    assert not set(experts) & set(info["schemes"]) and shared in info["schemes"]
+    assert sum(info["scheme_counts"].values()) == 15
+    note = ck.moe_experts_note()
+    assert note.startswith("; the checkpoint stores 18 MoE expert linear(s) (e.g. "
+                           "'model.layers.0.mlp.experts.0.down_proj'), which fp8tower does not "
+                           "convert")
+    assert open_checkpoint(save(build("block_fp8"), tmp_path / "dense")).moe_experts_note() == ""
+
+
+# --- unquantized: which 2-D weights are linears -------------------------------------------------
+
+
+def test_unquantized_embeddings_are_not_linears(tmp_path):
+    spec = build("unquantized")
+    for name in ("transformer.wte", "transformer.wpe", "shared", "gpt_neox.embed_in",
+                 "encoder.embeddings.word_embeddings", "encoder.embeddings.position_embeddings"):
+        spec.tensors[f"{name}.weight"] = torch.zeros(64, 192, dtype=torch.bfloat16)
+    ck = open_checkpoint(save(spec, tmp_path), scheme="per_tensor")
+    assert ck.linear_names() == sorted(linear_shapes(spec.config))
+    assert ck.is_ignored("transformer.wte") and ck.is_ignored("lm_head")
+    assert not ck.is_ignored("model.layers.0.mlp.shared_experts.up_proj")
+
+
+def _tiny_model(model_type):
+    """A transformers model of ``model_type`` with a tiny config (ckpt_writer's shapes)."""
+    import transformers
+    from ckpt_writer import QWEN3_5_CONFIG
+
+    if model_type.startswith("qwen3_5"):
+        cfg = json.loads(json.dumps(QWEN3_5_CONFIG))
+        if model_type == "qwen3_5_text":
+            cfg = cfg["text_config"]
+    else:
+        cfg = dict(QWEN3_CONFIG)
+    cfg.pop("model_type")
+    config = transformers.AutoConfig.for_model(model_type, **cfg)
+    auto = (transformers.AutoModelForImageTextToText if model_type == "qwen3_5"
+            else transformers.AutoModelForCausalLM)
+    return dict(cfg, model_type=model_type), auto.from_config(config)
+
+
+@pytest.mark.parametrize("model_type", LINEARS_BY_NAME)
+def test_unquantized_linears_by_name_are_the_models(tmp_path, model_type):
+    """For each model type write_merged quantizes from a bf16 checkpoint, the 2-D weights taken
+    as linears by name are exactly the model's nn.Linear modules (lm_head apart)."""
+    pytest.importorskip("transformers")
+    from ckpt_writer import Spec
+
+    cfg, model = _tiny_model(model_type)
+    tensors = {n: t.to(torch.bfloat16) for n, t in model.state_dict().items()}
+    linears = [n for n, m in model.named_modules()
+               if isinstance(m, torch.nn.Linear) and n != "lm_head"]
+    ck = open_checkpoint(save(Spec("unquantized", cfg, tensors), tmp_path), scheme="block128")
+    assert ck.linears_by_name and ck.describe()["linears_by_name"]
+    assert ck.linear_names() == sorted(linears)

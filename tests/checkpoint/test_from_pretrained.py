@@ -54,16 +54,24 @@ def test_from_pretrained_matches_dequantized_oracle(tmp_path, fmt, preset, mode)
             assert sqnr_db(ref, outs[merge]) >= 40, (fmt, preset, merge, sqnr_db(ref, outs[merge]))
     assert sqnr_db(outs[False], outs[True]) >= 60
     merged = [r for r in m.fp8tower_merges if r["merged_ok"]]
-    if mode == "static":
-        # ckpt_writer draws each linear's input_scale at random: an exact merge must refuse
-        assert not merged and all("input scales differ" in r["reason"]
-                                  for r in m.fp8tower_merges)
-    elif fmt == "block_fp8" or preset == "FP8_BLOCK":  # k_proj (64), gate_proj (320):
+    if fmt == "block_fp8" or preset == "FP8_BLOCK":  # k_proj (64), gate_proj (320):
         assert not merged and all("128" in r["reason"] for r in m.fp8tower_merges)  # unaligned
-    else:
+    else:  # static: siblings share their calibrated input_scale, each keeps its weight scale
         assert [r["merged"] for r in merged] == ["qkv_proj", "gate_up_proj"] * 2
         assert any(isinstance(x, MergedProjection) for x in m.modules())
     assert sum(type(x) is Fp8Linear for x in m.modules()) >= 8
+
+
+@pytest.mark.parametrize("fmt", ["modelopt", "compressed_tensors"])
+def test_static_siblings_with_differing_input_scales_stay_separate(tmp_path, fmt):
+    """An exact merge needs one input scale per group: drawn per linear, none merges, and the
+    logits still match the oracle."""
+    spec = build(fmt, preset="FP8", shared_input_scales=False)
+    m = from_pretrained(save(spec, tmp_path / fmt), backend="reference", dtype=torch.float32)
+    assert m.fp8tower_merges and all(
+        not r["merged_ok"] and "input scales differ" in r["reason"] for r in m.fp8tower_merges)
+    with torch.no_grad():
+        assert sqnr_db(_oracle_model(spec, "static")(_ids()).logits, m(_ids()).logits) >= 40
 
 
 def test_from_pretrained_ignored_module_stays_bf16(tmp_path):
@@ -177,3 +185,46 @@ def test_a_stored_bias_of_the_wrong_shape_names_its_module(tmp_path):
     spec.tensors[f"{q}.bias"] = torch.tensor([7.0])  # one value for N = 192
     with pytest.raises(ConvertError, match=f"{q}: .*bias must be a 1-D floating tensor of N=192"):
         from_pretrained(save(spec, tmp_path / "ck"), backend="reference", merge=False)
+
+
+def test_moe_experts_in_fp8_are_named_in_the_error(tmp_path):
+    """A qwen3_moe block-FP8 checkpoint with per-expert linears (the hub's layout): fp8tower
+    does not convert MoE experts, and the error says so instead of only listing the model's
+    fused expert parameters as missing."""
+    transformers = pytest.importorskip("transformers")
+    from ckpt_writer import Spec, q_block
+
+    from fp8tower.hf.conversion import ConvertError
+
+    cfg = {"architectures": ["Qwen3MoeForCausalLM"], "model_type": "qwen3_moe",
+           "hidden_size": 128, "intermediate_size": 256, "moe_intermediate_size": 128,
+           "num_experts": 2, "num_experts_per_tok": 1, "num_hidden_layers": 1,
+           "num_attention_heads": 2, "num_key_value_heads": 1, "head_dim": 64,
+           "vocab_size": 64, "decoder_sparse_step": 1, "mlp_only_layers": [],
+           "tie_word_embeddings": False, "max_position_embeddings": 64}
+    c = dict(cfg)
+    model = transformers.AutoModelForCausalLM.from_config(
+        transformers.AutoConfig.for_model(c.pop("model_type"), **c))
+    tensors = {}
+    for k, v in model.state_dict().items():
+        v = v.to(torch.bfloat16)
+        if k.endswith("experts.gate_up_proj"):  # fused in transformers, one per expert on disk
+            for e in range(v.shape[0]):
+                g, u = v[e].chunk(2)
+                tensors[k.replace("gate_up_proj", f"{e}.gate_proj.weight")] = g.contiguous()
+                tensors[k.replace("gate_up_proj", f"{e}.up_proj.weight")] = u.contiguous()
+        elif k.endswith("experts.down_proj"):
+            for e in range(v.shape[0]):
+                tensors[k.replace("down_proj", f"{e}.down_proj.weight")] = v[e].contiguous()
+        else:
+            tensors[k] = v
+    for k in [k for k in tensors if k.endswith("proj.weight")]:
+        q, s = q_block(tensors[k].float())
+        tensors[k], tensors[k[:-len("weight")] + "weight_scale_inv"] = q, s
+    cfg["quantization_config"] = {"quant_method": "fp8", "fmt": "e4m3",
+                                  "activation_scheme": "dynamic",
+                                  "weight_block_size": [128, 128],
+                                  "modules_to_not_convert": ["lm_head", "mlp.gate"]}
+    save(Spec("block_fp8", cfg, tensors), tmp_path)
+    with pytest.raises(ConvertError, match="6 MoE expert linear.*which fp8tower does not convert"):
+        from_pretrained(tmp_path, backend="reference", dtype=torch.float32)

@@ -58,6 +58,8 @@ CASES = [  # (id, spec builder, scheme for a bf16 source, requant_max)
     ("qwen3_ct_fp8_dynamic", lambda: build("compressed_tensors", preset="FP8_DYNAMIC"), None,
      False),
     ("qwen3_modelopt_static", lambda: build("modelopt", preset="FP8"), None, False),
+    ("qwen3_ct_static_differing", lambda: build("compressed_tensors", preset="FP8",
+                                                shared_input_scales=False), None, False),
 ]
 
 
@@ -84,7 +86,7 @@ def test_round_trip(tmp_path, case):
                   if r["merged_ok"])
     assert written == made  # write_merged merges exactly what convert merges
     assert len(report["groups"]) == len(merged_a.fp8tower_merges)  # each, merged or not
-    if case[0] == "qwen3_modelopt_static":  # input scales drawn per linear: nothing merges
+    if case[0] == "qwen3_ct_static_differing":  # input scales drawn per linear: none merges
         assert not written and report["groups"]
         assert all("input scales differ" in g["reason"] for g in report["groups"])
     else:
@@ -163,3 +165,39 @@ def test_malformed_native_checkpoint(tmp_path):
     (out / "config.json").write_text(json.dumps(cfg))
     with pytest.raises(CheckpointError, match="a name listed in 'modules' too"):
         open_checkpoint(out)
+
+
+def test_kv_cache_scales_are_copied_through_under_the_member_names(tmp_path):
+    """ModelOpt's FP8 KV-cache scales live under k_proj / v_proj, members of a merged qkv_proj:
+    written as stored, under those names, and said so in the report."""
+    spec = build("modelopt", preset="FP8")
+    kv = {}
+    for layer in range(2):
+        p = f"model.layers.{layer}.self_attn"
+        kv[f"{p}.k_proj.k_scale"] = torch.tensor(0.02 + layer)
+        kv[f"{p}.v_proj.v_scale"] = torch.tensor(0.03 + layer)
+    spec.tensors.update(kv)
+    with pytest.warns(UserWarning, match="4 KV-cache scale tensor"):
+        report = write_merged(save(spec, tmp_path / "src"), tmp_path / "out")
+    assert sorted(report["copied_through"]) == sorted(kv)
+    assert any(g["merged"] == "model.layers.0.self_attn.qkv_proj" and g["written"] == "merged"
+               for g in report["groups"])
+    with pytest.warns(UserWarning, match="4 KV-cache scale tensor"):
+        ck = open_checkpoint(tmp_path / "out")
+    for name, value in kv.items():
+        assert torch.equal(ck.load_tensor(name), value), name
+
+
+def test_refuses_a_bf16_family_whose_linears_it_cannot_name(tmp_path):
+    """GPT-2 stores Conv1D weights [K, N] and wte/wpe tables, all 2-D: no name says which are
+    linears, so write_merged quantizes bf16 checkpoints only of the model types it knows."""
+    spec = build("unquantized")
+    spec.config["model_type"] = "gpt2"
+    spec.tensors["transformer.wte.weight"] = torch.zeros(256, 192, dtype=torch.bfloat16)
+    src = save(spec, tmp_path / "src")
+    with pytest.raises(ValueError, match=r"model_type 'gpt2': write_merged quantizes a bf16 "
+                       r"checkpoint only where its linears are known by name, for model_type "
+                       r"llama, mistral, qwen2, qwen3, qwen3_5, qwen3_5_text; others may store "
+                       r"2-D weights that are not linears \(GPT-2's Conv1D, MoE routers\)"):
+        write_merged(src, tmp_path / "out", scheme="per_tensor")
+    assert not (tmp_path / "out").exists()

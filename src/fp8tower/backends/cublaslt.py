@@ -50,7 +50,8 @@ def _check(p: GemmProblem) -> str | None:
         if _blockwise_api() is None:
             return f"torch {torch.__version__} has no torch.nn.functional.scaled_mm (block-wise)"
         if p.capability != (9, 0):
-            return f"cuBLASLt block-wise FP8 runs on sm_90 only, this is sm_{p.capability[0]}{p.capability[1]}"
+            return (f"cuBLASLt block-wise FP8 runs on sm_90 only, this is "
+                    f"sm_{p.capability[0]}{p.capability[1]}")
         if p.k % 128 or p.n % 128:
             return f"cuBLASLt block-wise FP8 needs N and K multiples of 128, got N={p.n}, K={p.k}"
         if p.out_dtype != torch.bfloat16:
@@ -95,7 +96,8 @@ def _run(
     elif scale_b.dim() == 2 or sa.dim() > 0:
         # Row-wise: scale_a (M, 1), scale_b (1, N).
         sa = sa.reshape(-1, 1).expand(xq.shape[0], 1).contiguous()
-        sb = scale_b if scale_b.dim() == 2 else scale_b.reshape(1, 1).expand(1, weight.n).contiguous()
+        sb = scale_b if scale_b.dim() == 2 else \
+            scale_b.reshape(1, 1).expand(1, weight.n).contiguous()
         y = torch._scaled_mm(xq, packed["wt"], scale_a=sa, scale_b=sb, out_dtype=out_dtype)
     else:
         y = torch._scaled_mm(xq, packed["wt"], scale_a=sa, scale_b=scale_b, out_dtype=out_dtype)

@@ -271,7 +271,10 @@ def _prepare(weight: Fp8Weight) -> dict:
         scale_b = weight.channel_scale()  # (N,) fp32, read as (1, 1, N)
     else:
         scale_b = weight.scale.float().reshape(1).contiguous()
-    return {"scale_b": scale_b}
+    # The graph describes W with row-major (N, K) strides (_build_graph) and reads the bytes
+    # at its pointer as such: a strided Fp8Weight.data (a transposed view) would be misread.
+    # A contiguous copy where it is not (the same tensor where it is: no memory).
+    return {"scale_b": scale_b, "w": weight.data.contiguous()}
 
 
 def _run(
@@ -297,7 +300,7 @@ def _run(
     cudnn = _cudnn()
     handle = _handle(dev)
     cudnn.set_stream(handle, torch.cuda.current_stream(x.device).cuda_stream)
-    pack = {_X: xq.contiguous(), _W: weight.data, _SA: sa, _SB: packed["scale_b"], _Y: y}
+    pack = {_X: xq.contiguous(), _W: packed["w"], _SA: sa, _SB: packed["scale_b"], _Y: y}
     entry.graph.execute_plan_at_index(pack, entry.workspaces[index], index, handle)
     if bias is not None:
         y = y + bias.to(out_dtype)

@@ -41,10 +41,11 @@ from pathlib import Path
 import torch
 
 from .. import paths
-from ..formats import Fp8Weight, Scheme
+from ..formats import FP8_DTYPE, Fp8Weight, Scheme
 from ..problem import GemmProblem
 from . import Backend, act_quant
-from .nvcc import build_library, nvcc_path, nvcc_version, sm90a_unavailable
+from .nvcc import build_library, nvcc_env_key, nvcc_path, nvcc_version, sm90a_unavailable
+from .stream import TORCH_ACT_QUANT_KERNELS, fp8_act_scale
 
 PACKAGE = "nvidia-cutlass"
 SOURCE = Path(__file__).parent / "csrc" / "cutlass" / "fp8_gemm.cu"
@@ -134,37 +135,44 @@ def cache_dir() -> Path:
     return paths.cache_dir() / "cutlass"
 
 
-def build_key(spec: BuildSpec, *, source: str, nvcc_ver: str, cutlass_ver: str) -> str:
-    """Hash of everything that makes a build differ: source, config, flags, nvcc, CUTLASS."""
+def build_key(spec: BuildSpec, *, source: str, nvcc_ver: str, cutlass_ver: str,
+              env_flags: str = "") -> str:
+    """Hash of everything that makes a build differ: source, config, flags (the
+    environment's NVCC_PREPEND/APPEND_FLAGS too: ``env_flags``), nvcc, CUTLASS."""
     h = hashlib.sha256()
-    for part in (source, spec.name, *spec.defines(), *NVCC_FLAGS, nvcc_ver, cutlass_ver):
+    for part in (source, spec.name, *spec.defines(), *NVCC_FLAGS, nvcc_ver, cutlass_ver, env_flags):
         h.update(part.encode())
         h.update(b"\0")
     return h.hexdigest()[:16]
 
 
-def library_path(spec: BuildSpec) -> Path:
-    """Where ``spec``'s shared library lives in the disk cache (built or not)."""
+def library_path(spec: BuildSpec, source: str | None = None) -> Path:
+    """Where ``spec``'s shared library lives in the disk cache (built or not); ``source``:
+    the .cu text of the key (read from SOURCE when None)."""
     reason = build_unavailable()
     if reason is not None:
         raise CutlassError(f"cannot build CUTLASS kernels: {reason}")
-    key = build_key(spec, source=SOURCE.read_text(), nvcc_ver=nvcc_version(nvcc_path()),
-                    cutlass_ver=cutlass_version())
+    key = build_key(spec, source=SOURCE.read_text() if source is None else source,
+                    nvcc_ver=nvcc_version(nvcc_path()), cutlass_ver=cutlass_version(),
+                    env_flags=nvcc_env_key())
     return cache_dir() / f"{spec.name}-{key}.so"
 
 
-def nvcc_command(spec: BuildSpec, out: Path) -> list[str]:
+def nvcc_command(spec: BuildSpec, out: Path, source: Path | None = None) -> list[str]:
     root = cutlass_root()
     includes = [root / "include", root / "tools" / "util" / "include", root / EXAMPLE_63]
     return [nvcc_path(), *NVCC_FLAGS, *spec.defines(), *(f"-I{p}" for p in includes),
-            str(SOURCE), "-o", str(out)]
+            str(SOURCE if source is None else source), "-o", str(out)]
 
 
 def build(spec: BuildSpec) -> Path:
-    """The cached library of ``spec``, compiled first when missing (backends/nvcc.py)."""
-    return build_library(library_path(spec), lambda out: nvcc_command(spec, out), CutlassError,
-                         f"CUTLASS config {spec.name}",
-                         {"config": spec.name, "cutlass": cutlass_version()})
+    """The cached library of ``spec``, compiled first when missing (backends/nvcc.py): nvcc
+    compiles a copy of the very text the key was hashed from."""
+    text = SOURCE.read_text()
+    return build_library(library_path(spec, text), lambda out, src: nvcc_command(spec, out, src),
+                         CutlassError, f"CUTLASS config {spec.name}",
+                         {"config": spec.name, "cutlass": cutlass_version()},
+                         source=(SOURCE.name, text))
 
 
 @functools.cache
@@ -292,23 +300,41 @@ def block_scales_64(weight: Fp8Weight) -> torch.Tensor:
     return weight.kernel_scale().repeat_interleave(128 // SCALE_ROWS, dim=0)[:rows].contiguous()
 
 
+def _tma_ready(t: torch.Tensor) -> torch.Tensor:
+    """``t`` contiguous at a 16-byte aligned address (TMA's), copied when it is not: a
+    contiguous view at an odd offset stays misaligned under .contiguous()."""
+    if t.is_contiguous() and t.data_ptr() % _ALIGN == 0:
+        return t
+    return t.clone(memory_format=torch.contiguous_format)
+
+
 def _prepare(weight: Fp8Weight) -> dict:
+    w = _tma_ready(weight.data)
     if weight.scheme is Scheme.BLOCK128:
-        return {"w": weight.data.contiguous(), "w_scale": block_scales_64(weight), "w_vec": 1}
+        return {"w": w, "w_scale": block_scales_64(weight), "w_vec": 1}
     scale = weight.scale.float().reshape(-1).contiguous()
-    return {"w": weight.data.contiguous(), "w_scale": scale, "w_vec": int(scale.numel() > 1)}
+    return {"w": w, "w_scale": scale, "w_vec": int(scale.numel() > 1)}
 
 
+# Workspaces (stream-K / split-K partials), one per (device, stream): two streams never share
+# one (they would race). Its raw pointer goes into the launch, so a CUDA graph captured with
+# it keeps writing it on every replay: a workspace is never freed. One that grows is retired
+# into _RETIRED (kept alive), its replacement at least twice as large (a few retired at most).
 _WORKSPACES: dict[tuple, torch.Tensor] = {}
+_RETIRED: list[torch.Tensor] = []
 
 
-def _workspace(device: torch.device, nbytes: int) -> torch.Tensor | None:
-    """A device buffer of >= nbytes, kept per device (reused by every call on it)."""
+def _workspace(device: torch.device, nbytes: int, stream: int = 0) -> torch.Tensor | None:
+    """A device buffer of >= nbytes for launches on ``stream`` (its handle) of ``device``,
+    reused by every such call and never freed (see _WORKSPACES)."""
     if nbytes == 0:
         return None
-    key = (device.type, device.index)
+    key = (device.type, device.index, stream)
     buf = _WORKSPACES.get(key)
     if buf is None or buf.numel() < nbytes:
+        if buf is not None:
+            _RETIRED.append(buf)
+            nbytes = max(nbytes, 2 * buf.numel())
         buf = torch.empty(nbytes, dtype=torch.uint8, device=device)
         _WORKSPACES[key] = buf
     return buf
@@ -316,14 +342,28 @@ def _workspace(device: torch.device, nbytes: int) -> torch.Tensor | None:
 
 def _run(x, weight, packed, *, act_scale=None, bias=None, out_dtype=torch.bfloat16, config=None,
          out=None):
+    # the launch (and CUTLASS's cudaFuncSetAttribute) act on the current device: make it x's
+    # (the stream is x's); one int compare when it already is
+    if x.is_cuda and x.device.index != torch.cuda.current_device():
+        with torch.cuda.device(x.device):
+            return _run(x, weight, packed, act_scale=act_scale, bias=bias, out_dtype=out_dtype,
+                        config=config, out=out)
     if out_dtype != torch.bfloat16:
         raise ValueError(f"the CUTLASS backend writes bfloat16 only, asked for {out_dtype}")
     scheme = weight.scheme
-    xq, sa = act_quant.for_gemm(x, weight, act_scale)
-    xq = xq.contiguous()
-    sa = sa.float().reshape(-1).contiguous()  # block128: (M, ceil(K/128)) row-major, flat
-    m, k = xq.shape
+    m, k = x.shape
     n = weight.n
+    if k != weight.k:
+        raise ValueError(f"x has K={k}, the weight K={weight.k}")
+    if out is not None and (out.shape != (m, n) or out.dtype != torch.bfloat16):
+        raise ValueError(f"out must be ({m}, {n}) bfloat16, got {tuple(out.shape)} {out.dtype}")
+    if bias is not None and bias.numel() != n:
+        raise ValueError(f"bias must hold N={n} values, got shape {tuple(bias.shape)}")
+    if x.dtype == FP8_DTYPE and act_scale is not None:  # a given scale: its shape, row-major
+        act_scale = fp8_act_scale(scheme, act_scale, m, k)
+    xq, sa = act_quant.for_gemm(x, weight, act_scale)
+    xq = _tma_ready(xq)
+    sa = sa.float().reshape(-1).contiguous()  # block128: (M, ceil(K/128)) row-major, flat
     cfg = config or _default_config(GemmProblem(m, n, k, scheme, capability=(9, 0)))
     spec = spec_of(cfg)
     if (spec.sched in BLOCKWISE) != (scheme is Scheme.BLOCK128):
@@ -332,21 +372,23 @@ def _run(x, weight, packed, *, act_scale=None, bias=None, out_dtype=torch.bfloat
     lib = library(spec)
     mode, splits = MODES[cfg.get("mode", "heuristic")], int(cfg.get("splits", 1))
     ws_bytes = _workspace_bytes(spec, m, n, k, splits, mode)
-    ws = _workspace(xq.device, ws_bytes)
-    y = out if out is not None and out.is_contiguous() and bias is None else \
-        torch.empty(m, n, dtype=torch.bfloat16, device=xq.device)
+    stream = torch.cuda.current_stream(xq.device).cuda_stream
+    ws = _workspace(xq.device, ws_bytes, stream)
+    # out as D when TMA can write it (contiguous, 16-byte aligned) and no bias is added after
+    direct = (out is not None and bias is None and out.is_contiguous()
+              and out.data_ptr() % _ALIGN == 0)
+    y = out if direct else torch.empty(m, n, dtype=torch.bfloat16, device=xq.device)
     rc = lib.fp8t_gemm(
         packed["w"].data_ptr(), xq.data_ptr(), y.data_ptr(),
         packed["w_scale"].data_ptr(), packed["w_vec"], sa.data_ptr(), int(sa.numel() > 1),
         m, n, k, splits, mode, float(cfg.get("overlap", -1.0)), float(cfg.get("prefetch", -1.0)),
-        int(bool(cfg.get("pdl", False))), None if ws is None else ws.data_ptr(), ws_bytes,
-        torch.cuda.current_stream(xq.device).cuda_stream,
+        int(bool(cfg.get("pdl", False))), None if ws is None else ws.data_ptr(), ws_bytes, stream,
     )
     if rc != 0:
         raise CutlassError(f"CUTLASS {spec.name} failed on M={m}, N={n}, K={k} "
                            f"(code {rc}): {lib.fp8t_last_error().decode()}")
     if bias is not None:
-        y = y + bias.to(y.dtype)
+        y = y + bias.to(y.dtype).reshape(n)
     if out is not None and y is not out:
         out.copy_(y)
         return out
@@ -356,9 +398,12 @@ def _run(x, weight, packed, *, act_scale=None, bias=None, out_dtype=torch.bfloat
 BACKEND = Backend(
     name="cutlass",
     # Our named CUTLASS kernels (cutlass::device_kernel<fp8tower_cutlass::sk_128x16x128>, as
-    # the H200 profiler showed, 2026-11-30), sk's workspace zeroing ("Memset (Device)"), the
-    # activation-quant launch (ours in Triton, or aten's ops for a dynamic per-tensor amax).
-    kernel_family=r"fp8tower_cutlass::|Memset|_fp8_act_quant|elementwise|reduce_kernel",
+    # the H200 profiler showed, 2026-11-30; nsys's shortName: "device_kernel" alone), sk's
+    # workspace zeroing ("Memset (Device)"), the activation-quant launch (ours in Triton, or
+    # aten's ops for a dynamic per-tensor amax: stream.TORCH_ACT_QUANT_KERNELS, with copies),
+    # the bias add after the GEMM (aten's CUDAFunctor_add).
+    kernel_family=(r"fp8tower_cutlass::|^device_kernel$|^Memset|_fp8_act_quant_kernel|"
+                   r"CUDAFunctor_add|" + TORCH_ACT_QUANT_KERNELS),
     description="CUTLASS 3.x sm90 FP8 swap-AB GEMMs (stream-K/split-K, ping-pong, example-63 "
                 "prefetch + PDL; block128: blockwise-scaled mainloop), built by nvcc; separate "
                 "activation-quant launch",

@@ -37,6 +37,16 @@ def nvcc_version(nvcc: str) -> str:
     return m.group(0).strip() if m else out.strip().splitlines()[-1]
 
 
+# nvcc reads these from the environment and adds them to every command line: a build made
+# under them differs, so they are part of every cache key (nvcc_env_key).
+NVCC_ENV_FLAGS = ("NVCC_PREPEND_FLAGS", "NVCC_APPEND_FLAGS")
+
+
+def nvcc_env_key() -> str:
+    """The environment's extra nvcc flags, for a build's cache key."""
+    return "\0".join(f"{v}={os.environ.get(v, '')}" for v in NVCC_ENV_FLAGS)
+
+
 def sm90a_unavailable(build_reason: str | None) -> str | None:
     """Why a backend of sm_90a libraries cannot run here: ``build_reason`` (no nvcc, no
     headers), no CUDA GPU, or a GPU other than sm_90; None when it can."""
@@ -52,21 +62,31 @@ def sm90a_unavailable(build_reason: str | None) -> str | None:
     return None
 
 
-def build_library(path: Path, command: Callable[[Path], list[str]], error: type[Exception],
-                  what: str, meta: dict) -> Path:
+def build_library(path: Path, command: Callable[..., list[str]], error: type[Exception],
+                  what: str, meta: dict, source: tuple[str, str] | None = None) -> Path:
     """``path``, compiled first when missing by ``command(tmp_out)`` (atomic; one process at a
-    time per library, under a file lock). A failed build raises ``error`` naming ``what``."""
+    time per library, under a file lock). A failed build raises ``error`` naming ``what``.
+
+    ``source`` = (file name, text): the text ``path``'s key was hashed from, written to a
+    temporary file that nvcc compiles (``command(tmp_out, tmp_source)``): nvcc reading the
+    source file itself, later, could build an edit made in between under the old key. ptxas
+    lines (``-Xptxas -v``) go to the sidecar JSON, with the environment's extra nvcc flags."""
     if path.is_file():
         return path
     from filelock import FileLock
 
     path.parent.mkdir(parents=True, exist_ok=True)
-    with FileLock(str(path) + ".lock"):
+    with FileLock(str(path) + ".lock"), tempfile.TemporaryDirectory(dir=path.parent) as work:
         if path.is_file():
             return path
         fd, tmp = tempfile.mkstemp(suffix=".so", dir=path.parent)
         os.close(fd)
-        cmd = command(Path(tmp))
+        if source is None:
+            cmd = command(Path(tmp))
+        else:
+            src = Path(work) / source[0]
+            src.write_text(source[1])
+            cmd = command(Path(tmp), src)
         t0 = time.perf_counter()
         proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
         seconds = time.perf_counter() - t0
@@ -75,6 +95,11 @@ def build_library(path: Path, command: Callable[[Path], list[str]], error: type[
             err = [ln for ln in proc.stderr.splitlines() if "error" in ln] or proc.stderr.splitlines()[-3:]
             raise error(f"nvcc failed to build {what} (exit {proc.returncode}): {' | '.join(err[:3])}")
         os.replace(tmp, path)
-        info = {**meta, "seconds": round(seconds, 1), "nvcc": nvcc_version(cmd[0]), "command": cmd}
+        info = {**meta, "seconds": round(seconds, 1), "nvcc": nvcc_version(cmd[0]), "command": cmd,
+                **{v: os.environ[v] for v in NVCC_ENV_FLAGS if os.environ.get(v)}}
+        ptxas = [ln.strip() for ln in (proc.stdout + proc.stderr).splitlines()
+                 if ln.startswith("ptxas info") or "bytes spill" in ln]
+        if ptxas:
+            info["ptxas"] = ptxas
         path.with_suffix(".json").write_text(json.dumps(info, indent=1))
     return path

@@ -53,16 +53,18 @@ import torch
 
 from .. import paths
 from ..formats import FP8_DTYPE, Fp8Weight, Scheme
-from ..kernels.configs import H200_SMS, SMEM_PER_SM, SMEM_RESERVED_PER_PROGRAM
+from ..kernels.configs import H200_SMS
 from ..kernels.layout import tile_major
 from ..problem import GemmProblem
 from . import Backend
 from .act_quant import quantize as quantize_act
-from .nvcc import build_library, nvcc_path, nvcc_version, sm90a_unavailable
+from .nvcc import build_library, nvcc_env_key, nvcc_path, nvcc_version, sm90a_unavailable
 
 SOURCE = Path(__file__).parent / "csrc" / "stream" / "fp8_stream_gemm.cu"
+# -Xptxas -v: the build's sidecar JSON keeps ptxas's per-variant registers, spills and
+# static shared memory (checked against STATIC_SMEM by tests/test_stream_backend.py).
 NVCC_FLAGS = ("-O3", "-std=c++17", "-shared", "-Xcompiler", "-fPIC",
-              "-gencode", "arch=compute_90a,code=sm_90a", "-DNDEBUG")
+              "-gencode", "arch=compute_90a,code=sm_90a", "-DNDEBUG", "-Xptxas", "-v")
 MAX_M = 16
 STAGES = (4, 6)
 # The kernel's x kinds (XK template parameter, see the .cu file).
@@ -85,20 +87,28 @@ def _unavailable() -> str | None:
     return sm90a_unavailable(build_unavailable())
 
 
-def library_path() -> Path:
+def library_path(source: str | None = None) -> Path:
+    """The library's place in the disk cache, keyed by ``source`` (the .cu text; read from
+    SOURCE when None), the flags (NVCC_APPEND/PREPEND_FLAGS too) and nvcc's version."""
     reason = build_unavailable()
     if reason is not None:
         raise StreamError(f"cannot build the stream kernel: {reason}")
+    text = SOURCE.read_text() if source is None else source
     h = hashlib.sha256()
-    for part in (SOURCE.read_text(), *NVCC_FLAGS, nvcc_version(nvcc_path())):
+    for part in (text, *NVCC_FLAGS, nvcc_version(nvcc_path()), nvcc_env_key()):
         h.update(part.encode())
         h.update(b"\0")
     return paths.cache_dir() / "stream" / f"fp8_stream_gemm-{h.hexdigest()[:16]}.so"
 
 
 def build() -> Path:
-    return build_library(library_path(), lambda out: [nvcc_path(), *NVCC_FLAGS, str(SOURCE), "-o", str(out)],
-                         StreamError, "the stream kernel", {"source": SOURCE.name})
+    # nvcc compiles a copy of the text that was hashed (an edit of SOURCE in between cannot
+    # land under the old key)
+    text = SOURCE.read_text()
+    return build_library(library_path(text),
+                         lambda out, src: [nvcc_path(), *NVCC_FLAGS, str(src), "-o", str(out)],
+                         StreamError, "the stream kernel", {"source": SOURCE.name},
+                         source=(SOURCE.name, text))
 
 
 @functools.cache
@@ -115,6 +125,8 @@ def library() -> ctypes.CDLL:
     lib.fp8t_stream_smem.restype = i
     lib.fp8t_stream_max_clusters.argtypes = [i, i, i, i]
     lib.fp8t_stream_max_clusters.restype = i
+    lib.fp8t_stream_static_smem.argtypes = [i, i, i]
+    lib.fp8t_stream_static_smem.restype = i
     lib.fp8t_stream_last_error.restype = ctypes.c_char_p
     return lib
 
@@ -158,10 +170,30 @@ def _x_kind(p: GemmProblem) -> int:
 SMALL_ITERS = 8 * H200_SMS  # below: also grids of >= 4 iterations a CTA (fewer split tiles)
 
 
+# A CTA's dynamic + static shared memory must fit the per-block opt-in limit
+# (cudaDevAttrMaxSharedMemoryPerBlockOptin: 232448 B = 227 KB on the H100/H200; the SM's
+# 228 KB less the 1 KB the driver reserves per block). Dynamic sizes are multiples of 1024,
+# so a CTA of exactly 232448 dynamic bytes never launches ("cudaFuncSetAttribute(232448
+# bytes): invalid argument", H200 2026-12-01, results/cluster_split_H200_2026-12-01/call2/).
+SMEM_OPTIN = 232_448
+# Static shared memory of each variant (NT, STAGES, XK) -> bytes, by `nvcc -Xptxas -v`
+# (nvcc 13.0, sm_90a, 2026-12-05): the mbarriers (16 B a stage), s_flag, and channel_token's
+# s_xs (64 B). The build's sidecar JSON must agree (tests/test_stream_backend.py), and so
+# must the loaded module (fp8t_stream_static_smem, tests/test_gpu_cuda_backends.py).
+STATIC_SMEM = {(nt, stages, xk): 16 * stages + 16 + (64 if xk == XK_FP8_TOKEN else 0)
+               for nt in (1, 2) for stages in STAGES for xk in (1, 2, 3)}
+_STATIC_SMEM_UNKNOWN = 1024  # a variant not built (other stages): a conservative reserve
+
+
+def static_smem(m: int, xk: int, stages: int) -> int:
+    """Static shared memory bytes of the variant serving M tokens (STATIC_SMEM)."""
+    return STATIC_SMEM.get((1 if m <= 8 else 2, stages, xk), _STATIC_SMEM_UNKNOWN)
+
+
 def fits(m: int, xk: int, stages: int, cluster: int = 1, steps: int = 0) -> bool:
-    """One CTA of ``stages`` stages (+ ``steps`` K steps of xq's x) fits on an SM (the
-    kernel runs one CTA per SM)."""
-    return smem_bytes(m, xk, stages, cluster, steps) + SMEM_RESERVED_PER_PROGRAM <= SMEM_PER_SM
+    """One CTA of ``stages`` stages (+ ``steps`` K steps of xq's x), its static shared
+    memory included, fits the per-block limit (the kernel runs one CTA per SM)."""
+    return smem_bytes(m, xk, stages, cluster, steps) + static_smem(m, xk, stages) <= SMEM_OPTIN
 
 
 MAX_CLUSTER = 16  # CTAs a cluster; 9-16 are "non-portable" (the kernel allows them)
@@ -307,7 +339,8 @@ def pack_weight(w: torch.Tensor) -> torch.Tensor:
 
 
 def _prepare(weight: Fp8Weight) -> dict:
-    return {"w": pack_weight(weight.data), "ws": weight.kernel_scale(), "counters": None}
+    return {"w": pack_weight(weight.data), "ws": weight.kernel_scale().contiguous(),
+            "counters": None}
 
 
 @functools.cache
@@ -330,8 +363,38 @@ def _aligned(t: torch.Tensor) -> bool:
     return t.data_ptr() % 16 == 0 and t.stride(-1) == 1
 
 
+def fp8_act_scale(scheme: Scheme, scale: torch.Tensor, m: int, k: int) -> torch.Tensor:
+    """The scale of a given FP8 x (M, K) as the kernels read it: float32, contiguous (a
+    column-major block128 scale, stride (1, M), would be read transposed), of the scheme's
+    shape: per_tensor one element, channel_token (M,) or (M, 1), block128 (M, ceil(K/128))
+    (what the activation pre-pass returns); else a ValueError naming the shape (a 0-dim
+    channel_token scale at M > 1 would be read past its end)."""
+    shape = scale.shape
+    if scheme is Scheme.PER_TENSOR:
+        ok = scale.numel() == 1
+    elif scheme is Scheme.CHANNEL_TOKEN:
+        ok = shape == (m,) or shape == (m, 1)
+    else:
+        ok = shape == (m, -(-k // 128))
+    if not ok:
+        want = {Scheme.PER_TENSOR: "one element",
+                Scheme.CHANNEL_TOKEN: f"shape ({m},) or ({m}, 1), one a token"}.get(
+                    scheme, f"shape ({m}, {-(-k // 128)}), one per token and 128 of K")
+        raise ValueError(f"{scheme.value} FP8 x of shape ({m}, {k}) needs an act_scale of {want}, "
+                         f"got shape {tuple(shape)}")
+    if scale.dtype != torch.float32:
+        scale = scale.float()
+    return scale if scale.is_contiguous() else scale.contiguous()
+
+
 def _run(x, weight, packed, *, act_scale=None, bias=None, out_dtype=torch.bfloat16, config=None,
          out=None):
+    # cudaFuncSetAttribute and the launch act on the current device: make it x's (the stream
+    # is x's); one int compare when it already is
+    if x.is_cuda and x.device.index != torch.cuda.current_device():
+        with torch.cuda.device(x.device):
+            return _run(x, weight, packed, act_scale=act_scale, bias=bias, out_dtype=out_dtype,
+                        config=config, out=out)
     if out_dtype != torch.bfloat16:
         raise ValueError(f"the stream backend writes bfloat16 only, asked for {out_dtype}")
     scheme = weight.scheme
@@ -355,32 +418,28 @@ def _run(x, weight, packed, *, act_scale=None, bias=None, out_dtype=torch.bfloat
     xq = bool(cfg.get("xq")) and x.dtype == torch.bfloat16 and (
         scheme is Scheme.CHANNEL_TOKEN or static is not None)
     if xq:
-        if not (_aligned(x) and x.stride(0) % 8 == 0):
-            x = x.contiguous() if x.stride(0) % 8 else x.clone()  # 16-byte aligned rows
         # per_tensor: its static scale; channel_token: the kernel computes the scales (xs unread)
         xs = static.float().reshape(1).contiguous() if scheme is Scheme.PER_TENSOR else ws
     elif x.dtype == FP8_DTYPE:
         if act_scale is None:
             raise ValueError("FP8 activations need their act_scale")
-        xs = act_scale.float()
+        xs = fp8_act_scale(scheme, act_scale, m, k)
     else:  # the one-launch pre-pass (per-tensor static / per-token / 1x128), itself PDL
         x, xs = quantize_act(x, scheme, static if scheme is Scheme.PER_TENSOR else None, pdl=pdl)
-        xs = xs.float()
+        xs = xs.float().contiguous()
     if xk == XK_FP8_TOKEN and not xq:
-        xs_ld = xs.stride(0) if xs.dim() >= 1 and xs.numel() > 1 else 1
+        xs_ld = 1  # (M,) or (M, 1), contiguous
     if xk == XK_FP8_BLOCK:
         xs_ld, ws_ld = xs.stride(0), ws.stride(0)
-    if not _aligned(x):
-        x = x.contiguous()
-    if out is not None:
-        if out.shape != (m, n) or out.dtype != torch.bfloat16 or not _aligned(out):
-            raise ValueError(f"out must be ({m}, {n}) bfloat16 with unit column stride, got "
-                             f"{tuple(out.shape)} {out.dtype} strides {out.stride()}")
-        y = out
-    else:
-        y = torch.empty(m, n, dtype=torch.bfloat16, device=x.device)
+    # x's tensor map (and xq's 16-byte loads) need a 16-byte aligned base and rows (xq: bf16
+    # rows of 8k elements); x.contiguous() would keep a misaligned contiguous view: a copy
+    if not (_aligned(x) and x.stride(0) % (8 if xq else 16) == 0):
+        x = x.clone(memory_format=torch.contiguous_format)
+    y = _out_buffer(out, m, n, x.device)
     if bias is not None:
-        bias = bias.to(torch.bfloat16).contiguous()
+        if bias.numel() != n:
+            raise ValueError(f"bias must hold N={n} values, got shape {tuple(bias.shape)}")
+        bias = bias.to(torch.bfloat16).reshape(n).contiguous()
     lib = library()
     dev = x.device
     sms = _sms(dev.index if dev.index is not None else torch.cuda.current_device())
@@ -403,13 +462,42 @@ def _run(x, weight, packed, *, act_scale=None, bias=None, out_dtype=torch.bfloat
     if rc != 0:
         raise StreamError(f"stream GEMM failed on M={m}, N={n}, K={k} (code {rc}): "
                           f"{lib.fp8t_stream_last_error().decode()}")
+    if out is not None and y is not out:
+        return out.copy_(y)
     return y
 
 
+def _out_buffer(out: torch.Tensor | None, m: int, n: int, device: torch.device) -> torch.Tensor:
+    """Where the kernel writes y: ``out`` when it is (M, N) bfloat16 with unit column stride,
+    rows >= N apart and a 16-byte aligned base; a temporary (copied into ``out`` after the
+    launch) when only its layout differs; a ValueError when its shape or dtype does."""
+    if out is None:
+        return torch.empty(m, n, dtype=torch.bfloat16, device=device)
+    if out.shape != (m, n) or out.dtype != torch.bfloat16:
+        raise ValueError(f"out must be ({m}, {n}) bfloat16, got {tuple(out.shape)} {out.dtype}")
+    if _aligned(out) and (m == 1 or out.stride(0) >= n):
+        return out
+    return torch.empty(m, n, dtype=torch.bfloat16, device=device)
+
+
+# aten kernels of the torch activation-quant math (a dynamic per-tensor scale needs a global
+# amax first: formats.quantize_act_per_tensor's abs, amax, divisions, clamps and FP8 cast) and
+# of the copies a backend makes (casts, misaligned x or out: copy kernels or a D2D memcpy),
+# named by their functors as the profiler (and nsys's demangledName) shows them: not every
+# elementwise or reduction kernel (a norm, an activation). torch 2.11 on the H200 (2026-12-05,
+# tests/test_gpu_cuda_backends.py::test_kernel_family_matches_the_profiled_kernels): AbsFunctor,
+# MaxNanFunctor (amax), DivFunctor, launch_clamp_scalar's lambda (ClampScalarFunctor in other
+# torch versions), direct/bfloat16/float8 copy_kernel_cuda, "Memcpy DtoD (Device -> Device)".
+# nsys's shortName drops the functor ("reduce_kernel"): such a trace cannot attribute these
+# kernels to a backend, and reports them as mismatches.
+TORCH_ACT_QUANT_KERNELS = (r"AbsFunctor|MaxNanFunctor|DivFunctor|ClampScalarFunctor|"
+                           r"launch_clamp_scalar|copy_kernel|FillFunctor|^Memcpy DtoD")
+
 BACKEND = Backend(
     name="stream",
-    # The GEMM and the activation pre-pass (channel_token, block128).
-    kernel_family=r"fp8t_stream_gemm|_fp8_act_quant_kernel",
+    # The GEMM, the activation pre-pass (Triton, one launch), the torch quant math of a
+    # dynamic per-tensor scale, copies, the first call's counter zeroing (FillFunctor).
+    kernel_family=r"fp8t_stream_gemm|_fp8_act_quant_kernel|" + TORCH_ACT_QUANT_KERNELS,
     description="fp8tower's CUDA decode GEMM that streams its weights before waiting for the "
                 "previous kernel (PDL, TMA, warp-specialized FP8 wgmma), M <= 16; experimental: "
                 "only when named, auto does not time it",

@@ -172,10 +172,19 @@ def _run(x, weight, packed, *, act_scale=None, bias=None, out_dtype=torch.bfloat
 
     scheme = weight.scheme
     m = x.shape[0]
-    cfg = config or default_config(GemmProblem(m, weight.n, weight.k, scheme))
+    if x.stride(-1) != 1:
+        # The kernels (and the pre-pass) read x's rows through stride(0) with unit column
+        # stride: a transposed x (x.t().contiguous().t()) came out at -2 dB (CPU interpreter,
+        # 2026-12-05). fp8_linear and the launch plans hand contiguous x: no copy there.
+        x = x.contiguous()
+    # The default of the call's own problem (x's dtype, the static scale): a bare
+    # GemmProblem said bf16 x, and weight_only's fp16 / fp32 x got the bf16-only split
+    # (62.8 dB against 141.6; configs.splits_x_exactly).
+    cfg = config or default_config(GemmProblem.for_call(x, weight, out_dtype, act_scale))
     block_n, block_k = cfg["block_n"], cfg["block_k"]
     if scheme is Scheme.BLOCK128 and (128 % block_n or block_k % 128):
-        raise ValueError(f"block128 needs BLOCK_N dividing 128 and BLOCK_K a multiple of 128: {cfg}")
+        raise ValueError(f"block128 needs BLOCK_N dividing 128 and BLOCK_K a multiple of 128: "
+                         f"{cfg}")
     xs, xs_stride = packed["ws"], 0  # xs: any valid pointer when unused
     x_fp8 = x_is_fp8(scheme, x.dtype == FP8_DTYPE, cfg)
     per_token = split_per_token(scheme, cfg, m)  # weight_only's split: a scale a token
@@ -183,6 +192,9 @@ def _run(x, weight, packed, *, act_scale=None, bias=None, out_dtype=torch.bfloat
         raise ValueError(f"weight_only's split pre-pass needs BLOCK_K a multiple of 128: {cfg}")
     if scheme is Scheme.PER_TENSOR:
         if x.dtype == FP8_DTYPE:
+            if act_scale is None:  # as act_quant.for_gemm (the other backends) says it
+                raise ValueError(f"FP8 activations need their act_scale: per_tensor's "
+                                 f"scalar; x is {x.dtype} {tuple(x.shape)}, act_scale None")
             xs = act_scale.float().reshape(1)
         else:
             static = act_scale if act_scale is not None else weight.act_scale

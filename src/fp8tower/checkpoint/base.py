@@ -4,8 +4,9 @@ validation, and loading them as ``Fp8Weight``.
 A format module (modelopt, compressed_tensors, block_fp8, unquantized) subclasses
 ``Checkpoint`` and says three things: how a module name matches its ignore list, which scheme a
 stored FP8 linear has, and the names of its scale tensors. Everything checkable from the
-headers (presence, dtype, shape of every weight and scale) is checked at open; scale *values*
-(finite, positive) when a linear is loaded, so that opening reads no tensor data.
+headers (presence, dtype, shape of every weight and scale; no other tensor under a linear's
+name but KV-cache scales) is checked at open; scale *values* (finite, positive) when a linear is
+loaded, so that opening reads no tensor data.
 """
 
 from __future__ import annotations
@@ -22,6 +23,15 @@ from ..formats import BLOCK, Fp8Weight, Scheme
 from .reader import FLOAT_DTYPES, CheckpointError, CheckpointReader, TensorInfo
 
 FP8_STORED = "F8_E4M3"
+# FP8 KV-cache / attention scales stored under a projection or the attention module: ModelOpt
+# writes k_proj.k_scale and v_proj.v_scale, compressed-tensors {q,k,v}_proj.output_scale and
+# self_attn.prob_output_scale (vLLM moves both onto its attention layer: get_cache_scale,
+# maybe_remap_kv_scale_name). They do not enter a linear's math; fp8tower quantizes no cache.
+KV_SCALES = ("k_scale", "v_scale", "q_scale", "prob_scale", "prob_output_scale")
+KV_OUTPUT_SCALE_OF = ("q_proj", "k_proj", "v_proj")
+# transformers 5 fuses a MoE block's experts into 3-D parameters (not nn.Linear); checkpoints
+# store them per expert: <block>.experts.<i>.<proj>
+MOE_EXPERT = re.compile(r"(^|\.)experts\.\d+\.")
 
 
 @dataclass
@@ -50,11 +60,19 @@ def module_of(name: str) -> str:
     return name.rsplit(".", 1)[0] if "." in name else ""
 
 
+def is_kv_scale(name: str) -> bool:
+    """A KV-cache / attention scale tensor (see KV_SCALES), which fp8tower does not read."""
+    module, _, attr = name.rpartition(".")
+    return attr in KV_SCALES or (attr == "output_scale"
+                                 and module.rpartition(".")[2] in KV_OUTPUT_SCALE_OF)
+
+
 class Checkpoint:
     """A checkpoint directory opened for lazy, module-by-module loading (see the package doc)."""
 
     format: str = ""
     scale_suffix = "weight_scale"  # block_fp8 stores "weight_scale_inv"
+    config_field = "quantization_config"  # where the format's fields sit, for errors
 
     def __init__(self, reader: CheckpointReader, qconfig: dict, qconfig_file: Path):
         self._reader = reader
@@ -83,6 +101,23 @@ class Checkpoint:
         where = info_or_where.where() if isinstance(info_or_where, TensorInfo) else info_or_where
         return CheckpointError(f"{where}: {msg}")
 
+    def _field_err(self, field: str, expected: str, got) -> CheckpointError:
+        return CheckpointError(f"{self.quant_config_file}: {self.config_field}.{field}: "
+                               f"expected {expected}, got {got!r}")
+
+    def _string_list(self, field: str, value, items: str = "module names",
+                     item: str = "a module name") -> list[str]:
+        """A config list of names or patterns (None: empty); anything else is an error naming
+        the field (and the entry)."""
+        if value is None:
+            return []
+        if not isinstance(value, list):
+            raise self._field_err(field, f"a list of {items}", value)
+        for i, e in enumerate(value):
+            if not isinstance(e, str):
+                raise self._field_err(f"{field}[{i}]", f"{item} (a string)", e)
+        return list(value)
+
     def _discover_fp8(self) -> None:
         """Every module with an FP8 weight (any F8_ dtype) or a weight scale is a quantized
         linear: check it. Stored input scales the config leaves unused get one warning."""
@@ -99,6 +134,33 @@ class Checkpoint:
             warnings.warn(f"fp8tower: {self.path}: {len(unused)} stored input_scale tensor(s) "
                           f"are not used (e.g. {unused[0]!r}): by {self.quant_config_file.name} "
                           "activations are quantized dynamically (or not at all)", stacklevel=4)
+        self._check_linear_tensors(self._linears)
+
+    def linear_tensor_attrs(self) -> set[str]:
+        """The names a quantized linear's own tensors have (``<fqn>.<attr>``): all its math
+        reads. Others under its name are KV-cache scales (copied through by write_merged) or
+        refused at open."""
+        return {"weight", "bias", "input_scale", self.scale_suffix}
+
+    def _check_linear_tensors(self, linears) -> None:
+        """Refuse a tensor under a quantized linear's name that fp8tower would not read but
+        that changes its output (an AWQ/SmoothQuant ``pre_quant_scale``, an asymmetric zero
+        point, ...); warn once about KV-cache scales, which it does not use."""
+        own, kv = self.linear_tensor_attrs(), []
+        for name, info in self._reader.tensors.items():
+            if is_kv_scale(name):
+                kv.append(name)
+                continue
+            owner = _owner(name, linears)
+            if owner is not None and name[len(owner) + 1:] not in own:
+                raise self._err(info, f"quantized linear {owner!r} has a tensor fp8tower does "
+                                      f"not read, {name[len(owner) + 1:]!r}, which would change "
+                                      f"its output; expected only {', '.join(sorted(own))} "
+                                      "(and KV-cache scales)")
+        if kv:
+            warnings.warn(f"fp8tower: {self.path}: {len(kv)} KV-cache scale tensor(s) are not "
+                          f"used (e.g. {min(kv)!r}): fp8tower quantizes no KV cache; "
+                          "write_merged copies them through", stacklevel=5)
 
     def _check_stored_linear(self, fqn: str) -> LinearSpec:
         r = self._reader
@@ -223,9 +285,26 @@ class Checkpoint:
                 f"{self.quant_config_file}: the ignore list covers only some modules of the merge "
                 f"group {fqns}: ignored {ignored}, quantized {kept}; expected all or none")
 
+    def moe_expert_linears(self) -> list[str]:
+        """The quantized linears of MoE experts (``<block>.experts.<i>.<proj>``): loadable one
+        by one, but fp8tower converts no MoE experts (see MOE_EXPERT)."""
+        return sorted(f for f in self._linears if MOE_EXPERT.search(f))
+
+    def moe_experts_note(self) -> str:
+        """'' or a clause for an error message: the MoE expert linears fp8tower leaves out."""
+        experts = self.moe_expert_linears()
+        if not experts:
+            return ""
+        return (f"; the checkpoint stores {len(experts)} MoE expert linear(s) (e.g. "
+                f"{experts[0]!r}), which fp8tower does not convert: transformers fuses a MoE "
+                "block's experts into 3-D parameters, not nn.Linear (docs/models.md, Known limits)")
+
     def describe(self) -> dict:
-        """What the checkpoint holds (for `fp8tower convert` reports)."""
-        schemes = {f: str(s.scheme) for f, s in sorted(self._linears.items())}
+        """What the checkpoint holds (for `fp8tower convert` reports). MoE expert linears are
+        listed apart, under "moe_experts_not_converted", not among the quantized linears."""
+        experts = set(self.moe_expert_linears())
+        schemes = {f: str(s.scheme) for f, s in sorted(self._linears.items())
+                   if f not in experts}
         counts: dict[str, int] = {}
         for s in schemes.values():
             counts[s] = counts.get(s, 0) + 1
@@ -239,7 +318,8 @@ class Checkpoint:
             "model_type": self.config.get("model_type"),
             "schemes": schemes,
             "scheme_counts": counts,
-            "static_act_scale": sorted(f for f, s in self._linears.items() if s.input_scale),
+            "static_act_scale": sorted(f for f in schemes if self._linears[f].input_scale),
+            "moe_experts_not_converted": {f: str(self._linears[f].scheme) for f in sorted(experts)},
             "ignored": ignored,
             "not_quantized": [f for f in weights if f not in self._linears],
             "n_tensors": len(self._reader.tensors),
@@ -289,12 +369,19 @@ def match_modelopt(fqn: str, pattern: str) -> bool:
 
 
 def match_hf_not_convert(fqn: str, pattern: str) -> bool:
-    """transformers' ``modules_to_not_convert`` rule: the pattern is a regex matched at the start
-    of the name (so also a plain prefix), or the name ends with it; vLLM's ``ignored_layers`` is
-    the exact case of it."""
-    if fqn == pattern or fqn.endswith(pattern):
+    """transformers' ``modules_to_not_convert`` rule (5.25, quantizers_utils.py
+    should_convert_module): the name ends with the pattern, or the pattern, as a regex, matches
+    from the start of the name up to a module boundary: "model.layers.1" matches
+    "model.layers.1.mlp", not "model.layers.10.mlp"; "mlp.gate" not "mlp.gate_proj"."""
+    if fqn.endswith(pattern):
         return True
-    try:
-        return re.match(pattern, fqn) is not None
-    except re.error:
-        return fqn.startswith(pattern)
+    return re.match(rf"(?:{pattern})(?:$|(?=\.)|(?<=\.))", fqn) is not None
+
+
+def _owner(name: str, modules) -> str | None:
+    """The longest module name in ``modules`` that ``name`` lies under (at a dot), if any."""
+    pos = len(name)
+    while (pos := name.rfind(".", 0, pos)) > 0:
+        if name[:pos] in modules:
+            return name[:pos]
+    return None

@@ -8,15 +8,21 @@ Fp8Config). Per linear: ``weight`` F8_E4M3 [N, K] and ``weight_scale_inv`` fp32
 weight_scale_inv: DeepSeek-V3's weight_dequant and transformers' FP8 dequantization do that),
 so it is our block128 decode scale as it is. Activations: dynamic 1x128 groups -> block128.
 
-Ignore entries match as transformers' ``should_convert_module`` reads modules_to_not_convert: a
-regex at the start of the name (so a plain prefix too), or the end of the name.
+Ignore lists: ``modules_to_not_convert`` entries match as transformers 5.25's
+``should_convert_module`` reads them: a regex matching from the start of the name up to a
+module boundary (so a plain prefix of whole components too), or the end of the name.
+``ignored_layers`` entries match exact module names, as vLLM's ``is_layer_skipped`` reads them
+(transformers 5.25 reads ``ignored_layers`` only as an alias when ``modules_to_not_convert``
+is absent, with its own rule).
 """
 
 from __future__ import annotations
 
+import re
+
 from ..formats import Scheme
 from .base import Checkpoint, match_hf_not_convert
-from .reader import CheckpointError, CheckpointReader
+from .reader import CheckpointReader
 
 
 class BlockFp8Checkpoint(Checkpoint):
@@ -41,21 +47,21 @@ class BlockFp8Checkpoint(Checkpoint):
                                   qconfig.get("activation_scheme"))
         if qconfig.get("fmt", "e4m3") != "e4m3":
             raise self._field_err("fmt", "'e4m3'", qconfig.get("fmt"))
-        ignore = []
-        for field in ("modules_to_not_convert", "ignored_layers"):
-            v = qconfig.get(field) or []
-            if not isinstance(v, list) or not all(isinstance(e, str) for e in v):
-                raise self._field_err(field, "a list of module names", v)
-            ignore += v
-        self.ignore: list[str] = ignore
+        field = "modules_to_not_convert"
+        self.ignore = self._string_list(field, qconfig.get(field))
+        for i, p in enumerate(self.ignore):
+            try:
+                re.compile(p)
+            except re.error as e:
+                raise self._field_err(f"{field}[{i}]", f"a regex, as transformers matches it "
+                                      f"({e})", p) from None
+        self.ignored_layers = set(self._string_list("ignored_layers",
+                                                    qconfig.get("ignored_layers")))
         self._discover_fp8()
 
-    def _field_err(self, field: str, expected: str, got) -> CheckpointError:
-        return CheckpointError(f"{self.quant_config_file}: quantization_config.{field}: "
-                               f"expected {expected}, got {got!r}")
-
     def is_ignored(self, fqn: str) -> bool:
-        return any(match_hf_not_convert(fqn, p) for p in self.ignore)
+        return fqn in self.ignored_layers or any(match_hf_not_convert(fqn, p)
+                                                 for p in self.ignore)
 
     def _scheme_of_stored(self, fqn: str) -> Scheme:
         return Scheme.BLOCK128

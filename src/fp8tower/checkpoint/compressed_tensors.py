@@ -46,28 +46,25 @@ class CompressedTensorsCheckpoint(Checkpoint):
 
     def __init__(self, reader: CheckpointReader, qconfig: dict):
         super().__init__(reader, qconfig, reader.path / "config.json")
-        ignore = qconfig.get("ignore")
-        self.ignore: list[str] = [] if ignore is None else self._patterns("ignore", ignore)
+        self.ignore: list[str] = self._patterns("ignore", qconfig.get("ignore"))
         groups = qconfig.get("config_groups")
         if not isinstance(groups, dict) or not groups:
             raise self._field_err("config_groups", "a non-empty object of quantization groups",
                                   groups)
+        sparsity = qconfig.get("sparsity_config") or {}
+        if not isinstance(sparsity, dict) or sparsity.get("format", "dense") != "dense":
+            raise self._field_err("sparsity_config.format", "'dense' (or no sparsity_config): "
+                                  "fp8tower reads no compressed sparse weights",
+                                  sparsity)
         top_format = qconfig.get("format")
         self.groups = [self._parse_group(name, g, top_format) for name, g in groups.items()]
         self._discover_fp8()
 
-    def _field_err(self, field: str, expected: str, got) -> CheckpointError:
-        return CheckpointError(f"{self.quant_config_file}: quantization_config.{field}: "
-                               f"expected {expected}, got {got!r}")
-
     def _patterns(self, field: str, entries) -> list[str]:
         """A list of module names / ``re:`` regexes, each regex compiled once to check it."""
-        if not isinstance(entries, list):
-            raise self._field_err(field, "a list of module names / 're:' regexes", entries)
+        entries = self._string_list(field, entries, "module names / 're:' regexes",
+                                    "a module name or 're:' regex")
         for i, e in enumerate(entries):
-            if not isinstance(e, str):
-                raise self._field_err(f"{field}[{i}]", "a module name or 're:' regex (a string)",
-                                      e)
             if e.startswith("re:"):
                 try:
                     re.compile(e[3:])
@@ -83,10 +80,10 @@ class CompressedTensorsCheckpoint(Checkpoint):
         fmt = g.get("format") or top_format
         if fmt != FORMAT:
             raise self._field_err(f"{where}.format", f"{FORMAT!r} (FP8 weights)", fmt)
-        targets = g.get("targets")
-        if not isinstance(targets, list) or not targets:
-            raise self._field_err(f"{where}.targets", "a list of module names/regexes", targets)
-        self._patterns(f"{where}.targets", targets)
+        targets = self._patterns(f"{where}.targets", g.get("targets"))
+        if not targets:
+            raise self._field_err(f"{where}.targets", "a non-empty list of module names / 're:' "
+                                  "regexes", g.get("targets"))
         w, a = g.get("weights"), g.get("input_activations")
         for field, args in (("weights", w), ("input_activations", a)):
             if args is None and field == "input_activations":
@@ -96,6 +93,17 @@ class CompressedTensorsCheckpoint(Checkpoint):
             if args.get("type") != "float" or args.get("num_bits") != 8:
                 raise self._field_err(f"{where}.{field}", "type 'float' with num_bits 8 (FP8)",
                                       {"type": args.get("type"), "num_bits": args.get("num_bits")})
+            # asymmetric: real = (q - zero_point) * scale; vLLM's compressed-tensors FP8
+            # schemes need symmetric, static weights too (compressed-tensors' default: true)
+            if args.get("symmetric", True) is not True:
+                raise self._field_err(f"{where}.{field}.symmetric", "true (fp8tower reads no "
+                                      "zero points)", args.get("symmetric"))
+        if w.get("dynamic", False) is not False:
+            raise self._field_err(f"{where}.weights.dynamic", "false (FP8 weights are stored "
+                                  "with their scales)", w.get("dynamic"))
+        if g.get("output_activations") is not None:
+            raise self._field_err(f"{where}.output_activations", "null (fp8tower does not "
+                                  "quantize outputs)", g.get("output_activations"))
         ws = w.get("strategy")
         if a is None:
             if ws not in ("tensor", "channel"):

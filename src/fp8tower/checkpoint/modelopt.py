@@ -29,7 +29,7 @@ class ModelOptCheckpoint(Checkpoint):
     def __init__(self, reader: CheckpointReader, qconfig: dict | None):
         if qconfig is not None:
             file, nested = reader.path / "config.json", qconfig.get("quantization")
-            field = "quantization_config"
+            field = "quantization_config" + (".quantization" if isinstance(nested, dict) else "")
         else:
             file, nested = reader.path / "hf_quant_config.json", None
             qconfig = reader.hf_quant_config or {}
@@ -40,17 +40,15 @@ class ModelOptCheckpoint(Checkpoint):
                                       f"'quant_algo', got {nested!r}")
         src = nested if isinstance(nested, dict) else qconfig
         super().__init__(reader, qconfig, file)
+        self.config_field = field
         algo = str(src.get("quant_algo") or "").upper()
         if algo not in ALGOS:
             raise CheckpointError(f"{file}: {field}.quant_algo is {src.get('quant_algo')!r}; "
                                   f"fp8tower reads ModelOpt {', '.join(ALGOS)}")
         self.quant_algo = algo
         self._scheme = ALGOS[algo]
-        exclude = src.get("exclude_modules", src.get("ignore")) or []
-        if not isinstance(exclude, list) or not all(isinstance(e, str) for e in exclude):
-            raise CheckpointError(f"{file}: exclude_modules/ignore must be a list of strings, "
-                                  f"got {exclude!r}")
-        self.ignore: list[str] = exclude
+        key = "exclude_modules" if "exclude_modules" in src else "ignore"
+        self.ignore = self._string_list(key, src.get(key))
         self._discover_fp8()
 
     def is_ignored(self, fqn: str) -> bool:

@@ -15,7 +15,9 @@ stored linear, in the decode-scale convention of :class:`~fp8tower.formats.Fp8We
 - ``weight_scale`` F32: per_tensor [] (a merged group: [len(members)], one per member, or
   [] when one scale serves all), channel_token / weight_only [N], block128
   [ceil(N/128), ceil(K/128)] (a merged group's members but the last have N % 128 == 0);
-- ``input_scale`` F32 [] for a static per_tensor activation scale; ``bias`` as the model's.
+- ``input_scale`` F32 [] for a static per_tensor activation scale; ``bias`` as the model's;
+- KV-cache scales (``k_proj.k_scale``, ...) as the source stored them, under their own names,
+  a merged group's members' too (fp8tower does not use them).
 
 The members of a merged group are this checkpoint's linears (``linear_names``); each loads
 as its slice of the stored tensor, so ``convert(merge=False)`` works as on any checkpoint,
@@ -46,7 +48,7 @@ class NativeCheckpoint(Checkpoint):
                                   "static_input_scale}}", modules)
         if not isinstance(merged, dict):
             raise self._field_err("merged", "an object {merged name: {members, sizes}}", merged)
-        self.ignore: list[str] = list(qconfig.get("ignore") or [])
+        self.ignore = self._string_list("ignore", qconfig.get("ignore"))
         self._modules: dict[str, tuple[Scheme, bool]] = {}
         for fqn, m in modules.items():
             try:
@@ -59,6 +61,7 @@ class NativeCheckpoint(Checkpoint):
         self._member: dict[str, tuple[str, int, int]] = {}  # member -> (merged, index, row0)
         for name, g in merged.items():
             self._add_merged(name, g)
+        self._check_names_once()
         unlisted = sorted({module_of(n) for n, t in reader.tensors.items()
                            if t.dtype.startswith("F8_")} - set(self._modules))
         if unlisted:
@@ -83,13 +86,23 @@ class NativeCheckpoint(Checkpoint):
                                                    spec.input_scale)
                 self._member[member] = (fqn, i, row0)
                 row0 += n
+        self._check_linear_tensors(set(self._linears) | set(self._merged))
 
-    def _field_err(self, field: str, expected: str, got) -> CheckpointError:
-        return CheckpointError(f"{self.quant_config_file}: quantization_config.{field}: "
-                               f"expected {expected}, got {got!r}")
+    def _check_names_once(self) -> None:
+        """Each module name means one thing: a stored linear (``modules``), a member of one
+        merged group, or an ignored module."""
+        seen = dict.fromkeys(self._modules, "in quantization_config.modules")
+        named = [(f"merged.{n}.members", m) for n, g in self._merged.items() for m in g["members"]]
+        for field, fqn in named + [("ignore", f) for f in self.ignore]:
+            if fqn in seen:
+                raise self._err(self.quant_config_file, f"quantization_config.{field}: {fqn!r} "
+                                f"is also {seen[fqn]}; expected each module in one place (a "
+                                "stored linear, a member of one merged group, or ignored)")
+            seen[fqn] = f"in quantization_config.{field}"
 
     def _add_merged(self, name: str, g) -> None:
         ok = (isinstance(g, dict) and isinstance(g.get("members"), list)
+              and all(isinstance(m, str) for m in g["members"])
               and isinstance(g.get("sizes"), list) and len(g["members"]) == len(g["sizes"]) >= 2
               and all(isinstance(s, int) and s > 0 for s in g["sizes"]))
         if not ok:

@@ -20,23 +20,12 @@ from safetensors import safe_open
 
 INDEX_NAME = "model.safetensors.index.json"
 
-# safetensors dtype strings -> torch dtypes (the ones a checkpoint of ours may hold)
-DTYPES = {
-    "F8_E4M3": torch.float8_e4m3fn,
-    "F8_E5M2": torch.float8_e5m2,
-    "BF16": torch.bfloat16,
-    "F16": torch.float16,
-    "F32": torch.float32,
-    "F64": torch.float64,
-    "I8": torch.int8,
-    "U8": torch.uint8,
-    "I16": torch.int16,
-    "I32": torch.int32,
-    "I64": torch.int64,
-    "BOOL": torch.bool,
-}
-ITEMSIZE = {"F8_E4M3": 1, "F8_E5M2": 1, "BF16": 2, "F16": 2, "F32": 4, "F64": 8, "I8": 1, "U8": 1,
-            "I16": 2, "I32": 4, "I64": 8, "BOOL": 1}
+# Bits per element of every dtype name the safetensors format defines (safetensors 0.8.0:
+# the Rust Dtype enum, whose F4 / F6_* are sub-byte, plus the Python binding's FNUZ types).
+ITEM_BITS = {"BOOL": 8, "F4": 4, "F6_E2M3": 6, "F6_E3M2": 6, "U8": 8, "I8": 8, "F8_E5M2": 8,
+             "F8_E4M3": 8, "F8_E4M3FNUZ": 8, "F8_E5M2FNUZ": 8, "F8_E8M0": 8, "I16": 16,
+             "U16": 16, "F16": 16, "BF16": 16, "I32": 32, "U32": 32, "F32": 32, "C64": 64,
+             "F64": 64, "I64": 64, "U64": 64}
 FLOAT_DTYPES = ("BF16", "F16", "F32")
 
 
@@ -78,7 +67,7 @@ class TensorInfo:
 
     @property
     def nbytes(self) -> int:
-        return math.prod(self.shape) * ITEMSIZE.get(self.dtype, 1)
+        return -(-math.prod(self.shape) * ITEM_BITS[self.dtype] // 8)
 
     def where(self) -> str:
         return f"{self.file.name}: tensor {self.name!r}"
@@ -139,7 +128,19 @@ class CheckpointReader:
                     self._add(name, file, meta)
 
     def _add(self, name: str, file: Path, meta: dict) -> None:
-        self.tensors[name] = TensorInfo(name, file, str(meta["dtype"]), tuple(meta["shape"]))
+        try:
+            start, end = (int(x) for x in meta["data_offsets"])
+            info = TensorInfo(name, file, str(meta["dtype"]), tuple(int(d) for d in meta["shape"]))
+        except (KeyError, TypeError, ValueError):
+            raise CheckpointError(f"{file.name}: tensor {name!r}: header entry must have dtype, "
+                                  f"shape and data_offsets [start, end], got {meta!r}") from None
+        if info.dtype not in ITEM_BITS:
+            raise CheckpointError(f"{info.where()}: unknown dtype {info.dtype!r}; safetensors "
+                                  f"defines {', '.join(ITEM_BITS)}")
+        if end - start != info.nbytes:
+            raise CheckpointError(f"{info.where()}: {info.dtype} of shape {list(info.shape)} "
+                                  f"is {info.nbytes} bytes, its data_offsets span {end - start}")
+        self.tensors[name] = info
 
     def info(self, name: str) -> TensorInfo:
         try:

@@ -1,18 +1,34 @@
 """A bf16/fp16/fp32 checkpoint, quantized at load to the scheme the caller names.
 
-Quantized linears: every 2-D floating ``*.weight`` except the embeddings and ``lm_head``
-(``DEFAULT_IGNORE``: they stay as they are unless the caller converts them by name). With no
-scheme, nothing is quantized (load_tensor still reads everything). per_tensor uses a dynamic
-activation scale: there is no calibration to take a static one from.
+Quantized linears, by name alone (the files do not say which 2-D tensor is a linear): every
+2-D floating ``*.weight`` except ``lm_head`` and the embeddings (``is_embedding``). That is
+exact for the model types of ``LINEARS_BY_NAME`` (``linears_by_name``); ``from_pretrained`` /
+``convert`` quantize only those that are the model's ``nn.Linear`` modules, so e.g. GPT-2's
+Conv1D weights ([K, N], not linears) are never quantized there, while ``write_merged`` (no
+model) refuses other model types. With no scheme, nothing is quantized (load_tensor still
+reads everything). per_tensor uses a dynamic activation scale: there is no calibration to take a
+static one from.
 """
 
 from __future__ import annotations
 
 from ..formats import Scheme, quantize_weight
-from .base import Checkpoint, LinearSpec, LoadedLinear, match_exact_or_regex, module_of
+from .base import Checkpoint, LinearSpec, LoadedLinear, module_of
 from .reader import FLOAT_DTYPES, CheckpointError, CheckpointReader
 
-DEFAULT_IGNORE = ("lm_head", r"re:.*embed")
+# Name components of tables that are not linears: GPT-2/GPT-J's wte/wpe, T5's shared, and every
+# *embed* (embed_tokens, embeddings, word_embeddings, position_embeddings, GPT-NeoX embed_in /
+# embed_out, pos_embed); lm_head stays in high precision as in every FP8 checkpoint we read.
+EMBEDDING_PARTS = ("wte", "wpe", "shared")
+KEPT_PARTS = ("lm_head",)
+# model_types whose every 2-D float *.weight but lm_head and the embeddings is an nn.Linear
+# [out, in] (transformers 5.25; test_checkpoint_load.py builds each model and compares); not
+# MoE ones (routers, per-expert weights) nor GPT-2 (Conv1D [in, out])
+LINEARS_BY_NAME = ("llama", "mistral", "qwen2", "qwen3", "qwen3_5", "qwen3_5_text")
+
+
+def is_embedding(fqn: str) -> bool:
+    return any(p in EMBEDDING_PARTS or "embed" in p for p in fqn.split("."))
 
 
 class UnquantizedCheckpoint(Checkpoint):
@@ -27,7 +43,7 @@ class UnquantizedCheckpoint(Checkpoint):
                 "quantization_config (and there is no hf_quant_config.json): expected a "
                 "bf16/fp16/fp32 checkpoint or an FP8 format's config")
         self.scheme = scheme
-        self.ignore: list[str] = list(DEFAULT_IGNORE)
+        self.linears_by_name = self.config.get("model_type") in LINEARS_BY_NAME
         if scheme is None:
             return
         for name, t in reader.tensors.items():
@@ -38,7 +54,10 @@ class UnquantizedCheckpoint(Checkpoint):
                 self._linears[fqn] = LinearSpec(fqn, scheme, n, k, None)
 
     def is_ignored(self, fqn: str) -> bool:
-        return any(match_exact_or_regex(fqn, p) for p in self.ignore)
+        return is_embedding(fqn) or any(p in KEPT_PARTS for p in fqn.split("."))
+
+    def describe(self) -> dict:
+        return {**super().describe(), "linears_by_name": self.linears_by_name}
 
     def load_linear(self, fqn: str, device=None) -> LoadedLinear:
         """Read the module's weight (on ``device``) and quantize it there."""

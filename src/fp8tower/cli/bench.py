@@ -168,6 +168,12 @@ def tower(
     except ValueError as e:
         raise _fail(str(e)) from None
     parts = ALL_PARTS if include_mlp else DEFAULT_PARTS
+    if include_mlp and not spec.mlp_in_scope:
+        raise _fail(f"--include-mlp: {spec.name} ({spec.model_type}) has a mixture-of-experts "
+                    "MLP, which towers do not model yet; leave --include-mlp out")
+    if not spec.linears(parts, fp8_only=True):
+        raise _fail(f"{spec.name}: no FP8 linears to run (quantization_config method "
+                    f"{spec.quant_method!r}); towers run FP8 checkpoints' linears")
     if standin not in STANDIN_KERNELS:
         raise _fail(f"--standin {standin!r}: expected one of {', '.join(STANDIN_KERNELS)}")
     if standin == "rows" and not cuda and os.environ.get("TRITON_INTERPRET") != "1":
@@ -275,13 +281,23 @@ def generate(
     arm_list = _csv(arms or (GEN_GPU_ARMS if cuda else GEN_CPU_ARMS))
     batches = _parse_ms(batch, "--batch")
     from .. import backends
+    from ..hf.generate import check_arm
+
+    for arm in arm_list:  # before any model is built (the 27B's take minutes)
+        try:
+            check_arm(arm)
+        except ValueError as e:
+            raise _fail(f"--arms: {e}") from None
+    if len(set(arm_list)) != len(arm_list):
+        raise _fail(f"--arms {','.join(arm_list)}: an arm is listed twice")
 
     if backend not in backends.names() + ["auto"]:  # before any model is built
         raise _fail(f"unknown backend {backend!r} in --backend: expected one of "
                     f"{', '.join(backends.names() + ['auto'])}")
     if not cuda and backend == "auto":
         backend = CPU_BACKENDS
-    command = (f"fp8tower bench generate --model {model} --arms {','.join(arm_list)} "
+    command = (f"fp8tower bench generate --model {shlex.quote(model)} "
+               f"--arms {','.join(arm_list)} "
                f"--batch {','.join(map(str, batches))} --context {context} --steps {steps} "
                f"--rounds {rounds} --backend {backend}" + ("" if graph else " --no-graph")
                + ("" if interleave else " --one-at-a-time"))
@@ -305,7 +321,7 @@ def generate(
     where = record["gpu"] or "CPU (wall clock, not a GPU number)"
     table = Table(title=f"Decode step: {model}, context {context}, {where}")
     for col in ("arm", "batch", "linears", "eager ms", "eager tok/s", "vs bf16",
-                "graph ms", "graph tok/s", "vs bf16", "note"):
+                "graph ms", "graph tok/s", "vs bf16", "logits dB", "note"):
         table.add_column(col, justify="left" if col in ("arm", "note") else "right")
     for r in record["rows"]:
         note = f"[yellow]skipped[/]: {escape(r['skipped'])}" if r["skipped"] else \
@@ -314,8 +330,9 @@ def generate(
                       _fmt(r["eager_ms"], ".2f"), _fmt(r["eager_tok_s"], ".1f"),
                       _fmt(r["eager_speedup_vs_bf16"], ".3f"), _fmt(r["graph_ms"], ".2f"),
                       _fmt(r["graph_tok_s"], ".1f"), _fmt(r["graph_speedup_vs_bf16"], ".3f"),
-                      note)
-    table.caption = "vs bf16: bf16 ms / arm ms (same batch, same run)"
+                      _fmt(r["logits_sqnr_db_vs_bf16"], ".1f"), note)
+    table.caption = ("vs bf16: bf16 ms / arm ms (same batch, same run); logits dB: the "
+                     "prefill's last logits against bf16's, SQNR (same random weights)")
     paired = [f"{r['arm']} (batch {r['batch']}) {r['eager_paired_ratio_vs_bf16']:.3f}"
               for r in record["rows"]
               if r.get("eager_paired_ratio_vs_bf16") and r["arm"] != "bf16"]

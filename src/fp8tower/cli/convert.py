@@ -64,6 +64,13 @@ def _print(info: dict, written: dict | None) -> None:
         act = "static" if is_static else ("none" if scheme == "weight_only" else "dynamic")
         st.add_row(pat, scheme, act, str(n))
     con.print(st)
+    experts = info.get("moe_experts_not_converted") or {}
+    if experts:  # checkpoint/base.py describe(): fp8tower does not convert MoE experts yet
+        con.print(f"MoE expert linears: {len(experts)} in FP8, not converted by fp8tower "
+                  f"(e.g. {escape(min(experts))}; docs/models.md, Known limits)")
+    if info.get("linears_by_name") is False:
+        con.print(f"model_type {info['model_type']!r}: which 2-D weights are linears is a "
+                  "guess from their names (embeddings excluded); write_merged refuses it")
 
     kept = info["not_quantized"]
     if kept:
@@ -96,8 +103,10 @@ def _print(info: dict, written: dict | None) -> None:
     if groups:
         con.print(mt)
     else:
+        from ..hf.families import GROUPS
+
         con.print(f"no merge groups (model_type {info['model_type']!r}: fp8tower merges "
-                  "llama, qwen3, qwen3_5)")
+                  f"{', '.join(sorted(GROUPS))})")
 
     if written is not None:
         done = collections.Counter(g["written"] for g in written["groups"])

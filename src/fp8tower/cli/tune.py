@@ -24,8 +24,15 @@ Shapes = Annotated[str | None, typer.Option(
     "--shapes", help="GEMM shapes NxK, comma-separated, e.g. 10240x5120,1024x5120.")]
 Merged = Annotated[bool | None, typer.Option(
     "--merged/--unmerged",
-    help="Model shapes with sibling projections merged, or not (default: both).")]
-Parts = Annotated[str, typer.Option("--parts", help="Model parts: gdn, attention, mlp, all.")]
+    help="Model shapes with sibling projections merged, or not (default: both; needs --model).")]
+Parts = Annotated[str | None, typer.Option(
+    "--parts", help="Model parts: gdn, attention, mlp, all (default: gdn,attention; needs "
+    "--model).")]
+DEFAULT_PARTS = "gdn,attention"
+# What `fp8tower tune` accepts: fp8_linear's activation and output dtypes (nn/linear.py);
+# FP8 x only for per_tensor with its static scale, the only FP8 call fp8_linear admits.
+ACT_DTYPES = ("bfloat16", "float16", "float32", "float8_e4m3fn")
+OUT_DTYPES = ("bfloat16", "float16", "float32")
 Explain = Annotated[bool, typer.Option("--explain", help="Show runners-up, margins, failures.")]
 Json = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
 
@@ -67,13 +74,30 @@ def _parse_schemes(text: str) -> list:
         raise typer.BadParameter(str(e), param_hint="--scheme") from None
 
 
-def _parse_dtype(text: str, hint: str):
+def _parse_dtype(text: str, hint: str, allowed: tuple[str, ...] = ACT_DTYPES):
+    """The torch dtype named ``text``, one of ``allowed`` (int32 or bool crashed the tuner
+    later, complex64 built a key)."""
     import torch
 
-    dt = getattr(torch, text.strip().removeprefix("torch."), None)
-    if not isinstance(dt, torch.dtype):
-        raise typer.BadParameter(f"{text!r} is not a torch dtype", param_hint=hint)
-    return dt
+    name = text.strip().removeprefix("torch.")
+    if name not in allowed:
+        raise typer.BadParameter(f"{text!r} is not supported: expected one of "
+                                 f"{', '.join(allowed)}", param_hint=hint)
+    return getattr(torch, name)
+
+
+def _model_options(model, merged, parts) -> str:
+    """--parts (default gdn,attention); --merged/--unmerged and --parts select a model's
+    GEMMs, so without --model they are refused, not ignored."""
+    if model is None:
+        given = [o for o, v in (("--merged/--unmerged", merged), ("--parts", parts))
+                 if v is not None]
+        if given:
+            verb = "select" if len(given) > 1 else "selects"
+            raise typer.BadParameter(f"{' and '.join(given)} {verb} the GEMMs of --model; "
+                                     "without --model they would be ignored: give --model or "
+                                     "drop them", param_hint=given[0])
+    return DEFAULT_PARTS if parts is None else parts
 
 
 def _model_spec(model: str):
@@ -116,11 +140,13 @@ def _shapes_from(model, shapes, merged, parts) -> tuple[list[tuple[int, int]], o
 
 
 def tune_problems(gemms, schemes, buckets, *, act_dtype, out_dtype, capability,
-                  channel_scale: bool = False, static_act_scale: bool = True) -> list:
+                  channel_scale: bool = False, static_act_scale: bool = True,
+                  has_bias: bool = False) -> list:
     """The dispatch keys ``fp8tower tune`` tunes: every (N, K, merged) x scheme x M bucket.
     per_tensor GEMMs of a merge group carry one weight scale per shard, an (N,) vector (as
     MergedFp8Linear builds it; a scalar only when every shard has the same one), so their key
-    is the channel-scale one; ``channel_scale`` gives every per_tensor key a vector."""
+    is the channel-scale one; ``channel_scale`` gives every per_tensor key a vector;
+    ``has_bias``: the keys of calls that add a bias."""
     from ..formats import Scheme
     from ..problem import GemmProblem
 
@@ -128,7 +154,8 @@ def tune_problems(gemms, schemes, buckets, *, act_dtype, out_dtype, capability,
         GemmProblem(m=b, n=n, k=k, scheme=s, act_dtype=act_dtype, out_dtype=out_dtype,
                     capability=capability,
                     channel_weight_scale=(channel_scale or grouped) and s is Scheme.PER_TENSOR,
-                    static_act_scale=static_act_scale and s is Scheme.PER_TENSOR)
+                    static_act_scale=static_act_scale and s is Scheme.PER_TENSOR,
+                    has_bias=has_bias)
         for (n, k, grouped) in gemms for s in schemes for b in buckets
     ]
     return list(dict.fromkeys(problems))
@@ -154,6 +181,8 @@ def _pct(v: float | None) -> str:
 
 def _variant(row: dict) -> str:
     s = row["scheme"] + (" (channel scale)" if row["channel_weight_scale"] else "")
+    if row.get("has_bias"):
+        s += " +bias"
     if (row["act_dtype"], row["out_dtype"]) != ("bfloat16", "bfloat16"):
         s += f" {row['act_dtype']}->{row['out_dtype']}"
     return s
@@ -194,7 +223,7 @@ def _print_table(rows: list[dict], *, explain: bool, title: str) -> None:
             cells += [
                 "-" if frac is None else f"{frac * 100:.0f}%",
                 ups or "-",
-                _pct(r["margin"]),
+                _pct(r["margin"]) + (" within noise" if r.get("within_noise") else ""),
                 _pct(r["margin_other_backend"]),
                 f"{r['measured']} ok, {len(r['failed'])} failed, {pruned} pruned"
                 + (f", seeded from M={r['seeded_from'].split('_')[0][1:]}"
@@ -208,8 +237,10 @@ def _print_table(rows: list[dict], *, explain: bool, title: str) -> None:
     console = _console()
     console.print(table)
     if explain:
-        console.print("margin: how much slower the runner-up is than the winner; "
-                      "GB/s: decimal, bytes per GEMM (DESIGN.md) / median time.", markup=False)
+        console.print("margin: how much slower the runner-up is than the winner (within "
+                      "noise: less than the larger timing spread of the two, so their order "
+                      "is not established); GB/s: decimal, bytes per GEMM (DESIGN.md) / "
+                      "median time.", markup=False)
         for r in rows:
             for f in r["failed"]:
                 console.print(f"failed {r['key']} {_cand(f)}: {f['error']}", markup=False)
@@ -227,14 +258,18 @@ def tune(
     model: Model = None,
     shapes: Shapes = None,
     m: Annotated[str, typer.Option(
-        "--m", help="Token counts M (each tunes its power-of-two bucket).")] = DEFAULT_M,
+        "--m", help="Token counts M (each tunes its power-of-two bucket: --m 100 tunes the key "
+        "of M = 65-128; above 64, prefill, auto tunes no miss by itself).")] = DEFAULT_M,
     scheme: Annotated[str | None, typer.Option(
         "--scheme", help="Schemes, comma-separated (default: the model's scheme hint, else "
         f"{ALL_SCHEMES}).")] = None,
     merged: Merged = None,
-    parts: Parts = "gdn,attention",
-    act_dtype: Annotated[str, typer.Option("--act-dtype")] = "bfloat16",
-    out_dtype: Annotated[str, typer.Option("--out-dtype")] = "bfloat16",
+    parts: Parts = None,
+    act_dtype: Annotated[str, typer.Option(
+        "--act-dtype", help=f"Activation dtype: {', '.join(ACT_DTYPES)} (FP8: per_tensor with "
+        "a static scale only, the FP8 call fp8_linear takes).")] = "bfloat16",
+    out_dtype: Annotated[str, typer.Option(
+        "--out-dtype", help=f"Output dtype: {', '.join(OUT_DTYPES)}.")] = "bfloat16",
     channel_scale: Annotated[bool, typer.Option(
         "--channel-scale",
         help="Every per_tensor key with a per-channel scale vector (as after an exact merge; "
@@ -243,11 +278,16 @@ def tune(
         "--static-act-scale/--dynamic-act-scale",
         help="per_tensor with a static activation scale (ModelOpt input_scale), or dynamic.")]
     = True,
+    bias: Annotated[bool, typer.Option(
+        "--bias", help="The keys of calls that add a bias (timed with one: cuBLASLt, CUTLASS "
+        "and cuDNN add it with a kernel of their own, Triton in its GEMM).")] = False,
     retune: Annotated[bool, typer.Option("--retune", help="Tune again even if cached.")] = False,
     max_configs: Annotated[int | None, typer.Option(
         "--max-configs", min=0,
-        help="Non-default configs timed per backend (evenly spaced over its list); default: "
-        "fp8tower.tuning.search.MAX_CONFIGS.")]
+        help="At most this many configs per backend from the evenly spaced sample of its search "
+        "space (default: fp8tower.tuning.search.MAX_CONFIGS). Not bounded by it: each "
+        "backend's default and priority configs (a handful), and the winner's refinements "
+        "and layout variants: 0 still times those.")]
     = None,
     full: Annotated[bool, typer.Option(
         "--full",
@@ -273,18 +313,45 @@ def tune(
     """Pre-tune GEMM shapes (a model's FP8 tower or --shapes) on this GPU; cache the choices."""
     import torch
 
+    from ..formats import Scheme
     from ..problem import m_bucket
     if not model and not shapes:
         raise typer.BadParameter("give --model and/or --shapes", param_hint="--model/--shapes")
     if in_context and not model:
         raise typer.BadParameter("--in-context times a model's decode step: give --model",
                                  param_hint="--in-context")
+    parts = _model_options(model, merged, parts)
     ms = _parse_ms(m)
-    adt, odt = _parse_dtype(act_dtype, "--act-dtype"), _parse_dtype(out_dtype, "--out-dtype")
+    adt = _parse_dtype(act_dtype, "--act-dtype", ACT_DTYPES)
+    odt = _parse_dtype(out_dtype, "--out-dtype", OUT_DTYPES)
+    if in_context:
+        # the step is built as a model runs (bf16 in and out, per_tensor's static scale, no
+        # bias, scalar scales where unmerged): it would re-rank those keys, not these
+        other = [f for f, on in (("--dynamic-act-scale", not static_act_scale),
+                                 ("--channel-scale", channel_scale), ("--bias", bias),
+                                 (f"--act-dtype {act_dtype}", adt != torch.bfloat16),
+                                 (f"--out-dtype {out_dtype}", odt != torch.bfloat16)) if on]
+        if other:
+            raise typer.BadParameter(
+                f"--in-context re-ranks the keys the model's decode step runs (bf16, static "
+                f"per_tensor scale, no bias), not the keys {', '.join(other)} make: tune "
+                "those without --in-context", param_hint="--in-context")
     gemms, spec = _gemms_from(model, shapes, merged, parts)
     if scheme is None:
         scheme = (spec.scheme_hint if spec is not None else None) or ALL_SCHEMES
     schemes = _parse_schemes(scheme)
+    if adt == torch.float8_e4m3fn:
+        others = [s.value for s in schemes if s is not Scheme.PER_TENSOR]
+        if others or not static_act_scale:
+            what = f"--scheme {','.join(others)}" if others else "--dynamic-act-scale"
+            raise typer.BadParameter(
+                f"--act-dtype float8_e4m3fn with {what}: fp8_linear takes FP8 activations "
+                "for per_tensor with a static scale only (give --scheme per_tensor)",
+                param_hint="--act-dtype")
+    for x in ms:
+        if m_bucket(x) != x:
+            typer.echo(f"note: --m {x} tunes the key of its bucket, M = {m_bucket(x)} (it "
+                       f"serves M = {m_bucket(x) // 2 + 1}-{m_bucket(x)})", err=True)
     if not torch.cuda.is_available():
         typer.echo("fp8tower tune: tuning needs a CUDA GPU, and none is visible here "
                    "(torch.cuda.is_available() is False). Run it on the GPU that will serve.",
@@ -302,7 +369,8 @@ def tune(
     buckets = sorted({m_bucket(x) for x in ms})
     problems = tune_problems(gemms, schemes, buckets, act_dtype=adt, out_dtype=odt,
                              capability=torch.cuda.get_device_capability(),
-                             channel_scale=channel_scale, static_act_scale=static_act_scale)
+                             channel_scale=channel_scale, static_act_scale=static_act_scale,
+                             has_bias=bias)
     gbps = None
     if ceiling:
         try:
@@ -382,7 +450,7 @@ def dispatch_cmd(
     m: Annotated[str | None, typer.Option("--m", help="Only the buckets of these M.")] = None,
     scheme: Annotated[str | None, typer.Option("--scheme", help="Only these schemes.")] = None,
     merged: Merged = None,
-    parts: Parts = "gdn,attention",
+    parts: Parts = None,
     explain: Explain = False,
     as_json: Json = False,
 ) -> None:
@@ -392,6 +460,7 @@ def dispatch_cmd(
     from ..problem import m_bucket
     from ..tuning import cache as tcache
 
+    parts = _model_options(model, merged, parts)
     nks, _ = _shapes_from(model, shapes, merged, parts)
     buckets = {m_bucket(x) for x in _parse_ms(m)} if m else None
     schemes = {s.value for s in _parse_schemes(scheme)} if scheme else None

@@ -340,7 +340,7 @@ def capture_model(
     model = random_model(config, dev, seed=seed)
     apply_arm(model, arm, backend)
     records = getattr(model, "fp8tower_merges", [])
-    unmerged = [r for r in records if not r["merged_ok"]]
+    unmerged = [r for r in records if not r["merged_ok"] and not r.get("kept")]
     if merge and unmerged:
         first = unmerged[0]
         warnings.warn(f"arm {arm}: {len(unmerged)} of {len(records)} sibling groups not "

@@ -8,8 +8,10 @@
 :func:`convert` swaps each ``nn.Linear`` that ``filter(module, fqn)`` accepts for an
 :class:`~fp8tower.nn.linear.Fp8Linear` (torchao's ``swap_linear_layers`` style); ``lm_head``
 and vision towers stay as they are unless a filter asks for them (embeddings are not
-linears). With ``merge=True``, the family's sibling projections (families.py) become
-one :class:`MergedProjection` GEMM, installed on the parent under the merged name
+linears), and so do, when bf16 weights are quantized, the small projections FP8 checkpoints
+keep BF16 (:data:`KEPT_HIGH_PRECISION`, router gates). With ``merge=True``, the family's
+sibling projections (families.py) become one :class:`MergedProjection` GEMM, installed on
+the parent under the merged name
 (``qkv_proj``, ``gate_up_proj``, ``in_proj_qkvz``, ``in_proj_ba``); each member's attribute
 becomes a :class:`MergedShard` view, so the model's own, unchanged forward runs one GEMM
 and gets each member's slice of it.
@@ -40,10 +42,33 @@ FilterFn = Callable[[nn.Module, str], bool]
 # copies it as stored).
 SKIPPED_BY_DEFAULT = ("lm_head", "visual", "vision_tower", "vision_model", "mtp")
 
+# Kept in high precision when convert quantizes high-precision weights (no checkpoint, or an
+# unquantized one with scheme=): linears that FP8 checkpoints keep BF16 and that cost a launch
+# each for a few bytes. Gated DeltaNet's in_proj_a / in_proj_b (Qwen3.5) and in_proj_ba
+# (Qwen3-Next), N = number of value heads (models/qwen.py: Qwen3.6-35B-A3B-FP8 stores a and b
+# as BF16); MoE router gates that are nn.Linear, N = number of experts or 1 (``mlp.gate``,
+# ``block_sparse_moe.gate``, ``shared_expert_gate``). With an FP8 checkpoint, the checkpoint
+# decides: what it stores in FP8 is loaded as FP8.
+KEPT_HIGH_PRECISION = ("in_proj_a", "in_proj_b", "in_proj_ba", "shared_expert_gate")
+ROUTER_PARENTS = ("mlp", "block_sparse_moe")  # <parent>.gate: a router
 
-def default_filter(module: nn.Module, fqn: str) -> bool:
-    """Every ``nn.Linear`` except those under a name in :data:`SKIPPED_BY_DEFAULT`."""
+
+def kept_high_precision(fqn: str) -> bool:
+    """A linear the default filter keeps in high precision when quantizing (see above)."""
+    parts = fqn.split(".")
+    return parts[-1] in KEPT_HIGH_PRECISION or (
+        parts[-1] == "gate" and len(parts) > 1 and parts[-2] in ROUTER_PARENTS)
+
+
+def _not_skipped(module: nn.Module | None, fqn: str) -> bool:
     return not any(part in SKIPPED_BY_DEFAULT for part in fqn.split("."))
+
+
+def default_filter(module: nn.Module | None, fqn: str) -> bool:
+    """Every ``nn.Linear`` except those under a name in :data:`SKIPPED_BY_DEFAULT` and those
+    :func:`kept_high_precision` names. ``convert`` with an FP8 checkpoint uses only the first
+    rule (given as ``filter`` too): the checkpoint says which small projections are FP8."""
+    return _not_skipped(module, fqn) and not kept_high_precision(fqn)
 
 
 class ConvertError(ValueError):
@@ -58,10 +83,13 @@ class MergedProjection(MergedFp8Linear):
 
     The first view called with a tensor ``x`` runs the one GEMM and keeps its outputs; the
     others, called with the same tensor object, unchanged since (its version counter), take
-    their slice; once every member has taken its slice the outputs are dropped (nothing
-    outlives the parent's forward). A view called with another tensor, with ``x`` edited in
-    place, or a second time in a round runs the GEMM afresh. Inference-mode tensors count no
-    versions: an ``x`` edited in place between two views of one round is not seen there.
+    their slice; once every member has taken its slice the outputs are dropped. A view
+    called with another tensor, with ``x`` edited in place, or a second time in a round runs
+    the GEMM afresh, and so does the group's first member always: the parents' forwards call
+    the members in the group's order (families.py), so each step starts a round with it,
+    whatever an earlier round left untaken. Inference-mode tensors count no versions: an
+    ``x`` edited in place between two views of one round, or before a later member called
+    without the first, is not seen there.
     """
 
     def __init__(self, *args, **kwargs) -> None:
@@ -78,7 +106,8 @@ class MergedProjection(MergedFp8Linear):
         # (compiled: the graph holds one GEMM per round as traced; no version to read)
         version = (None if torch.compiler.is_compiling() or x.is_inference()
                    else x._version)
-        if memo[2] is None or memo[0] is not x or memo[1] != version or memo[3] & bit:
+        if (index == 0 or memo[2] is None or memo[0] is not x or memo[1] != version
+                or memo[3] & bit):
             memo[0], memo[1], memo[2], memo[3] = x, version, self(x), 0
         out = memo[2][index]
         memo[3] |= bit
@@ -109,6 +138,9 @@ def _merge_reason(linears: Sequence[nn.Module], group: SiblingGroup) -> str | No
     """Why these members cannot merge (None: they can)."""
     if not all(type(m) is Fp8Linear for m in linears):
         kinds = ", ".join(f"{n}: {type(m).__name__}" for n, m in zip(group.members, linears))
+        if all(type(m) is nn.Linear for m in linears):
+            return (f"not all members are Fp8Linear ({kinds}): none converted, kept in high "
+                    "precision (by the filter or the checkpoint)")
         return f"not all members are Fp8Linear ({kinds})"
     return None
 
@@ -118,15 +150,18 @@ def merge_group(parent: nn.Module, group: SiblingGroup, mode: MergeMode) -> Merg
     linears = [getattr(parent, name) for name in group.members]
     merged = MergedProjection.from_linears(linears, group.members, mode)
     setattr(parent, group.merged_name, merged)
-    for i, name in enumerate(group.members):
-        setattr(parent, name, MergedShard(merged, i, name))
+    for i, (name, lin) in enumerate(zip(group.members, linears)):
+        shard = MergedShard(merged, i, name)
+        _carry_hooks(lin, shard, name)
+        setattr(parent, name, shard)
     return merged
 
 
 def merge_siblings(model: nn.Module, groups: Iterable[SiblingGroup],
                    mode: str | MergeMode = MergeMode.EXACT) -> list[dict]:
     """Merge each group wherever its parent class is listed; one record per candidate:
-    ``{"parent", "merged", "members", "sizes", "merged_ok", "reason"}``."""
+    ``{"parent", "merged", "members", "sizes", "merged_ok", "kept", "reason"}``. ``kept``:
+    no member was converted (all kept in high precision, a choice): not a failed merge."""
     mode = MergeMode.parse(mode)
     groups = tuple(groups)
     records = []
@@ -140,7 +175,8 @@ def merge_siblings(model: nn.Module, groups: Iterable[SiblingGroup],
             linears = [getattr(parent, m) for m in group.members]
             rec = {"parent": fqn, "merged": group.merged_name, "members": list(group.members),
                    "sizes": [int(getattr(m, "out_features", 0)) for m in linears],
-                   "merged_ok": False, "reason": _merge_reason(linears, group)}
+                   "merged_ok": False, "kept": all(type(m) is nn.Linear for m in linears),
+                   "reason": _merge_reason(linears, group)}
             if rec["reason"] is None:
                 try:
                     merge_group(parent, group, mode)
@@ -165,25 +201,66 @@ MODEL_TYPE_TO_MERGE: dict[str, Callable] = {t: _patch(g) for t, g in GROUPS.item
 # ----------------------------------------------------------------------------- swapping
 
 
+# Hooks of a replaced module that its replacement takes over: the same dicts, so the handles
+# that registered them still remove them.
+_CARRIED_HOOKS = ("_forward_hooks", "_forward_hooks_with_kwargs", "_forward_hooks_always_called",
+                  "_forward_pre_hooks", "_forward_pre_hooks_with_kwargs", "_backward_hooks",
+                  "_backward_pre_hooks")
+_DROPPED_HOOKS = ("_state_dict_hooks", "_state_dict_pre_hooks", "_load_state_dict_pre_hooks",
+                  "_load_state_dict_post_hooks")
+
+
+def _carry_hooks(old: nn.Module, new: nn.Module, fqn: str) -> None:
+    """``old``'s forward and backward hooks fire on ``new``; what cannot follow (state-dict
+    hooks: the keys change; an instance ``forward``, e.g. accelerate's offload hooks) is
+    named in a warning."""
+    for name in _CARRIED_HOOKS:
+        hooks = getattr(old, name, None)
+        if hooks:
+            object.__setattr__(new, name, hooks)
+    if getattr(old, "_is_full_backward_hook", None) is not None:
+        object.__setattr__(new, "_is_full_backward_hook", old._is_full_backward_hook)
+    lost = [name for name in _DROPPED_HOOKS if getattr(old, name, None)]
+    if "forward" in vars(old):
+        lost.append("its instance forward (accelerate hooks?)")
+    if lost:
+        warnings.warn(f"{fqn}: replaced by {type(new).__name__}, which does not take over "
+                      f"{', '.join(lost)} of the {type(old).__name__}", stacklevel=4)
+
+
 def swap_linear_layers(
     model: nn.Module,
     from_float: Callable[[nn.Linear, str], nn.Module | None],
     filter: FilterFn | None = None,
 ) -> list[str]:
     """Replace each ``nn.Linear`` that ``filter(module, fqn)`` accepts by
-    ``from_float(module, fqn)`` (None keeps it); returns the fqns swapped."""
+    ``from_float(module, fqn)`` (None keeps it); returns the fqns swapped. A linear held by
+    several parents (shared, tied) is converted once (from its first accepted name that
+    ``from_float`` takes) and set on each parent whose name the filter accepts; its forward
+    and backward hooks carry over."""
     filt = filter or default_filter
-    targets = [(fqn, m) for fqn, m in model.named_modules()
-               if isinstance(m, nn.Linear) and fqn and filt(m, fqn)]
+    names: dict[int, list[str]] = {}
+    linears: dict[int, nn.Linear] = {}
+    for fqn, m in model.named_modules(remove_duplicate=False):
+        if isinstance(m, nn.Linear) and fqn and fqn not in names.get(id(m), ()):
+            names.setdefault(id(m), []).append(fqn)
+            linears[id(m)] = m
     swapped = []
-    for fqn, lin in targets:
-        new = from_float(lin, fqn)
+    for key, lin in linears.items():
+        accepted = [fqn for fqn in names[key] if filt(lin, fqn)]
+        new = None
+        for fqn in accepted:
+            new = from_float(lin, fqn)
+            if new is not None:
+                break
         if new is None:
             continue
-        parent_name, _, attr = fqn.rpartition(".")
-        parent = model.get_submodule(parent_name) if parent_name else model
-        setattr(parent, attr, new)
-        swapped.append(fqn)
+        _carry_hooks(lin, new, accepted[0])
+        for fqn in accepted:
+            parent_name, _, attr = fqn.rpartition(".")
+            parent = model.get_submodule(parent_name) if parent_name else model
+            setattr(parent, attr, new)
+            swapped.append(fqn)
     return swapped
 
 
@@ -281,9 +358,19 @@ def convert(
     checkpoint. ``merge``: merge the family's siblings (:data:`MODEL_TYPE_TO_MERGE`),
     exactly, or with one rescaled per-tensor scale per group when ``requant_max``.
     ``key_mapping``: checkpoint names -> the model's ({regex: replacement}); default: the
-    family's (e.g. Qwen3.5's ``model.language_model.`` -> ``model.``).
-    The result: ``model.fp8tower_merges`` lists each merge group and why it did not merge.
+    family's (e.g. Qwen3.5's ``model.language_model.`` -> ``model.``). ``filter``: default
+    :func:`default_filter`; with an FP8 checkpoint, only lm_head, vision towers and ``mtp``
+    are left out by default (the checkpoint says which small projections are FP8).
+    The result: ``model.fp8tower_merges`` lists each merge group and why it did not merge
+    (``kept``: none of its members converted, by choice). A model converted already is
+    refused (:class:`ConvertError`).
     """
+    done = next(((fqn, m) for fqn, m in model.named_modules()
+                 if isinstance(m, (Fp8Linear, MergedFp8Linear, MergedShard))), None)
+    if done is not None:  # a second convert would only overwrite fp8tower_merges
+        raise ConvertError(f"the model is already converted ({done[0] or 'the model'} is "
+                           f"{type(done[1]).__name__}): convert a model once, with a filter "
+                           "that selects every linear to convert")
     ck = open_mapped(checkpoint, scheme, key_mapping)
     if ck is None and scheme is None:
         raise ConvertError("convert needs a scheme (per_tensor, channel_token, block128, "
@@ -317,6 +404,9 @@ def convert(
             except ValueError as e:  # e.g. a stored bias of the wrong shape: name the module
                 raise ConvertError(f"{fqn}: {e}") from None
 
+    if (filter is None or filter is default_filter) and ck is not None \
+            and ck.format != "unquantized":
+        filter = _not_skipped  # FP8 weights: the checkpoint says which are FP8
     swapped = swap_linear_layers(model, from_float, filter)
     if ck is not None and not swapped:
         error = _nothing_converted(model, ck, names)
@@ -333,9 +423,10 @@ def convert(
                         if type(parent).__name__ in g.parent_classes:
                             ck.check_merge_group([f"{fqn}.{m}" for m in g.members])
             records = patch(model, MergeMode.REQUANT_MAX if requant_max else MergeMode.EXACT)
-    failed = [r for r in records if not r["merged_ok"]]
+    tried = [r for r in records if not r["kept"]]
+    failed = [r for r in tried if not r["merged_ok"]]
     if requant_max and failed:  # asked for: say it did not happen (the numbers stay right)
-        warnings.warn(f"requant_max: {len(failed)} of {len(records)} sibling groups not merged "
+        warnings.warn(f"requant_max: {len(failed)} of {len(tried)} sibling groups not merged "
                       f"({failed[0]['parent']}.{failed[0]['merged']}: {failed[0]['reason']}); "
                       "see model.fp8tower_merges", stacklevel=2)
     model.fp8tower_merges = records

@@ -4,18 +4,26 @@ how checkpoint tensor names map onto the causal LM's module names.
 Each entry of :data:`GROUPS` becomes a patch function ``fn(model, mode) -> records`` (the
 table ``conversion.MODEL_TYPE_TO_MERGE``) that replaces sibling :class:`~fp8tower.nn.linear.Fp8Linear` modules reading one input by one
 merged GEMM (see :func:`fp8tower.hf.conversion.merge_group`). A group merges only inside the
-parent classes named here: their ``forward`` was read (transformers 5.17.0, 2026-11-30) and
-calls every member on the same, unmodified tensor, one after the other:
+parent classes named here: their ``forward`` was read (transformers 5.25.0, 2026-12-05) and
+calls every member on the same, unmodified tensor, one after the other, in the group's order:
 
-- ``LlamaAttention`` / ``Qwen3Attention`` / ``Qwen3_5Attention``: ``q_proj``, ``k_proj``,
-  ``v_proj`` on ``hidden_states`` (Qwen3.5's q_proj carries query + output gate);
-- ``LlamaMLP`` / ``Qwen3MLP`` / ``Qwen3_5MLP``: ``gate_proj``, ``up_proj`` on ``x``;
-- ``Qwen3_5GatedDeltaNet``: ``in_proj_qkv``, ``in_proj_z``, then ``in_proj_b``,
-  ``in_proj_a``, on ``hidden_states`` after ``apply_mask_to_padding_states`` (one tensor).
+- ``LlamaAttention`` / ``Qwen2Attention`` / ``MistralAttention`` / ``Qwen3Attention`` /
+  ``Qwen3_5Attention`` / ``Qwen3_5MoeAttention`` / ``Qwen3NextAttention``: ``q_proj``,
+  ``k_proj``, ``v_proj`` on ``hidden_states`` (Qwen3.5's and Qwen3-Next's q_proj carries query
+  + output gate);
+- ``LlamaMLP`` / ``Qwen2MLP`` / ``MistralMLP`` / ``Qwen3MLP`` / ``Qwen3_5MLP``: ``gate_proj``,
+  ``up_proj`` on ``x``; ``Qwen3_5MoeMLP`` (the MoE block's shared expert, called on the
+  block's reshaped ``hidden_states``) and ``Qwen3NextMLP`` (shared expert, or the dense MLP
+  of ``mlp_only_layers``) alike;
+- ``Qwen3_5GatedDeltaNet`` / ``Qwen3_5MoeGatedDeltaNet``: ``in_proj_qkv``, ``in_proj_z``,
+  then ``in_proj_b``, ``in_proj_a``, on ``hidden_states`` after
+  ``apply_mask_to_padding_states`` (one tensor). (``Qwen3NextGatedDeltaNet`` has
+  ``in_proj_qkvz`` and ``in_proj_ba`` already; ``in_proj_ba`` stays bf16 by default.)
 
-A family without an entry converts unmerged. Merging is always exact in value (a member
-called on another tensor computes the merged GEMM afresh, see ``MergedShard``); the class
-list only keeps that slow path from being taken.
+MoE experts (3-D parameters, not ``nn.Linear``) are not converted; router gates stay in high
+precision (``conversion.kept_high_precision``). A family without an entry converts unmerged.
+Merging is always exact in value (a member called on another tensor computes the merged GEMM
+afresh, see ``MergedShard``); the class list only keeps that slow path from being taken.
 """
 
 from __future__ import annotations
@@ -40,20 +48,23 @@ def _mlp(*classes: str) -> SiblingGroup:
     return SiblingGroup("gate_up_proj", ("gate_proj", "up_proj"), classes)
 
 
+def _gdn(cls: str) -> tuple[SiblingGroup, SiblingGroup]:
+    return (SiblingGroup("in_proj_qkvz", ("in_proj_qkv", "in_proj_z"), (cls,)),
+            SiblingGroup("in_proj_ba", ("in_proj_b", "in_proj_a"), (cls,)))
+
+
 GROUPS: dict[str, tuple[SiblingGroup, ...]] = {
     "llama": (_attn("LlamaAttention"), _mlp("LlamaMLP")),
+    "qwen2": (_attn("Qwen2Attention"), _mlp("Qwen2MLP")),
+    "mistral": (_attn("MistralAttention"), _mlp("MistralMLP")),
     "qwen3": (_attn("Qwen3Attention"), _mlp("Qwen3MLP")),
-    "qwen3_5": (
-        SiblingGroup("in_proj_qkvz", ("in_proj_qkv", "in_proj_z"), ("Qwen3_5GatedDeltaNet",)),
-        SiblingGroup("in_proj_ba", ("in_proj_b", "in_proj_a"), ("Qwen3_5GatedDeltaNet",)),
-        _attn("Qwen3_5Attention"),
-        _mlp("Qwen3_5MLP"),
-    ),
+    "qwen3_5": (*_gdn("Qwen3_5GatedDeltaNet"), _attn("Qwen3_5Attention"), _mlp("Qwen3_5MLP")),
+    "qwen3_5_moe": (*_gdn("Qwen3_5MoeGatedDeltaNet"), _attn("Qwen3_5MoeAttention"),
+                    _mlp("Qwen3_5MoeMLP")),
+    "qwen3_next": (_attn("Qwen3NextAttention"), _mlp("Qwen3NextMLP")),
 }
 GROUPS["qwen3_5_text"] = GROUPS["qwen3_5"]
-
-
-
+GROUPS["qwen3_5_moe_text"] = GROUPS["qwen3_5_moe"]
 
 
 # Stored name -> model name, per model_type: (regex, replacement) rules applied in order (see

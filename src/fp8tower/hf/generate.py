@@ -10,8 +10,14 @@ inside). An eager step is host-bound, and the host drifts (the same bf16 arm mea
 32.3 and 48.7 ms/step in two runs on the H200 machine, 2026-12-01, one arm after another):
 only arms timed side by side compare.
 
+Each arm's prefill logits (last position) are compared with the bf16 arm's, as an SQNR in
+dB: the arms share the seeded random weights and tokens, so a broken arm shows (an arm whose
+logits are not finite is not timed). With random weights the FP8 arms' tokens differ from
+bf16's from the first step, so tokens are not compared.
+
 Arms: ``bf16``; ``fp8:<scheme>`` (the decoder layers' nn.Linear swapped for Fp8Linear,
-unmerged; per_tensor gets a static activation scale calibrated on the prefill);
+unmerged, except those FP8 checkpoints keep in bf16: ``convert``'s default filter; per_tensor
+gets a static activation scale calibrated on the prefill);
 ``fp8:<scheme>:merged`` (fp8tower.convert with merge=True, when this fp8tower has it);
 ``torchao:per_row`` / ``torchao:per_tensor`` (torchao float8 dynamic activation + weight,
 when torchao is installed); ``transformers:block128`` (transformers' own FP8Linear, when its
@@ -23,6 +29,7 @@ transformers is imported lazily (optional dependency).
 from __future__ import annotations
 
 import gc
+import math
 import statistics
 import time
 from dataclasses import asdict, dataclass, field
@@ -55,15 +62,24 @@ class GenerateResult:
     eager_tok_s: float | None = None
     graph_tok_s: float | None = None
     prefill_ms: float | None = None
+    # the prefill's last-position logits against the bf16 arm's (same seeded weights, same
+    # tokens): SQNR in dB, 20*log10(|bf16| / |arm - bf16|); None without a bf16 arm
+    logits_sqnr_db_vs_bf16: float | None = None
+    logits_finite: bool | None = None
     linears_swapped: int = 0
     skipped: str | None = None
     notes: list[str] = field(default_factory=list)
 
 
 def decoder_linears(model: nn.Module) -> list[tuple[str, nn.Linear]]:
-    """The nn.Linear modules of the decoder layers (not lm_head, not embeddings)."""
+    """The nn.Linear modules of the decoder layers that every FP8 arm converts: not lm_head,
+    not embeddings, and not those FP8 checkpoints keep in bf16 (``convert``'s default filter:
+    e.g. the GDN's in_proj_a / in_proj_b, MoE routers), so all arms convert the same set."""
+    from .conversion import default_filter
+
     return [(name, mod) for name, mod in model.named_modules()
-            if isinstance(mod, nn.Linear) and ".layers." in f".{name}"]
+            if isinstance(mod, nn.Linear) and ".layers." in f".{name}"
+            and default_filter(mod, name)]
 
 
 def _set(model: nn.Module, name: str, new: nn.Module) -> None:
@@ -100,18 +116,34 @@ def swap_fp8(model: nn.Module, scheme: str, backend: str, scales: dict[str, floa
     return count
 
 
+def check_arm(arm: str) -> tuple[str, ...]:
+    """``arm`` split at its colons, or a ValueError naming it (no model is needed)."""
+    from ..formats import Scheme
+
+    parts = tuple(arm.split(":"))
+    if parts == ("bf16",) or parts in (("torchao", "per_row"), ("torchao", "per_tensor"),
+                                       ("transformers", "block128")):
+        return parts
+    if parts[0] == "fp8" and len(parts) in (2, 3) and parts[2:] in ((), ("merged",)):
+        try:
+            Scheme.parse(parts[1])
+        except ValueError:
+            raise ValueError(f"arm {arm!r}: unknown scheme {parts[1]!r}; arms are "
+                             f"{ARM_HELP}") from None
+        return parts
+    raise ValueError(f"unknown arm {arm!r}: arms are {ARM_HELP}")
+
+
 def apply_arm(model: nn.Module, arm: str, backend: str, calib) -> tuple[int, list[str]]:
     """Turn the bf16 model into ``arm`` in place; (linears swapped, notes)."""
     from ..formats import Scheme
 
-    parts = arm.split(":")
-    if parts[0] == "bf16" and len(parts) == 1:
+    parts = check_arm(arm)
+    if parts[0] == "bf16":
         return 0, []
-    if parts[0] == "fp8" and len(parts) in (2, 3):
+    if parts[0] == "fp8":
         scheme = Scheme.parse(parts[1])
         merged = len(parts) == 3
-        if merged and parts[2] != "merged":
-            raise ValueError(f"arm {arm!r}: expected fp8:<scheme>:merged; arms are {ARM_HELP}")
         names = [n for n, _ in decoder_linears(model)]
         scales = calibrate(model, names, calib) if scheme is Scheme.PER_TENSOR else None
         count = swap_fp8(model, scheme.value, backend, scales)
@@ -119,10 +151,15 @@ def apply_arm(model: nn.Module, arm: str, backend: str, calib) -> tuple[int, lis
             from .conversion import convert
 
             convert(model, scheme.value, merge=True, backend=backend)
-            done = [r for r in model.fp8tower_merges if r.get("merged_ok")]
-            return count, [f"{len(done)} of {len(model.fp8tower_merges)} sibling groups merged"]
+            records = model.fp8tower_merges
+            if not records:  # a family without merge groups (hf/families.py)
+                why = f"{type(model).__name__}: no sibling groups to merge (same as unmerged)"
+                return count, [why]
+            done = [r for r in records if r.get("merged_ok")]
+            kept = sum(1 for r in records if r.get("kept"))  # all members kept bf16
+            return count, [f"{len(done)} of {len(records) - kept} sibling groups merged"]
         return count, []
-    if parts[0] == "torchao" and len(parts) == 2 and parts[1] in ("per_row", "per_tensor"):
+    if parts[0] == "torchao":
         try:
             from torchao.quantization import (
                 Float8DynamicActivationFloat8WeightConfig,
@@ -137,9 +174,7 @@ def apply_arm(model: nn.Module, arm: str, backend: str, calib) -> tuple[int, lis
         quantize_(model, Float8DynamicActivationFloat8WeightConfig(granularity=gran),
                   filter_fn=lambda mod, fqn: id(mod) in decoder)
         return len(decoder), [f"torchao {_version('torchao')}"]
-    if arm == "transformers:block128":
-        return swap_transformers_fp8(model), [f"transformers {_version('transformers')} FP8Linear"]
-    raise ValueError(f"unknown arm {arm!r}: arms are {ARM_HELP}")
+    return swap_transformers_fp8(model), [f"transformers {_version('transformers')} FP8Linear"]
 
 
 def swap_transformers_fp8(model: nn.Module) -> int:
@@ -194,6 +229,7 @@ class _Live:
     tok: Any = None
     pos: Any = None
     rounds_ms: list[float] = field(default_factory=list)
+    logits: Any = None  # the prefill's last-position logits, float32 on the CPU
 
 
 def build_arm(model_name: str, arm: str, *, batch: int, context: int, steps: int, rounds: int,
@@ -218,7 +254,7 @@ def build_arm(model_name: str, arm: str, *, batch: int, context: int, steps: int
         cache.reset()
         out = model(input_ids=ids, past_key_values=cache, use_cache=True,
                     cache_position=torch.arange(context, device=device))
-        return out.logits[:, -1:].argmax(-1)
+        return out.logits[:, -1:]
 
     with torch.inference_mode():
         try:
@@ -226,12 +262,15 @@ def build_arm(model_name: str, arm: str, *, batch: int, context: int, steps: int
         except ArmSkipped as e:
             res.skipped = str(e)
             return live
-        tok = prefill()
+        prefill()
         _sync(device)
         t0 = time.perf_counter()
-        tok = prefill()
+        logits = prefill()
         _sync(device)
         res.prefill_ms = (time.perf_counter() - t0) * 1e3
+        live.logits = logits[:, 0].float().cpu()
+        res.logits_finite = bool(torch.isfinite(live.logits).all())
+        tok = logits.argmax(-1)
         pos = torch.tensor([context], device=device)
 
         def step(tok, pos):
@@ -263,7 +302,7 @@ def eager_round(live: _Live, device: torch.device) -> None:
 def finish(live: _Live, device: torch.device, graph: bool) -> GenerateResult:
     """The eager median over rounds, then (GPU) CUDA-graph replays; frees the model."""
     res = live.res
-    if res.skipped is None:
+    if res.skipped is None and live.rounds_ms:  # a broken arm (logits not finite): no rounds
         res.eager_rounds_ms = [round(v, 3) for v in live.rounds_ms]
         res.eager_ms = statistics.median(live.rounds_ms)
         res.eager_min_ms = min(live.rounds_ms)
@@ -272,6 +311,8 @@ def finish(live: _Live, device: torch.device, graph: bool) -> GenerateResult:
             with torch.inference_mode():
                 res.graph_ms = _graph_decode(live.step, live.tok, live.pos, res.steps, WARM)
             res.graph_tok_s = res.batch * 1e3 / res.graph_ms
+    if res.skipped is None and not res.logits_finite:
+        res.notes.append("prefill logits not finite: the arm is broken, so it was not timed")
     live.model = live.cache = live.step = None  # free the weights
     # and the model's reference cycles now: left to the collector, the next arm's eager
     # steps would pay for scanning them (later arms ran slower, one at a time, in
@@ -291,9 +332,14 @@ def run_arms(model_name: str, arms: list[str], *, batch: int, context: int, step
     interleaved: one arm at a time (for models too large to hold every arm at once)."""
     kw = {"batch": batch, "context": context, "steps": steps, "rounds": rounds,
           "device": device, "backend": backend, "config": config}
+    if len(set(arms)) != len(arms):
+        raise ValueError(f"arms {','.join(arms)}: an arm is listed twice")
     results: dict[str, GenerateResult] = {}
+    logits: dict[str, torch.Tensor] = {}
 
     def done(live):
+        if live.logits is not None:
+            logits[live.res.arm] = live.logits
         results[live.res.arm] = finish(live, device, graph)
         if progress is not None:
             progress(results[live.res.arm])
@@ -301,18 +347,24 @@ def run_arms(model_name: str, arms: list[str], *, batch: int, context: int, step
     if not interleave:
         for arm in arms:
             live = build_arm(model_name, arm, **kw)
-            for _ in range(rounds if live.res.skipped is None else 0):
+            for _ in range(rounds if live.res.skipped is None and live.res.logits_finite else 0):
                 eager_round(live, device)
             done(live)
-        return [results[a] for a in arms]
-    order = sorted(arms, key=lambda a: a == "bf16")  # stable: bf16 last, others as given
-    lives = [build_arm(model_name, arm, **kw) for arm in order]
-    ready = [lv for lv in lives if lv.res.skipped is None]
-    for _ in range(rounds):
-        for lv in ready:
-            eager_round(lv, device)
-    for lv in lives:
-        done(lv)
+    else:
+        order = sorted(arms, key=lambda a: a == "bf16")  # stable: bf16 last, others as given
+        lives = [build_arm(model_name, arm, **kw) for arm in order]
+        ready = [lv for lv in lives if lv.res.skipped is None and lv.res.logits_finite]
+        for _ in range(rounds):
+            for lv in ready:
+                eager_round(lv, device)
+        for lv in lives:
+            done(lv)
+    ref = logits.get("bf16")
+    if ref is not None:
+        from ..formats import sqnr_db
+
+        for arm, out in logits.items():
+            results[arm].logits_sqnr_db_vs_bf16 = round(sqnr_db(ref, out), 2)
     return [results[a] for a in arms]
 
 
@@ -401,9 +453,13 @@ def bench_generate(model: str, arms: list[str], batches: list[int], *, context: 
     for r in results:
         row = asdict(r)
         b = base.get(r.batch)
+        sq = row["logits_sqnr_db_vs_bf16"]
+        if r.arm == "bf16" or (sq is not None and not math.isfinite(sq)):  # JSON: no inf/nan
+            row["logits_sqnr_db_vs_bf16"] = None
+        ok = r.logits_finite is not False  # a broken arm's speed is no speedup
         for kind in ("eager", "graph"):
             ms, bms = getattr(r, f"{kind}_ms"), getattr(b, f"{kind}_ms", None) if b else None
-            row[f"{kind}_speedup_vs_bf16"] = round(bms / ms, 3) if ms and bms else None
+            row[f"{kind}_speedup_vs_bf16"] = round(bms / ms, 3) if ms and bms and ok else None
         # Interleaved rounds i of two arms ran back to back: the median of their per-round
         # time ratios cancels the host's drift across rounds (arm / bf16: > 1 is slower)
         pairs = list(zip(r.eager_rounds_ms, b.eager_rounds_ms)) if b and interleave else []

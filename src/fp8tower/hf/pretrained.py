@@ -16,7 +16,7 @@ import torch
 from torch import nn
 
 from ..formats import Scheme
-from .conversion import ConvertError, FilterFn, convert, open_mapped
+from .conversion import ConvertError, FilterFn, convert, default_filter, open_mapped
 from .families import GROUPS, config_model_type
 
 # ----------------------------------------------------------------------------- from_pretrained
@@ -144,7 +144,8 @@ def from_pretrained(
             missing.remove(name)
     if missing:
         raise ConvertError(f"{len(missing)} parameter(s) of the model are not in the checkpoint "
-                           f"{path}: {', '.join(missing[:5])}{' ...' if len(missing) > 5 else ''}")
+                           f"{path}: {', '.join(missing[:5])}{' ...' if len(missing) > 5 else ''}"
+                           + ck.moe_experts_note())
     model.to(device)  # the buffers (computed on the CPU); Fp8Linear keeps its dtypes
     model.eval()
     return model
@@ -217,6 +218,10 @@ def describe(path, *, scheme: Scheme | str | None = None) -> dict:
             g["action"], g["reason"] = "stored merged", None
         elif any(s is None for s in schemes):
             g["action"], g["reason"] = "keep", "not quantized in the checkpoint"
+        elif ck.format == "unquantized" and not all(default_filter(None, m)
+                                                    for m in g["members"]):
+            # convert's default filter keeps them in high precision when quantizing
+            g["action"], g["reason"] = "keep", "kept in high precision (default_filter)"
         elif len(set(schemes)) > 1:
             g["action"], g["reason"] = "keep", f"mixed schemes {sorted(map(str, schemes))}"
         else:

@@ -41,8 +41,14 @@ def text_config(name: str, layers: int | None = None):
                 kept[-1] = attention[0]  # transformers' masks need one attention layer
             d["layer_types"] = kept
     model_type = d.pop("model_type", None) or raw.get("model_type")
-    if nested and not model_type.endswith("_text"):
+    known = transformers.CONFIG_MAPPING
+    # a multimodal config's text part: Qwen3.5 registers its own "<type>_text" config; a
+    # llava-style one nests a plain "llama" (no "llama_text" exists)
+    if nested and not model_type.endswith("_text") and f"{model_type}_text" in known:
         model_type += "_text"
+    if model_type not in known:  # its ValueError lists every type transformers knows
+        raise ValueError(f"transformers {package_version('transformers')} has no model_type "
+                         f"{model_type!r} (the text decoder of {name})")
     try:
         return transformers.AutoConfig.for_model(model_type, **d)
     except (KeyError, ValueError) as e:

@@ -97,9 +97,14 @@ def write_merged(
     ``scheme``: for a bf16/fp16 checkpoint, the scheme its linears are quantized to (lm_head,
     embeddings and vision towers stay as stored, as ``convert`` leaves them). Returns a
     report: ``{"path", "files", "bytes", "groups": [{"merged", "members", "written",
-    "reason"}], "not_copied"}`` (``written``: "merged" or "separate", with the reason; every
-    sibling group of the checkpoint has one; ``not_copied``: the source's subdirectories and
-    weights in other formats). A write that fails leaves ``out`` as it found it."""
+    "reason"}], "copied_through", "not_copied"}`` (``written``: "merged" or "separate", with
+    the reason; every sibling group of the checkpoint has one; ``copied_through``: tensors
+    under a linear's name that are not its weight, bias or scales, i.e. KV-cache scales such
+    as ModelOpt's ``k_proj.k_scale`` (open_checkpoint refuses any other), written as stored
+    under their names, a merged group's members' too; ``not_copied``: the source's
+    subdirectories and weights in other formats). A write that fails leaves ``out`` as it
+    found it. A bf16 checkpoint is written only for the model types whose 2-D weights are
+    linears by name (checkpoint/unquantized.py LINEARS_BY_NAME; GPT-2's Conv1D are not)."""
     from ..checkpoint import open_checkpoint
 
     src, dst = Path(path).expanduser(), Path(out).expanduser()
@@ -108,6 +113,16 @@ def write_merged(
                            "checkpoint directory)")
     mode = MergeMode.REQUANT_MAX if requant_max else MergeMode.EXACT
     ck = open_checkpoint(src, scheme=scheme)
+    if ck.format == "unquantized" and not ck.linears_by_name:
+        from ..checkpoint.unquantized import LINEARS_BY_NAME
+
+        ck.close()
+        raise ConvertError(f"{src}: model_type {ck.config.get('model_type')!r}: write_merged "
+                           "quantizes a bf16 checkpoint only where its linears are known by "
+                           f"name, for model_type {', '.join(LINEARS_BY_NAME)}; others may store "
+                           "2-D weights that are not linears (GPT-2's Conv1D, MoE routers); "
+                           "from_pretrained(path, scheme=...) converts the model's nn.Linear "
+                           "modules instead")
     existed = dst.exists()
     try:
         return _write(ck, src, dst, mode, max_shard_bytes)
@@ -192,9 +207,14 @@ def _write(ck, src: Path, dst: Path, mode: MergeMode, max_shard_bytes: int) -> d
             put_linear(fqn, loaded.weight, loaded.bias)
     from ..checkpoint.base import module_of
 
+    own, copied_through = ck.linear_tensor_attrs(), []
     for name in ck.tensor_names():
-        if module_of(name) not in owners:
-            writer.add(name, ck.load_tensor(name))
+        owner = module_of(name)
+        if owner in owners and name[len(owner) + 1:] in own:
+            continue  # written above, merged or not
+        if owner in owners:
+            copied_through.append(name)
+        writer.add(name, ck.load_tensor(name))
     files = writer.finish()
 
     cfg = dict(ck.config)
@@ -217,4 +237,4 @@ def _write(ck, src: Path, dst: Path, mode: MergeMode, max_shard_bytes: int) -> d
         elif f.name not in _SKIP_FILES and f.suffix != ".safetensors":
             shutil.copy2(f, dst / f.name)
     return {"path": str(dst), "files": files, "bytes": writer.total, "groups": report_groups,
-            "not_copied": not_copied}
+            "copied_through": copied_through, "not_copied": not_copied}

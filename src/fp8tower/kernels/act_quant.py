@@ -4,7 +4,8 @@ and weight_only's exact split of x into two FP8 parts, per 1x128 group or per to
 
 Division is IEEE round-to-nearest: one div_rn per scale for its reciprocal r, then x * r
 with one FMA correction per element (fp8_gemm._div_by_scale: div_rn's bits), so results
-equal formats.quantize_* bit for bit on the GPU (tests/test_gpu_plan.py); a NaN in x
+equal formats.quantize_* bit for bit on the GPU (tests/test_gpu_plan.py) and on the
+interpreter with grid-exact x (tests/test_act_quant.py); a NaN in x
 stays NaN and an inf follows the reference too (fp8_gemm._div_by_scale, _saturate;
 tests/test_nonfinite.py). The CPU interpreter's fp32->fp8 cast rounds wrongly when rounding
 carries into the exponent: test it there only with values that quantize exactly (DESIGN.md).

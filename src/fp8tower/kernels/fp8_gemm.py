@@ -47,8 +47,8 @@ import triton
 import triton.language as tl
 
 # INTERPRET: the CPU interpreter's bf16 tl.dot is wrong (2026-11-29, triton 3.9: a 16x16x16
-# bf16 dot was off by 2.7e10), so under TRITON_INTERPRET=1 weight_only dots run in fp32 (exact for these
-# operands); on the GPU they run in bf16/fp16 on the tensor cores.
+# bf16 dot was off by 2.7e10), so under TRITON_INTERPRET=1 weight_only dots run in fp32 (exact
+# for these operands); on the GPU they run in bf16/fp16 on the tensor cores.
 
 
 @triton.jit
@@ -58,7 +58,8 @@ def _load_x_tile(x_ptr, stride_xm, offs_m, offs_k, M, K):
 
 
 @triton.jit
-def _load_w_tile(w_ptr, stride_wn, offs_n, offs_k, N, K, EVEN_N: tl.constexpr, EVEN_K: tl.constexpr):
+def _load_w_tile(w_ptr, stride_wn, offs_n, offs_k, N, K, EVEN_N: tl.constexpr,
+                 EVEN_K: tl.constexpr):
     ptrs = w_ptr + offs_n[:, None] * stride_wn + offs_k[None, :]
     if EVEN_N and EVEN_K:
         return tl.load(ptrs)
@@ -109,7 +110,8 @@ def _div_by_scale(x, s, r):
     +-1024 s (NaN kept), past which x / s saturates to +-448 either way, so an inf in x gives
     +-448 as the reference does, not inf - inf; an inf scale (r = 0) corrects with s = 0,
     which keeps q = x * 0 (x / inf). Static scales above 3e35 (1024 s overflows) would give
-    NaN for an inf x: formats.ACT_SCALE_MAX refuses them. One min an element: the per-token
+    NaN for an inf x: formats.ACT_SCALE_MAX refuses them; a subnormal one makes r inf and
+    q NaN, zeros too: formats.ACT_SCALE_MIN refuses them. One min an element: the per-token
     pre-pass is latency-bound (one program a token), and with two selects an element instead
     the 27B tower's channel_token step ran 1.9% slower; this way 0.7% at M = 1, 1.5% at M = 8
     (H200 2026-12-01,
@@ -290,8 +292,13 @@ def _fp8_gemm_decode_kernel(
 
     acc = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
     if SCHEME == 0 and not X_FP8:
-        # One reciprocal per program; x * (1/s) differs from x / s by <= 1 fp32 ulp.
-        inv_scale = 1.0 / tl.load(xs_ptr)
+        # x / s with div_rn's bits, as the reference and the pre-pass divide: one exact
+        # reciprocal per program, an FMA correction per element (_div_by_scale). The plain
+        # x * (1.0 / s) was not: triton lowers fp32 `/` to div.full.f32 (approximate; sm_90
+        # PTX, triton 3.6), and even an exact 1 / s leaves x * r 1 ulp off x / s, which moves
+        # ties of the FP8 rounding (tests/test_backends.py, tests/test_gpu_plan.py).
+        q_scale = tl.load(xs_ptr)
+        q_inv = tl.math.div_rn(tl.full([], 1.0, tl.float32), q_scale)
     if SCHEME == 1 and not X_FP8:  # fused_amax: each token's scale over ALL of K (every
         # split reads the whole row: M * K * 2 bytes from L2), as the pre-pass computes it.
         if AMAX_CHUNKS > 0 and X_ROW1:  # one token (M = 1): its row in one L2 round trip
@@ -419,7 +426,7 @@ def _fp8_gemm_decode_kernel(
                 if SCHEME == 1:
                     q1 = _div_by_scale(x1, tok_scale1, tok_inv1)
                 else:
-                    q1 = x1 * inv_scale
+                    q1 = _div_by_scale(x1, q_scale, q_inv)
                 xq = tl.broadcast_to(_saturate(q1, FMAX).to(w.dtype)[None, :],
                                      (BLOCK_M, BLOCK_K))
                 acc = tl.dot(w, tl.trans(xq), acc)
@@ -440,7 +447,7 @@ def _fp8_gemm_decode_kernel(
                                                  tok_inv[:, None]), FMAX)
                     acc = tl.dot(w, tl.trans(xq.to(w.dtype)), acc)
                 else:
-                    xq = _saturate(x.to(tl.float32) * inv_scale, FMAX)
+                    xq = _saturate(_div_by_scale(x.to(tl.float32), q_scale, q_inv), FMAX)
                     acc = tl.dot(w, tl.trans(xq.to(w.dtype)), acc)
 
     # Epilogue scales (block128 applied them per K step above).
@@ -555,7 +562,8 @@ def launch_args(
         "SCHEME": scheme_id, "X_FP8": x_fp8, "HAS_BIAS": bias is not None,
         "BLOCK_N": block_n, "BLOCK_M": block_m, "BLOCK_K": block_k, "SPLIT_K": split_k,
         "FMAX": 448.0, "SMIN": 1e-12, "INTERPRET": interpret,
-        "EVEN_N": n % block_n == 0, "EVEN_K": k % block_k == 0, "num_warps": num_warps, "num_stages": num_stages,
+        "EVEN_N": n % block_n == 0, "EVEN_K": k % block_k == 0, "num_warps": num_warps,
+        "num_stages": num_stages,
         "PREFETCH": prefetch, "PDL": pdl,
     }
     # Always passed: a launch plan binds every kernel parameter by name for its direct

@@ -88,14 +88,26 @@ def fp8_linear(
     (N,) floating tensor on the weight's device. A number ``act_scale`` must be finite, > 0
     and at most formats.ACT_SCALE_MAX (a Python check, no sync); of a tensor one only the
     size is checked (reading it would sync the GPU on every call).
+
+    As ``F.linear``: under ``torch.autocast`` a float x is cast to the autocast dtype (so is
+    the default output); x on a CUDA device other than the current one runs on its own; a
+    gradient flows to x and to the bias (straight through the activation quantization:
+    dL/dx = dL/dy @ dequantized W); the FP8 weight and its scales get none (ops.py).
     """
+    if not torch.compiler.is_compiling() and ops.other_cuda_device(x):
+        with torch.cuda.device(x.device):  # Triton launches on the current device
+            return fp8_linear(x, weight, bias=bias, act_scale=act_scale, backend=backend,
+                              out_dtype=out_dtype)
+    cast = _autocast_dtype(x)
+    if cast is not None:
+        x = x.to(cast)  # as F.linear under autocast
     if act_scale is not None and not isinstance(act_scale, torch.Tensor):
-        value = float(act_scale)
-        if not (math.isfinite(value) and 0 < value <= ACT_SCALE_MAX):
-            raise ValueError(f"act_scale must be a finite number > 0 and at most "
-                             f"{ACT_SCALE_MAX:g}, got {act_scale!r}")
-        act_scale = torch.tensor(value, dtype=torch.float32, device=x.device)
+        act_scale = _act_scale_tensor(act_scale, x.device, _capturing(x))
     _validate(x, weight, act_scale, bias)
+    grad = torch.is_grad_enabled() and (
+        x.requires_grad or (bias is not None and bias.requires_grad))
+    if torch.is_grad_enabled():
+        _check_no_scale_grad(weight, act_scale)
     if out_dtype is None:
         out_dtype = torch.bfloat16 if x.dtype == FP8_DTYPE else x.dtype
     else:
@@ -105,7 +117,10 @@ def fp8_linear(
     if x2.shape[0] == 0:
         return torch.empty(*lead, weight.n, dtype=out_dtype, device=x.device)
     x2 = x2.contiguous()
-    if torch.compiler.is_compiling():  # one opaque op in the graph (see ops.py)
+    if torch.compiler.is_compiling() or grad:
+        # compiling: one opaque op in the graph (see ops.py); grad: the op's autograd formula
+        if not torch.compiler.is_compiling():
+            ops.register(weight)  # the op finds it (and its prepared forms)
         y = ops.fp8_linear_op(
             x2, weight.data, weight.scale, weight.act_scale, act_scale, bias,
             weight.scheme.value, backend.name if isinstance(backend, Backend) else backend,
@@ -118,12 +133,63 @@ def fp8_linear(
     return y.reshape(*lead, weight.n)
 
 
+def _autocast_dtype(x: torch.Tensor) -> torch.dtype | None:
+    """The dtype autocast casts a float x to for a linear (None: no autocast on its device)."""
+    if x.dtype not in ACT_DTYPES or not _ANY_AUTOCAST():
+        return None
+    dev = x.device.type
+    if not torch.amp.is_autocast_available(dev) or not torch.is_autocast_enabled(dev):
+        return None
+    return torch.get_autocast_dtype(dev)
+
+
+def _check_no_scale_grad(weight: Fp8Weight, act_scale: torch.Tensor | None) -> None:
+    """The gradient stops at the FP8 weight and its scales: scales that require one (e.g.
+    quantize_weight of a weight that requires grad) would silently get none."""
+    for what, t in (("weight.scale", weight.scale), ("weight.act_scale", weight.act_scale),
+                    ("act_scale", act_scale)):
+        if t is not None and t.requires_grad:
+            raise ValueError(f"{what} requires grad, but fp8_linear has no gradient for the FP8 "
+                             "weight or its scales (only for x and bias): pass it detached, or "
+                             "call under torch.no_grad()")
+
+
+# A number act_scale as a float32 device tensor, made once per (value, device): a per-call
+# torch.tensor() is a host-to-device copy, which CUDA graph capture refuses. Never evicted (a
+# captured graph keeps their addresses); past _ACT_SCALES_MAX values, new ones get a fresh
+# tensor per call (refused under capture).
+_ACT_SCALES: dict[tuple[float, torch.device], torch.Tensor] = {}
+_ACT_SCALES_MAX = 256
+
+
+def _act_scale_tensor(act_scale, device: torch.device, capturing: bool) -> torch.Tensor:
+    value = float(act_scale)
+    if not (math.isfinite(value) and 0 < value <= ACT_SCALE_MAX):
+        raise ValueError(f"act_scale must be a finite number > 0 and at most "
+                         f"{ACT_SCALE_MAX:g}, got {act_scale!r}")
+    key = (value, device)
+    t = _ACT_SCALES.get(key)
+    if t is None:
+        if capturing:
+            raise RuntimeError(
+                f"act_scale={act_scale!r} is a number under CUDA graph capture: making its "
+                f"tensor on {device} is a host-to-device copy, which capture refuses; pass a "
+                "float32 tensor on x's device, or make one eager call with this number first")
+        t = torch.tensor(value, dtype=torch.float32, device=device)
+        if len(_ACT_SCALES) < _ACT_SCALES_MAX:
+            _ACT_SCALES[key] = t
+    return t
+
+
 def _capturing(x: torch.Tensor) -> bool:
     return x.is_cuda and torch.cuda.is_current_stream_capturing()
 
 
 # torch.cuda.is_current_stream_capturing() without its Python frame (CPU builds: never)
 _IS_CAPTURING = getattr(torch._C, "_cuda_isCurrentStreamCapturing", lambda: False)
+# torch.is_autocast_enabled() for any device, one C call
+_ANY_AUTOCAST = torch._C._is_any_autocast_enabled
+_CURRENT_DEVICE = ops.current_device
 
 
 class _PlanEntry:
@@ -131,10 +197,12 @@ class _PlanEntry:
 
     __slots__ = (
         "bias",
+        "cuda",
         "eager_only",
         "generation",
         "input_scale",
         "m",
+        "pinned",
         "plan",
         "ptrs",
         "run",
@@ -144,9 +212,12 @@ class _PlanEntry:
         "weight",
     )
 
-    def __init__(self, plan, m, weight, scale, input_scale, bias, generation, versioned, versions):
+    def __init__(self, plan, m, weight, scale, input_scale, bias, generation, versioned, versions,
+                 cuda=False):
         self.plan, self.run, self.m = plan, plan.run, m  # run: one call frame less per call
         self.eager_only = plan.eager_only
+        self.cuda = cuda  # its calls may be captured into a CUDA graph
+        self.pinned = False  # kept in the module's _pinned (a graph points at it)
         self.weight, self.scale, self.input_scale, self.bias = weight, scale, input_scale, bias
         self.generation, self.versioned, self.versions = generation, versioned, versions
         # `t.data = other` keeps a tensor's identity and version but not its storage: the
@@ -182,6 +253,11 @@ class Fp8Linear(nn.Module):
         self.in_features, self.out_features = in_features, out_features
         self.scheme = Scheme.parse(scheme)
         self._plans: dict = {}  # (x shape, dtype, device) -> _PlanEntry (plan.py)
+        # What calls under CUDA graph capture ran on: plan entries (their buffers: x's
+        # quantized copy and scales, split-K partials) and prepared tensors. A graph keeps
+        # their addresses, so they outlive _plans.clear() and refresh().
+        self._pinned: list = []
+        self._unchecked = False  # scale values not yet checked (after _apply: to_empty)
         self.use_plans = _plan.plans_enabled_default()
         self.backend = backend
         self.out_dtype = out_dtype
@@ -198,7 +274,9 @@ class Fp8Linear(nn.Module):
         self.register_buffer("input_scale", torch.ones((), device=device) if static_input_scale else None)
         self.register_buffer("bias", torch.zeros(out_features, device=device) if bias else None)
         self._cached: Fp8Weight | None = None
-        self.fp8_weight()  # registered now: a compiled forward finds it (ops.py)
+        # registered now: a compiled forward finds it (ops.py); ones and zeros need no check
+        # (nor can they be read on the meta device)
+        self.fp8_weight(check_values=False)
 
     @classmethod
     def from_weight(cls, weight: Fp8Weight, bias: torch.Tensor | None = None, **kw) -> Fp8Linear:
@@ -258,29 +336,44 @@ class Fp8Linear(nn.Module):
         self._out_dtype = value
         self._plans.clear()
 
-    def fp8_weight(self) -> Fp8Weight:
+    def fp8_weight(self, *, check_values: bool = True) -> Fp8Weight:
         """The buffers as an Fp8Weight; rebuilt (and backends re-prepared) when they move or
-        are edited in place (their version counters)."""
+        are edited in place (their version counters). Scale values are checked when it is
+        built, and after a move or ``to_empty()`` on the first call that checks."""
+        if self._unchecked and check_values:
+            self._check_scale_values()
         key = (self.weight.data_ptr(), self.weight_scale.data_ptr(), self.weight.device,
                None if self.input_scale is None else self.input_scale.data_ptr(),
                ops.versions(self.weight, self.weight_scale, self.input_scale))
         if self._cached is None or self._cached_key != key:
             ops.forget(self._cached)
-            w = Fp8Weight(self.weight, self.weight_scale, self.scheme, self.input_scale)
+            w = Fp8Weight(self.weight, self.weight_scale, self.scheme, self.input_scale,
+                          check_values=check_values)
             self._cached = ops.register(w)
             self._cached_key = key
         return self._cached
+
+    def _check_scale_values(self) -> None:
+        try:  # built to check the values (shapes and values, as at load), then dropped
+            Fp8Weight(self.weight, self.weight_scale, self.scheme, self.input_scale)
+        except ValueError as e:
+            raise ValueError(f"{self._summary()}: {e} (after to_empty(), load a state_dict "
+                             "before the first call)") from None
+        self._unchecked = False
 
     def refresh(self) -> None:
         """Forget the prepared forms and launch plans, and prepare afresh. Edits in place are
         seen without it (version counters) except on tensors made under
         ``torch.inference_mode``, which count no versions: call it after editing those."""
+        self._refresh(check_values=True)
+
+    def _refresh(self, check_values: bool = True) -> None:
         ops.forget(self._cached)
         self._cached = None
         self._plans.clear()
-        self.fp8_weight()
-
-    _refresh = refresh
+        if check_values:
+            self._unchecked = False  # fp8_weight checks them now
+        self.fp8_weight(check_values=check_values)
 
     def __setattr__(self, name, value):
         if name in self._BUFFER_NAMES and isinstance(value, nn.Parameter):
@@ -326,12 +419,23 @@ class Fp8Linear(nn.Module):
             new = self._buffers[name]
             if new.dtype != orig.dtype:
                 self._buffers[name] = orig.to(new.device)
-        self._refresh()  # .to() / .cuda() replaced the buffers
+        # .to() / .cuda() / to_empty() replaced the buffers. to_empty() leaves them
+        # uninitialized (meta -> to_empty -> load_state_dict is the usual way to build a big
+        # model): their values are checked at load or at the first call, not here.
+        self._unchecked = True
+        self._refresh(check_values=False)
         return out
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.use_plans and not torch.compiler.is_compiling():
-            # The eager hot path: a cached launch plan for this input (plan.py).
+            # The eager hot path: a cached launch plan for this input (plan.py). First, what
+            # a plan does not serve: a gradient, autocast, x on another CUDA device than the
+            # current one (one attribute read each, one C call, two for CUDA x).
+            if x.requires_grad or _ANY_AUTOCAST() or (
+                    x.is_cuda and x.get_device() != _CURRENT_DEVICE()):
+                y, x = self._forward_special(x)
+                if y is not None:
+                    return y
             e = self._plans.get((x.shape, x.dtype, x.device))
             if e is not None:
                 b = self._buffers
@@ -345,11 +449,36 @@ class Fp8Linear(nn.Module):
                         and (i is None or i.data_ptr() == p[2])
                         and (bias is None or bias.data_ptr() == p[3])
                         and x.is_contiguous()):
-                    if e.eager_only and x.is_cuda and _IS_CAPTURING():
-                        return self._forward_unplanned(x)  # a graph: the dispatch choice
+                    if e.cuda and _IS_CAPTURING():
+                        return self._forward_captured(x, e)
                     return e.run(x)  # y in x's leading shape (plan.py: no views)
             return self._forward_planned(x)
         return self._forward_unplanned(x)
+
+    def _forward_special(self, x: torch.Tensor):
+        """(y, x) for a call the hot path does not serve as it is, or (None, x) to go on with
+        it: autocast (x cast as F.linear casts it), a gradient (the custom op's formula), x
+        on a CUDA device that is not the current one (Triton launches on the current one)."""
+        cast = _autocast_dtype(x)
+        if cast is not None:
+            # no autocast inside: the reference backend's float32 matmul would follow it
+            with torch.autocast(x.device.type, enabled=False):
+                return self.forward(x.to(cast)), x
+        if x.requires_grad and torch.is_grad_enabled():
+            return self._forward_unplanned(x), x
+        if x.is_cuda and x.get_device() != _CURRENT_DEVICE():
+            with torch.cuda.device(x.device):
+                return self.forward(x), x
+        return None, x
+
+    def _forward_captured(self, x: torch.Tensor, e: _PlanEntry) -> torch.Tensor:
+        """A call with a plan under CUDA graph capture."""
+        if e.eager_only:
+            return self._forward_unplanned(x)  # a graph runs the dispatch choice
+        if not e.pinned:  # the graph keeps the plan's buffers' addresses: keep the buffers
+            e.pinned = True
+            self._pinned.append(e)
+        return e.run(x)
 
     def _forward_planned(self, x: torch.Tensor) -> torch.Tensor:
         """Build this input's plan (where one applies) and run it; else the unplanned path."""
@@ -373,7 +502,7 @@ class Fp8Linear(nn.Module):
         versioned = not any(t is not None and t.is_inference() for t in tensors)
         self._plans[(x.shape, x.dtype, x.device)] = _PlanEntry(
             p, m, *tensors, b["bias"], dispatch._generation, versioned,
-            ops.versions(*tensors) if versioned else None)
+            ops.versions(*tensors) if versioned else None, x.is_cuda)
         if p.eager_only and x.is_cuda:
             # Compile (and load) the dispatch choice now, eagerly: captured calls will run it,
             # and a kernel cannot be compiled during a capture.
@@ -388,14 +517,40 @@ class Fp8Linear(nn.Module):
                                check_values=False)
         else:
             weight = self.fp8_weight()
+            if x.is_cuda and _IS_CAPTURING():
+                y = fp8_linear(x, weight, bias=self.bias, backend=self.backend,
+                               out_dtype=self.out_dtype)
+                self._pin_prepared(weight)
+                return y
         return fp8_linear(x, weight, bias=self.bias, backend=self.backend, out_dtype=self.out_dtype)
+
+    def _pin_prepared(self, weight: Fp8Weight) -> None:
+        """After a captured unplanned call: keep the backends' prepared forms its kernels
+        point at (packed weights, kernel scales, split-K counters) past refresh() and a
+        counters buffer grown later."""
+        todo = list(weight.packed.values())
+        while todo:
+            item = todo.pop()
+            if isinstance(item, torch.Tensor):
+                if not any(t is item for t in self._pinned):
+                    self._pinned.append(item)
+            elif isinstance(item, dict):
+                todo.extend(item.values())
+            elif isinstance(item, (list, tuple)):
+                todo.extend(item)
 
     def __getstate__(self):
         # Plans hold compiled kernels and device buffers: a copy (deepcopy, pickle) rebuilds them.
         state = super().__getstate__() if hasattr(super(), "__getstate__") else self.__dict__.copy()
         state = dict(state)
         state["_plans"] = {}
+        state["_pinned"] = []  # a copy's calls were never captured
         return state
+
+    def __setstate__(self, state):
+        state.setdefault("_pinned", [])  # pickled before these existed
+        state.setdefault("_unchecked", False)
+        super().__setstate__(state)
 
     def _summary(self) -> str:
         return (f"Fp8Linear(in_features={self.in_features}, out_features={self.out_features}, "

@@ -4,7 +4,8 @@ Under ``torch.compile`` Dynamo cannot trace the dispatch (cache lookups, ``data_
 Triton launch), so :func:`fp8tower.fp8_linear` and :class:`fp8tower.Fp8Linear` call this op
 when compiling: the graph holds one node per linear, its fake (meta) implementation gives
 the output's shape and dtype, and the real one resolves the backend and runs it at run
-time. Eager calls skip the op (no dispatcher overhead) and run the same code directly.
+time. Eager calls skip the op (no dispatcher overhead) and run the same code directly, but
+for calls that want a gradient: the op carries the autograd formula (at the end).
 
 The op takes the weight's tensors, not an :class:`~fp8tower.formats.Fp8Weight`. The
 Fp8Weight (which caches each backend's prepared weight, e.g. Triton's split-K counters) is
@@ -109,14 +110,30 @@ def run_2d(  # the op's body; eager fp8_linear calls it directly (no dispatcher 
     backend: str | Backend,
     out_dtype: torch.dtype,
 ) -> torch.Tensor:
-    """Resolve the backend for a validated, contiguous 2-D x and run it."""
-    problem = GemmProblem.for_call(x, weight, out_dtype, act_scale)
+    """Resolve the backend for a validated, contiguous 2-D x and run it (never under autocast:
+    the reference backend's float32 matmul would run in the autocast dtype)."""
+    if torch._C._is_any_autocast_enabled():
+        with torch.autocast(x.device.type, enabled=False):
+            return run_2d(x, weight, bias=bias, act_scale=act_scale, backend=backend,
+                          out_dtype=out_dtype)
+    problem = GemmProblem.for_call(x, weight, out_dtype, act_scale, bias=bias)
     be, config = dispatch.resolve(problem, backend)
     return be.run(
         x, weight, be.packed_for(weight),
         act_scale=act_scale, bias=bias, out_dtype=out_dtype, config=config,
     )
 
+
+# torch.cuda.current_device() without its Python frame and lazy-init check (CPU builds have
+# no _cuda_getDevice: their fallback is only called for CUDA tensors, which they cannot have)
+current_device = getattr(torch._C, "_cuda_getDevice", None) or torch.cuda.current_device
+
+
+def other_cuda_device(x: Tensor) -> bool:
+    """x is on a CUDA device that is not the current one. Triton launches on the current
+    device and its stream (Liger-Kernel issue #1303 is this bug): such a call must run under
+    ``torch.cuda.device(x.device)``."""
+    return x.is_cuda and x.get_device() != current_device()
 
 
 @torch.library.custom_op("fp8tower::fp8_linear", mutates_args=())
@@ -133,7 +150,12 @@ def fp8_linear_op(
 ) -> Tensor:
     """y (M, N) = x (M, K) @ W.T (+ bias) for a 2-D contiguous x; see nn.linear.fp8_linear."""
     w = weight_for(weight, weight_scale, input_scale, scheme)
-    y = run_2d(x, w, bias=bias, act_scale=act_scale, backend=backend, out_dtype=out_dtype)
+    if other_cuda_device(x):  # a compiled graph's call: launch on x's device
+        with torch.cuda.device(x.device):
+            y = run_2d(x, w, bias=bias, act_scale=act_scale, backend=backend,
+                       out_dtype=out_dtype)
+    else:
+        y = run_2d(x, w, bias=bias, act_scale=act_scale, backend=backend, out_dtype=out_dtype)
     # A custom op's output may not be a view (cuBLASLt pads M and returns a slice).
     return y if y._base is None else y.clone()
 
@@ -142,3 +164,28 @@ def fp8_linear_op(
 def _fp8_linear_fake(x, weight, weight_scale, input_scale, act_scale, bias, scheme, backend,
                      out_dtype):
     return x.new_empty((x.shape[0], weight.shape[0]), dtype=out_dtype)
+
+
+# Gradients (w.r.t. x and a bias; the FP8 weight and its scales are constants): the
+# straight-through estimator of the activation quantization, dL/dx = dL/dy @ deq(W), in x's
+# dtype as nn.Linear's backward computes it; dL/dbias = dL/dy summed over the rows. Eager
+# fp8_linear calls this op when a gradient is wanted, so every backend has the same one.
+def _setup_context(ctx, inputs, output):
+    x, weight, weight_scale, _, _, bias, scheme, _, _ = inputs
+    ctx.save_for_backward(weight, weight_scale)
+    ctx.scheme, ctx.x_dtype = scheme, x.dtype
+    ctx.bias_dtype = None if bias is None else bias.dtype
+
+
+def _backward(ctx, grad):
+    weight, weight_scale = ctx.saved_tensors
+    grad_x = grad_bias = None
+    if ctx.needs_input_grad[0]:
+        w = Fp8Weight(weight, weight_scale, ctx.scheme, check_values=False)
+        grad_x = grad.to(ctx.x_dtype) @ w.dequantize(ctx.x_dtype)
+    if ctx.needs_input_grad[5]:
+        grad_bias = grad.sum(0).to(ctx.bias_dtype)
+    return grad_x, None, None, None, None, grad_bias, None, None, None
+
+
+fp8_linear_op.register_autograd(_backward, setup_context=_setup_context)

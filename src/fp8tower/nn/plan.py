@@ -191,7 +191,7 @@ def build(x: torch.Tensor, weight, *, bias, out_dtype, backend) -> Plan:
     from ..problem import GemmProblem
 
     x2 = x.view(-1, weight.k)
-    problem = GemmProblem.for_call(x2, weight, out_dtype, None)
+    problem = GemmProblem.for_call(x2, weight, out_dtype, None, bias=bias)
     be, config = dispatch.resolve(problem, backend)
     out_shape = (*x.shape[:-1], weight.n)
     one_launch_quant = x2.dtype != FP8_DTYPE and not (
@@ -249,11 +249,12 @@ def same_kernels_as_graphs():
     one-launch variant), and keep doing so: for an eager step whose kernels label a graph
     replay's (hf/capture.py)."""
     global _eager_twins
+    before = _eager_twins  # nested: the outer block's setting comes back, not True
     _eager_twins = False
     try:
         yield
     finally:
-        _eager_twins = True
+        _eager_twins = before
 
 
 def eager_one_launch(problem, be, config, backend):
@@ -330,7 +331,7 @@ def _triton_plan(x2, weight, packed, be, config, *, bias, out_dtype, out_shape) 
 
     scheme = weight.scheme
     m, n, device = x2.shape[0], weight.n, x2.device
-    cfg = config or configs.default_config(GemmProblem_for(x2, weight, out_dtype))
+    cfg = config or configs.default_config(GemmProblem_for(x2, weight, out_dtype, bias))
     block_n, block_k, split = cfg["block_n"], cfg["block_k"], cfg["split_k"]
     if scheme is Scheme.BLOCK128 and (128 % block_n or block_k % 128):
         raise ValueError(f"block128 needs BLOCK_N dividing 128 and BLOCK_K a multiple of 128: {cfg}")
@@ -405,7 +406,7 @@ def _triton_plan(x2, weight, packed, be, config, *, bias, out_dtype, out_shape) 
     return Plan(be, cfg, m, run, [d for d in (quant, gemm) if d is not None])
 
 
-def GemmProblem_for(x2, weight, out_dtype):
+def GemmProblem_for(x2, weight, out_dtype, bias=None):
     from ..problem import GemmProblem
 
-    return GemmProblem.for_call(x2, weight, out_dtype, None)
+    return GemmProblem.for_call(x2, weight, out_dtype, None, bias=bias)

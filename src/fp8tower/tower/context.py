@@ -104,6 +104,12 @@ def refine(tower, *, top: int = TOP, steps: int = 8, replays: int = 10, rounds: 
             rows.append({"key": key, "kept": None if not cands else cands[0].label,
                          "candidates": [], "note": "nothing to compare"})
             continue
+        if (cands[0].backend, cands[0].config) != (entry.backend, entry.config):
+            # the choice (e.g. set by hand or by a rule) was never timed among them: a move
+            # would be judged against another candidate, not against what runs now
+            rows.append({"key": key, "kept": f"{entry.backend}[{entry.config}]",
+                         "candidates": [], "note": "its choice is not a timed candidate"})
+            continue
 
         def timed(c: Measurement, p=p, entry=entry) -> float:
             d.accept(p, dataclasses.replace(entry, backend=c.backend, config=c.config))

@@ -28,6 +28,7 @@ from ..formats import Scheme
 from ..paths import cache_dir, cache_file_name
 from ..problem import GemmProblem, dtype_name
 from ..provenance import versions
+from .timer import early_launch_state
 
 
 class TuningCacheWarning(UserWarning):
@@ -162,6 +163,21 @@ class Entry:
         others = self._others()
         return others[0].median_us / self.winner.median_us - 1 if others else None
 
+    def within_noise(self) -> bool | None:
+        """Whether the winner's lead over the runner-up (``margin``) is smaller than the
+        timing noise: |margin| < the larger spread ((max - min) / median over the replays)
+        of the two. Then the ranking of the two is not established by this tuning (no more
+        timing is done for it: tuning time is a target). None without a runner-up or a
+        recorded spread (or a measured candidate)."""
+        others = self._others() if self.ranked() else []
+        if not others:
+            return None
+        w, r = self.winner, others[0]
+        spreads = [c.spread for c in (w, r) if c.spread is not None]
+        if not spreads:
+            return None
+        return abs(r.median_us / w.median_us - 1) < max(spreads)
+
     def margin_other_backend(self) -> float | None:
         """The same against the fastest candidate of another backend."""
         w = self.winner
@@ -183,6 +199,8 @@ class Entry:
             "pruned": dict(self.pruned),
             "seeded_from": self.seeded_from,
             "context": self.context,
+            # derived from the candidates (recomputed on load, never read back)
+            "within_noise": self.within_noise(),
         }
 
     @classmethod
@@ -193,6 +211,9 @@ class Entry:
         problem = problem_from_json(raw.get("problem"))
         if problem.key() != key:
             raise EntryError(f"its problem has key {problem.key()}")
+        if problem.m != problem.bucket:  # the tuner times at the bucket's M (search.py)
+            raise EntryError(f"its problem.m is {problem.m}, expected its bucket's M "
+                             f"{problem.bucket} (entries are timed at a power of two)")
         backend = _get(raw, "backend", str)
         config = _config(raw.get("config"), "config")
         cands = []
@@ -313,6 +334,8 @@ def problem_to_json(p: GemmProblem) -> dict:
         "capability": None if p.capability is None else list(p.capability),
         "channel_weight_scale": p.channel_weight_scale,
         "static_act_scale": p.static_act_scale,
+        # written only when set: entries without a bias keep their bytes (and keys)
+        **({"has_bias": True} if p.has_bias else {}),
     }
 
 
@@ -342,6 +365,7 @@ def problem_from_json(raw: Any) -> GemmProblem:
             capability=None if cap is None else (cap[0], cap[1]),
             channel_weight_scale=raw.get("channel_weight_scale") is True,
             static_act_scale=raw.get("static_act_scale") is True,
+            has_bias=raw.get("has_bias") is True,
         )
     except ValueError as e:  # Scheme.parse / GemmProblem validation (EntryError is one too)
         raise EntryError(f"bad problem: {e}") from None
@@ -351,7 +375,7 @@ def problem_from_json(raw: Any) -> GemmProblem:
 
 CACHE_FORMAT = 1
 _META_KEYS = ("format", "gpu", "driver", "cuda", "torch", "triton", "fp8tower", "kernels",
-              "cudnn", "cudnn_frontend", "cutlass")
+              "cudnn", "cudnn_frontend", "cutlass", "early_launch")
 
 
 default_cache_dir = cache_dir  # the tuning cache's folder: fp8tower.paths' rule
@@ -360,8 +384,10 @@ default_cache_dir = cache_dir  # the tuning cache's folder: fp8tower.paths' rule
 def environment_meta(gpu_name: str | None) -> dict:
     """What a cache file must match: GPU (None: CPU), driver, CUDA, torch, triton, fp8tower
     and its kernel code, cuDNN and its frontend, CUTLASS (the headers the cutlass backend
-    builds from)."""
-    return {"format": CACHE_FORMAT, **versions(gpu_name)}
+    builds from), and whether the timed graphs launched PDL kernels early
+    (timer.early_launch_state: FP8TOWER_EARLY_LAUNCH, and the driver's edge API)."""
+    return {"format": CACHE_FORMAT, **versions(gpu_name),
+            "early_launch": early_launch_state(gpu_name)}
 
 
 def meta_mismatch(found: Any, expected: Mapping) -> str | None:
@@ -511,9 +537,11 @@ def explain_row(entry: Entry, *, runners_up: int = 2) -> dict:
         "out_dtype": dtype_name(p.out_dtype),
         "capability": None if p.capability is None else list(p.capability),
         "channel_weight_scale": p.channel_weight_scale,
+        "has_bias": p.has_bias,
         "winner": win,
         "runners_up": [cand(c) for c in entry.runners_up(runners_up)],
         "margin": entry.margin(),
+        "within_noise": entry.within_noise(),
         "margin_other_backend": entry.margin_other_backend(),
         "measured": len(entry.ranked()),
         "failed": [{"backend": c.backend, "config": c.config, "error": c.error}

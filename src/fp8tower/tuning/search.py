@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from ..formats import FP8_DTYPE, Fp8Weight, weight_scale_shape
+from ..formats import FP8_DTYPE, Fp8Weight, Scheme, quantize_activation, weight_scale_shape
 from ..kernels.layout import tile_major_enabled
 from ..problem import GemmProblem
 from ..provenance import now_iso
@@ -88,15 +88,22 @@ def tuning_operands(
 
     The weight is random FP8 data (randn cast: finite, within +-5) with random positive
     scales of the scheme's shapes; a static per-tensor activation scale when the problem
-    says so (``static_act_scale``), else dynamic. Copies share values but not memory (the L2
-    is physically addressed).
+    says so (``static_act_scale``), else dynamic. FP8 activations come with the scales the
+    scheme's activation quantization gives them (formats.quantize_activation, what
+    act_quant.for_gemm expects): per_tensor one, channel_token (M,), block128 (M, K/128). A
+    scalar for every scheme crashed cuBLASLt's block-wise call (IndexError) and timed
+    channel_token with a broadcast scalar. Copies share values but not memory (the L2 is
+    physically addressed).
     """
     gen = torch.Generator(device=device).manual_seed(seed)
     m, n, k = problem.m, problem.n, problem.k
     act_scale = None
     if problem.act_dtype == FP8_DTYPE:
-        x = torch.randn(m, k, device=device, generator=gen).to(FP8_DTYPE)
-        act_scale = torch.tensor(0.01, device=device)
+        if problem.scheme is Scheme.WEIGHT_ONLY:
+            raise ValueError(f"{problem.key()}: weight_only takes bf16/fp16/fp32 activations, "
+                             "not float8_e4m3fn")
+        src = torch.randn(m, k, device=device, generator=gen, dtype=torch.bfloat16)
+        x, act_scale = quantize_activation(src, problem.scheme)
     else:
         x = torch.randn(m, k, device=device, generator=gen, dtype=problem.act_dtype)
     data = torch.randn(n, k, device=device, generator=gen, dtype=torch.bfloat16).to(FP8_DTYPE)
@@ -112,9 +119,36 @@ def tuning_operands(
     return x, act_scale, weights
 
 
-def _make_call(backend, config, x, act_scale, weights, out_dtype, write_x=None) -> MakeCall:
+def tuning_bias(problem: GemmProblem, device: torch.device, *, seed: int = 1
+                ) -> torch.Tensor | None:
+    """A random bias of N elements in the output dtype where the problem has one
+    (``has_bias``), else None: cuBLASLt, CUTLASS and cuDNN add it with a kernel of their own,
+    Triton in its epilogue, so it is timed as served."""
+    if not problem.has_bias:
+        return None
+    gen = torch.Generator(device=device).manual_seed(seed)
+    return torch.randn(problem.n, device=device, generator=gen, dtype=problem.out_dtype)
+
+
+def empty_split(problem: GemmProblem, config: Any) -> bool:
+    """Whether a split-K config (Triton's: ``block_k`` and ``split_k``) leaves its last split
+    without a K step: ceil(k_iters / split) * (split - 1) >= k_iters, with k_iters =
+    ceil(K / block_k). Such a program only adds zeros; the same work runs at a smaller split
+    (1,660 of the 15,801 Triton configs per_tensor offers on nine 27B / Llama shapes at
+    M = 1..64, 10.5%; /tmp/audit_tune/a1_space.py, 2026-12-05). Left out of what the tuner
+    samples, still valid where cached (native_config)."""
+    if not isinstance(config, dict) or "block_k" not in config or "split_k" not in config:
+        return False
+    split = config["split_k"]
+    k_iters = -(-problem.k // config["block_k"])
+    return split > 1 and -(-k_iters // split) * (split - 1) >= k_iters
+
+
+def _make_call(backend, config, x, act_scale, weights, out_dtype, write_x=None,
+               bias=None) -> MakeCall:
     """Closures over weight copy i; with ``write_x``, every WRITE_X_EVERY-th call (counted
-    over all copies, in launch order: what a graph captures) runs it first."""
+    over all copies, in launch order: what a graph captures) runs it first. ``bias``: the
+    problem's bias (tuning_bias), added by every call."""
     calls = [0]
 
     def make(i: int) -> Callable[[], Any]:
@@ -127,7 +161,7 @@ def _make_call(backend, config, x, act_scale, weights, out_dtype, write_x=None) 
                 if calls[0] % WRITE_X_EVERY == 0:
                     write_x()
             return backend.run(
-                x, w, packed, act_scale=act_scale, bias=None, out_dtype=out_dtype, config=config
+                x, w, packed, act_scale=act_scale, bias=bias, out_dtype=out_dtype, config=config
             )
 
         return call
@@ -165,13 +199,14 @@ class Chain:
     timer: Timer
     write_x: Callable[[], Any] | None = None
     base_us: float = 0.0  # the writer's share of each call, subtracted
+    bias: torch.Tensor | None = None  # added by every call (GemmProblem.has_bias)
 
     @classmethod
     def build(cls, x: torch.Tensor, act_scale: torch.Tensor | None, weights: list[Fp8Weight],
               out_dtype: torch.dtype, *, timer: Timer | None = None,
-              writer: bool | None = None) -> Chain:
+              writer: bool | None = None, bias: torch.Tensor | None = None) -> Chain:
         """The chain over these operands; ``writer``: with the x writer (None: on a GPU),
-        False: GEMMs alone, back to back."""
+        False: GEMMs alone, back to back; ``bias``: every call adds it."""
         timer = timer or time_cuda_graph
         write_x, base_us = None, 0.0
         if writer is None:
@@ -179,12 +214,12 @@ class Chain:
         if writer and WRITE_X_EVERY:
             write_x = x_writer(x)
             base_us = timer(lambda i: write_x, len(weights)).median_us / WRITE_X_EVERY
-        return cls(x, act_scale, weights, out_dtype, timer, write_x, base_us)
+        return cls(x, act_scale, weights, out_dtype, timer, write_x, base_us, bias)
 
     def time(self, backend, config) -> Timing:
         """Per-call time of ``backend`` with ``config``, the writer's share taken off."""
         make = _make_call(backend, config, self.x, self.act_scale, self.weights,
-                          self.out_dtype, self.write_x)
+                          self.out_dtype, self.write_x, self.bias)
         t = self.timer(make, len(self.weights))
         return dataclasses.replace(t, median_us=max(t.median_us - self.base_us, 1e-3),
                                    min_us=max(t.min_us - self.base_us, 1e-3),
@@ -211,9 +246,16 @@ def planned_configs(problem: GemmProblem, backend, max_configs: int = MAX_CONFIG
     default, the priority configs, the evenly spaced sample): what to build ahead of time."""
     problem = dataclasses.replace(problem, m=problem.bucket)
     default = backend.default_config(problem)
-    others = [c for c in backend.configs(problem)
-              if normalize_config(c) != normalize_config(default)]
-    return [default, *_explored(backend, problem, others, max_configs)]
+    return [default, *_explored(backend, problem, _others(backend, problem, default),
+                                max_configs)]
+
+
+def _others(backend, problem: GemmProblem, default) -> list:
+    """The backend's search space but its default and configs with an empty split
+    (:func:`empty_split`): what exploring may sample."""
+    key = normalize_config(default)
+    return [c for c in backend.configs(problem)
+            if normalize_config(c) != key and not empty_split(problem, c)]
 
 
 def tune_problem(
@@ -235,7 +277,9 @@ def tune_problem(
     at most ``max_configs`` of its other ``configs(problem)``, evenly spaced over its list (the
     first included); the rest are counted in ``pruned``; (3) time the winner so far's
     ``refinements`` (its backend's configs next to it), then (4) the winner so far over its
-    backend's ``layout_variants``.
+    backend's ``layout_variants``. Configs with an empty last split (:func:`empty_split`) are
+    not sampled in (2) nor counted in ``pruned``. A problem with a bias (``has_bias``) is
+    timed with one (:func:`tuning_bias`).
     With ``seed`` (a tuned sibling, see SEED_TOP), step (2) times instead the seed's SEED_TOP
     best candidates that are not a default, and the entry records ``seeded_from``.
     On a GPU every candidate runs in a chain with an x writer before every WRITE_X_EVERY-th
@@ -255,12 +299,16 @@ def tune_problem(
             f"{problem.key()} is for sm{problem.capability}, but {device} is "
             f"sm{torch.cuda.get_device_capability(device)}: tune it on its own GPU"
         )
+    if not candidates:  # nothing can serve it: no operands to build, nothing to time
+        return Entry(problem, "", None, now_iso(), [], {}, read_ceiling_gbps,
+                     seed.key if seed is not None else None)
     l2 = l2_cache_bytes(device) if device.type == "cuda" else 0
     n_copies = rotation_copies(problem.weight_bytes(), l2)
     x, act_scale, weights = tuning_operands(problem, device, n_copies)
     errors = gpu_errors()
     nbytes = problem.bytes_moved()
-    chain = Chain.build(x, act_scale, weights, problem.out_dtype, timer=timer)
+    chain = Chain.build(x, act_scale, weights, problem.out_dtype, timer=timer,
+                        bias=tuning_bias(problem, device))
 
     def measure(backend, config) -> Measurement:
         try:
@@ -282,7 +330,7 @@ def tune_problem(
     pruned: dict[str, int] = {}
     shortlist = [(c.backend, c.config) for c in seed.ranked()[:SEED_TOP]] if seed else []
     for b, first in zip(candidates, list(measured)):
-        others = [c for c in b.configs(problem) if normalize_config(c) != defaults[b.name]]
+        others = _others(b, problem, defaults[b.name])
         if seed is not None:
             chosen = [c for c in others if (b.name, normalize_config(c)) in shortlist]
         elif not first.ok or first.median_us <= prune_ratio * best:

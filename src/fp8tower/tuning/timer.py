@@ -21,6 +21,7 @@ Nothing here touches CUDA at import; CUDA paths run only when called on a GPU.
 
 from __future__ import annotations
 
+import functools
 import statistics
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -130,6 +131,32 @@ def time_cuda_graph(
         calls=n_calls,
         copies=n_copies,
     )
+
+
+def early_launch_state(gpu_name: str | None) -> bool | None:
+    """Whether the graphs :func:`time_cuda_graph` captures here move their PDL edges to early
+    launch (graph_edges.capture): ``FP8TOWER_EARLY_LAUNCH`` on, and a torch and driver that
+    can edit graph edges (where they cannot, capture times the graph as captured, with only a
+    warning). A cache file records it (tuning.cache.environment_meta): timings with and
+    without differ by up to 3.9% a step (graph_edges.py's evidence). None for the CPU."""
+    if gpu_name is None:
+        return None
+    return graph_edges.enabled() and _can_edit_graphs()
+
+
+@functools.cache
+def _can_edit_graphs() -> bool:
+    """What graph_edges.capture checks before it edits: a torch that keeps captured graphs
+    editable (keep_graph) and a driver with the edge API; False without CUDA."""
+    if not torch.cuda.is_available():
+        return False
+    if not getattr(graph_edges.new_graph(), "fp8tower_editable", False):
+        return False
+    try:
+        graph_edges._driver()  # the check capture makes (RuntimeError: the API is missing)
+    except RuntimeError:
+        return False
+    return True
 
 
 # Default read size for the ceiling: 4 GB (decimal), far above any L2.

@@ -127,8 +127,9 @@ def tune(
         return entry
     d.stats["tuned"] += 1
     w, margin = entry.winner, entry.margin()
-    log.info("tuned %s: %s %.2f us %.0f GB/s (runner-up %s)", entry.key, w.label, w.median_us,
-             w.gbps, "none" if margin is None else f"{margin:+.1%} slower")
+    log.info("tuned %s: %s %.2f us %.0f GB/s (runner-up %s%s)", entry.key, w.label,
+             w.median_us, w.gbps, "none" if margin is None else f"{margin:+.1%} slower",
+             ", within noise" if entry.within_noise() else "")
     cache = d.accept(problem, entry)
     if cache is not None:
         save(cache, entry)

@@ -28,6 +28,7 @@
 // dropped in binding reference", sm90_tile_scheduler_stream_k.hpp:337, 2026-11-30).
 #include <cuda_runtime.h>
 
+#include <cstdint>
 #include <cstdio>
 
 #include "cute/tensor.hpp"
@@ -154,14 +155,19 @@ int fail(int code, char const* what, char const* detail) {
   return code;
 }
 
+// The current device's SM count, cached per device (a process may use several GPUs).
 int sm_count() {
-  static int count = -1;  // device facts are cached (one device per process in our use)
-  if (count < 0) {
-    int dev = 0;
-    cudaGetDevice(&dev);
-    count = cutlass::KernelHardwareInfo::query_device_multiprocessor_count(dev);
+  constexpr int kMaxDevices = 64;
+  static int count[kMaxDevices] = {};  // 0: not queried yet
+  int dev = 0;
+  cudaGetDevice(&dev);
+  if (dev < 0 || dev >= kMaxDevices) {
+    return cutlass::KernelHardwareInfo::query_device_multiprocessor_count(dev);
   }
-  return count;
+  if (count[dev] <= 0) {
+    count[dev] = cutlass::KernelHardwareInfo::query_device_multiprocessor_count(dev);
+  }
+  return count[dev];
 }
 
 typename Gemm::Arguments make_args(void const* w, void const* x, void* y, float const* w_scale,
@@ -260,6 +266,15 @@ int fp8t_gemm(void const* w, void const* x, void* y, float const* w_scale, int w
     return fail(5, "pdl", "this build has no griddepcontrol (CUTLASS_ENABLE_GDC_FOR_SM90 unset)");
   }
 #endif
+  // TMA descriptors need 16-byte aligned bases; CUTLASS's own check is an assert (compiled
+  // out by -DNDEBUG: the descriptor would be left zeroed).
+  if (reinterpret_cast<uintptr_t>(w) % 16 || reinterpret_cast<uintptr_t>(x) % 16 ||
+      reinterpret_cast<uintptr_t>(y) % 16) {
+    char buf[160];
+    std::snprintf(buf, sizeof(buf), "w=%p, x=%p, y=%p: TMA needs 16-byte aligned addresses", w, x,
+                  y);
+    return fail(6, "alignment", buf);
+  }
   auto args = make_args(w, x, y, w_scale, w_scale_vec, x_scale, x_scale_vec, m, n, k, splits, mode,
                         overlap, prefetch);
   Gemm gemm;

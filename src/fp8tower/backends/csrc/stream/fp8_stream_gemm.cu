@@ -672,6 +672,50 @@ __global__ void __launch_bounds__(kThreads, 1) fp8t_stream_gemm(const __grid_con
 
 thread_local char g_error[256] = "";
 
+// Function attributes are per device: a kernel configured on GPU 0 is not on GPU 1.
+constexpr int kMaxDevices = 64;
+
+// The dynamic shared memory limit of this instantiation on the current device raised to
+// `smem`, once per device (and again only for a larger size). A CTA's dynamic + static
+// shared memory must fit the device's per-block opt-in limit (232448 B on the H200; the
+// static part is 80-176 B, ptxas -v: stream.STATIC_SMEM): checked here first, so that the
+// error names the sizes instead of cudaFuncSetAttribute's "invalid argument".
+template <int NT, int STAGES, int XK>
+int configure(int smem) {
+  auto kernel = fp8t_stream_gemm<NT, STAGES, XK>;
+  static int configured[kMaxDevices] = {};  // bytes set per device (0: not yet)
+  int dev = 0;
+  cudaError_t e = cudaGetDevice(&dev);
+  if (e != cudaSuccess) {
+    snprintf(g_error, sizeof g_error, "cudaGetDevice: %s", cudaGetErrorString(e));
+    return 2;
+  }
+  const bool cached = dev >= 0 && dev < kMaxDevices;
+  if (cached && configured[dev] >= smem) return 0;
+  cudaFuncAttributes fa;
+  int optin = 0;
+  e = cudaFuncGetAttributes(&fa, kernel);
+  if (e == cudaSuccess)
+    e = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
+  if (e == cudaSuccess && smem + static_cast<long long>(fa.sharedSizeBytes) > optin) {
+    snprintf(g_error, sizeof g_error, "shared memory: %d dynamic + %zu static bytes > the %d-byte "
+             "per-block limit of device %d (fewer stages, a smaller cluster or no xq)", smem,
+             fa.sharedSizeBytes, optin, dev);
+    return 2;
+  }
+  if (e == cudaSuccess)
+    e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+  if (e == cudaSuccess)  // clusters of 9-16 CTAs are "non-portable": allowed per kernel
+    e = cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
+  if (e != cudaSuccess) {
+    snprintf(g_error, sizeof g_error, "cudaFuncSetAttribute(%d bytes) on device %d: %s", smem, dev,
+             cudaGetErrorString(e));
+    return 2;
+  }
+  if (cached) configured[dev] = smem;
+  return 0;
+}
+
 // Launches the kernel, or with `clusters` set only asks how many clusters of the launch fit
 // on the GPU at once (cudaOccupancyMaxActiveClusters: whether the grid is one wave).
 template <int NT, int STAGES, int XK>
@@ -679,17 +723,7 @@ int launch(const Params& p, int grid, int pdl, cudaStream_t stream, int* cluster
   auto kernel = fp8t_stream_gemm<NT, STAGES, XK>;
   // + alignment slack (1024-byte TMA boxes); the reduction area follows the ring
   const int smem = STAGES * p.stage + red_bytes(NT, p.cluster) + xq_bytes(p.x_box, p.xq_steps) + 1024;
-  static int configured = -1;  // dynamic shared memory limit set for this instantiation
-  if (configured < smem) {
-    cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
-    if (e == cudaSuccess)  // clusters of 9-16 CTAs are "non-portable": allowed per kernel
-      e = cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
-    if (e != cudaSuccess) {
-      snprintf(g_error, sizeof g_error, "cudaFuncSetAttribute(%d bytes): %s", smem, cudaGetErrorString(e));
-      return 2;
-    }
-    configured = smem;
-  }
+  if (const int rc = configure<NT, STAGES, XK>(smem)) return rc;
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = dim3(grid);
   cfg.blockDim = dim3(kThreads);
@@ -722,6 +756,30 @@ int launch_xk(const Params& p, int xk, int grid, int pdl, cudaStream_t stream, i
   }
   snprintf(g_error, sizeof g_error, "unknown x kind %d (expected 1-3)", xk);
   return 1;
+}
+
+// Static shared memory of a variant as the loaded module says (cudaFuncGetAttributes; needs
+// a GPU), or -1 (fp8t_stream_last_error says why).
+template <int NT, int STAGES, int XK>
+int static_smem() {
+  cudaFuncAttributes fa;
+  const cudaError_t e = cudaFuncGetAttributes(&fa, fp8t_stream_gemm<NT, STAGES, XK>);
+  if (e != cudaSuccess) {
+    snprintf(g_error, sizeof g_error, "cudaFuncGetAttributes: %s", cudaGetErrorString(e));
+    return -1;
+  }
+  return static_cast<int>(fa.sharedSizeBytes);
+}
+
+template <int NT, int STAGES>
+int static_smem_xk(int xk) {
+  switch (xk) {
+    case 1: return static_smem<NT, STAGES, 1>();
+    case 2: return static_smem<NT, STAGES, 2>();
+    case 3: return static_smem<NT, STAGES, 3>();
+  }
+  snprintf(g_error, sizeof g_error, "unknown x kind %d (expected 1-3)", xk);
+  return -1;
 }
 
 int launch_variant(const Params& p, int xk, int stages, int grid, int pdl, cudaStream_t s, int* clusters) {
@@ -763,6 +821,18 @@ int fp8t_stream_smem(int m, int xk, int stages, int cluster, int xq_steps) {
                      : stages * stage + red_bytes(m <= 8 ? 1 : 2, cluster) + xq_bytes(x_box, xq_steps) + 1024;
 }
 
+// Static shared memory bytes of the variant (M tokens, x kind, stages) on the current GPU;
+// -1: no such variant or no GPU (fp8t_stream_last_error says why).
+int fp8t_stream_static_smem(int m, int xk, int stages) {
+  const bool nt1 = m <= 8;
+  switch (stages) {
+    case 4: return nt1 ? static_smem_xk<1, 4>(xk) : static_smem_xk<2, 4>(xk);
+    case 6: return nt1 ? static_smem_xk<1, 6>(xk) : static_smem_xk<2, 6>(xk);
+  }
+  snprintf(g_error, sizeof g_error, "stages=%d: built for 4 or 6", stages);
+  return -1;
+}
+
 // Clusters of `cluster` CTAs (M tokens, x kind, stages) that fit on this GPU at once; < 0:
 // the query failed (fp8t_stream_last_error says why).
 int fp8t_stream_max_clusters(int m, int xk, int stages, int cluster) {
@@ -795,6 +865,11 @@ int fp8t_stream_gemm(const void* w, const void* x, void* y, const float* ws, con
   if (xq && (cluster < 2 || xk == 3 || reinterpret_cast<uintptr_t>(x) % 16)) {
     snprintf(g_error, sizeof g_error, "xq (x quantized in the kernel) takes a cluster split, per_tensor or "
              "channel_token, 16-byte aligned bfloat16 x (cluster=%d, x kind %d)", cluster, xk);
+    return 1;
+  }
+  if (reinterpret_cast<uintptr_t>(w) % 16 || reinterpret_cast<uintptr_t>(x) % 16) {
+    snprintf(g_error, sizeof g_error, "w=%p, x=%p: TMA (and xq's 16-byte loads) need 16-byte "
+             "aligned addresses", w, x);
     return 1;
   }
   Params p;
