@@ -39,7 +39,7 @@ def main(tag: str) -> None:
         for role, cfg in cfgs.items():
             outs = [torch.empty(m, n, dtype=torch.bfloat16, device="cuda") for _ in range(2)]
 
-            def make(i, cfg=cfg, outs=outs):
+            def make(i, cfg=cfg, outs=outs, x=x, ws=ws, packs=packs):
                 return lambda: triton_gemm._run(x, ws[i], packs[i], config=cfg, out=outs[i % 2])
 
             t = time_cuda_graph(make, copies, replays=30)
