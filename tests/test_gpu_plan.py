@@ -10,6 +10,14 @@ from fp8tower.nn.linear import Fp8Linear
 pytestmark = pytest.mark.gpu
 
 
+def _planned_and_plain(w, bias, backend):
+    """The same weights as two layers: one on launch plans, one without (the reference)."""
+    planned = Fp8Linear.from_weight(w, bias, backend=backend)
+    plain = Fp8Linear.from_weight(w, bias, backend=backend)
+    plain.use_plans = False
+    return planned, plain
+
+
 def _graph_replay_matches(planned, plain, m, k, g, **tol):
     """The planned call captured in a CUDA graph, replayed on new x: the unplanned result."""
     x = torch.randn(m, k, device="cuda", generator=g).bfloat16()
@@ -30,9 +38,7 @@ def test_direct_launch_equals_generic(scheme, m, shape):
     w = quantize_weight(torch.randn(n, k, device="cuda", generator=g) * 0.02, scheme,
                         act_scale=0.02 if scheme is Scheme.PER_TENSOR else None)
     bias = torch.randn(n, device="cuda", generator=g)
-    planned = Fp8Linear.from_weight(w, bias, backend="triton")
-    plain = Fp8Linear.from_weight(w, bias, backend="triton")
-    plain.use_plans = False
+    planned, plain = _planned_and_plain(w, bias, "triton")
     for _ in range(3):
         x = torch.randn(m, k, device="cuda", generator=g).bfloat16()
         torch.testing.assert_close(planned(x), plain(x), rtol=0, atol=0)
@@ -61,9 +67,7 @@ def test_quant_first_plan_equals_unplanned(backend, scheme, m):
     g = torch.Generator(device="cuda").manual_seed(0)
     w = quantize_weight(torch.randn(n, k, device="cuda", generator=g) * 0.02, scheme,
                         act_scale=0.02 if scheme is Scheme.PER_TENSOR else None)
-    planned = Fp8Linear.from_weight(w, None, backend=backend)
-    plain = Fp8Linear.from_weight(w, None, backend=backend)
-    plain.use_plans = False
+    planned, plain = _planned_and_plain(w, None, backend)
     # CUTLASS's stream-K/split-K reductions may add partials in another order call to call
     tol = {"rtol": 0, "atol": 0} if backend == "cublaslt" else {"rtol": 1e-2, "atol": 1e-3}
     for _ in range(3):
@@ -131,9 +135,7 @@ def test_eager_plan_is_one_launch_and_graphs_keep_the_dispatch_choice(scheme):
     n, k, m = 4096, 4096, 1
     g = torch.Generator(device="cuda").manual_seed(7)
     w = quantize_weight(torch.randn(n, k, device="cuda", generator=g) * 0.02, scheme)
-    planned = Fp8Linear.from_weight(w, None)
-    plain = Fp8Linear.from_weight(w, None)
-    plain.use_plans = False
+    planned, plain = _planned_and_plain(w, None, "auto")
     for _ in range(3):  # another tile or backend (CUTLASS: FP8 fast accumulation) may sum
         # in another order: bf16-ulp differences, so the same quantized operands by SQNR
         x = torch.randn(m, k, device="cuda", generator=g).bfloat16()
@@ -250,9 +252,7 @@ def test_captured_buffers_survive_the_plan_cache(backend, scheme):
     g = torch.Generator(device="cuda").manual_seed(11)
     w = quantize_weight(torch.randn(n, k, device="cuda", generator=g) * 0.02, scheme,
                         act_scale=0.05 if scheme is Scheme.PER_TENSOR else None)
-    planned = Fp8Linear.from_weight(w, None, backend=backend)
-    plain = Fp8Linear.from_weight(w, None, backend=backend)
-    plain.use_plans = False
+    planned, plain = _planned_and_plain(w, None, backend)
     x = torch.randn(m, k, device="cuda", generator=g).bfloat16()
     planned(x)  # the plan, eagerly
     s = torch.cuda.Stream()

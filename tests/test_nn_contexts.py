@@ -13,7 +13,7 @@ import torch
 from fp8helpers import random_weight
 from torch import nn
 
-from fp8tower import dispatch
+from fp8tower import backends, dispatch
 from fp8tower.formats import Scheme, quantize_weight
 from fp8tower.nn import linear as L
 from fp8tower.nn import ops
@@ -93,7 +93,7 @@ def fake_cuda(monkeypatch):
 
     monkeypatch.setattr(torch.cuda, "device", device)
     monkeypatch.setattr(L, "_CURRENT_DEVICE", lambda: current[0], raising=False)
-    monkeypatch.setattr(ops, "current_device", lambda: current[0], raising=False)
+    monkeypatch.setattr(backends, "current_device", lambda: current[0])
     monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: False)
     monkeypatch.setattr(L, "_IS_CAPTURING", lambda: False)
     return current

@@ -19,6 +19,19 @@ import torch
 from ..formats import Fp8Weight
 from ..problem import GemmProblem
 
+# torch.cuda.current_device() without its Python frame and lazy-init check (CPU builds may
+# lack _cuda_getDevice: their fallback is only called for CUDA tensors, which they cannot have)
+current_device = getattr(torch._C, "_cuda_getDevice", None) or torch.cuda.current_device
+
+
+def other_cuda_device(x: torch.Tensor) -> bool:
+    """x is on a CUDA device that is not the current one. Kernel launches (Triton's, the
+    C libraries' cudaFuncSetAttribute) act on the current device and its stream
+    (Liger-Kernel issue #1303 is this bug): such a call must run under
+    ``torch.cuda.device(x.device)``."""
+    return x.is_cuda and x.get_device() != current_device()
+
+
 # In the order `auto` tries them when nothing is tuned (fastest first, oracle last); cudnn
 # cutlass and stream after cublaslt, so the untuned safe default stays cuBLASLt (only the tuner
 # picks them).

@@ -43,7 +43,7 @@ import torch
 from .. import paths
 from ..formats import FP8_DTYPE, Fp8Weight, Scheme
 from ..problem import GemmProblem
-from . import Backend, act_quant
+from . import Backend, act_quant, other_cuda_device
 from .nvcc import build_library, nvcc_env_key, nvcc_path, nvcc_version, sm90a_unavailable
 from .stream import TORCH_ACT_QUANT_KERNELS, fp8_act_scale
 
@@ -344,7 +344,7 @@ def _run(x, weight, packed, *, act_scale=None, bias=None, out_dtype=torch.bfloat
          out=None):
     # the launch (and CUTLASS's cudaFuncSetAttribute) act on the current device: make it x's
     # (the stream is x's); one int compare when it already is
-    if x.is_cuda and x.device.index != torch.cuda.current_device():
+    if other_cuda_device(x):
         with torch.cuda.device(x.device):
             return _run(x, weight, packed, act_scale=act_scale, bias=bias, out_dtype=out_dtype,
                         config=config, out=out)

@@ -56,7 +56,7 @@ from ..formats import FP8_DTYPE, Fp8Weight, Scheme
 from ..kernels.configs import H200_SMS
 from ..kernels.layout import tile_major
 from ..problem import GemmProblem
-from . import Backend
+from . import Backend, other_cuda_device
 from .act_quant import quantize as quantize_act
 from .nvcc import build_library, nvcc_env_key, nvcc_path, nvcc_version, sm90a_unavailable
 
@@ -391,7 +391,7 @@ def _run(x, weight, packed, *, act_scale=None, bias=None, out_dtype=torch.bfloat
          out=None):
     # cudaFuncSetAttribute and the launch act on the current device: make it x's (the stream
     # is x's); one int compare when it already is
-    if x.is_cuda and x.device.index != torch.cuda.current_device():
+    if other_cuda_device(x):
         with torch.cuda.device(x.device):
             return _run(x, weight, packed, act_scale=act_scale, bias=bias, out_dtype=out_dtype,
                         config=config, out=out)

@@ -7,7 +7,7 @@ import math
 import torch
 from torch import nn
 
-from .. import dispatch
+from .. import backends, dispatch
 from ..backends import Backend
 from ..formats import (
     ACT_DTYPES,
@@ -94,7 +94,7 @@ def fp8_linear(
     gradient flows to x and to the bias (straight through the activation quantization:
     dL/dx = dL/dy @ dequantized W); the FP8 weight and its scales get none (ops.py).
     """
-    if not torch.compiler.is_compiling() and ops.other_cuda_device(x):
+    if not torch.compiler.is_compiling() and backends.other_cuda_device(x):
         with torch.cuda.device(x.device):  # Triton launches on the current device
             return fp8_linear(x, weight, bias=bias, act_scale=act_scale, backend=backend,
                               out_dtype=out_dtype)
@@ -189,7 +189,7 @@ def _capturing(x: torch.Tensor) -> bool:
 _IS_CAPTURING = getattr(torch._C, "_cuda_isCurrentStreamCapturing", lambda: False)
 # torch.is_autocast_enabled() for any device, one C call
 _ANY_AUTOCAST = torch._C._is_any_autocast_enabled
-_CURRENT_DEVICE = ops.current_device
+_CURRENT_DEVICE = backends.current_device
 
 
 class _PlanEntry:

@@ -27,7 +27,7 @@ import torch
 from torch import Tensor
 
 from .. import dispatch
-from ..backends import Backend
+from ..backends import Backend, other_cuda_device
 from ..formats import Fp8Weight, Scheme
 from ..problem import GemmProblem
 
@@ -122,18 +122,6 @@ def run_2d(  # the op's body; eager fp8_linear calls it directly (no dispatcher 
         x, weight, be.packed_for(weight),
         act_scale=act_scale, bias=bias, out_dtype=out_dtype, config=config,
     )
-
-
-# torch.cuda.current_device() without its Python frame and lazy-init check (CPU builds have
-# no _cuda_getDevice: their fallback is only called for CUDA tensors, which they cannot have)
-current_device = getattr(torch._C, "_cuda_getDevice", None) or torch.cuda.current_device
-
-
-def other_cuda_device(x: Tensor) -> bool:
-    """x is on a CUDA device that is not the current one. Triton launches on the current
-    device and its stream (Liger-Kernel issue #1303 is this bug): such a call must run under
-    ``torch.cuda.device(x.device)``."""
-    return x.is_cuda and x.get_device() != current_device()
 
 
 @torch.library.custom_op("fp8tower::fp8_linear", mutates_args=())

@@ -35,6 +35,7 @@ import functools
 import torch
 
 from .. import env
+from ..backends import current_device
 from ..formats import FP8_DTYPE, Scheme
 
 # Plans are for decode-sized inputs, where the host sets the pace; larger M (prefill) is
@@ -157,9 +158,8 @@ def _triton_knobs():
 
 
 _RAW_STREAM = _raw_stream_fn()
-# torch.cuda.current_device() without its Python-level lazy-init check (a plan exists only
-# after a launch on the device, so CUDA is initialized)
-_CURRENT_DEVICE = getattr(torch._C, "_cuda_getDevice", None) or torch.cuda.current_device
+# the current CUDA device, one C call (a plan exists only after a launch on the device)
+_CURRENT_DEVICE = current_device
 
 
 # ---------------------------------------------------------------------- plans

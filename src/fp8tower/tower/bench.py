@@ -10,6 +10,7 @@ import torch
 from ..formats import Scheme
 from ..models import DEFAULT_PARTS, TowerSpec, get_spec
 from ..nn.merged import MergeError, MergeMode
+from ..tuning.timer import L2_FACTOR
 from .build import ARMS, Tower, build_tower
 from .timing import time_tower
 
@@ -113,16 +114,14 @@ def _bench_one(tower: Tower, backend: str, m: int, replays: int, steps: int,
 
 
 def _fits_in_l2(nbytes: int, device) -> bool:
-    """Whether a step's bytes could stay in L2 across replays, in part (3x the L2 or less,
-    DESIGN.md's cold-L2 bound): the tower is timed without rotation (tower/timing.py), so such
-    a step reads from L2 and a share of the HBM read ceiling means little (a toy tower showed
-    more than 100%)."""
-    import torch
-
+    """Whether a step's bytes could stay in L2 across replays, in part (L2_FACTOR = 3x the
+    L2 or less, the tuner's cold-L2 bound): the tower is timed without rotation
+    (tower/timing.py), so such a step reads from L2 and a share of the HBM read ceiling means
+    little (a toy tower showed more than 100%)."""
     if getattr(device, "type", "cpu") != "cuda":
         return False
     l2 = getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 0)
-    return nbytes <= 3 * l2
+    return nbytes <= L2_FACTOR * l2
 
 
 def add_speedups(rows: list[BenchRow]) -> None:
