@@ -7,6 +7,8 @@ import os
 import re
 from pathlib import Path
 
+from .env import flag
+
 
 def cache_dir() -> Path:
     """FP8TOWER_CACHE_DIR, else $XDG_CACHE_HOME/fp8tower, else ~/.cache/fp8tower."""
@@ -21,7 +23,5 @@ def cache_file_name(device_name: str) -> str:
     with FP8TOWER_EARLY_LAUNCH=0, 'nvidia-h200-no-early-launch.json': timings taken without early
     launch differ (the cache's metadata records the state), and a run with the switch off must
     neither read nor overwrite the default file's choices."""
-    from .env import flag  # env imports nothing of fp8tower
-
     slug = re.sub(r"[^a-z0-9]+", "-", device_name.lower()).strip("-") or "unknown"
     return f"{slug}.json" if flag("FP8TOWER_EARLY_LAUNCH", True) else f"{slug}-no-early-launch.json"

@@ -191,40 +191,10 @@ def test_moe_experts_in_fp8_are_named_in_the_error(tmp_path):
     """A qwen3_moe block-FP8 checkpoint with per-expert linears (the hub's layout): fp8tower
     does not convert MoE experts, and the error says so instead of only listing the model's
     fused expert parameters as missing."""
-    transformers = pytest.importorskip("transformers")
-    from ckpt_writer import Spec, q_block
+    from ckpt_writer import write_qwen3_moe_block_fp8
 
     from fp8tower.hf.conversion import ConvertError
 
-    cfg = {"architectures": ["Qwen3MoeForCausalLM"], "model_type": "qwen3_moe",
-           "hidden_size": 128, "intermediate_size": 256, "moe_intermediate_size": 128,
-           "num_experts": 2, "num_experts_per_tok": 1, "num_hidden_layers": 1,
-           "num_attention_heads": 2, "num_key_value_heads": 1, "head_dim": 64,
-           "vocab_size": 64, "decoder_sparse_step": 1, "mlp_only_layers": [],
-           "tie_word_embeddings": False, "max_position_embeddings": 64}
-    c = dict(cfg)
-    model = transformers.AutoModelForCausalLM.from_config(
-        transformers.AutoConfig.for_model(c.pop("model_type"), **c))
-    tensors = {}
-    for k, v in model.state_dict().items():
-        v = v.to(torch.bfloat16)
-        if k.endswith("experts.gate_up_proj"):  # fused in transformers, one per expert on disk
-            for e in range(v.shape[0]):
-                g, u = v[e].chunk(2)
-                tensors[k.replace("gate_up_proj", f"{e}.gate_proj.weight")] = g.contiguous()
-                tensors[k.replace("gate_up_proj", f"{e}.up_proj.weight")] = u.contiguous()
-        elif k.endswith("experts.down_proj"):
-            for e in range(v.shape[0]):
-                tensors[k.replace("down_proj", f"{e}.down_proj.weight")] = v[e].contiguous()
-        else:
-            tensors[k] = v
-    for k in [k for k in tensors if k.endswith("proj.weight")]:
-        q, s = q_block(tensors[k].float())
-        tensors[k], tensors[k[:-len("weight")] + "weight_scale_inv"] = q, s
-    cfg["quantization_config"] = {"quant_method": "fp8", "fmt": "e4m3",
-                                  "activation_scheme": "dynamic",
-                                  "weight_block_size": [128, 128],
-                                  "modules_to_not_convert": ["lm_head", "mlp.gate"]}
-    save(Spec("block_fp8", cfg, tensors), tmp_path)
+    write_qwen3_moe_block_fp8(tmp_path)
     with pytest.raises(ConvertError, match="6 MoE expert linear.*which fp8tower does not convert"):
         from_pretrained(tmp_path, backend="reference", dtype=torch.float32)
