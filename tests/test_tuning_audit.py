@@ -196,7 +196,21 @@ def test_fp8_block128_tuning_operands_reach_cublaslt_blockwise_call(monkeypatch)
     x, act_scale, ws = tsearch.tuning_operands(p, torch.device("cpu"), 1)
     y = cublaslt._run(x, ws[0], cublaslt._prepare(ws[0]), act_scale=act_scale,
                       out_dtype=torch.bfloat16)
-    assert y.shape == (1, 256) and got == {"a": (16, 256), "sa": (16, 2), "sb": (2, 2)}
+    assert y.shape == (1, 256) and got == {"a": (16, 256), "sa": (16, 2), "sb": (4, 2)}
+
+
+@pytest.mark.parametrize("k", [256, 512, 1280, 5120])
+def test_cublaslt_blockwise_weight_scales_pad_k_blocks_to_4(k):
+    """torch's 1x128 x 128x128 recipe wants scale_b (L4, N/128), strides (1, L4), L4 = K/128
+    rounded up to 4: K=1280 was refused on the H200 ("scale_b must have shape 12 x 8")."""
+    from fp8tower.backends import cublaslt
+    from fp8tower.formats import quantize_weight
+
+    w = quantize_weight(torch.randn(384, k) * 0.02, Scheme.BLOCK128)
+    sb = cublaslt._prepare(w)["scale_b"]
+    l4 = -(-(k // 128) // 4) * 4
+    assert sb.shape == (l4, 3) and sb.stride() == (1, l4) and sb.dtype == torch.float32
+    assert torch.equal(sb[: k // 128], w.scale.float().t())
 
 
 def test_fp8_weight_only_tuning_operands_are_refused_by_name():

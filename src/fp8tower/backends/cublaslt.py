@@ -63,7 +63,13 @@ def _prepare(weight: Fp8Weight) -> dict:
     # _scaled_mm wants mat2 (K, N) column-major: W (N, K) row-major transposed is exactly that.
     packed = {"wt": weight.data.t()}
     if weight.scheme is Scheme.BLOCK128:
-        packed["scale_b"] = weight.scale.float().t()  # (K/128, N/128), as torch's tests pass it
+        # (L4, N/128) with strides (1, L4), L4 = K/128 rounded up to 4 (torch's check for the
+        # 1x128 x 128x128 recipe; K=1280 was refused on the H200: "scale_b must have shape
+        # 12 x 8"). The padding K-blocks multiply no K-block of x.
+        nb, kb = weight.scale.shape
+        padded = weight.scale.new_ones((nb, -(-kb // 4) * 4), dtype=torch.float32)
+        padded[:, :kb] = weight.scale
+        packed["scale_b"] = padded.t()
     elif weight.scale.numel() > 1:
         packed["scale_b"] = weight.scale.float().reshape(1, -1).contiguous()  # (1, N)
     else:
