@@ -214,3 +214,17 @@ def test_a_broken_arm_gets_no_speedup(monkeypatch):
     assert bad["eager_speedup_vs_bf16"] is None and bad["eager_ms"] is None
     assert any("not finite" in n for n in bad["notes"])
     assert torch.isfinite(torch.tensor(rows["bf16"]["eager_ms"]))
+
+
+def test_bench_generate_merged_arm_runs(tmp_path):
+    """fp8:<scheme>:merged (the GPU's default arm list has one) merges the swapped model's
+    siblings: it failed on every model after convert began refusing converted models."""
+    res, rec = _generate(tmp_path, "--context", "4", "--steps", "1", "--rounds", "1",
+                         "--arms", "bf16,fp8:per_tensor,fp8:per_tensor:merged")
+    assert res.exit_code == 0, res.output
+    rows = {r["arm"]: r for r in rec["rows"]}
+    merged = rows["fp8:per_tensor:merged"]
+    assert merged["skipped"] is None and merged["eager_ms"] > 0
+    assert any("sibling groups merged" in n and not n.startswith("0 of") for n in merged["notes"])
+    # the same calibrated scales, merged exactly: the unmerged arm's logits within noise
+    assert abs(merged["logits_sqnr_db_vs_bf16"] - rows["fp8:per_tensor"]["logits_sqnr_db_vs_bf16"]) < 1

@@ -230,6 +230,18 @@ def test_manifest_round_trip(tmp_path):
         (lambda d: d["ops"][0].update(kernel_regex="(["), "not a regex"),
         (lambda d: d["ops"][0].update(kernels=0), r"ops\[0\].kernels must be an integer >= 1"),
         (lambda d: d["ops"][0].update(n="wide"), r"ops\[0\].n must be an integer >= 1, got 'wide'"),
+        # audit: meta read by trace/expect.py, unchecked: KeyError / re.error / ValueError
+        (lambda d: d.update(meta={"expected_launches": [{"label": "gdn.out_proj"}]}),
+         r"meta.expected_launches\[0\].modules must be an integer >= 0, got None"),
+        (lambda d: d.update(meta={"expected_launches": [
+            {"label": "gdn.out_proj", "modules": 2, "kernel_regex": "("}]}),
+         r"meta.expected_launches\[0\].kernel_regex '\(' is not a regex"),
+        (lambda d: d.update(meta={"expected_launches": [{"label": "x", "modules": True}]}),
+         r"modules must be an integer >= 0, got True"),
+        (lambda d: d.update(meta={"expected_launches": 5}),
+         "meta.expected_launches must be a list of objects, got 5"),
+        (lambda d: d.update(meta={"min_attributed_share": "0.99"}),
+         r"meta.min_attributed_share must be a finite number >= 0, got '0.99'"),
     ],
 )
 def test_bad_manifests(tmp_path, edit, match):
@@ -365,3 +377,32 @@ def test_overlapping_kernels_add_up_to_the_step_not_more():
     assert total == pytest.approx(att.ms_per_step)
     assert any("ran under an earlier kernel" in n for n in att.notes)
     assert not any("ran under" in n for n in attribute(arm).notes)
+
+
+def test_op_without_bytes_has_no_bandwidth(tmp_path):
+    """Audit: n = k = bytes = 0 (a non-GEMM op, as hf/capture.py writes them) read as 0 GB/s,
+    0 % of the ceiling, the whole call as fixed cost, N/K 0 and a 0 GB/s bar."""
+    from rich.console import Console
+
+    from fp8tower.trace import report, tables
+
+    arm = _copy_arm(tmp_path, "arm_merged")
+
+    def no_gemm(d):
+        for op in d["ops"]:
+            if op["label"] == "gdn.out_proj":
+                op.update(n=0, k=0, bytes=0)
+
+    _edit_manifest(arm, no_gemm)
+    att = attribute(load_arm(arm), 4000.0)
+    out, qkvz = _ops(att)["gdn.out_proj"], _ops(att)["gdn.in_proj_qkvz"]
+    assert out.ms_per_step > 0 and out.launches_per_step == 2
+    assert (out.n, out.k, out.bytes_per_step, out.gbps) == (None, None, None, None)
+    assert att.ceiling_pct(out) is None and att.excess_us_per_call(out) is None
+    assert qkvz.gbps > 0 and att.excess_us_per_call(qkvz) is not None
+    assert [b[1] for b in tables.bandwidth_bars([att], False)] == ["gdn.in_proj_qkvz"]
+    console = Console(record=True, width=250)
+    report.print_attribution(att, console)
+    row = next(ln for ln in console.export_text().splitlines() if "gdn.out_proj" in ln)
+    cells = [c.strip() for c in row.split("│")[1:-1]]
+    assert cells[1:3] == ["–", "–"] and cells[-4:] == ["–"] * 4  # N, K; MB, GB/s, %, us

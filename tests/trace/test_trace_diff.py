@@ -10,9 +10,9 @@ import pytest
 from trace_helpers import DATA, GEMM, NORM, REDUCE, STEP
 
 from fp8tower.trace import TraceError, diff_traces, load_trace
-from fp8tower.trace.diff import is_integral
+from fp8tower.trace.diff import delta, is_integral
 from fp8tower.trace.steps import segment_steps, step_times, trace_span_us
-from fp8tower.trace.synth import write_torch_trace
+from fp8tower.trace.synth import KernelSpec, write_torch_trace
 
 
 def _pair(tmp_path, short=2, long=6, **kw):
@@ -67,6 +67,17 @@ def test_fractional_launches_are_flagged(tmp_path):
 
 def test_negative_counts_are_not_integral():
     assert not is_integral(-4.0) and is_integral(4.0)
+
+
+def test_one_extra_launch_in_many_steps_is_not_integral(tmp_path):
+    """Audit: with 1024 more steps one stray launch is 0.00098/step, inside the 1e-3 tolerance
+    the ratio was checked with; the integer counts are checked exactly."""
+    short = load_trace(write_torch_trace(tmp_path / "s.json.gz", 2, STEP, seed=1))
+    long = load_trace(write_torch_trace(tmp_path / "l.json.gz", 1026, STEP, seed=2,
+                                        prologue=[KernelSpec("stray_kernel", 5.0)]))
+    d = diff_traces(short, long, (2, 1026))
+    assert [k.name for k in d.fractional] == ["stray_kernel"] and not d.integral
+    assert delta("k", (3, 0.0), (3 + 2 * 1024, 0.0), (2, 1026)).integral
 
 
 def test_swapped_pair_is_named(tmp_path):

@@ -12,11 +12,13 @@ import sqlite3
 
 import pytest
 from fuzzhelpers import fuzz_settings, hostile, set_path
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
+from fp8tower.trace.attribute import OpRow
 from fp8tower.trace.chrome import load_chrome
 from fp8tower.trace.errors import TraceError
+from fp8tower.trace.expect import check_expected
 from fp8tower.trace.manifest import Manifest, read_manifest
 from fp8tower.trace.mapfile import read_map
 from fp8tower.trace.nsys import load_nsys
@@ -271,8 +273,14 @@ GOOD_MANIFEST = {
             "kernels": 1,
         }
     ],
-    "meta": {},
+    "meta": {
+        "expected_launches": [
+            {"label": "a", "modules": 2, "per_module": 1, "kernel_regex": "g", "what": "GEMM"}
+        ],
+        "min_attributed_share": 0.99,
+    },
 }
+EXPECTATION = ("meta", "expected_launches", 0)
 FIELDS = [
     ("arm",),
     ("m",),
@@ -285,12 +293,17 @@ FIELDS = [
     ("read_ceiling_gbps",),
     ("step_range",),
     ("ops", 0, "n"),
+    ("ops", 0, "k"),
     ("ops", 0, "bytes"),
     ("ops", 0, "kernels"),
     ("ops", 0, "label"),
     ("ops", 0, "kernel_regex"),
     ("ops", 0, "group"),
     ("meta",),
+    ("meta", "expected_launches"),
+    EXPECTATION,
+    *[(*EXPECTATION, key) for key in ("label", "modules", "per_module", "kernel_regex", "what")],
+    ("meta", "min_attributed_share"),
     ("ops",),
     ("steps",),
 ]
@@ -298,6 +311,12 @@ FIELDS = [
 
 @FUZZ
 @given(edits=st.lists(st.tuples(st.sampled_from(FIELDS), ANY), max_size=3))
+# a valid non-GEMM op (hf/capture.py writes them), and meta edits that were tracebacks
+@example(edits=[(("ops", 0, f), 0) for f in ("n", "k", "bytes")])
+@example(edits=[((*EXPECTATION, "modules"), None)])
+@example(edits=[((*EXPECTATION, "kernel_regex"), "(")])
+@example(edits=[(("meta", "min_attributed_share"), "12")])
+@example(edits=[(("meta", "expected_launches"), 0)])
 def test_fuzz_manifest(tmp_path, edits):
     d = json.loads(json.dumps(GOOD_MANIFEST))
     for keys, value in edits:
@@ -318,7 +337,14 @@ def test_fuzz_manifest(tmp_path, edits):
     )
     assert m.event_ms is None or all(math.isfinite(v) and v >= 0 for v in m.event_ms)
     for op in m.ops:
-        assert all(_id_ok(v) and v >= 1 for v in (op.n, op.k, op.bytes, op.kernels))
+        sizes = (op.n, op.k, op.bytes)
+        assert all(_id_ok(v) for v in sizes) and (min(sizes) >= 1 or sizes == (0, 0, 0))
+        assert _id_ok(op.kernels) and op.kernels >= 1
+    # what the manifest accepted, the launch checks read without a traceback
+    rows = [OpRow(str(e["label"]), "g", None, None, [], 1.0, 2.0, 1.0, None, {"gemm": 2.0})
+            for e in m.meta.get("expected_launches") or []]
+    for check in check_expected(m, rows, m.steps, 1.0):
+        assert isinstance(check.message(), str)
 
 
 # -- deep nesting ------------------------------------------------------------------------

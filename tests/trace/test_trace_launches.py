@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import gzip
 import json
+import sqlite3
 
 import numpy as np
 import pytest
+from nsys_db import K, build_nsys
 from trace_helpers import DATA
 
-from fp8tower.trace import attribute, load_arm
+from fp8tower.trace import TraceError, attribute, load_arm, load_trace
 from fp8tower.trace.chrome import load_chrome
-from fp8tower.trace.launches import GRAPH_LAUNCH, host_stats, load_launch_calls
+from fp8tower.trace.launches import GRAPH_LAUNCH, UNATTRIBUTED, host_stats, load_launch_calls
+from fp8tower.trace.manifest import Manifest, OpRecord
 
 H200 = DATA / "h200_27b_m1" / "merged_triton"
 
@@ -132,3 +135,59 @@ def test_attribute_json_and_csv_carry_host_columns(tmp_path):
     path = report.write_attribution_csv(tmp_path / "a.csv", att)
     header = path.read_text().splitlines()[0].split(",")
     assert "launch_delay_us_median" in header and "host_cpu_ms_per_step" in header
+
+
+def _nsys_arm(d, sql=(), prologue=()):
+    """SYNTHETIC eager nsys capture in ``d``: 2 and 6 steps of two ops (one cudaLaunchKernel
+    each), ``sql`` statements run on both exports, ``prologue`` kernels before the steps."""
+    d.mkdir(parents=True)
+    for n in (2, 6):
+        path = build_nsys(d / f"t{n}.sqlite", n, [K("nvjet_a", 50_000), K("nvjet_b", 30_000)],
+                          graph=False, prologue=list(prologue))
+        con = sqlite3.connect(path)
+        for statement in sql:
+            con.execute(statement)
+        con.commit()
+        con.close()
+    ops = [OpRecord(x, 64, 64, 100, "cublaslt", "nvjet") for x in "ab"]
+    Manifest("x", (2, 6), "cuda", ops, ("t2.sqlite", "t6.sqlite")).write(d)
+    return d
+
+
+def _host_rows(att):
+    return {r.label: r.launches_per_step for r in att.host.rows}
+
+
+@pytest.mark.parametrize("name", ["run#1", "run?1"])
+def test_nsys_launch_calls_under_a_path_with_uri_characters(tmp_path, name):
+    """Audit: f"file:{path}?mode=ro" cut the path at '#' / '?', opened (and created) an empty
+    database "run" next to it and found no launch calls."""
+    att = attribute(load_arm(_nsys_arm(tmp_path / name)))
+    assert _host_rows(att) == {"a": 1.0, "b": 1.0}
+    assert not (tmp_path / "run").exists()
+
+
+def test_nsys_runtime_row_without_correlation_id(tmp_path):
+    """Audit: correlationId is nullable in the schema; a NULL one was int(None), a TypeError."""
+    host_fn = "INSERT INTO StringIds VALUES (999, 'cudaLaunchHostFunc_v10000')"
+    null_row = "INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME VALUES (5, 10, 1, 0, NULL, 999, 0, 0)"
+    att = attribute(load_arm(_nsys_arm(tmp_path / "arm", [host_fn, null_row])))
+    assert _host_rows(att) == {"a": 1.0, "b": 1.0}
+
+
+def test_nsys_runtime_text_time_is_a_trace_error(tmp_path):
+    bad = "UPDATE CUPTI_ACTIVITY_KIND_RUNTIME SET end = 'soon' WHERE rowid = 2"
+    arm = _nsys_arm(tmp_path / "arm", [bad])
+    with pytest.raises(TraceError, match="CUPTI_ACTIVITY_KIND_RUNTIME.end holds str 'soon'"):
+        load_launch_calls(load_trace(arm / "t2.sqlite"))
+    att = attribute(load_arm(arm))  # host statistics absent, said in a note
+    assert att.host is None and any("RUNTIME.end holds str" in n for n in att.notes)
+
+
+def test_kernels_outside_the_steps_are_no_host_row(tmp_path):
+    """Audit: with a manifest, a capture's prologue (outside every step) landed in the host
+    "(unattributed)" row; host_stats leaves such kernels out (-3)."""
+    att = attribute(load_arm(_nsys_arm(tmp_path / "arm", prologue=[K("fill", 1000)])))
+    assert UNATTRIBUTED not in _host_rows(att)
+    assert _host_rows(att) == {"a": 1.0, "b": 1.0} and att.host.launches_per_step == 2.0
+    assert {r.label: r.launches for r in att.host.rows} == {"a": 6, "b": 6}

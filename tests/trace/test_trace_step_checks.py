@@ -100,6 +100,49 @@ def test_foreign_ranges_not_asked_for_are_not_a_boundary():
     assert r.exit_code == 0 and NO_BOUNDARY in r.output and "--step-range" in r.output
 
 
+@pytest.mark.parametrize("bare", ["SHORT", "LONG"])
+def test_step_ranges_in_one_trace_only_are_an_error(tmp_path, bare):
+    """Audit: LONG without ranges, SHORT with them: LONG's length went unchecked (a 10-step run
+    declared as 6 scaled every number by 1.5 silently)."""
+    arm = DATA / "arm_unmerged"
+    s, lg = arm / "trace_2.json.gz", arm / "trace_6.json.gz"
+    no_ranges = _without_ranges(tmp_path)[0 if bare == "SHORT" else 1]
+    s, lg = (no_ranges, lg) if bare == "SHORT" else (s, no_ranges)
+    with pytest.raises(TraceError, match=f"{bare} holds no step ranges") as e:
+        diff_traces(load_trace(s), load_trace(lg), (2, 6))
+    assert str(e.value).startswith(str(no_ranges))
+    r = cli("diff", s, lg, "--steps", 2, 6)
+    assert r.exit_code == 2 and f"{bare} holds no step ranges" in r.output
+
+
+@pytest.mark.parametrize("command", ["attribute", "compare", "report"])
+def test_unchecked_steps_are_warned_by_every_command(tmp_path, command):
+    """Audit: only `diff` printed the warning; attribute/compare/report scaled silently."""
+    arm = f"{VLLM[0]},{VLLM[1]}"
+    args = {
+        "attribute": ("attribute", arm, "--map", DATA / "vllm_map.json"),
+        "compare": ("compare", arm, arm, "--map-a", DATA / "vllm_map.json",
+                    "--map-b", DATA / "vllm_map.json"),
+        "report": ("report", arm, "--map-a", DATA / "vllm_map.json",
+                   "--html", tmp_path / "r.html"),
+    }[command]
+    if command != "attribute":
+        pytest.importorskip("matplotlib")
+        pytest.importorskip("jinja2")
+    r = cli(*args, "--steps", 2, 10)
+    assert r.exit_code == 0, r.output
+    assert "warning: arm vllm_6: no step boundaries to check --steps 2 10" in r.output
+    assert NO_BOUNDARY in r.output
+
+
+def test_unchecked_steps_are_an_attribution_note():
+    from fp8tower.trace import attribute, load_arm
+
+    arm = load_arm(f"{VLLM[0]},{VLLM[1]}", map_path=DATA / "vllm_map.json", steps=(2, 10))
+    att = attribute(arm)
+    assert att.diff.warnings and set(att.diff.warnings) <= set(att.notes)
+
+
 def test_own_step_ranges_need_no_warning():
     pair = (DATA / "arm_unmerged" / "trace_2.json.gz", DATA / "arm_unmerged" / "trace_6.json.gz")
     r = cli("diff", *pair, "--steps", 2, 6)

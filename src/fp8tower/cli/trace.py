@@ -153,6 +153,8 @@ def _attribution(spec: str, map_path, steps, step_range, ceiling, device, allow_
         spec, map_path=map_path, steps=steps, step_pattern=step_range, device=device.value
     )
     att = attribute(arm, ceiling)
+    for warning in att.diff.warnings:  # as `diff` prints them (they are in att.notes too)
+        _warn(f"arm {att.arm}: {warning}")
     _check_integral(
         att.integral,
         att.diff.fractional_message()

@@ -198,6 +198,15 @@ def _patch(groups: tuple[SiblingGroup, ...]) -> Callable:
 MODEL_TYPE_TO_MERGE: dict[str, Callable] = {t: _patch(g) for t, g in GROUPS.items()}
 
 
+def merge_family(model: nn.Module, mode: str | MergeMode = MergeMode.EXACT) -> list[dict]:
+    """The model family's sibling groups merged in a model whose linears are FP8 already
+    (e.g. swapped one by one with calibrated scales); the records, [] for a family without
+    groups. Also ``model.fp8tower_merges``."""
+    patch = MODEL_TYPE_TO_MERGE.get(_model_type(model))
+    model.fp8tower_merges = [] if patch is None else patch(model, MergeMode.parse(mode))
+    return model.fp8tower_merges
+
+
 # ----------------------------------------------------------------------------- swapping
 
 

@@ -148,10 +148,11 @@ def apply_arm(model: nn.Module, arm: str, backend: str, calib) -> tuple[int, lis
         scales = calibrate(model, names, calib) if scheme is Scheme.PER_TENSOR else None
         count = swap_fp8(model, scheme.value, backend, scales)
         if merged:  # the family's siblings (same input, so the same calibrated scale) merged
-            from .conversion import convert
+            # by the family's patch on the swapped model (convert refuses a converted model,
+            # and takes no per-linear calibrated scales)
+            from .conversion import merge_family
 
-            convert(model, scheme.value, merge=True, backend=backend)
-            records = model.fp8tower_merges
+            records = merge_family(model)
             if not records:  # a family without merge groups (hf/families.py)
                 why = f"{type(model).__name__}: no sibling groups to merge (same as unmerged)"
                 return count, [why]

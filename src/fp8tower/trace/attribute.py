@@ -321,14 +321,10 @@ def _op_rows(arm: Arm, units: list[np.ndarray], n_units: int) -> dict[str, OpRow
             label, group, n, kk, backend, nbytes = r.label, r.group, r.n, r.k, None, r.bytes
         else:
             op = arm.manifest.ops[unit]
-            label, group, n, kk, backend, nbytes = (
-                op.label,
-                op.group_key,
-                op.n,
-                op.k,
-                op.backend,
-                op.bytes,
-            )
+            label, group, backend = op.label, op.group_key, op.backend
+            # n = k = bytes = 0: not a GEMM (hf/capture.py's attention / GDN cores): no shape,
+            # bytes unknown (as 0 they read as 0 GB/s and the whole call as fixed cost)
+            n, kk, nbytes = op.n or None, op.k or None, op.bytes or None
         row = rows.get(label)
         if row is None:
             row = rows[label] = OpRow(label, group, n, kk, [], 0.0, 0.0, 0.0, 0.0, {})
@@ -351,15 +347,13 @@ def _op_rows(arm: Arm, units: list[np.ndarray], n_units: int) -> dict[str, OpRow
             row.launches_per_step += kd.launches_per_step
             row.ms_per_step += kd.ms_per_step
             launches += kd.launches_per_step
-        if arm.rules is not None:  # a rule's bytes are per launch
-            row.calls_per_step += launches
-            if nbytes is None:
-                bytes_known[label] = False
-            else:
-                row.bytes_per_step += nbytes * launches
-        else:  # a manifest op's bytes are per call, one call per step
-            row.calls_per_step += 1
-            row.bytes_per_step += nbytes
+        # a rule's bytes are per launch; a manifest op's per call, one call per step
+        calls = launches if arm.rules is not None else 1
+        row.calls_per_step += calls
+        if nbytes is None:
+            bytes_known[label] = False
+        else:
+            row.bytes_per_step += nbytes * calls
     for label, row in rows.items():
         if not bytes_known[label]:
             row.bytes_per_step = None
@@ -401,6 +395,7 @@ def attribute(arm: Arm, ceiling_gbps: float | None = None) -> Attribution:
     rows = _op_rows(flat, units, n_units)
 
     diff = diff_traces(flat.short, flat.long, steps, arm.step_pattern)
+    notes += diff.warnings  # unchecked --steps scale every number: say so here, not only in diff
     un = [_unattributed(t, u) for t, u in zip((flat.short, flat.long), units)]
     unattributed = [
         delta(nm, un[0].get(nm, (0, 0.0)), un[1].get(nm, (0, 0.0)), steps)
@@ -449,7 +444,7 @@ def attribute(arm: Arm, ceiling_gbps: float | None = None) -> Attribution:
     host = None
     if arm.device == "cuda":
         labels = [r.label for r in arm.rules] if use_map else [op.label for op in arm.manifest.ops]
-        host = _host(arm, units, labels, notes)
+        host = _host(arm, units, segs, labels, notes)
     checks = [] if use_map else check_expected(arm.manifest, op_rows, arm.steps, total_ms)
     return Attribution(
         host=host,
@@ -493,8 +488,12 @@ def _unattributed(trace: Trace, unit: np.ndarray) -> dict[str, tuple[int, float]
     return name_totals(trace.kernels, np.flatnonzero(unit < 0))
 
 
-def _host(arm: Arm, units: list[np.ndarray], labels: list[str], notes: list[str]):
-    """Host launch statistics per op label; None (with a note) where the calls cannot be read."""
+def _host(arm: Arm, units: list[np.ndarray], segs: list[Steps], labels: list[str],
+          notes: list[str]):
+    """Host launch statistics per op label; None (with a note) where the calls cannot be read.
+    Kernels outside the steps (when there are step boundaries) are left out (-3), not counted
+    as unattributed: a manifest's units are -1 there, and a capture's warm-up / input copies
+    made an "(unattributed)" host row of launches that are no op's."""
     names = list(dict.fromkeys(labels))
     of_unit = np.array([names.index(lb) for lb in labels] + [-1], np.int64)
     try:
@@ -502,5 +501,8 @@ def _host(arm: Arm, units: list[np.ndarray], labels: list[str], notes: list[str]
     except TraceError as e:
         notes.append(f"no host launch statistics: {e}")
         return None
-    lab = tuple(of_unit[np.where(u >= 0, u, len(labels))] for u in units)
-    return host_stats((arm.short, arm.long), calls, lab, names, arm.steps)
+    lab = []
+    for u, seg in zip(units, segs):
+        outside = seg.step_of < 0 if seg.count else np.zeros(len(u), bool)
+        lab.append(np.where(outside, -3, of_unit[np.where(u >= 0, u, len(labels))]))
+    return host_stats((arm.short, arm.long), calls, tuple(lab), names, arm.steps)

@@ -7,8 +7,9 @@ one) or two runs that did not do the same work per step, and the numbers cannot 
 a negative count means SHORT and LONG are swapped or traces of different programs.
 
 The declared step counts are checked against the traces' own step boundaries: step ranges,
-else cudaGraphLaunch calls (one per step). With neither, the result carries a warning that the
-per-step numbers rest on the declared counts alone.
+else cudaGraphLaunch calls (one per step); step ranges in only one trace are an error. With
+neither, the result carries a warning that the per-step numbers rest on the declared counts
+alone.
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ from .errors import TraceError
 from .events import STEP_RANGE, KernelTable, Trace
 from .steps import count_step_ranges
 
-#: |launches per step - nearest integer| above this is "fractional"
+#: |launches per step - nearest integer| above this is "fractional" (op rows, launch checks;
+#: a kernel's own count is checked exactly, `KernelDelta.integral`)
 INTEGRAL_TOL = 1e-3
 
 
@@ -63,10 +65,14 @@ class KernelDelta:
     us_long: float
     launches_per_step: float
     ms_per_step: float
+    steps_diff: int  # steps_long - steps_short
 
     @property
     def integral(self) -> bool:
-        return is_integral(self.launches_per_step)
+        """Exact on the integer counts: a tolerance on the ratio hides an extra launch once
+        the step difference exceeds 1/tolerance (1 more launch in 1024 more steps is 0.001)."""
+        more = self.launches_long - self.launches_short
+        return more >= 0 and more % self.steps_diff == 0
 
 
 def delta(
@@ -81,6 +87,7 @@ def delta(
         long[1],
         (long[0] - short[0]) / d,
         (long[1] - short[1]) / d / 1e3,
+        d,
     )
 
 
@@ -190,8 +197,9 @@ def check_pair(
 ) -> list[str]:
     """The two traces are two different runs whose step boundaries agree with the declared
     step counts: otherwise the per-step figures come out doubled, halved or zero with nothing
-    to show for it. The boundaries are step ranges, else graph launches (`check_graph_launches`);
-    returns a warning when there are neither (the figures then rest on ``steps`` alone)."""
+    to show for it. The boundaries are step ranges (in both traces), else graph launches
+    (`check_graph_launches`); returns a warning when there are neither (the figures then rest
+    on ``steps`` alone)."""
     if _same_file(short.path, long.path):
         raise TraceError(f"SHORT and LONG are the same file ({long.path}): give two runs")
     k_s, k_l = short.kernels, long.kernels
@@ -212,10 +220,20 @@ def check_pair(
             f"{long.path} {found[1]}, but the steps are declared as {steps[0]} {steps[1]} "
             "(give the shorter run first)"
         )
-    for trace, n, want, which in (
-        (short, found[0], steps[0], "SHORT"),
-        (long, found[1], steps[1], "LONG"),
+    for trace, n, want, other, which in (
+        (short, found[0], steps[0], found[1], "SHORT"),
+        (long, found[1], steps[1], found[0], "LONG"),
     ):
+        # one trace's ranges say nothing about the other's length: unchecked, a LONG run of
+        # 10 steps declared as 6 came out with no error and no warning
+        if not n and want and other:
+            raise TraceError(
+                f"{which} holds no step ranges matching {pattern!r}, but the other trace "
+                f"holds {other}: its declared {want} steps cannot be checked (two runs "
+                "captured differently, or a trace of another program); capture both with "
+                "step ranges",
+                trace.path,
+            )
         if n and n != want:
             raise TraceError(
                 f"{n} step ranges matching {pattern!r}, but {which} is declared as {want} "

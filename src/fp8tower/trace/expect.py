@@ -13,6 +13,7 @@ Each entry: the op row ``label`` must launch ``modules * per_module`` kernels ma
 of the row's launches (activation quantization, amax) must be a whole number per module.
 ``min_attributed_share``: the named op rows must hold at least this share of the step's
 kernel time. A failed check is a verification error (exit code 1), like a kernel mismatch.
+The fields are checked where the manifest is read (manifest._check_expectations).
 """
 
 from __future__ import annotations

@@ -163,14 +163,20 @@ def _chrome_rows(path: Path) -> list[tuple[str, int, float, float]]:
 
 
 def _nsys_rows(path: Path) -> list[tuple[str, int, float, float]]:
-    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    from .nsys import _check_integers, _tables, connect_readonly
+
+    table = "CUPTI_ACTIVITY_KIND_RUNTIME"
+    con = connect_readonly(path)
     try:
-        tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-        if "CUPTI_ACTIVITY_KIND_RUNTIME" not in tables:
+        if table not in _tables(con):
             return []
-        q = ("SELECT s.value, r.correlationId, r.start, r.end FROM CUPTI_ACTIVITY_KIND_RUNTIME r "
-             "JOIN StringIds s ON s.id = r.nameId")
-        return [(str(n), int(c), s / 1e3, (e - s) / 1e3) for n, c, s, e in con.execute(q)]
+        # correlationId is nullable in the schema: a call without one matches no kernel (it
+        # was int(None), a traceback); a text / real time is one TraceError
+        _check_integers(con, table, ["correlationId", "start", "end"], path,
+                        nullable=("correlationId",))
+        q = (f"SELECT s.value, r.correlationId, r.start, r.end FROM {table} r "
+             "JOIN StringIds s ON s.id = r.nameId WHERE r.correlationId IS NOT NULL")
+        return [(str(n), c, s / 1e3, (e - s) / 1e3) for n, c, s, e in con.execute(q)]
     except sqlite3.Error as e:
         raise TraceError(f"cannot read the runtime calls ({e})", path) from None
     finally:

@@ -75,13 +75,16 @@ class OpRecord:
             int_field(d.get("kernels", 1), f"{where}.kernels", lo=1),
             None if group is None else str_field(group, f"{where}.group"),
         )
-        try:
-            re.compile(op.kernel_regex)
-        except (re.error, RecursionError, OverflowError) as e:
-            raise TraceError(
-                f"{where}: kernel_regex {show(op.kernel_regex)} is not a regex ({e})"
-            ) from None
+        _regex(op.kernel_regex, f"{where}: kernel_regex")
         return op
+
+
+def _regex(value: str, where: str) -> str:
+    try:
+        re.compile(value)
+    except (re.error, RecursionError, OverflowError) as e:
+        raise TraceError(f"{where} {show(value)} is not a regex ({e})") from None
+    return value
 
 
 @dataclass
@@ -196,6 +199,7 @@ def _manifest(d: dict, path: Path) -> Manifest:
     meta = d.get("meta") or {}
     if not isinstance(meta, dict):
         raise TraceError(f"meta must be an object, got {show(meta)}")
+    _check_expectations(meta)
     step_range = str_field(d.get("step_range", "fp8tower.step"), "step_range")
     return Manifest(
         arm=str_field(d.get("arm"), "arm"),
@@ -211,3 +215,25 @@ def _manifest(d: dict, path: Path) -> Manifest:
         meta=dict(meta),
         directory=path.parent,
     )
+
+
+def _check_expectations(meta: dict) -> None:
+    """The meta fields trace/expect.py reads (see there), checked here: unchecked, a missing
+    "modules", a bad regex or a text share was a KeyError / re.error / ValueError traceback."""
+    entries = meta.get("expected_launches")
+    if entries is not None and not isinstance(entries, list):
+        raise TraceError(f"meta.expected_launches must be a list of objects, got {show(entries)}")
+    for i, e in enumerate(entries or []):
+        where = f"meta.expected_launches[{i}]"
+        if not isinstance(e, dict):
+            raise TraceError(f"{where} must be an object, got {show(e)}")
+        str_field(e.get("label"), f"{where}.label")
+        int_field(e.get("modules"), f"{where}.modules", lo=0)
+        int_field(e.get("per_module", 1), f"{where}.per_module", lo=0)
+        str_field(e.get("what", "launches"), f"{where}.what")
+        _regex(str_field(e.get("kernel_regex", ".*"), f"{where}.kernel_regex"),
+               f"{where}.kernel_regex")
+    share = meta.get("min_attributed_share")
+    if share is not None:
+        # above 1 is allowed: a check that always fails (tests use 2.0 to force one)
+        num_field(share, "meta.min_attributed_share", lo=0.0)

@@ -86,15 +86,21 @@ def graph_trace_mode(con: sqlite3.Connection, tables: set[str]) -> str | None:
     return None
 
 
+def connect_readonly(path: str | Path) -> sqlite3.Connection:
+    """Open ``path`` read-only. The URI is built by as_uri, which escapes: a raw
+    f"file:{path}?mode=ro" cuts "run#1/t.sqlite" at the '#' and creates an empty "run"."""
+    uri = Path(path).resolve().as_uri() + "?mode=ro"
+    try:
+        return sqlite3.connect(uri, uri=True)
+    except sqlite3.Error as e:
+        raise TraceError(f"cannot open as SQLite ({e})", path) from None
+
+
 def load_nsys(path: str | Path, name_column: str = "demangledName") -> Trace:
     """Read an nsys SQLite export. ``name_column``: "demangledName" (default; the names
     torch traces show) or "shortName"."""
     path = Path(path)
-    uri = path.resolve().as_uri() + "?mode=ro"
-    try:
-        con = sqlite3.connect(uri, uri=True)
-    except sqlite3.Error as e:
-        raise TraceError(f"cannot open as SQLite ({e})", path) from None
+    con = connect_readonly(path)
     try:
         return _load(con, path, name_column)
     except sqlite3.DatabaseError as e:
