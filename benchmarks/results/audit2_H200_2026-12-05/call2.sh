@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Session 33's second device call (carry [".gpu"], .gpu/old/src = 7aebef7's src as for call1):
+# NOT RUN YET (prepared in session 33; no machine could be started after call1). Carry
+# [".gpu"], with .gpu/old/src = 7aebef7's src as for call1:
 #  1. the GPU tests call1 failed, after their fixes (cuBLASLt block-wise scales padded to
 #     L4 = round_up(K/128, 4); the column-stride test's x built strided at M=1 too), plus the
 #     new 1152x1280 shape through every backend;
