@@ -36,3 +36,37 @@ def test_write_json_to_an_unwritable_path_is_one_error_line(tmp_path, capsys):
     assert "cannot write" in err and "out.json" in err and "Traceback" not in err
     write_json(tmp_path / "new" / "out.json", {"a": 1})
     assert (tmp_path / "new" / "out.json").read_text() == '{\n "a": 1\n}\n'
+
+
+def test_trace_capture_help_names_what_model_takes():
+    """--model said "see fp8tower models", a command that does not exist."""
+    from fp8tower.models import list_models
+
+    res = CliRunner().invoke(app, ["trace", "capture", "--help"], terminal_width=200)
+    out = " ".join(res.output.split())
+    assert res.exit_code == 0 and "fp8tower models" not in out
+    assert f"Shipped name ({', '.join(list_models())}) or a config.json / directory" in out
+
+
+@pytest.mark.parametrize("args,value,lo", [
+    (["bench", "tower", "--replays", "0"], 0, 1),
+    (["bench", "tower", "--steps", "0"], 0, 1),
+    (["bench", "generate", "--context", "0"], 0, 1),
+    (["bench", "generate", "--steps", "-2"], -2, 1),
+    (["bench", "generate", "--rounds", "0"], 0, 1),
+    (["tune", "--shapes", "8x8", "--max-configs", "-1"], -1, 0),
+    (["trace", "diff", "a", "b", "--top", "-1"], -1, 0),
+    (["trace", "capture", "--model", "tiny-hybrid", "--arm", "merged", "--out", "o",
+      "--m", "0"], 0, 1),
+    (["trace", "capture-model", "--model", "tiny-hybrid", "--arm", "bf16", "--out", "o",
+      "--m", "0"], 0, 1),
+    (["trace", "capture-model", "--model", "tiny-hybrid", "--arm", "bf16", "--out", "o",
+      "--context", "0"], 0, 1),
+    (["trace", "capture-model", "--model", "tiny-hybrid", "--arm", "bf16", "--out", "o",
+      "--layers", "0"], 0, 1),
+])
+def test_an_integer_out_of_range_is_named(args, value, lo):
+    """typer's own range check said only "Input should be greater than or equal to 1"."""
+    res = CliRunner().invoke(app, args)
+    out = " ".join(res.output.split())
+    assert res.exit_code == 2 and f"{value}: expected an integer >= {lo}" in out, out

@@ -48,7 +48,8 @@ def gpu_problem(m=4) -> GemmProblem:
 
 
 def test_explicit_unknown_backend():
-    with pytest.raises(BackendError, match=r"unknown backend 'nope'.*reference"):
+    with pytest.raises(BackendError, match=r"unknown backend 'nope': expected auto or one of "
+                       r".*reference"):
         dispatch.resolve(cpu_problem(), "nope")
 
 
@@ -320,7 +321,28 @@ def test_cli_dispatch_refuses_a_missing_or_corrupt_file(tmp_path):
     bad = tmp_path / "bad.json"
     bad.write_text("{bad")
     res = CliRunner().invoke(app, ["dispatch", "--file", str(bad)])
-    assert res.exit_code == 2 and "not a tuning cache" in res.output
+    out = " ".join(res.output.split())
+    assert res.exit_code == 2 and "not a tuning cache: corrupt or truncated JSON" in out
+    assert "ignored" not in out  # it exits: nothing goes on without the file
+
+
+def test_cli_dispatch_reads_a_gzipped_cache(tmp_path):
+    """The repository commits its tuning caches gzipped (benchmarks/compact_results.py): they
+    read as they are, not "unreadable"."""
+    import gzip
+
+    path = tmp_path / "nvidia-h200.json"
+    e = write_cli_cache(path)
+    gz = tmp_path / "tuning_cache.json.gz"
+    gz.write_bytes(gzip.compress(path.read_bytes()))
+    res = CliRunner().invoke(app, ["dispatch", "--file", str(gz), "--json"])
+    assert res.exit_code == 0, res.output
+    (row,) = json.loads(res.output)["decisions"]
+    assert row["key"] == e.key and row["winner"]["backend"] == "cublaslt"
+    gz.write_bytes(gzip.compress(path.read_bytes())[:40])  # truncated
+    res = CliRunner().invoke(app, ["dispatch", "--file", str(gz)])
+    out = " ".join(res.output.split())
+    assert res.exit_code == 2 and "not a tuning cache: unreadable" in out, out
 
 
 def test_cli_dispatch_lists_cache_dir_without_gpu(tmp_path):
@@ -366,6 +388,12 @@ _DTYPES = "expected one of bfloat16, float16, float32"
      "--model; without --model they would be ignored")),
     (["tune", "--shapes", "8x8", "--parts", "mlp"], "--parts selects the GEMMs of --model"),
     (["dispatch", "--merged", "--parts", "mlp"], "--merged/--unmerged and --parts select"),
+    # parts that name no FP8 GEMM of the model filtered nothing (dispatch) or tuned nothing
+    *[([cmd, "--model", model, "--parts", parts],
+       f"'{parts}' names no FP8 GEMMs of {model}; expected one or more of {kinds}")
+      for cmd in ("tune", "dispatch") for model, parts, kinds in (
+          ("qwen3.5-27b", "other", "gdn, attention, mlp"),
+          ("qwen3-8b", "gdn", "attention, mlp"))],
     # --in-context re-ranks the model step's keys, not those the flags make
     *[(["tune", "--model", "qwen3.5-27b", "--in-context", *flag],
        f"not the keys {' '.join(flag)} make") for flag in (
@@ -395,6 +423,18 @@ def test_cli_tune_help_says_what_max_configs_bounds():
     res = CliRunner().invoke(app, ["tune", "--help"])
     out = " ".join(res.output.split())
     assert "0 still times those" in out and "priority configs" in out
+
+
+def test_cli_tune_help_says_how_in_context_confirms_a_move():
+    """It said "a move confirmed by a third timing"; tower.context confirms by a second pair
+    of timings, for up to CONFIRMS challengers."""
+    from fp8tower.tower.context import CONFIRMS
+
+    res = CliRunner().invoke(app, ["tune", "--help"])
+    out = " ".join(res.output.split())
+    assert "third timing" not in out
+    assert (f"a move confirmed by a second pair of timings, tried for up to {CONFIRMS} "
+            "challengers") in out
 
 
 @pytest.mark.parametrize("scheme", ["per_tensor", "channel_token", "block128"])

@@ -44,6 +44,27 @@ def test_gemm_regex_counts_gemms_only():
         assert not gemm.search(k), k
 
 
+@pytest.mark.parametrize("nested", [False, True])
+def test_text_config_without_model_type_names_it(tmp_path, nested):
+    """A config.json without model_type: "transformers X has no model_type None", and an
+    AttributeError where the text decoder's fields nest under text_config."""
+    import json
+
+    from fp8tower.hf.random_model import text_config
+    from fp8tower.models import ConfigError
+    from fp8tower.models.registry import SUPPORTED_MODEL_TYPES, load_config
+
+    config = load_config("tiny-hybrid")
+    config.pop("model_type")
+    if nested:
+        config = {"text_config": config}
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    with pytest.raises(ConfigError) as e:
+        text_config(str(tmp_path))
+    assert str(e.value) == (f"{tmp_path}: model_type: missing; expected one of "
+                            f"{', '.join(SUPPORTED_MODEL_TYPES)}")
+
+
 def _tiny(merge: bool):
     import torch
 

@@ -56,6 +56,20 @@ def test_errors_name_the_problem():
         Fp8Linear(128, 64, "block128", static_input_scale=True)
 
 
+def test_an_unknown_backend_is_refused_when_set():
+    """Fp8Linear(backend="foo") was built, and only its first forward raised."""
+    lin = torch.nn.Linear(128, 64)
+    with pytest.raises(BackendError, match="unknown backend 'foo': expected auto or one of "
+                       ".*reference"):
+        Fp8Linear.from_linear(lin, "per_tensor", backend="foo")
+    mod = Fp8Linear.from_linear(lin, "per_tensor", backend="reference")
+    with pytest.raises(BackendError, match="unknown backend 'bar'"):
+        mod.backend = "bar"
+    assert mod.backend == "reference"
+    mod.backend = "auto"
+    assert mod(torch.randn(2, 128)).shape == (2, 64)
+
+
 def test_fp8_input_and_empty_batch():
     w = quantize_weight(torch.randn(32, 64), "per_tensor")
     xq = torch.randn(3, 64).to(FP8_DTYPE)

@@ -190,6 +190,10 @@ def test_precompile_builds_what_a_launch_looks_up(tmp_path, monkeypatch):
     (["--shape", "10x"], "expected NxK"),
     (["--shape", "64x64", "--m", "a"], "expected integers"),
     (["--shape", "64x64", "--scheme", "nope"], "unknown scheme 'nope'"),
+    # non-positive sizes were a 12-line GemmProblem traceback
+    (["--shape", "0x5120"], "shape '0x5120': expected NxK with N, K >= 1"),
+    (["--shape", "64x-64"], "shape '64x-64': expected NxK with N, K >= 1"),
+    (["--shape", "64x64", "--m", "1,-1"], "'1,-1': expected integers >= 1"),
 ])
 def test_offline_cli_bad_input(args, message, capsys):
     from fp8tower.kernels import offline

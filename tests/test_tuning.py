@@ -6,6 +6,7 @@ import dataclasses
 import json
 import multiprocessing
 import warnings
+from pathlib import Path
 
 import pytest
 import torch
@@ -401,6 +402,13 @@ def test_cache_file_name_and_dir(monkeypatch, tmp_path):
     monkeypatch.delenv("FP8TOWER_CACHE_DIR")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     assert tcache.default_cache_dir() == tmp_path / "fp8tower"
+
+
+def test_readme_states_the_cache_dir_rule():
+    """README said the default was ~/.cache/fp8tower; $XDG_CACHE_HOME comes first."""
+    readme = " ".join((Path(__file__).resolve().parents[1] / "README.md").read_text().split())
+    assert ("`FP8TOWER_CACHE_DIR` (tuning cache, default `$XDG_CACHE_HOME/fp8tower`, else "
+            "`~/.cache/fp8tower`)") in readme
 
 
 def test_cache_round_trip_and_merge(tmp_path):

@@ -195,7 +195,7 @@ class Dispatcher:
                 raise BackendError(f"backend {backend!r} is not among this dispatcher's "
                                    f"candidates ({names}; FP8TOWER_BACKENDS sets them)")
             if b is None:
-                raise BackendError(f"unknown backend {backend!r}: registered backends are {names}")
+                raise BackendError(f"unknown backend {backend!r}: expected auto or one of {names}")
         reason = self.able(b, problem)
         if reason is not None:
             raise BackendError(

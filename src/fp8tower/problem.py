@@ -44,7 +44,7 @@ class GemmProblem:
     # per_tensor with a static activation scale (ModelOpt input_scale); False: dynamic.
     static_act_scale: bool = False
     # The call adds a bias: Triton fuses it in its epilogue, cuBLASLt / CUTLASS / cuDNN add it
-    # with a separate kernel (2-3 us a launch in a graph: DESIGN.md, kernel boundaries), so
+    # with a separate kernel (2-3 us a launch in a graph), so
     # the ranking can differ from the bias-free one.
     has_bias: bool = False
 
@@ -67,7 +67,7 @@ class GemmProblem:
         return self.n * self.k
 
     def bytes_moved(self) -> int:
-        """Bytes one call must move (DESIGN.md): FP8 weights + scales + activations + output
+        """Bytes one call must move: FP8 weights + scales + activations + output
         (+ the bias, where the call has one)."""
         act_item = 1 if self.act_dtype == torch.float8_e4m3fn else _itemsize(self.act_dtype)
         out_item = _itemsize(self.out_dtype)

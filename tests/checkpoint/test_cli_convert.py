@@ -43,12 +43,28 @@ def test_unquantized_with_scheme(tmp_path):
     assert "unquantized" in r.output and "channel_token" in r.output
 
 
+@pytest.mark.parametrize("scheme", [(), ("--scheme", "per_tensor")])
+def test_unquantized_lm_head_and_embeddings_are_not_in_an_ignore_list(tmp_path, scheme):
+    """A bf16 checkpoint has no ignore list: its lm_head and embeddings were listed "in the
+    ignore list"."""
+    src = save(build("unquantized"), tmp_path / "bf16")
+    r = _run(src, *scheme)
+    assert r.exit_code == 0, r.output
+    assert "in the ignore list" not in r.output
+    for module in ("lm_head", "model.embed_tokens"):
+        line = next(ln for ln in r.output.splitlines() if f" {module} " in ln)
+        assert "lm_head / embedding (never quantized)" in line, line
+
+
 @pytest.mark.parametrize("make,args,match", [
     (None, (), "not a directory"),
     (lambda p: (p / "config.json").write_text("{not json"), (), "not valid JSON"),
     (lambda p: (p / "config.json").unlink(), (), "config.json: missing"),
     (None, ("--scheme", "fp4"), "unknown scheme 'fp4'"),
     (None, ("--write-merged", "SRC"), "exists and is not empty"),
+    # it was silently ignored
+    (None, ("--requant-max",), ("--requant-max applies to --write-merged's copy; give "
+                                "--write-merged too, or drop --requant-max")),
 ])
 def test_bad_input_is_one_line_exit_2(tmp_path, make, args, match):
     src = save(build("unquantized" if "--scheme" in args else "block_fp8"), tmp_path / "ck")

@@ -1,7 +1,7 @@
 """Backend registry.
 
-A backend is a module exposing ``BACKEND``, a frozen :class:`Backend` descriptor (the
-contract of DESIGN.md). Modules load lazily on first use of the registry, so
+A backend is a module exposing ``BACKEND``, a frozen :class:`Backend` descriptor (its
+contract: :class:`Backend`'s docstring). Modules load lazily on first use of the registry, so
 ``import fp8tower`` imports no optional package; a module whose optional dependency is
 missing (ImportError) simply does not register.
 """
@@ -42,7 +42,7 @@ _OPTIONAL = {"triton"}
 
 @dataclass(frozen=True)
 class Backend:
-    """One GEMM backend (see DESIGN.md, "The backend contract").
+    """One GEMM backend: the contract every backend module's ``BACKEND`` fulfils.
 
     - ``kernel_family``: regex matching the names of every kernel the backend launches for
       one call, so a trace can confirm it ran.
@@ -134,6 +134,14 @@ def get(name: str) -> Backend:
     if name not in reg:
         raise BackendError(f"unknown backend {name!r}: registered backends are {', '.join(reg)}")
     return reg[name]
+
+
+def check_name(name: str) -> None:
+    """Refuse a backend name that is neither ``auto`` nor registered (what fp8_linear and
+    Fp8Linear take); ``auto`` loads no backend module."""
+    if name != "auto" and name not in _load():
+        raise BackendError(f"unknown backend {name!r}: expected auto or one of "
+                           f"{', '.join(_load())}")
 
 
 def require(name: str, problem: GemmProblem) -> Backend:

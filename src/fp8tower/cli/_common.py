@@ -36,6 +36,18 @@ def warn(message: str) -> None:
                                                highlight=False)
 
 
+def at_least(lo: int):
+    """An option callback refusing an integer below ``lo`` with the value named (typer's
+    ``min=`` says only "Input should be greater than or equal to 1")."""
+
+    def check(value: int | None) -> int | None:
+        if value is not None and value < lo:
+            raise typer.BadParameter(f"{value}: expected an integer >= {lo}")
+        return value
+
+    return check
+
+
 def csv(text: str) -> list[str]:
     """'a, b,,c' -> ['a', 'b', 'c']."""
     return [t.strip() for t in text.split(",") if t.strip()]

@@ -1,5 +1,5 @@
 """`fp8tower bench ...`: benchmarks of the FP8 tower. Thin: parses, calls fp8tower.tower.bench,
-prints a rich table and writes the JSON record (DESIGN.md, "Measurement method")."""
+prints a rich table and writes the JSON record (the method: docs/performance.md)."""
 
 from __future__ import annotations
 
@@ -13,10 +13,10 @@ from typing import Annotated
 
 import typer
 
+from ._common import at_least, write_json
 from ._common import console as _console
 from ._common import csv as _csv
 from ._common import fail as _fail
-from ._common import write_json
 
 app = typer.Typer(help="Benchmarks: the FP8 tower's decode step, arm by arm, side by side.",
                   no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
@@ -129,10 +129,10 @@ def tower(
         "--merge-mode", help="Merged arm's scales: exact or requant_max.")] = "exact",
     include_mlp: Annotated[bool, typer.Option(
         "--include-mlp", help="Add the MLP linears (default: GDN + attention).")] = False,
-    replays: Annotated[int, typer.Option("--replays", min=1, help="Timed replays (median).")
-                       ] = 20,
-    steps: Annotated[int, typer.Option("--steps", min=1, help="Decode steps per timed replay.")
-                     ] = 8,
+    replays: Annotated[int, typer.Option(
+        "--replays", callback=at_least(1), help="Timed replays (median).")] = 20,
+    steps: Annotated[int, typer.Option(
+        "--steps", callback=at_least(1), help="Decode steps per timed replay.")] = 8,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the random weights.")] = 0,
     standin: Annotated[str, typer.Option(
         "--standin", help=STANDIN_HELP)] = "torch",
@@ -250,10 +250,13 @@ def generate(
         f"Default on a GPU: {GEN_GPU_ARMS}; on the CPU: {GEN_CPU_ARMS}.")
                     ] = None,
     batch: Annotated[str, typer.Option("--batch", help="Batch sizes, comma list.")] = "1,8",
-    context: Annotated[int, typer.Option("--context", min=1, help="Prefilled tokens.")] = 512,
-    steps: Annotated[int, typer.Option("--steps", min=1, help="Timed decode steps a round.")] = 32,
+    context: Annotated[int, typer.Option(
+        "--context", callback=at_least(1), help="Prefilled tokens.")] = 512,
+    steps: Annotated[int, typer.Option(
+        "--steps", callback=at_least(1), help="Timed decode steps a round.")] = 32,
     rounds: Annotated[int, typer.Option(
-        "--rounds", min=1, help="Eager rounds per arm; the median round is reported.")] = 5,
+        "--rounds", callback=at_least(1),
+        help="Eager rounds per arm; the median round is reported.")] = 5,
     interleave: Annotated[bool, typer.Option(
         "--interleave/--one-at-a-time", help="Build every arm first and time the eager rounds "
         "arm after arm (side by side: the host drifts); --one-at-a-time holds one model at a "

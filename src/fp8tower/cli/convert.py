@@ -81,8 +81,11 @@ def _print(info: dict, written: dict | None) -> None:
         kt.add_column("why")
         kt.add_column("count")
         ignored = set(info["ignored"])
+        # a bf16 checkpoint has no ignore list: what it "ignores" is lm_head and the embeddings
+        never = ("lm_head / embedding (never quantized)" if info["format"] == "unquantized"
+                 else "in the ignore list")
         for pat, n in _collapse(kept):
-            why = ("in the ignore list" if any(_pattern(f) == pat and f in ignored for f in kept)
+            why = (never if any(_pattern(f) == pat and f in ignored for f in kept)
                    else "not quantized in the checkpoint")
             kt.add_row(pat, why, str(n))
         con.print(kt)
@@ -142,6 +145,9 @@ def convert(
     from ..hf.conversion import ConvertError
     from ..hf.pretrained import describe
 
+    if requant_max and write_merged is None:  # it was silently ignored
+        raise _fail("--requant-max applies to --write-merged's copy; give --write-merged too, "
+                    "or drop --requant-max")
     try:
         info = describe(path, scheme=scheme)
         written = None

@@ -15,6 +15,7 @@ from typing import Annotated
 
 import typer
 
+from ._common import at_least
 from ._common import console as _console
 from ._common import fail as _fail
 from ._common import warn as _warn
@@ -114,7 +115,8 @@ def diff(
         ),
     ] = Device.auto,
     top: Annotated[
-        int | None, typer.Option(min=0, help="Print only the N most expensive kernels.")
+        int | None,
+        typer.Option(callback=at_least(0), help="Print only the N most expensive kernels."),
     ] = None,
     step_range: StepRangeOpt = None,
 ) -> None:
@@ -324,7 +326,9 @@ def _parse_steps(text: str) -> tuple[int, int]:
 @app.command()
 @_handles_errors
 def capture(
-    model: Annotated[str, typer.Option("--model", help="Model spec name (see fp8tower models).")],
+    model: Annotated[str, typer.Option(
+        "--model", help="Shipped name (qwen3-8b, qwen3.5-27b, tiny-hybrid) or a config.json / "
+        "directory.")],
     arm: Annotated[
         ArmKind,
         typer.Option(
@@ -338,7 +342,8 @@ def capture(
     backend: Annotated[
         str, typer.Option("--backend", help="GEMM backend, or auto (tuned).")
     ] = "auto",
-    m: Annotated[int, typer.Option("--m", min=1, help="Tokens per decode step (GEMM M).")] = 1,
+    m: Annotated[int, typer.Option(
+        "--m", callback=at_least(1), help="Tokens per decode step (GEMM M).")] = 1,
     steps: Annotated[
         str, typer.Option("--steps", help="Short and long step counts, SHORT,LONG.")
     ] = "8,136",
@@ -416,17 +421,19 @@ def capture_model(
         Path, typer.Option("--out", help="Capture directory to write (traces + manifest).")
     ],
     backend: Annotated[str, typer.Option("--backend", help="FP8 GEMM backend, or auto.")] = "auto",
-    m: Annotated[int, typer.Option("--m", min=1, help="Batch (tokens per decode step).")] = 1,
+    m: Annotated[int, typer.Option(
+        "--m", callback=at_least(1), help="Batch (tokens per decode step).")] = 1,
     steps: Annotated[
         str, typer.Option("--steps", help="Short and long step counts, SHORT,LONG.")
     ] = "8,136",
-    context: Annotated[int, typer.Option("--context", min=1, help="Prefill tokens.")] = 64,
+    context: Annotated[int, typer.Option(
+        "--context", callback=at_least(1), help="Prefill tokens.")] = 64,
     eager: Annotated[
         bool, typer.Option("--eager", help="Eager steps instead of CUDA-graph replays (host cost).")
     ] = False,
     layers: Annotated[
-        int | None, typer.Option("--layers", min=1, help="Keep only the first N layers (the "
-                                 "last one attention if none of them is).")
+        int | None, typer.Option("--layers", callback=at_least(1), help="Keep only the first N "
+                                 "layers (the last one attention if none of them is).")
     ] = None,
     device: Annotated[str | None, typer.Option("--device", help="cuda or cpu.")] = None,
     eager_out: Annotated[

@@ -12,6 +12,8 @@ from typing import Annotated
 
 import typer
 
+from ._common import at_least
+
 app = typer.Typer(help="Per-shape autotuned dispatch: tune GEMM shapes, explain the choices.",
                   no_args_is_help=True, rich_markup_mode=None)
 
@@ -110,7 +112,9 @@ def _model_spec(model: str):
 
 
 def _model_gemms(spec, merged: bool | None, parts: str) -> list[tuple[int, int, bool]]:
-    """The model's distinct GEMMs as (N, K, run by a merge group)."""
+    """The model's distinct GEMMs as (N, K, run by a merge group); parts that name none
+    (e.g. 'other', or gdn of a model without GDN layers) are refused: they would filter
+    nothing (dispatch) or tune nothing."""
     modes = [False, True] if merged is None else [merged]
     parts_t = tuple(_csv(parts))
     gemms: dict[tuple[int, int, bool], None] = {}
@@ -120,6 +124,14 @@ def _model_gemms(spec, merged: bool | None, parts: str) -> list[tuple[int, int, 
                                        for g in spec.gemms(parts_t, merged=mode)))
         except ValueError as e:  # unknown part, or MLP of an MoE model
             raise typer.BadParameter(str(e), param_hint="--parts") from None
+    if not gemms:
+        from ..models.spec import ALL_PARTS
+
+        modelled = ALL_PARTS if spec.mlp_in_scope else ("gdn", "attention")  # MoE: no MLP
+        has = {g.kind for g in spec.gemms(modelled)}
+        kinds = [k for k in ALL_PARTS if k in has]
+        raise typer.BadParameter(f"{parts!r} names no FP8 GEMMs of {spec.name}; expected one "
+                                 f"or more of {', '.join(kinds)}", param_hint="--parts")
     return list(gemms)
 
 
@@ -239,8 +251,8 @@ def _print_table(rows: list[dict], *, explain: bool, title: str) -> None:
     if explain:
         console.print("margin: how much slower the runner-up is than the winner (within "
                       "noise: less than the larger timing spread of the two, so their order "
-                      "is not established); GB/s: decimal, bytes per GEMM (DESIGN.md) / "
-                      "median time.", markup=False)
+                      "is not established); GB/s: decimal, bytes per GEMM (FP8 weights, "
+                      "scales, activations, output) / median time.", markup=False)
         for r in rows:
             for f in r["failed"]:
                 console.print(f"failed {r['key']} {_cand(f)}: {f['error']}", markup=False)
@@ -283,7 +295,7 @@ def tune(
         "and cuDNN add it with a kernel of their own, Triton in its GEMM).")] = False,
     retune: Annotated[bool, typer.Option("--retune", help="Tune again even if cached.")] = False,
     max_configs: Annotated[int | None, typer.Option(
-        "--max-configs", min=0,
+        "--max-configs", callback=at_least(0),
         help="At most this many configs per backend from the evenly spaced sample of its search "
         "space (default: fp8tower.tuning.search.MAX_CONFIGS). Not bounded by it: each "
         "backend's default and priority configs (a handful), and the winner's refinements "
@@ -304,8 +316,9 @@ def tune(
         "--in-context",
         help="Then re-rank each key's few best candidates by the model's whole decode step "
         "(its FP8 tower with random weights, CUDA graph; needs --model): one pass per scheme, "
-        "arm and M bucket, the step timed twice per candidate and a move confirmed by a third "
-        "timing (fp8tower.tower.context).")]
+        "arm and M bucket, the step timed twice per candidate and a move confirmed by a second "
+        "pair of timings, tried for up to 3 challengers, fastest first "
+        "(fp8tower.tower.context).")]
     = False,
     explain: Explain = False,
     as_json: Json = False,
@@ -479,8 +492,8 @@ def dispatch_cmd(
     file_info, rows = [], []
     for path in files:
         f = tcache.read_cache_file(path)
-        if file is not None and f.meta is None and not f.entries and f.issues:
-            raise typer.BadParameter(f"{str(file)!r}: not a tuning cache: {f.issues[0]}",
+        if file is not None and f.error is not None:
+            raise typer.BadParameter(f"{str(file)!r}: not a tuning cache: {f.error}",
                                      param_hint="--file")
         for issue in f.issues:
             typer.echo(f"warning: {issue}", err=True)

@@ -20,7 +20,8 @@ def text_config(name: str, layers: int | None = None):
     the model's first attention layer type."""
     import transformers
 
-    from ..models.registry import load_config
+    from ..models import ConfigError
+    from ..models.registry import SUPPORTED_MODEL_TYPES, load_config
     from ..models.registry import text_config as text_part
     from ..provenance import package_version
 
@@ -41,6 +42,9 @@ def text_config(name: str, layers: int | None = None):
                 kept[-1] = attention[0]  # transformers' masks need one attention layer
             d["layer_types"] = kept
     model_type = d.pop("model_type", None) or raw.get("model_type")
+    if not isinstance(model_type, str):  # the message `fp8tower dispatch --model` gives
+        raise ConfigError("model_type", model_type, f"one of {', '.join(SUPPORTED_MODEL_TYPES)}",
+                          context=name)
     known = transformers.CONFIG_MAPPING
     # a multimodal config's text part: Qwen3.5 registers its own "<type>_text" config; a
     # llava-style one nests a plain "llama" (no "llama_text" exists)

@@ -8,7 +8,7 @@ equal formats.quantize_* bit for bit on the GPU (tests/test_gpu_plan.py) and on 
 interpreter with grid-exact x (tests/test_act_quant.py); a NaN in x
 stays NaN and an inf follows the reference too (fp8_gemm._div_by_scale, _saturate;
 tests/test_nonfinite.py). The CPU interpreter's fp32->fp8 cast rounds wrongly when rounding
-carries into the exponent: test it there only with values that quantize exactly (DESIGN.md).
+carries into the exponent: test it there only with values that quantize exactly.
 
 Speed (H200, 2026-12-01): a div_rn per element on 4 warps made the per-token pass (one
 program per token) the slow half of channel_token's pre-pass + GEMM pair; with the

@@ -35,8 +35,8 @@ lets the next kernel launch (``gdc_launch_dependents``), then asks L2 for its fi
 W tiles (one ``prefetch.global.L2`` per 128-byte line), and only then waits for the previous
 kernel (``gdc_wait``) before the pipelined loop reads x. Every read of x / scales and every
 write (y, partials, counters) comes after the wait, so the overlap is safe after any kernel;
-after a kernel launched without PDL the wait returns at once. Calibration (H200, 2026-11-30,
-DESIGN.md): waiting at the start without the prefetch made GEMV-like chains slower.
+after a kernel launched without PDL the wait returns at once. Calibration (H200, 2026-11-30):
+waiting at the start without the prefetch made GEMV-like chains slower.
 """
 
 from __future__ import annotations
@@ -173,7 +173,7 @@ def _wo_f16_step(w, x, INTERPRET: tl.constexpr):
 def _round_e4m3_emulated(v):
     """Round fp32 v (|v| <= 448) to the nearest-even e4m3 value, in fp32 arithmetic: the
     interpreter's own fp32 -> float8e4nv cast is wrong when rounding carries into the
-    exponent (DESIGN.md, numerics contract)."""
+    exponent."""
     expo = v.to(tl.int32, bitcast=True) & 0x7F800000
     ulp = tl.maximum((expo - (3 << 23)).to(tl.float32, bitcast=True), 0.001953125)  # 2^-9
     t = v / ulp
@@ -185,7 +185,7 @@ def _round_e4m3_emulated(v):
 def _split8_parts(xs, INTERPRET: tl.constexpr):
     """(q1, q2) in fp32, both e4m3 values, with xs = q1 + q2 / 32 (module doc of
     ``_wo_split8_step`` for when that is exact); |xs| < 256."""
-    if INTERPRET:  # the interpreter's fp32 -> e4m3 cast is wrong on carries (DESIGN.md)
+    if INTERPRET:  # the interpreter's fp32 -> e4m3 cast is wrong on carries
         q1 = _round_e4m3_emulated(xs)
         q2 = _round_e4m3_emulated((xs - q1) * 32.0)  # residual <= half an ulp: <= 8 * 32
     else:

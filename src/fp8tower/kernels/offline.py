@@ -309,15 +309,21 @@ def _shape(text: str) -> tuple[int, int]:
     try:
         n, k = (int(v) for v in text.lower().split("x"))
     except ValueError:
-        raise argparse.ArgumentTypeError(f"shape {text!r}: expected NxK, e.g. 10240x5120") from None
+        n = k = 0
+    if n < 1 or k < 1:
+        raise argparse.ArgumentTypeError(f"shape {text!r}: expected NxK with N, K >= 1, "
+                                         "e.g. 10240x5120")
     return n, k
 
 
 def _ints(text: str) -> list[int]:
     try:
-        return [int(v) for v in text.split(",")]
+        ms = [int(v) for v in text.split(",")]
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected integers, e.g. 1,32") from None
+        ms = [0]
+    if min(ms) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected integers >= 1, e.g. 1,32")
+    return ms
 
 
 def _schemes(text: str) -> list[Scheme]:

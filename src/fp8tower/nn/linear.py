@@ -322,7 +322,9 @@ class Fp8Linear(nn.Module):
         return self._backend
 
     @backend.setter
-    def backend(self, value: str) -> None:
+    def backend(self, value: str | Backend) -> None:
+        if not isinstance(value, Backend):  # an unknown name is refused here, not at a forward
+            backends.check_name(value)
         self._backend = value
         self._plans.clear()
 

@@ -483,8 +483,7 @@ def build_tower(
     merge_mode = MergeMode.parse(merge_mode)
     if arm not in ARMS:
         raise ValueError(f"unknown arm {arm!r}: expected one of {', '.join(ARMS)}")
-    if backend != "auto":
-        backends.get(backend)  # unknown names fail here, listing the registered ones
+    backends.check_name(backend)  # unknown names fail here, listing auto and the registered ones
     if m < 1:
         raise ValueError(f"m must be >= 1, got {m}")
     device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))

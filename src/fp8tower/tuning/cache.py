@@ -12,11 +12,13 @@ malformed entry is reported and ignored, never trusted.
 from __future__ import annotations
 
 import dataclasses
+import gzip
 import json
 import math
 import os
 import tempfile
 import warnings
+import zlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -407,26 +409,41 @@ class CacheFile:
     meta: dict | None
     entries: dict[str, Entry]
     issues: list[str]  # one line per problem found (corrupt file, skipped entries)
+    error: str | None = None  # why no entry at all could be read (None: the file was read)
+
+
+def _unread(path: Path, why: str) -> CacheFile:
+    return CacheFile(path, None, {}, [f"{path}: {why}; ignored"], error=why)
+
+
+def _read_text(path: Path) -> str:
+    """The file's text; gzip data (the caches committed under benchmarks/results are
+    ``*.json.gz``) is decompressed, whatever the name."""
+    data = path.read_bytes()
+    if data[:2] == b"\x1f\x8b":
+        data = gzip.decompress(data)
+    return data.decode("utf-8")
 
 
 def read_cache_file(path: Path) -> CacheFile:
-    """Read and validate a cache file; never raises for bad content (issues say why)."""
+    """Read and validate a cache file, plain or gzipped; never raises for bad content (issues
+    say why)."""
     try:
-        text = path.read_text(encoding="utf-8")
+        text = _read_text(path)
     except FileNotFoundError:
         return CacheFile(path, None, {}, [])
-    except (OSError, UnicodeDecodeError) as e:
-        return CacheFile(path, None, {}, [f"{path}: unreadable ({e}); ignored"])
+    except (OSError, EOFError, zlib.error, UnicodeDecodeError) as e:  # gzip's: truncated, corrupt
+        return _unread(path, f"unreadable ({e})")
     try:
         raw = json.loads(text)
     except json.JSONDecodeError as e:
-        return CacheFile(path, None, {}, [f"{path}: corrupt or truncated JSON ({e}); ignored"])
+        return _unread(path, f"corrupt or truncated JSON ({e})")
     except RecursionError:
-        return CacheFile(path, None, {}, [f"{path}: JSON nested too deeply to read; ignored"])
+        return _unread(path, "JSON nested too deeply to read")
     except ValueError as e:  # e.g. an integer of more digits than Python converts
-        return CacheFile(path, None, {}, [f"{path}: unreadable JSON ({e}); ignored"])
+        return _unread(path, f"unreadable JSON ({e})")
     if not isinstance(raw, dict) or not isinstance(raw.get("entries"), dict):
-        return CacheFile(path, None, {}, [f"{path}: not a tuning cache (no 'entries'); ignored"])
+        return _unread(path, "no 'entries' object")
     entries, issues = {}, []
     for key, value in raw["entries"].items():
         try:

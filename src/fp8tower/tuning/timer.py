@@ -1,6 +1,6 @@
 """The one timer: CUDA events around CUDA-graph replays (tuning, tower timing, benchmarks).
 
-:func:`time_cuda_graph` (DESIGN.md, "Measurement method"):
+:func:`time_cuda_graph` (docs/performance.md states the method in its opening paragraph):
 
 1. ``make_call(i)`` builds a closure over the i-th rotated weight copy, for i < n_copies;
    :func:`rotation_copies` picks n_copies so the copies exceed 3x the L2 (60 MB on the H200):
@@ -31,7 +31,7 @@ import torch
 
 from .. import graph_edges
 
-# Cold L2: the rotated copies together exceed this many L2s (DESIGN.md).
+# Cold L2: the rotated copies together exceed this many L2s (docs/performance.md).
 L2_FACTOR = 3
 # Cap on copies: weights under ~0.7 MB (3 x 60 MB / 256) are then timed partly warm; no
 # decode shape of the models we target is that small.
