@@ -9,7 +9,8 @@ first W tiles before the wait ("pdl_pfN": N tiles), and the same on the wave-fit
   poisoned with NaN first), SQNR dB;
 - per GEMM: a chain of one shape over rotated weight copies (> 3x L2), tuning's timer;
   us per GEMM, % of the read ceiling, and the cost beyond bytes (us - bytes / ceiling);
-- tower chain: the 9 tower shapes x 2 weight sets (1.2 GB: every weight is cold) in one
+- tower chain: the 9 tower shapes x 2 weight sets (1.2 GB: every weight is cold; fewer or
+  smaller shapes get more sets, until the chain exceeds 3x L2: chain_weight_sets) in one
   graph, and the same with a small elementwise kernel on x between GEMMs (the tower's
   GDN/attention stand-ins are such kernels).
 
@@ -34,6 +35,7 @@ from fp8tower.kernels import configs as kconfigs
 from fp8tower.problem import GemmProblem
 from fp8tower.tuning.ceiling import read_ceiling
 from fp8tower.tuning.timer import (
+    L2_FACTOR,
     event_times_ms,
     l2_cache_bytes,
     rotation_copies,
@@ -74,14 +76,24 @@ def parse_plan(text: str) -> list[tuple[Scheme, list[int]]]:
         raise SystemExit(f"--plan {text!r}: expected scheme:M,M;... ({e})") from None
 
 
+def chain_weight_sets(shapes, l2: int) -> int:
+    """Weight sets of a tower chain (each shape once a set): at least 2, and enough that the
+    chain's weights exceed L2_FACTOR x the L2 (``l2``), so that every weight is read cold."""
+    per_set = sum(n * k for n, k in shapes)
+    return max(2, L2_FACTOR * l2 // per_set + 1)
+
+
 def gemm_cases(scheme, ms, shapes, cap, l2, sets):
-    """Per-GEMM operands, shape by shape: the rotated weight copies (their first two kept in
-    ``sets[(n, k)]`` for :func:`tower_chains`; the rest freed after the shape), then per M
+    """Per-GEMM operands, shape by shape: the rotated weight copies (their first
+    :func:`chain_weight_sets` kept in ``sets[(n, k)]`` for :func:`tower_chains`, more made
+    where the rotation has fewer; the rest freed after the shape), then per M
     ``(p, ws, x, out, copies)``."""
+    n_sets = chain_weight_sets(shapes, l2)
     for n, k in shapes:
         copies = rotation_copies(n * k, l2)
-        ws = random_weights(n, k, scheme, copies, seed=n + k)
-        sets[(n, k)] = ws[:2]
+        ws = random_weights(n, k, scheme, max(copies, n_sets), seed=n + k)
+        sets[(n, k)] = ws[:n_sets]
+        ws = ws[:copies]
         for m in ms:
             x = torch.randn(m, k, device="cuda").bfloat16()
             out = torch.empty(m, n, dtype=torch.bfloat16, device="cuda")
@@ -175,11 +187,11 @@ def time_chain(calls, replays=20):
 
 
 def chain_calls(call, arm, scheme, m, shapes, sets, xs, outs, cap, between: bool) -> list:
-    """The closures of one tower-like chain: every shape x its 2 weight sets, each GEMM
+    """The closures of one tower-like chain: every shape x its weight sets, each GEMM
     ``call(arm, ...)`` (the Triton default where the arm has no config), with a small
     elementwise kernel on x after each GEMM when ``between``."""
     calls = []
-    for s in range(2):
+    for s in range(min(len(sets[shape]) for shape in shapes)):
         for n, k in shapes:
             p = problem(m, n, k, scheme, cap)
             c = call(arm, p, sets[(n, k)][s], xs[k], outs[(n, k)])
@@ -192,21 +204,24 @@ def chain_calls(call, arm, scheme, m, shapes, sets, xs, outs, cap, between: bool
 
 
 def tower_chains(scheme, ms, shapes, sets, arms, cap, ceiling, *, call=None, runs=1):
-    """Rows of tower-like chains: every shape x its 2 weight sets (``sets[(n, k)]``) in one
+    """Rows of tower-like chains: every shape x its weight sets (``sets[(n, k)]``) in one
     graph, without and with a small elementwise kernel on x between GEMMs (launched without
     PDL, as the tower's GDN/attention stand-ins are); an arm with no config for a shape runs
     the Triton default there. ``call``: as for :func:`numerics`."""
     call = call or call_for
-    gemms = 2 * len(shapes)
+    n_sets = min(len(sets[shape]) for shape in shapes)
+    gemms = n_sets * len(shapes)
+    # cold: the chain's weights exceed L2_FACTOR x the L2 (else partly warm: so labelled)
+    cold = n_sets * sum(n * k for n, k in shapes) > L2_FACTOR * l2_cache_bytes()
     for m in ms:
         xs = {k: torch.randn(m, k, device="cuda").bfloat16() for k in {k for _, k in shapes}}
         outs = {(n, k): torch.empty(m, n, dtype=torch.bfloat16, device="cuda") for n, k in shapes}
-        total_bytes = 2 * sum(problem(m, n, k, scheme, cap).bytes_moved() for n, k in shapes)
+        total_bytes = n_sets * sum(problem(m, n, k, scheme, cap).bytes_moved() for n, k in shapes)
         for between in (False, True):
             for arm in arms:
                 calls = chain_calls(call, arm, scheme, m, shapes, sets, xs, outs, cap, between)
                 row = {"scheme": scheme.value, "m": m, "arm": arm, "elementwise_between": between,
-                       "gemms": gemms, "bytes": total_bytes}
+                       "gemms": gemms, "weight_sets": n_sets, "cold": cold, "bytes": total_bytes}
                 row.update(timed_chain(calls, total_bytes, ceiling, gemms=gemms, runs=runs))
                 yield row
 

@@ -33,6 +33,9 @@ from fp8tower.tuning import cache as tcache
 from fp8tower.tuning import ceiling as tceiling
 from fp8tower.tuning import timer as ttimer
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import default_json_path, l2_rotation, timing_fields
+
 TOWER = ["10240x5120", "6144x5120", "16384x5120", "5120x6144", "12288x5120", "1024x5120",
          "14336x5120", "34816x5120", "5120x17408"]
 STATIC_ACT_SCALE = 0.02
@@ -177,7 +180,7 @@ def main(argv=None):
     rows, numerics = [], []
     for scheme in schemes:
         for n, k in shapes:
-            copies = ttimer.rotation_copies(n * k, l2)
+            copies, cold = l2_rotation(n * k, l2)
             ws = weights(n, k, scheme, copies)
             for m in ms:
                 p = GemmProblem(m, n, k, scheme, capability=cap,
@@ -199,9 +202,8 @@ def main(argv=None):
                     except cutlass.CutlassError as e:
                         rows.append({**row, "error": str(e)[:300]})
                         continue
-                    gbs = p.bytes_moved() / t.median_us / 1e3
-                    rows.append({**row, "us": round(t.median_us, 3), "spread": round(t.spread, 4),
-                                 "gbs": round(gbs, 1), "pct_ceiling": round(100 * gbs / ceiling, 1)})
+                    rows.append({**row, **timing_fields(t, p.bytes_moved(), ceiling, copies,
+                                                        cold)})
                 done = [r for r in rows if r["n"] == n and r["k"] == k and r["m"] == m
                         and r["scheme"] == scheme.value and "us" in r]
                 if done:
@@ -248,14 +250,16 @@ def main(argv=None):
         "capability": list(cap), "cutlass": cutlass.cutlass_version(), "nvcc": cutlass.nvcc_version(cutlass.nvcc_path()),
         "build_report": report.summary(), "builds": builds,
         "read_ceiling_gbs": round(ceiling, 1),
-        "units": {"us": "microseconds, median of CUDA-graph replays, cold L2", "gbs": "1e9 B/s",
+        "units": {"us": "microseconds, median of CUDA-graph replays, cold L2 where "
+                        "cold (copies: rotated weights; pct_ceiling null when warm)", "gbs": "1e9 B/s",
                   "bytes": "N*K FP8 + scales + M*K bf16 in + M*N bf16 out",
                   "chain_us": "one graph of the 9 tower GEMMs, FP8 x, per_tensor"},
         "numerics_min_sqnr_db": MIN_SQNR_DB, "numerics_failures": bad,
         "numerics": numerics, "rows": rows, "chains": chains, "kernel_names": names,
         "seconds": round(time.time() - t0, 1),
     }
-    path = Path(args.json or f"benchmarks/results/cutlass_{gpu.replace(' ', '-')}_{result['date'][:10]}.json")
+    path = Path(args.json) if args.json else default_json_path(
+        "benchmarks/results", f"cutlass_{gpu.replace(' ', '-')}", result["date"])
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(result, indent=1))
     print(f"wrote {path}; numerics failures: {len(bad)}; {result['seconds']} s")

@@ -45,6 +45,9 @@ from fp8tower.tuning import search as tsearch
 from fp8tower.tuning import timer as ttimer
 from fp8tower.tuning import tuner
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import l2_rotation, pct_cell, timing_fields
+
 TOWER_SHAPES = {
     "10240x5120": "GDN in_proj_qkv", "6144x5120": "GDN in_proj_z",
     "16384x5120": "GDN in_proj_qkvz (merged)", "5120x6144": "GDN out_proj / attn o_proj",
@@ -83,11 +86,12 @@ def precompile(arms, problems, max_configs, console):
 
 
 def retime(p, choices, timer):
-    """Time each (label, backend, config) back to back on the same rotated operands."""
+    """Time each (label, backend, config) back to back on the same rotated operands; key
+    ``_rotation``: (copies, cold) of that rotation (_common.l2_rotation)."""
     dev = torch.device("cuda", torch.cuda.current_device()) if p.on_cuda else torch.device("cpu")
-    copies = ttimer.rotation_copies(p.weight_bytes(), ttimer.l2_cache_bytes(dev) if p.on_cuda else 0)
+    copies, cold = l2_rotation(p.weight_bytes(), ttimer.l2_cache_bytes(dev) if p.on_cuda else 0)
     x, act_scale, weights = tsearch.tuning_operands(p, dev, copies)
-    out = {}
+    out = {"_rotation": (copies, cold)}
     for label, be, cfg in choices:
         make = tsearch._make_call(be, cfg, x, act_scale, weights, p.out_dtype)
         try:
@@ -212,15 +216,13 @@ def measure(p, arms, auto, timer, max_configs, ceiling):
                      "config": tcache.normalize_config(cfg)})
         choices.append(("auto", be, cfg))
     times = retime(p, choices, timer)
+    copies, cold = times.pop("_rotation")
     for r in rows:
         t = times.get(r["arm"])
         if isinstance(t, str):
             r["skipped"] = t
         elif t is not None:
-            gbs = p.bytes_moved() / t.median_us / 1e3
-            r.update(us=round(t.median_us, 3), us_min=round(t.min_us, 3),
-                     spread=round(t.spread, 4), gbs=round(gbs, 1),
-                     pct_ceiling=round(100 * gbs / ceiling, 1))
+            r.update(timing_fields(t, p.bytes_moved(), ceiling, copies, cold))
     best = min((r["us"] for r in rows if "us" in r and r["arm"] != "auto"), default=None)
     for r in rows:
         if "us" in r and best:
@@ -246,7 +248,7 @@ def table(rows, gpu, ceiling):
             f"{r.get('vs_best_arm', float('nan')):.3f}"
         t.add_row(r["scheme"], f"{r['n']}x{r['k']}", str(r["m"]), arm,
                   tcache.config_label(r.get("config"))[:40], f"{r['us']:.2f}",
-                  f"{r['pct_ceiling']:.1f}", best, ok)
+                  pct_cell(r), best, ok)
     return t
 
 

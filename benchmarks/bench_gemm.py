@@ -51,7 +51,10 @@ from fp8tower.kernels import act_quant, configs
 from fp8tower.problem import GemmProblem
 from fp8tower.tuning.ceiling import read_ceiling
 from fp8tower.tuning.search import Chain
-from fp8tower.tuning.timer import l2_cache_bytes, rotation_copies, time_cuda_graph
+from fp8tower.tuning.timer import l2_cache_bytes, time_cuda_graph
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import default_json_path, l2_rotation, pct_cell, timing_fields
 
 TOWER_SHAPES = {
     "10240x5120": "GDN in_proj_qkv", "6144x5120": "GDN in_proj_z",
@@ -311,7 +314,7 @@ def main(argv=None):
     rows = []
     for scheme in schemes:
         for n, k in shapes:
-            copies = rotation_copies(n * k, l2)
+            copies, cold = l2_rotation(n * k, l2)
             ws = random_weights(n, k, scheme, copies)
             for m in ms:
                 x = torch.randn(m, k, device="cuda").bfloat16()
@@ -336,17 +339,16 @@ def main(argv=None):
                         console.print(f"[red]{name} {scheme.value} {n}x{k} M={m}: {e}[/red]")
                         rows.append({**row, "config": cfg, "error": f"{type(e).__name__}: {e}"})
                         continue
-                    gbs = p.bytes_moved() / t.median_us / 1e3
-                    rows.append({**row, "config": cfg, "us": round(t.median_us, 3),
-                                 "us_min": round(t.min_us, 3), "spread": round(t.spread, 4),
-                                 "gbs": round(gbs, 1), "pct_ceiling": round(100 * gbs / ceiling, 1)})
+                    rows.append({**row, "config": cfg,
+                                 **timing_fields(t, p.bytes_moved(), ceiling, copies, cold)})
             del ws
             torch.cuda.empty_cache()
         console.print(f"{scheme.value} done at {time.time() - t0:.0f} s")
         # The rows so far, so that a run stopped later (a device call's timeout: `auto` may
         # tune every key it meets) keeps them; the final write below replaces this one.
-        write_result(args.json, rows, [], {}, ceiling, ceilings, cap, argv, complete=False,
-                     chain=args.chain)
+        # The first write picks the default name; later writes of this run go to that file.
+        args.json = str(write_result(args.json, rows, [], {}, ceiling, ceilings, cap, argv,
+                                     complete=False, chain=args.chain))
     acc = accuracy(schemes)
     # Ratios within this run: every backend vs cuBLASLt on the same (scheme, shape, M).
     base = {(r["scheme"], r["n"], r["k"], r["m"]): r["us"] for r in rows
@@ -356,7 +358,8 @@ def main(argv=None):
         if "us" in r and b:
             r["speedup_vs_cublaslt"] = round(b / r["us"], 3)
     table = Table(title=f"FP8 GEMMs, {torch.cuda.get_device_name()}, read ceiling "
-                  f"{ceiling:.0f} GB/s (decimal), cold L2, CUDA graph, bf16 in")
+                  f"{ceiling:.0f} GB/s (decimal), cold L2 (% ceil 'warm': weights too small "
+                  "for a cold rotation), CUDA graph, bf16 in")
     for col in ("scheme", "N x K", "M", "backend", "us", "GB/s", "% ceil", "vs cuBLASLt"):
         table.add_column(col, justify="right")
     for r in rows:
@@ -364,7 +367,7 @@ def main(argv=None):
             continue
         label = r["backend"] + (f" ({r['chosen']})" if "chosen" in r else "")
         table.add_row(r["scheme"], f"{r['n']}x{r['k']}", str(r["m"]), label,
-                      f"{r['us']:.2f}", f"{r['gbs']:.0f}", f"{r['pct_ceiling']:.1f}",
+                      f"{r['us']:.2f}", f"{r['gbs']:.0f}", pct_cell(r),
                       f"{r.get('speedup_vs_cublaslt', float('nan')):.2f}x")
     console.print(table)
     slow = [r for r in rows if r.get("speedup_vs_cublaslt", 2.0) < 1 / (1 + CUBLASLT_TOLERANCE)]
@@ -398,7 +401,7 @@ def write_result(json_path, rows, slow, acc, ceiling, ceilings, cap, argv, *, co
     }
     if json_path is None:
         gpu = torch.cuda.get_device_name().replace(" ", "-")
-        json_path = f"benchmarks/results/gemm_{gpu}_{result['date'][:10]}.json"
+        json_path = default_json_path("benchmarks/results", f"gemm_{gpu}", result["date"])
     path = Path(json_path)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(result, indent=1))

@@ -30,6 +30,9 @@ from pathlib import Path
 import torch
 from torch import nn
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import default_json_path
+
 SCHEMES = ("per_tensor", "channel_token", "block128", "weight_only")
 
 
@@ -169,7 +172,8 @@ def main(argv=None) -> None:
                            "b2b_paired_ratio: median over rounds of the per-round ratio"},
         "rows": rows,
     }
-    path = Path(args.json or f"benchmarks/results/host_{gpu.replace(' ', '-')}_{result['date'][:10]}.json")
+    path = Path(args.json) if args.json else default_json_path(
+        "benchmarks/results", f"host_{gpu.replace(' ', '-')}", result["date"])
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(result, indent=1))
     print(f"wrote {path}")

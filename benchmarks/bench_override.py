@@ -30,7 +30,14 @@ import torch
 
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
 from bench_gemm import OVERRIDE_KEYS
-from tower_ab import add_arguments, patch_triton_choices, run_arms, write_rows
+from tower_ab import (
+    add_arguments,
+    parse_ms,
+    parse_schemes,
+    patch_triton_choices,
+    run_arms,
+    write_rows,
+)
 
 
 @dataclass(frozen=True)
@@ -129,6 +136,8 @@ def main(argv=None) -> int:
         raise SystemExit(f"--arms: {args.arms!r} names an arm twice")
     parsed = {a: parse_arm(a) for a in arms}
     check_shapes(parsed, args.model)
+    schemes = parse_schemes(args.schemes)
+    ms = parse_ms(args.m)
     if not torch.cuda.is_available():
         raise SystemExit("bench_override.py needs a CUDA GPU")
     patch_dispatch()
@@ -137,8 +146,8 @@ def main(argv=None) -> int:
     def set_arm(a: str) -> None:
         _ARM["value"] = parsed[a]
 
-    rows = run_arms(args.model, args.schemes.split(","), [int(v) for v in args.m.split(",")],
-                    arms, set_arm, args.rounds, args.steps, args.replays)
+    rows = run_arms(args.model, schemes, ms, arms, set_arm, args.rounds, args.steps,
+                    args.replays, json_path=args.json, t0=t0)
     _ARM["value"] = Arm()
     write_rows(args.json, rows, t0)
     return 0

@@ -28,7 +28,14 @@ import time
 import torch
 
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
-from tower_ab import add_arguments, patch_triton_choices, run_arms, write_rows
+from tower_ab import (
+    add_arguments,
+    parse_ms,
+    parse_schemes,
+    patch_triton_choices,
+    run_arms,
+    write_rows,
+)
 
 _DEPTH: dict[str, object] = {"value": None}  # the arm being timed (None: as cached)
 _ONLY: set[tuple[int, int]] = set()  # --only: the (N, K) shapes an arm applies to (empty: all)
@@ -77,6 +84,8 @@ def main(argv=None) -> int:
         if a not in ("cached", "all") and not (a.isdigit() and int(a) & (int(a) - 1) == 0):
             raise SystemExit(f"--depths: {a!r} is not 'cached', 'all' or a tile count (0 or a "
                              "power of two)")
+    schemes = parse_schemes(args.schemes)
+    ms = parse_ms(args.m)
     if not torch.cuda.is_available():
         raise SystemExit("bench_prefetch_depth.py needs a CUDA GPU")
     patch_dispatch()
@@ -85,8 +94,8 @@ def main(argv=None) -> int:
     def set_arm(a: str) -> None:
         _DEPTH["value"] = None if a == "cached" else a
 
-    rows = run_arms(args.model, args.schemes.split(","), [int(v) for v in args.m.split(",")],
-                    arms, set_arm, args.rounds, args.steps, args.replays)
+    rows = run_arms(args.model, schemes, ms, arms, set_arm, args.rounds, args.steps,
+                    args.replays, json_path=args.json, t0=t0)
     _DEPTH["value"] = None
     write_rows(args.json, rows, t0)
     return 0

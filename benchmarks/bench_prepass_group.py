@@ -25,7 +25,7 @@ import torch
 from fp8tower.kernels import act_quant
 
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
-from tower_ab import add_arguments, run_arms, write_rows
+from tower_ab import add_arguments, parse_ms, run_arms, write_rows
 
 
 def parse_groups(text: str) -> list[str]:
@@ -50,6 +50,7 @@ def main(argv=None) -> int:
                          "(act_quant.per_tensor_group); the first is the baseline of the ratios")
     args = ap.parse_args(argv)
     arms = parse_groups(args.groups)
+    ms = parse_ms(args.m)
     if not torch.cuda.is_available():
         raise SystemExit("bench_prepass_group.py needs a CUDA GPU")
     native = act_quant.PER_TENSOR_GROUP
@@ -59,8 +60,8 @@ def main(argv=None) -> int:
         act_quant.PER_TENSOR_GROUP = None if a == "rule" else int(a)
 
     try:
-        rows = run_arms(args.model, ["per_tensor"], [int(v) for v in args.m.split(",")], arms,
-                        set_arm, args.rounds, args.steps, args.replays)
+        rows = run_arms(args.model, ["per_tensor"], ms, arms, set_arm, args.rounds,
+                        args.steps, args.replays, json_path=args.json, t0=t0)
     finally:
         act_quant.PER_TENSOR_GROUP = native
     write_rows(args.json, rows, t0)

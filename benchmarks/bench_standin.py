@@ -27,7 +27,7 @@ import torch
 from fp8tower.tower import build
 
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
-from tower_ab import add_arguments, run_arms, write_rows
+from tower_ab import add_arguments, parse_ms, parse_schemes, run_arms, write_rows
 
 
 def m_ratios(rows: list[dict]) -> dict[str, dict[str, dict[int, float]]]:
@@ -54,6 +54,8 @@ def main(argv=None) -> int:
     for a in arms:
         if a not in build.STANDIN_KERNELS:
             raise SystemExit(f"--arms: {a!r} is not one of {', '.join(build.STANDIN_KERNELS)}")
+    schemes = parse_schemes(args.schemes)
+    ms = parse_ms(args.m)
     if not torch.cuda.is_available():
         raise SystemExit("bench_standin.py needs a CUDA GPU")
     t0 = time.time()
@@ -62,8 +64,8 @@ def main(argv=None) -> int:
         build.STANDIN_KERNEL = a
 
     try:
-        rows = run_arms(args.model, args.schemes.split(","), [int(v) for v in args.m.split(",")],
-                        arms, set_arm, args.rounds, args.steps, args.replays)
+        rows = run_arms(args.model, schemes, ms, arms, set_arm, args.rounds, args.steps,
+                        args.replays, json_path=args.json, t0=t0)
     finally:
         build.STANDIN_KERNEL = "torch"
     write_rows(args.json, rows, t0)

@@ -6,8 +6,8 @@ One run, cold L2, one CUDA graph per row (bench_chain's timers):
   (output NaN-poisoned), SQNR dB;
 - per GEMM: a chain of one shape over rotated weight copies: us per GEMM, % of the read
   ceiling, us beyond its bytes (consecutive GEMMs: with PDL their boundaries overlap);
-- tower chain: the tower shapes x 2 weight sets in one graph, without and with a small
-  elementwise kernel between GEMMs (the tower's stand-ins; launched without PDL);
+- tower chain: the tower shapes x 2 or more weight sets (past 3x L2) in one graph, without
+  and with a small elementwise kernel between GEMMs (the tower's stand-ins; launched without PDL);
 - ``--timeline``: the same chains kernel by kernel (gaps and durations, torch.profiler).
 
     python benchmarks/bench_stream.py --json benchmarks/results/stream_H200.json

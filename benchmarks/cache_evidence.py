@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import argparse
 import collections
+import gzip
 import json
+import re
 import sys
 from datetime import date
 
@@ -46,14 +48,23 @@ def prequant_vs_fused(entries: dict) -> dict:
     return {str(m): dict(sorted(v.items())) for m, v in sorted(out.items())}
 
 
+def key_without_m(key: str, p: dict) -> str:
+    """The cache key minus its M (``m16_n10240_..._sm90`` -> ``n10240_..._sm90``): entries
+    that differ in anything else (dtypes, -chs, static scale, capability) stay apart."""
+    rest = re.sub(r"^m\d+_", "", key)
+    if rest != key:
+        return rest
+    return json.dumps({f: v for f, v in p.items() if f != "m"}, sort_keys=True)
+
+
 def same_winner_m1_16(entries: dict) -> dict:
     groups = collections.defaultdict(dict)
-    for e in entries.values():
+    for key, e in entries.items():
         p = e["problem"]
         if p["m"] <= 16:
-            groups[(p["scheme"], p["n"], p["k"])][p["m"]] = e
+            groups[(p["scheme"], p["n"], p["k"], key_without_m(key, p))][p["m"]] = e
     rows = []
-    for (scheme, n, k), by_m in sorted(groups.items()):
+    for (scheme, n, k, rest), by_m in sorted(groups.items()):
         choices = {(e["backend"], json.dumps(e["config"], sort_keys=True)) for e in by_m.values()}
         # What taking M = 1's choice at every bucket would have cost, where it was timed.
         first = by_m[min(by_m)]
@@ -64,7 +75,7 @@ def same_winner_m1_16(entries: dict) -> dict:
             best = min(c["median_us"] for c in e["candidates"] if c["error"] is None)
             if same:
                 loss = max(loss, same[0] / best - 1)
-        rows.append({"scheme": scheme, "shape": f"{n}x{k}", "buckets": sorted(by_m),
+        rows.append({"scheme": scheme, "shape": f"{n}x{k}", "key": rest, "buckets": sorted(by_m),
                      "same_winner": len(choices) == 1, "m1_choice_max_loss": loss})
     return {"groups": len(rows), "same": sum(r["same_winner"] for r in rows), "rows": rows}
 
@@ -85,13 +96,19 @@ def builds_per_scheme(entries: dict) -> dict:
     return {s: {"specialized_on_m": len(old[s]), "block_m_only": len(new[s])} for s in sorted(old)}
 
 
-def main() -> None:
+def load(path: str) -> dict:
+    """A tuning cache file, plain or gzip-compressed (.gz)."""
+    opener = gzip.open if path.endswith(".gz") else open
+    with opener(path, "rt") as f:
+        return json.load(f)
+
+
+def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("cache", help="a tuning cache file (fp8tower tune)")
     ap.add_argument("--out", help="write the facts as JSON here")
-    args = ap.parse_args()
-    with open(args.cache) as f:
-        raw = json.load(f)
+    args = ap.parse_args(argv)
+    raw = load(args.cache)
     doc = {
         "what": "facts from the candidates recorded in a tuning cache (no new timing)",
         "cache": args.cache, "measured_on": raw["meta"], "date": date.today().isoformat(),

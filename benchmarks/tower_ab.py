@@ -18,6 +18,7 @@ from collections.abc import Callable
 import torch
 
 from fp8tower import dispatch, provenance
+from fp8tower.formats import Scheme
 from fp8tower.tower.build import build_tower
 from fp8tower.tower.timing import time_tower
 
@@ -48,10 +49,42 @@ def patch_triton_choices(transform: Callable[[object, dict], dict]) -> None:
     search.native_config = patched
 
 
+def parse_schemes(text: str | list[str], option: str = "--schemes") -> list[str]:
+    """The schemes of a comma list (or a list), each checked before any timing: one line
+    naming the first unknown one and the schemes there are, not a traceback mid-run."""
+    names = text.split(",") if isinstance(text, str) else list(text)
+    for s in names:
+        try:
+            Scheme.parse(s)
+        except ValueError as e:
+            raise SystemExit(f"{option}: {e}") from None
+    return names
+
+
+def parse_ms(text: str | list, option: str = "--m") -> list[int]:
+    """The M of a comma list (or a list): positive integers, else one line naming the value."""
+    values = text.split(",") if isinstance(text, str) else list(text)
+    ms = []
+    for v in values:
+        if isinstance(v, bool) or not str(v).strip().isdigit() or int(v) < 1:
+            raise SystemExit(f"{option}: {v!r} is not a positive integer M (e.g. 1,8,32)")
+        ms.append(int(v))
+    if not ms:
+        raise SystemExit(f"{option}: no M given")
+    return ms
+
+
 def run_arms(model: str, schemes: list[str], ms: list[int], arms: list[str],
-             set_arm: Callable[[str], None], rounds: int, steps: int, replays: int) -> list[dict]:
+             set_arm: Callable[[str], None], rounds: int, steps: int, replays: int,
+             json_path: str | None = None, t0: float | None = None) -> list[dict]:
     """One row per (scheme, M): each arm's median ms/step, its ratio to the first arm's, its
-    runs, and whether its output equals the first arm's bit for bit."""
+    runs, and whether its output equals the first arm's bit for bit. ``schemes`` and ``ms``
+    are checked before any timing (SystemExit naming a bad one); with ``json_path``, the rows
+    so far are written after each scheme ("complete": false), so that a run stopped later
+    keeps them (the caller's :func:`write_rows` at the end replaces that file)."""
+    schemes = parse_schemes(schemes)
+    ms = parse_ms(ms)
+    t0 = time.time() if t0 is None else t0
     rows = []
     for scheme in schemes:
         tower = build_tower(model, scheme=scheme, arm="merged", backend="auto", m=ms[0])
@@ -78,15 +111,20 @@ def run_arms(model: str, schemes: list[str], ms: list[int], arms: list[str],
             print(json.dumps(row), flush=True)
         del tower
         torch.cuda.empty_cache()
+        if json_path is not None:
+            write_rows(json_path, rows, t0, complete=False)
     return rows
 
 
-def write_rows(path: str, rows: list[dict], t0: float) -> None:
-    """The JSON (provenance, seconds since ``t0``, rows) at ``path``, and the rows printed."""
-    doc = {**provenance.record(), "seconds": round(time.time() - t0, 1), "rows": rows}
+def write_rows(path: str, rows: list[dict], t0: float, *, complete: bool = True) -> None:
+    """The JSON (provenance, seconds since ``t0``, whether the run finished, rows) at
+    ``path``; when ``complete``, the rows printed too."""
+    doc = {**provenance.record(), "seconds": round(time.time() - t0, 1), "complete": complete,
+           "rows": rows}
     with open(path, "w") as f:
         json.dump(doc, f, indent=1)
-    print_rows(rows)
+    if complete:
+        print_rows(rows)
 
 
 def print_rows(rows: list[dict]) -> None:

@@ -608,3 +608,40 @@ def test_a_miss_that_tunes_loads_the_tuner_and_bumps_the_generation():
     before = dispatch.generation()
     assert d.resolve(cpu_problem())[0].name == "fast"
     assert dispatch.generation() == before + 1 and d.is_fresh(cpu_problem().key())
+
+
+def test_in_context_marks_a_key_the_later_arm_re_decided_as_superseded(monkeypatch, capsys):
+    """`tune --in-context` with both arms refines a key both run (the out_proj) in the
+    unmerged pass, then again in the merged pass, which saves over the first decision: the
+    unmerged row must not read as the choice held."""
+    import fp8tower.tower.build
+    import fp8tower.tower.context
+    from fp8tower.cli.tune import _print_context, _refine_in_context
+    from fp8tower.formats import Scheme
+
+    class Tower:
+        def __init__(self, arm):
+            self.arm = arm
+
+        def reconfigure(self, m=None):
+            pass
+
+    def refine(tower, advance=None):
+        decided = {"key": "m1_n5120_k6144", "was": "a", "ms_before": 2.0, "candidates": [{}]}
+        only = "m1_n6144_k5120" if tower.arm == "unmerged" else "m1_n12288_k5120"
+        return [{**decided, "kept": "b" if tower.arm == "unmerged" else "c", "ms_after": 1.9},
+                {**decided, "key": only, "kept": "a", "ms_after": 2.0},
+                {"key": "m1_n16_k5120", "kept": "a", "candidates": [],
+                 "note": "nothing to compare"}]
+
+    monkeypatch.setattr(fp8tower.tower.build, "build_tower",
+                        lambda spec, scheme, arm, **k: Tower(arm))
+    monkeypatch.setattr(fp8tower.tower.context, "refine", refine)
+    rows = _refine_in_context(None, [Scheme.PER_TENSOR], [1], None, "gdn,attention",
+                              progress=False)
+    sup = {(r["arm"], r["key"]): r.get("superseded_by") for r in rows}
+    assert sup == {("unmerged", "m1_n5120_k6144"): "merged", ("merged", "m1_n5120_k6144"): None,
+                   ("unmerged", "m1_n6144_k5120"): None, ("merged", "m1_n12288_k5120"): None,
+                   ("unmerged", "m1_n16_k5120"): None, ("merged", "m1_n16_k5120"): None}
+    _print_context(rows)
+    assert "b (superseded by merged)" in capsys.readouterr().out

@@ -3,7 +3,9 @@ startup."""
 
 from __future__ import annotations
 
+import datetime
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -60,3 +62,33 @@ def write_json(path: Path, record, indent: int = 1) -> None:
         path.write_text(json.dumps(record, indent=indent) + "\n")
     except OSError as e:
         raise fail(f"cannot write {path}: {e.strerror or e}") from None
+
+
+def check_json_path(path: Path, option: str = "--json") -> None:
+    """Refuse, before any measuring, a JSON path that :func:`write_json` could not write: a
+    directory, a parent that is a file, or a folder (the nearest existing one: write_json
+    makes the rest) or file this user cannot write. One ``error:`` line naming the path."""
+    if path.is_dir():
+        raise fail(f"{option} {path}: is a directory, not a file path")
+    if path.exists() and not os.access(path, os.W_OK):
+        raise fail(f"{option} {path}: the file is not writable")
+    folder = path.parent
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    if not folder.is_dir():
+        raise fail(f"{option} {path}: {folder} is not a directory")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise fail(f"{option} {path}: the directory {folder} is not writable")
+
+
+def default_json_path(folder: Path, stem: str, when: datetime.datetime) -> Path:
+    """``folder/<stem>_<date>.json``, or where that exists (a second run that day)
+    ``<stem>_<date>_<HHMMSS>.json``, then ``..._<HHMMSS>-2.json``, -3, ...: a default name
+    never overwrites an earlier record (an explicit --json path is the user's choice)."""
+    path = folder / f"{stem}_{when.date()}.json"
+    base = f"{stem}_{when.date()}_{when:%H%M%S}"
+    n = 1
+    while path.exists():
+        path = folder / (f"{base}.json" if n == 1 else f"{base}-{n}.json")
+        n += 1
+    return path

@@ -13,7 +13,7 @@ from typing import Annotated
 
 import typer
 
-from ._common import at_least, write_json
+from ._common import at_least, check_json_path, default_json_path, write_json
 from ._common import console as _console
 from ._common import csv as _csv
 from ._common import fail as _fail
@@ -38,6 +38,7 @@ STANDIN_HELP = (
     "stride: the same bits, about the same cost at every M).")
 GPU_MODEL, CPU_MODEL = "qwen3.5-27b", "tiny-hybrid"
 GPU_BACKENDS, CPU_BACKENDS = "cublaslt,auto", "reference"
+RESULTS = Path("benchmarks/results")  # the default --json folder
 
 
 def _choices(text: str, valid: list[str], what: str, option: str) -> list[str]:
@@ -137,8 +138,9 @@ def tower(
     standin: Annotated[str, typer.Option(
         "--standin", help=STANDIN_HELP)] = "torch",
     json_out: Annotated[Path | None, typer.Option(
-        "--json", help="JSON path; default benchmarks/results/tower_<model>_<gpu-or-cpu>_"
-        "<date>.json.")] = None,
+        "--json", help="JSON path (overwritten if it exists); default benchmarks/results/"
+        "tower_<model>_<gpu-or-cpu>_<date>.json, with _<HHMMSS> (then -2, -3, ...) added when "
+        "that exists.")] = None,
 ) -> None:
     """Time the tower's decode step for every (scheme, arm, backend, M), side by side."""
     from dataclasses import asdict
@@ -182,6 +184,7 @@ def tower(
     if not cuda and backend_list is None:
         console.print(f"no CUDA GPU: backend {CPU_BACKENDS} (the CPU oracle); pass --backends "
                       "to choose others")
+    check_json_path(json_out if json_out is not None else RESULTS / "tower.json")  # before timing
 
     ceiling = None
     if cuda:
@@ -208,8 +211,8 @@ def tower(
     gpu = torch.cuda.get_device_name() if cuda else None
     now = datetime.datetime.now(datetime.timezone.utc)
     if json_out is None:
-        json_out = Path("benchmarks/results") / (
-            f"tower_{_slug(spec.name)}_{_slug(gpu) if gpu else 'cpu'}_{now.date()}.json")
+        json_out = default_json_path(
+            RESULTS, f"tower_{_slug(spec.name)}_{_slug(gpu) if gpu else 'cpu'}", now)
     record = {
         "schema": SCHEMA,
         "model": spec.name,
@@ -266,8 +269,9 @@ def generate(
     graph: Annotated[bool, typer.Option(
         "--graph/--no-graph", help="Also time decode steps as CUDA graph replays (GPU).")] = True,
     json_out: Annotated[Path | None, typer.Option(
-        "--json", help="JSON path; default benchmarks/results/generate_<model>_<gpu-or-cpu>_"
-        "<date>.json.")] = None,
+        "--json", help="JSON path (overwritten if it exists); default benchmarks/results/"
+        "generate_<model>_<gpu-or-cpu>_<date>.json, with _<HHMMSS> (then -2, -3, ...) added "
+        "when that exists.")] = None,
 ) -> None:
     """End-to-end decode of a transformers model (random weights): ms per step and tokens/s,
     eager and under a CUDA graph, for bf16, fp8tower per scheme and torchao float8."""
@@ -299,6 +303,7 @@ def generate(
                     f"{', '.join(backends.names() + ['auto'])}")
     if not cuda and backend == "auto":
         backend = CPU_BACKENDS
+    check_json_path(json_out if json_out is not None else RESULTS / "generate.json")
     command = (f"fp8tower bench generate --model {shlex.quote(model)} "
                f"--arms {','.join(arm_list)} "
                f"--batch {','.join(map(str, batches))} --context {context} --steps {steps} "
@@ -347,8 +352,8 @@ def generate(
         table.caption += "\n" + "; ".join(f"{k}: {v}" for k, v in kern.items())
     console.print(table)
     if json_out is None:
-        day = record["date"][:10]
-        json_out = Path("benchmarks/results") / (
-            f"generate_{_slug(model)}_{_slug(record['gpu']) if record['gpu'] else 'cpu'}_{day}.json")
+        json_out = default_json_path(
+            RESULTS, f"generate_{_slug(model)}_{_slug(record['gpu']) if record['gpu'] else 'cpu'}",
+            datetime.datetime.fromisoformat(record["date"]))
     write_json(json_out, record)
     console.print(f"wrote {json_out}")

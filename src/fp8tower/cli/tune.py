@@ -421,6 +421,11 @@ def _refine_in_context(spec, schemes, buckets, merged, parts, *, progress: bool)
 
     arms = ("unmerged", "merged") if merged is None else ("merged" if merged else "unmerged",)
     rows = []
+    # A key both arms run (every layer's out_proj) is refined by each arm's pass; the cache
+    # holds one choice per key, so the later pass's decision is the one saved. Both passes
+    # stay (each step's ranking is evidence; skipping the later one would leave that step's
+    # choice untimed) and the earlier row is marked superseded_by: <arm>, not reported as held.
+    decided: dict[str, dict] = {}
     for s in schemes:
         for arm in arms:
             tower = build_tower(spec, scheme=s, arm=arm, backend="auto", m=buckets[0],
@@ -431,7 +436,12 @@ def _refine_in_context(spec, schemes, buckets, merged, parts, *, progress: bool)
                     typer.echo(f"in context: {spec.name} {s.value} {arm} M={b}", err=True)
                 advance = (lambda what: typer.echo(f"  {what}", err=True)) if progress else None
                 for r in refine(tower, advance=advance):
-                    rows.append({"scheme": s.value, "arm": arm, "m": b, **r})
+                    row = {"scheme": s.value, "arm": arm, "m": b, **r}
+                    if "ms_after" in row:  # this pass timed the key and saved its choice
+                        if row["key"] in decided:
+                            decided[row["key"]]["superseded_by"] = arm
+                        decided[row["key"]] = row
+                    rows.append(row)
             del tower
             torch.cuda.empty_cache()
     return rows
@@ -446,7 +456,9 @@ def _print_context(rows: list[dict]) -> None:
         table.add_column(col, justify="right" if col in ("M", "ms before", "ms after", "timed")
                          else "left")
     for r in rows:
-        cells = [r["scheme"], r["arm"], str(r["m"]), r["key"], r["kept"] or "-",
+        kept = (r["kept"] or "-") + (f" (superseded by {r['superseded_by']})"
+                                     if r.get("superseded_by") else "")
+        cells = [r["scheme"], r["arm"], str(r["m"]), r["key"], kept,
                  f"{r['ms_before']:.4f}" if "ms_before" in r else "-",
                  f"{r['ms_after']:.4f}" if "ms_after" in r else "-", str(len(r["candidates"]))]
         table.add_row(*(Text(c) for c in cells))

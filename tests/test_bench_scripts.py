@@ -1,0 +1,209 @@
+"""The benchmark scripts' result files and argument checks on the CPU (the benchmarks
+themselves need a GPU): default JSON names, tower_ab's up-front checks and partial writes."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
+
+
+def _load(name):
+    if str(BENCH) not in sys.path:
+        sys.path.insert(0, str(BENCH))
+    spec = importlib.util.spec_from_file_location(f"_bench_scripts_{name}", BENCH / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod  # a dataclass looks its module up there
+    spec.loader.exec_module(mod)
+    return mod
+
+
+# 1. default JSON names
+
+
+def test_bench_gemm_default_names_never_overwrite_an_earlier_run(tmp_path, monkeypatch):
+    """Two runs of one day (one second, even) get two files; one run's partial then final
+    writes go to the same file."""
+    bench = _load("bench_gemm")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(bench.torch.cuda, "get_device_name", lambda *a: "NVIDIA H200")
+    row = {"scheme": "per_tensor", "n": 1024, "k": 5120, "m": 1, "backend": "auto", "us": 5.0}
+    common = (4400.0, {"triton_read": 4400.0}, (9, 0), ["--m", "1"])
+    first = bench.write_result(None, [row], [], {}, *common, complete=True)
+    second = bench.write_result(None, [row], [], {}, *common, complete=False)
+    assert first != second and first.is_file() and second.is_file()
+    assert json.loads(first.read_text())["complete"] is True  # the earlier run kept
+    assert first.name.startswith("gemm_NVIDIA-H200_") and first.parent.name == "results"
+    # the same run's final write goes where its partial one went
+    assert bench.write_result(str(second), [row], [], {}, *common, complete=True) == second
+
+
+def test_default_json_path_adds_the_time_of_day_then_a_suffix(tmp_path):
+    common = _load("_common")
+    date = "2026-12-04T13:45:07+00:00"
+    p1 = common.default_json_path(tmp_path, "host_H200", date)
+    assert p1 == tmp_path / "host_H200_2026-12-04_134507.json"
+    p1.write_text("{}")
+    p2 = common.default_json_path(tmp_path, "host_H200", date)
+    assert p2.name == "host_H200_2026-12-04_134507-2.json"
+    p2.write_text("{}")
+    assert common.default_json_path(tmp_path, "host_H200", date).name.endswith("-3.json")
+
+
+def test_cli_startup_default_names_never_overwrite(tmp_path, monkeypatch):
+    cli = _load("cli_startup")
+    monkeypatch.setattr(cli, "REPO", tmp_path)
+    monkeypatch.setattr(cli, "_once", lambda cmd: (0.1, 0.05))
+    monkeypatch.setattr(cli, "_imports_torch", lambda cmd: False)
+    monkeypatch.setattr(cli.provenance, "record",
+                        lambda *a, **k: {"date": "2026-12-04T13:45:07+00:00"})
+    assert cli.main(["--runs", "1"]) == 0
+    assert cli.main(["--runs", "1"]) == 0
+    got = sorted(p.name for p in (tmp_path / "benchmarks/results").iterdir())
+    assert got == ["cli_startup_cpu_2026-12-04_134507-2.json",
+                   "cli_startup_cpu_2026-12-04_134507.json"]
+    explicit = tmp_path / "x.json"
+    cli.main(["--runs", "1", "--json", str(explicit)])
+    assert explicit.is_file()  # an explicit --json is used as given
+
+
+# 2. tower_ab: schemes and M checked up front, rows written after each scheme
+
+
+@pytest.mark.parametrize("script", ["bench_standin", "bench_prefetch_depth"])
+@pytest.mark.parametrize(("opt", "bad", "says"), [
+    ("--schemes", "per_tensor,per_tensr", "'per_tensr'"),
+    ("--m", "1,x", "'x' is not a positive integer M"),
+    ("--m", "1,0", "'0' is not a positive integer M"),
+])
+def test_bad_schemes_or_m_are_refused_before_any_timing(script, opt, bad, says):
+    bench = _load(script)
+    with pytest.raises(SystemExit) as e:
+        bench.main([opt, bad, "--json", "unused.json"])
+    assert opt in str(e.value) and says in str(e.value)
+
+
+def test_bench_override_and_prepass_group_check_m_up_front():
+    for script, extra in (("bench_override", ["--arms", "cached"]), ("bench_prepass_group", [])):
+        with pytest.raises(SystemExit) as e:
+            _load(script).main(["--m", "1,x", *extra, "--json", "unused.json"])
+        assert "'x' is not a positive integer M" in str(e.value)
+
+
+def test_run_arms_checks_before_timing_and_writes_after_each_scheme(tmp_path, monkeypatch):
+    import torch
+
+    ab = _load("tower_ab")
+    timed = []
+
+    class Tower:
+        static_y = torch.zeros(2)
+
+        def reconfigure(self, m):
+            pass
+
+    def build(model, scheme, arm, backend, m):
+        if scheme == "block128":
+            raise RuntimeError("out of memory")
+        return Tower()
+
+    monkeypatch.setattr(ab, "build_tower", build)
+    monkeypatch.setattr(ab, "time_tower", lambda tower, replays, steps: (
+        timed.append(1), type("T", (), {"ms_per_step": 2.0})())[1])
+    monkeypatch.setattr(ab.dispatch, "reset", lambda: None)
+    monkeypatch.setattr(ab.torch.cuda, "empty_cache", lambda: None)
+    with pytest.raises(SystemExit, match="per_tensr"):
+        ab.run_arms("m", ["per_tensor", "per_tensr"], [1], ["a"], lambda a: None, 1, 1, 1)
+    with pytest.raises(SystemExit, match="'x'"):
+        ab.run_arms("m", ["per_tensor"], [1, "x"], ["a"], lambda a: None, 1, 1, 1)
+    assert not timed  # nothing timed before the refusal
+    out = tmp_path / "ab.json"
+    with pytest.raises(RuntimeError):
+        ab.run_arms("m", ["per_tensor", "channel_token", "block128"], [1, 8], ["a", "b"],
+                    lambda a: None, 1, 1, 1, json_path=str(out))
+    doc = json.loads(out.read_text())
+    assert doc["complete"] is False
+    assert [(r["scheme"], r["m"]) for r in doc["rows"]] == [
+        ("per_tensor", 1), ("per_tensor", 8), ("channel_token", 1), ("channel_token", 8)]
+
+
+# 3. cold-L2 labels
+
+
+def test_small_weights_rotate_partly_warm_and_lose_their_ceiling_fraction():
+    common = _load("_common")
+    l2 = 60 * 2**20
+    assert common.l2_rotation(5120 * 6144, l2) == (7, True)
+    copies, cold = common.l2_rotation(512 * 1024, l2)  # 0.5 MB x 256 copies < 3 x L2
+    assert (copies, cold) == (256, False)
+    t = type("T", (), {"median_us": 2.0, "min_us": 1.9, "spread": 0.01})()
+    warm = common.timing_fields(t, 4000, 4000.0, copies, cold)
+    assert warm["cold"] is False and warm["copies"] == 256 and warm["pct_ceiling"] is None
+    assert common.pct_cell(warm) == "warm"
+    assert common.timing_fields(t, 4000, 4000.0, 6, True)["pct_ceiling"] == 0.1
+
+
+def test_fourway_rows_record_the_rotation(monkeypatch):
+    from test_tuning import FakeClock, FakeTimer, cpu_problem, fake_backend
+
+    bench = _load("bench_fourway")
+    monkeypatch.setattr(bench, "l2_rotation", lambda nbytes, l2: (256, False))
+    clock = FakeClock()
+    fast = fake_backend("fast", clock, {"default": 10.0})
+    rows = bench.measure(cpu_problem(m=4), [fast], None, FakeTimer(clock), max_configs=2,
+                         ceiling=1000.0)
+    assert rows[0]["copies"] == 256 and rows[0]["cold"] is False
+    assert rows[0]["pct_ceiling"] is None
+    import io
+
+    from rich.console import Console
+    console = Console(file=io.StringIO(), width=200)
+    console.print(bench.table(rows, "fake GPU", 1000.0))
+    assert "warm" in console.file.getvalue()
+
+
+def test_tower_chain_gets_weight_sets_past_three_l2():
+    chain = _load("bench_chain")
+    l2 = 60 * 2**20
+    shapes = [(1024, 5120), (5120, 6144)]  # 36.7 MB a set: 2 sets would be warm
+    n_sets = chain.chain_weight_sets(shapes, l2)
+    assert n_sets * sum(n * k for n, k in shapes) > 3 * l2 and n_sets == 6
+    sets = {s: [f"w{s}{i}" for i in range(n_sets)] for s in shapes}
+    seen = []
+    calls = chain.chain_calls(lambda arm, p, w, x, out: seen.append(w) or (lambda: None),
+                              "base", chain.Scheme.PER_TENSOR, 1, shapes, sets,
+                              {5120: None, 6144: None}, {s: None for s in shapes}, (9, 0), False)
+    assert len(calls) == n_sets * len(shapes) and len(set(seen)) == n_sets * len(shapes)
+
+
+# 5. cache_evidence
+
+
+def test_cache_evidence_keeps_distinct_keys_apart_and_reads_gzip(tmp_path, capsys):
+    import gzip
+
+    ev = _load("cache_evidence")
+
+    def entry(m, chs, cfg):
+        p = {"m": m, "n": 1024, "k": 5120, "scheme": "channel_token",
+             "channel_weight_scale": chs}
+        c = {"backend": "triton", "config": cfg, "error": None, "median_us": 1.0}
+        return {"problem": p, "backend": "triton", "config": cfg, "candidates": [c]}
+
+    entries = {"m1_n1024_k5120_channel_token_sm90": entry(1, False, {"b": 1}),
+               "m8_n1024_k5120_channel_token_sm90": entry(8, False, {"b": 1}),
+               "m1_n1024_k5120_channel_token-chs_sm90": entry(1, True, {"b": 2}),
+               "m8_n1024_k5120_channel_token-chs_sm90": entry(8, True, {"b": 2})}
+    got = ev.same_winner_m1_16(entries)
+    assert got["groups"] == 2 and got["same"] == 2  # merged, the two keys would differ
+    path = tmp_path / "cache.json.gz"
+    with gzip.open(path, "wt") as f:
+        json.dump({"meta": {}, "entries": entries}, f)
+    out = tmp_path / "ev.json"
+    ev.main([str(path), "--out", str(out)])
+    assert json.loads(out.read_text())["same_winner_m1_16"]["groups"] == 2
