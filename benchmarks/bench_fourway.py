@@ -134,7 +134,8 @@ def main(argv=None):
     path = Path(args.json or f"benchmarks/results/fourway_{gpu.replace(' ', '-')}_{date[:10]}.json")
     rows = []
     if args.resume and path.exists():
-        rows = json.loads(path.read_text())["rows"]
+        old = json.loads(path.read_text())
+        rows = resumable_rows(old, args, path)
         console.print(f"resuming: {len(rows)} rows from {path}")
     done = {(r["scheme"], r["n"], r["k"], r["m"]) for r in rows}
 
@@ -174,7 +175,9 @@ def main(argv=None):
                 tuner.pretune(auto, group, progress=False, max_configs=args.max_configs,
                               read_ceiling_gbps=ceiling, precompile=False)
             for p in group:
-                rows.extend(measure(p, arms, auto, timer, args.max_configs, ceiling))
+                # each row names its run and ceiling: a resumed file holds rows of two runs
+                rows.extend({**r, "run": date, "read_ceiling_gbs": round(ceiling, 1)}
+                            for r in measure(p, arms, auto, timer, args.max_configs, ceiling))
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(json.dumps(result(), indent=1))
             torch.cuda.empty_cache()
@@ -182,6 +185,19 @@ def main(argv=None):
     console.print(table(rows, gpu, ceiling))
     path.write_text(json.dumps(result(), indent=1))
     console.print(f"wrote {path} ({time.time() - t0:.0f} s)")
+
+
+def resumable_rows(old: dict, args, path) -> list[dict]:
+    """The rows of an earlier record to keep, or SystemExit where its run was timed otherwise
+    (rows tuned with other --max-configs / --replays are no side-by-side comparison); rows of
+    files written before rows named their run get the earlier run's date and ceiling."""
+    for field in ("max_configs", "replays"):
+        if old.get(field) != getattr(args, field):
+            raise SystemExit(f"--resume {path}: its run had {field} {old.get(field)!r}, this one "
+                             f"{getattr(args, field)!r}; resume with the same value or write "
+                             "another --json")
+    return [{"run": old.get("date"), "read_ceiling_gbs": old.get("read_ceiling_gbs"), **r}
+            for r in old["rows"]]
 
 
 def _cudnn_versions():

@@ -42,3 +42,21 @@ def test_unregistered_arm_is_recorded_with_its_reason():
     status = bench.arm_status(["cublaslt", "no_such_backend"])
     assert "not registered" in status["no_such_backend"]
     assert isinstance(status["cublaslt"], str)  # no GPU here: the reason, not the backend
+
+
+def test_resume_refuses_another_timing_and_names_the_earlier_run(tmp_path):
+    """--resume kept an earlier run's rows under this run's settings and ceiling: rows tuned
+    with other --max-configs / --replays are refused; kept rows name their own run."""
+    import argparse
+
+    import pytest
+
+    old = {"date": "2026-12-01T10:00:00", "read_ceiling_gbs": 4470.0, "max_configs": 4,
+           "replays": 20, "rows": [{"scheme": "per_tensor", "n": 64, "k": 64, "m": 1}]}
+    same = argparse.Namespace(max_configs=4, replays=20)
+    rows = bench.resumable_rows(old, same, tmp_path / "f.json")
+    assert rows[0]["run"] == "2026-12-01T10:00:00" and rows[0]["read_ceiling_gbs"] == 4470.0
+    with pytest.raises(SystemExit, match="max_configs 4, this one 8"):
+        bench.resumable_rows(old, argparse.Namespace(max_configs=8, replays=20), "f.json")
+    with pytest.raises(SystemExit, match="replays 20, this one 5"):
+        bench.resumable_rows(old, argparse.Namespace(max_configs=4, replays=5), "f.json")
