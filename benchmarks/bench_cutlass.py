@@ -136,6 +136,36 @@ def kernel_names(m, cap):
     return out
 
 
+# weights() builds per-tensor / per-channel scales and check_numerics dequantizes per row:
+# block128 (its 2-D scales) and weight_only (bf16 x) are timed by bench_gemm.py instead.
+SCHEMES = (Scheme.PER_TENSOR, Scheme.CHANNEL_TOKEN)
+
+
+def parse_values(args) -> tuple[list[int], list[Scheme], list[tuple[int, int]]]:
+    """--m, --schemes, --shapes checked up front: one line naming the bad value (a block128
+    run built every config and measured the ceiling before its weights raised)."""
+    try:
+        ms = [int(v) for v in args.m.split(",")]
+        shapes = [tuple(int(v) for v in s.lower().split("x")) for s in args.shapes.split(",")]
+    except ValueError:
+        raise SystemExit(f"--m {args.m!r} / --shapes {args.shapes!r}: expected integers, "
+                         "e.g. --m 1,8 --shapes 5120x6144") from None
+    if min(ms) < 1 or any(len(sh) != 2 or min(sh) < 1 for sh in shapes):
+        raise SystemExit(f"--m {args.m!r} / --shapes {args.shapes!r}: expected M >= 1 and NxK "
+                         "with N, K >= 1")
+    schemes = []
+    for name in args.schemes.split(","):
+        try:
+            scheme = Scheme.parse(name)
+        except ValueError as e:
+            raise SystemExit(f"--schemes: {e}") from None
+        if scheme not in SCHEMES:
+            raise SystemExit(f"--schemes {name}: bench_cutlass times per_tensor and "
+                             "channel_token (block128 / weight_only: benchmarks/bench_gemm.py)")
+        schemes.append(scheme)
+    return ms, schemes, shapes
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--shapes", default=",".join(TOWER))
@@ -145,6 +175,7 @@ def main(argv=None):
                     help="stop timing (record what is left as skipped) after this many seconds")
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
+    ms, schemes, shapes = parse_values(args)  # before any build or timing
     if not torch.cuda.is_available():
         sys.exit("bench_cutlass needs a CUDA GPU")
     reason = cutlass.BACKEND.unavailable_reason()
@@ -152,9 +183,6 @@ def main(argv=None):
         sys.exit(f"cutlass backend unavailable: {reason}")
     t0 = time.time()
     budget = t0 + args.budget_s
-    ms = [int(v) for v in args.m.split(",")]
-    schemes = [Scheme.parse(s) for s in args.schemes.split(",")]
-    shapes = [tuple(int(v) for v in s.split("x")) for s in args.shapes.split(",")]
     cap = torch.cuda.get_device_capability()
     gpu = torch.cuda.get_device_name()
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -207,3 +208,18 @@ def test_cache_evidence_keeps_distinct_keys_apart_and_reads_gzip(tmp_path, capsy
     out = tmp_path / "ev.json"
     ev.main([str(path), "--out", str(out)])
     assert json.loads(out.read_text())["same_winner_m1_16"]["groups"] == 2
+
+
+@pytest.mark.parametrize("args, says", [
+    (["--schemes", "block128"], "times per_tensor and channel_token"),
+    (["--schemes", "per_tensr"], "--schemes:"),
+    (["--m", "1,x"], "expected integers"),
+    (["--m", "0"], "expected M >= 1"),
+    (["--shapes", "4096"], "expected M >= 1 and NxK"),
+])
+def test_bench_cutlass_refuses_bad_values_before_any_work(args, says):
+    """A block128 run built every config and measured the read ceiling before its weights
+    (per-channel scales) raised; bad numbers were tracebacks. Now one line, first thing."""
+    bench = _load("bench_cutlass")
+    with pytest.raises(SystemExit, match=re.escape(says)):
+        bench.main(args)
