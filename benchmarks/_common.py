@@ -1,23 +1,7 @@
-"""Small helpers shared by the benchmark scripts (no torch import: cli_startup.py uses it)."""
+"""Small helpers shared by the benchmark scripts: the weight rotation's cold-L2 label and a
+timed row's fields (results paths: fp8tower.provenance.result_path)."""
 
 from __future__ import annotations
-
-from pathlib import Path
-
-
-def default_json_path(directory: str | Path, stem: str, date_iso: str) -> Path:
-    """A result path no earlier run holds: ``<directory>/<stem>_<YYYY-MM-DD>_<HHMMSS>.json``
-    (``date_iso``: provenance's ISO date), with ``-2``, ``-3``, ... before ``.json`` while that
-    name is taken, so that two runs of one day (or one second) never overwrite each other."""
-    day, _, clock = date_iso.partition("T")
-    hhmmss = "".join(c for c in clock[:8] if c.isdigit()) or "000000"
-    base = Path(directory) / f"{stem}_{day}_{hhmmss}"
-    path = base.with_name(base.name + ".json")
-    n = 2
-    while path.exists():
-        path = base.with_name(f"{base.name}-{n}.json")
-        n += 1
-    return path
 
 
 def l2_rotation(bytes_per_copy: int, l2_bytes: int) -> tuple[int, bool]:

@@ -34,7 +34,7 @@ from fp8tower.tuning import ceiling as tceiling
 from fp8tower.tuning import timer as ttimer
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import default_json_path, l2_rotation, timing_fields
+from _common import l2_rotation, timing_fields
 
 TOWER = ["10240x5120", "6144x5120", "16384x5120", "5120x6144", "12288x5120", "1024x5120",
          "14336x5120", "34816x5120", "5120x17408"]
@@ -144,25 +144,20 @@ SCHEMES = (Scheme.PER_TENSOR, Scheme.CHANNEL_TOKEN)
 def parse_values(args) -> tuple[list[int], list[Scheme], list[tuple[int, int]]]:
     """--m, --schemes, --shapes checked up front: one line naming the bad value (a block128
     run built every config and measured the ceiling before its weights raised)."""
+    from tower_ab import parse_ms, parse_schemes
+
+    ms = parse_ms(args.m)
+    schemes = [Scheme.parse(s) for s in parse_schemes(args.schemes)]
+    for scheme in schemes:
+        if scheme not in SCHEMES:
+            raise SystemExit(f"--schemes {scheme.value}: bench_cutlass times per_tensor and "
+                             "channel_token (block128 / weight_only: benchmarks/bench_gemm.py)")
     try:
-        ms = [int(v) for v in args.m.split(",")]
         shapes = [tuple(int(v) for v in s.lower().split("x")) for s in args.shapes.split(",")]
     except ValueError:
-        raise SystemExit(f"--m {args.m!r} / --shapes {args.shapes!r}: expected integers, "
-                         "e.g. --m 1,8 --shapes 5120x6144") from None
-    if min(ms) < 1 or any(len(sh) != 2 or min(sh) < 1 for sh in shapes):
-        raise SystemExit(f"--m {args.m!r} / --shapes {args.shapes!r}: expected M >= 1 and NxK "
-                         "with N, K >= 1")
-    schemes = []
-    for name in args.schemes.split(","):
-        try:
-            scheme = Scheme.parse(name)
-        except ValueError as e:
-            raise SystemExit(f"--schemes: {e}") from None
-        if scheme not in SCHEMES:
-            raise SystemExit(f"--schemes {name}: bench_cutlass times per_tensor and "
-                             "channel_token (block128 / weight_only: benchmarks/bench_gemm.py)")
-        schemes.append(scheme)
+        shapes = []
+    if not shapes or any(len(sh) != 2 or min(sh) < 1 for sh in shapes):
+        raise SystemExit(f"--shapes {args.shapes!r}: expected NxK with N, K >= 1, e.g. 5120x6144")
     return ms, schemes, shapes
 
 
@@ -286,7 +281,7 @@ def main(argv=None):
         "numerics": numerics, "rows": rows, "chains": chains, "kernel_names": names,
         "seconds": round(time.time() - t0, 1),
     }
-    path = Path(args.json) if args.json else default_json_path(
+    path = Path(args.json) if args.json else provenance.result_path(
         "benchmarks/results", f"cutlass_{gpu.replace(' ', '-')}", result["date"])
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(result, indent=1))

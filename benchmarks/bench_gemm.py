@@ -54,7 +54,7 @@ from fp8tower.tuning.search import Chain
 from fp8tower.tuning.timer import l2_cache_bytes, time_cuda_graph
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import default_json_path, l2_rotation, pct_cell, timing_fields
+from _common import l2_rotation, pct_cell, timing_fields
 
 TOWER_SHAPES = {
     "10240x5120": "GDN in_proj_qkv", "6144x5120": "GDN in_proj_z",
@@ -401,7 +401,7 @@ def write_result(json_path, rows, slow, acc, ceiling, ceilings, cap, argv, *, co
     }
     if json_path is None:
         gpu = torch.cuda.get_device_name().replace(" ", "-")
-        json_path = default_json_path("benchmarks/results", f"gemm_{gpu}", result["date"])
+        json_path = provenance.result_path("benchmarks/results", f"gemm_{gpu}", result["date"])
     path = Path(json_path)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(result, indent=1))

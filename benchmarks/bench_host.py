@@ -31,7 +31,6 @@ import torch
 from torch import nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import default_json_path
 
 SCHEMES = ("per_tensor", "channel_token", "block128", "weight_only")
 
@@ -172,7 +171,7 @@ def main(argv=None) -> None:
                            "b2b_paired_ratio: median over rounds of the per-round ratio"},
         "rows": rows,
     }
-    path = Path(args.json) if args.json else default_json_path(
+    path = Path(args.json) if args.json else provenance.result_path(
         "benchmarks/results", f"host_{gpu.replace(' ', '-')}", result["date"])
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(result, indent=1))

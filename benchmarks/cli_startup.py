@@ -23,9 +23,6 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
-sys.path.insert(0, str(REPO / "benchmarks"))
-
-from _common import default_json_path
 
 from fp8tower import provenance
 
@@ -102,8 +99,8 @@ def main(argv: list[str] | None = None) -> int:
                   "cpu_s": "seconds, user + sys CPU of the subprocess"},
         "results": rows,
     }
-    path = args.json or default_json_path(REPO / "benchmarks/results", "cli_startup_cpu",
-                                          doc["provenance"]["date"])
+    path = args.json or provenance.result_path(REPO / "benchmarks/results", "cli_startup_cpu",
+                                               doc["provenance"]["date"])
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(doc, indent=1) + "\n")
     print(f"load average {load[0]:.1f} on {os.cpu_count()} CPUs; wrote {path}")

@@ -7,8 +7,8 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from fp8tower.cli._common import default_json_path
 from fp8tower.cli.bench import app
+from fp8tower.provenance import result_path
 
 runner = CliRunner()
 FAST = ("--model", "tiny-hybrid", "--replays", "1", "--steps", "1", "--arms", "merged",
@@ -21,11 +21,11 @@ def run(*args):
     return result
 
 
-def test_default_json_path_never_collides(tmp_path):
+def test_result_path_never_collides(tmp_path):
     when = datetime.datetime(2026, 12, 2, 9, 8, 7, tzinfo=datetime.timezone.utc)
     got = []
     for _ in range(4):
-        p = default_json_path(tmp_path / "r", "tower_x_cpu", when)
+        p = result_path(tmp_path / "r", "tower_x_cpu", when)
         p.parent.mkdir(exist_ok=True)
         p.write_text("{}")
         got.append(p.name)

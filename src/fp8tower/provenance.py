@@ -85,6 +85,23 @@ def now_iso() -> str:
     return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
 
 
+def result_path(folder: str | Path, stem: str, when: datetime.datetime | str) -> Path:
+    """A default results path no earlier run holds: ``folder/<stem>_<date>.json``, or where
+    that exists (a second run that day) ``<stem>_<date>_<HHMMSS>.json``, then ``-2``, ``-3``,
+    ...: two runs of one day never overwrite each other (``when``: a datetime or an ISO
+    string, e.g. :func:`now_iso`'s). An explicit path is the user's choice, not this."""
+    if isinstance(when, str):
+        when = datetime.datetime.fromisoformat(when)
+    folder = Path(folder)
+    path = folder / f"{stem}_{when.date()}.json"
+    base = f"{stem}_{when.date()}_{when:%H%M%S}"
+    n = 1
+    while path.exists():
+        path = folder / (f"{base}.json" if n == 1 else f"{base}-{n}.json")
+        n += 1
+    return path
+
+
 def versions(gpu_name: str | None) -> dict:
     """GPU (None: 'cpu'), driver, CUDA (torch's build), torch, triton, fp8tower and its
     kernel code (:func:`kernel_code`), cuDNN and its frontend (the cudnn backend's plan

@@ -3,7 +3,6 @@ startup."""
 
 from __future__ import annotations
 
-import datetime
 import json
 import os
 import sys
@@ -79,16 +78,3 @@ def check_json_path(path: Path, option: str = "--json") -> None:
         raise fail(f"{option} {path}: {folder} is not a directory")
     if not os.access(folder, os.W_OK | os.X_OK):
         raise fail(f"{option} {path}: the directory {folder} is not writable")
-
-
-def default_json_path(folder: Path, stem: str, when: datetime.datetime) -> Path:
-    """``folder/<stem>_<date>.json``, or where that exists (a second run that day)
-    ``<stem>_<date>_<HHMMSS>.json``, then ``..._<HHMMSS>-2.json``, -3, ...: a default name
-    never overwrites an earlier record (an explicit --json path is the user's choice)."""
-    path = folder / f"{stem}_{when.date()}.json"
-    base = f"{stem}_{when.date()}_{when:%H%M%S}"
-    n = 1
-    while path.exists():
-        path = folder / (f"{base}.json" if n == 1 else f"{base}-{n}.json")
-        n += 1
-    return path

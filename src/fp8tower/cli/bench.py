@@ -13,7 +13,7 @@ from typing import Annotated
 
 import typer
 
-from ._common import at_least, check_json_path, default_json_path, write_json
+from ._common import at_least, check_json_path, write_json
 from ._common import console as _console
 from ._common import csv as _csv
 from ._common import fail as _fail
@@ -211,7 +211,7 @@ def tower(
     gpu = torch.cuda.get_device_name() if cuda else None
     now = datetime.datetime.now(datetime.timezone.utc)
     if json_out is None:
-        json_out = default_json_path(
+        json_out = provenance.result_path(
             RESULTS, f"tower_{_slug(spec.name)}_{_slug(gpu) if gpu else 'cpu'}", now)
     record = {
         "schema": SCHEMA,
@@ -287,7 +287,7 @@ def generate(
     model = model or ("qwen3-8b" if cuda else CPU_MODEL)
     arm_list = _csv(arms or (GEN_GPU_ARMS if cuda else GEN_CPU_ARMS))
     batches = _parse_ms(batch, "--batch")
-    from .. import backends
+    from .. import backends, provenance
     from ..hf.generate import check_arm
 
     for arm in arm_list:  # before any model is built (the 27B's take minutes)
@@ -352,8 +352,8 @@ def generate(
         table.caption += "\n" + "; ".join(f"{k}: {v}" for k, v in kern.items())
     console.print(table)
     if json_out is None:
-        json_out = default_json_path(
+        json_out = provenance.result_path(
             RESULTS, f"generate_{_slug(model)}_{_slug(record['gpu']) if record['gpu'] else 'cpu'}",
-            datetime.datetime.fromisoformat(record["date"]))
+            record["date"])
     write_json(json_out, record)
     console.print(f"wrote {json_out}")

@@ -424,14 +424,12 @@ def convert(
     records: list[dict] = []
     if merge:
         mt = _model_type(model)
-        patch = MODEL_TYPE_TO_MERGE.get(mt)
-        if patch is not None:
-            if ck is not None and hasattr(ck, "check_merge_group"):
-                for fqn, parent in model.named_modules():
-                    for g in GROUPS[mt]:
-                        if type(parent).__name__ in g.parent_classes:
-                            ck.check_merge_group([f"{fqn}.{m}" for m in g.members])
-            records = patch(model, MergeMode.REQUANT_MAX if requant_max else MergeMode.EXACT)
+        if mt in GROUPS and ck is not None and hasattr(ck, "check_merge_group"):
+            for fqn, parent in model.named_modules():
+                for g in GROUPS[mt]:
+                    if type(parent).__name__ in g.parent_classes:
+                        ck.check_merge_group([f"{fqn}.{m}" for m in g.members])
+        records = merge_family(model, MergeMode.REQUANT_MAX if requant_max else MergeMode.EXACT)
     tried = [r for r in records if not r["kept"]]
     failed = [r for r in tried if not r["merged_ok"]]
     if requant_max and failed:  # asked for: say it did not happen (the numbers stay right)

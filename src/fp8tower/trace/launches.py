@@ -34,6 +34,7 @@ import numpy as np
 
 from .errors import TraceError
 from .events import Trace
+from .nsys import check_integers, connect_readonly, table_names
 
 #: row label of the graph launches (one host call per CUDA graph replay)
 GRAPH_LAUNCH = "(cudaGraphLaunch)"
@@ -163,16 +164,14 @@ def _chrome_rows(path: Path) -> list[tuple[str, int, float, float]]:
 
 
 def _nsys_rows(path: Path) -> list[tuple[str, int, float, float]]:
-    from .nsys import _check_integers, _tables, connect_readonly
-
     table = "CUPTI_ACTIVITY_KIND_RUNTIME"
     con = connect_readonly(path)
     try:
-        if table not in _tables(con):
+        if table not in table_names(con):
             return []
         # correlationId is nullable in the schema: a call without one matches no kernel (it
         # was int(None), a traceback); a text / real time is one TraceError
-        _check_integers(con, table, ["correlationId", "start", "end"], path,
+        check_integers(con, table, ["correlationId", "start", "end"], path,
                         nullable=("correlationId",))
         q = (f"SELECT s.value, r.correlationId, r.start, r.end FROM {table} r "
              "JOIN StringIds s ON s.id = r.nameId WHERE r.correlationId IS NOT NULL")

@@ -31,11 +31,11 @@ def _columns(con: sqlite3.Connection, table: str) -> set[str]:
     return {row[1] for row in con.execute(f"PRAGMA table_info({table})")}
 
 
-def _tables(con: sqlite3.Connection) -> set[str]:
+def table_names(con: sqlite3.Connection) -> set[str]:
     return {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
 
 
-def _check_integers(
+def check_integers(
     con: sqlite3.Connection,
     table: str,
     columns: list[str],
@@ -110,7 +110,7 @@ def load_nsys(path: str | Path, name_column: str = "demangledName") -> Trace:
 
 
 def _load(con: sqlite3.Connection, path: Path, name_column: str) -> Trace:
-    tables = _tables(con)
+    tables = table_names(con)
     if _KERNEL_TABLE not in tables:
         raise TraceError(
             f"SQLite database without a {_KERNEL_TABLE} table: not an nsys export "
@@ -162,7 +162,7 @@ def _load(con: sqlite3.Connection, path: Path, name_column: str) -> Trace:
 
     dims = [c for c in ("gridX", "gridY", "gridZ", "blockX", "blockY", "blockZ") if c in cols]
     optional = [c for c in ("graphId", "graphNodeId") if c in cols]
-    _check_integers(
+    check_integers(
         con,
         _KERNEL_TABLE,
         ["start", "end", "streamId", "correlationId", *dims, *optional, name_column],
@@ -254,7 +254,7 @@ def _nvtx_ranges(con: sqlite3.Connection, tables: set[str], path: Path) -> list[
         text = f"COALESCE({text}, s.value)"
         join = "LEFT JOIN StringIds s ON e.textId = s.id"
     tid = "e.globalTid" if "globalTid" in cols else "-1"
-    _check_integers(
+    check_integers(
         con,
         "NVTX_EVENTS",
         ["start", "end"] + (["globalTid"] if "globalTid" in cols else []),
@@ -282,7 +282,7 @@ def _launches(con: sqlite3.Connection, tables: set[str], path: Path) -> Launches
     if not {"start", "correlationId", "nameId"} <= cols:
         return Launches.empty()
     tid = "r.globalTid" if "globalTid" in cols else "-1"
-    _check_integers(
+    check_integers(
         con,
         table,
         ["correlationId", "start"] + (["globalTid"] if "globalTid" in cols else []),
