@@ -112,24 +112,34 @@ def saver(path: str, res: dict, t0: float):
     return save
 
 
-def timed_gemm(make, copies: int, nbytes: int, ceiling_gbps: float) -> dict:
-    """One GEMM arm over rotated weight copies (tuning's timer, 10 replays): us, % of the
-    read ceiling and the time beyond its bytes at the ceiling (its fixed cost)."""
-    t = time_cuda_graph(make, copies, replays=10)
+def beyond_bytes(us: float, nbytes: int, ceiling_gbps: float, cold: bool, per: int = 1) -> dict:
+    """% of the read ceiling and the time beyond the bytes at the ceiling (per ``per`` GEMMs);
+    both None when not timed ``cold`` (a warm-L2 time is no fraction of the DRAM ceiling)."""
     at_ceiling = nbytes / ceiling_gbps / 1e3
+    return {"cold": cold,
+            "pct_ceiling": round(100 * at_ceiling / us, 1) if cold else None,
+            "beyond_bytes_us" + ("_per_gemm" if per > 1 else ""):
+                round((us - at_ceiling) / per, 3) if cold else None}
+
+
+def timed_gemm(make, copies: int, nbytes: int, ceiling_gbps: float, *, cold: bool) -> dict:
+    """One GEMM arm over rotated weight copies (tuning's timer, 10 replays): us, and where
+    ``cold`` (the copies exceed L2_FACTOR x the L2) % of the read ceiling and the time beyond
+    its bytes at the ceiling (its fixed cost)."""
+    t = time_cuda_graph(make, copies, replays=10)
     return {"us": round(t.median_us, 3), "copies": copies,
-            "pct_ceiling": round(100 * at_ceiling / t.median_us, 1),
-            "beyond_bytes_us": round(t.median_us - at_ceiling, 3)}
+            **beyond_bytes(t.median_us, nbytes, ceiling_gbps, cold)}
 
 
 def time_arm(call, arm, p, ws, x, out, copies: int, ceiling_gbps: float) -> dict:
     """:func:`timed_gemm` of ``call(arm, p, ws[j], x, out)`` over the rotated copies ``ws``,
     or the error, recorded."""
+    cold = copies * p.n * p.k > L2_FACTOR * l2_cache_bytes()
     try:
         def make(j):
             return call(arm, p, ws[j], x, out)
 
-        return timed_gemm(make, copies, p.bytes_moved(), ceiling_gbps)
+        return timed_gemm(make, copies, p.bytes_moved(), ceiling_gbps, cold=cold)
     except Exception as e:  # noqa: BLE001 (a failing arm is a row, not the end of the run)
         return {"error": f"{type(e).__name__}: {e}"[:300]}
 
@@ -154,16 +164,15 @@ def call_with(cfg, p, w, x, out):
     return lambda: tg._run(x, w, packed, out_dtype=torch.bfloat16, config=cfg, out=out)
 
 
-def timed_chain(calls, nbytes: int, ceiling_gbps: float, *, gemms: int, runs: int = 1) -> dict:
-    """One chain row: us per replay (median of ``runs`` timings), % of the read ceiling and
-    the time per GEMM beyond its bytes at the ceiling; or the error, recorded."""
+def timed_chain(calls, nbytes: int, ceiling_gbps: float, *, gemms: int, cold: bool,
+                runs: int = 1) -> dict:
+    """One chain row: us per replay (median of ``runs`` timings) and, where ``cold``, % of the
+    read ceiling and the time per GEMM beyond its bytes at the ceiling; or the error, recorded."""
     try:
         us = statistics.median(time_chain(calls) for _ in range(runs))
     except Exception as e:  # noqa: BLE001 (a failing arm is a row, not the end of the run)
         return {"error": f"{type(e).__name__}: {e}"[:300]}
-    at_ceiling = nbytes / ceiling_gbps / 1e3
-    return {"us": round(us, 2), "pct_ceiling": round(100 * at_ceiling / us, 1),
-            "beyond_bytes_us_per_gemm": round((us - at_ceiling) / gemms, 3)}
+    return {"us": round(us, 2), **beyond_bytes(us, nbytes, ceiling_gbps, cold, per=gemms)}
 
 
 def time_chain(calls, replays=20):
@@ -221,8 +230,9 @@ def tower_chains(scheme, ms, shapes, sets, arms, cap, ceiling, *, call=None, run
             for arm in arms:
                 calls = chain_calls(call, arm, scheme, m, shapes, sets, xs, outs, cap, between)
                 row = {"scheme": scheme.value, "m": m, "arm": arm, "elementwise_between": between,
-                       "gemms": gemms, "weight_sets": n_sets, "cold": cold, "bytes": total_bytes}
-                row.update(timed_chain(calls, total_bytes, ceiling, gemms=gemms, runs=runs))
+                       "gemms": gemms, "weight_sets": n_sets, "bytes": total_bytes}
+                row.update(timed_chain(calls, total_bytes, ceiling, gemms=gemms, cold=cold,
+                                       runs=runs))
                 yield row
 
 

@@ -28,7 +28,7 @@ import triton.language as tl
 
 from fp8tower import provenance
 from fp8tower.tuning.ceiling import read_ceiling
-from fp8tower.tuning.timer import l2_cache_bytes, rotation_copies, time_cuda_graph
+from fp8tower.tuning.timer import L2_FACTOR, l2_cache_bytes, rotation_copies, time_cuda_graph
 
 
 @triton.jit
@@ -75,6 +75,7 @@ def main(argv=None):
         bn, bk = 128, 256
         assert n % bn == 0 and k % bk == 0, shape
         copies = rotation_copies(n * k, l2)
+        cold = copies * n * k > L2_FACTOR * l2  # else partly warm: no fraction of the ceiling
         bufs = [torch.randint(-2**31, 2**31 - 1, (n * k // 4,), dtype=torch.int32, device="cuda")
                 for _ in range(copies)]
         out = torch.empty(n // bn, dtype=torch.int32, device="cuda")
@@ -85,8 +86,9 @@ def main(argv=None):
                     us = time_read(bufs, out, n, k, layout, grid, warps)
                     at = n * k / ceiling / 1e3
                     row = {"n": n, "k": k, "layout": layout, "grid": grid_kind, "warps": warps,
-                           "us": round(us, 3), "pct_ceiling": round(100 * at / us, 1),
-                           "beyond_bytes_us": round(us - at, 3)}
+                           "us": round(us, 3), "copies": copies, "cold": cold,
+                           "pct_ceiling": round(100 * at / us, 1) if cold else None,
+                           "beyond_bytes_us": round(us - at, 3) if cold else None}
                     res["rows"].append(row)
                     print(row, flush=True)
         del bufs

@@ -287,7 +287,7 @@ def main(argv=None):
 
     from fp8tower.backends import triton_gemm as tg
     from fp8tower.tuning.ceiling import read_ceiling
-    from fp8tower.tuning.timer import l2_cache_bytes, rotation_copies
+    from fp8tower.tuning.timer import L2_FACTOR, l2_cache_bytes, rotation_copies
 
     cap = torch.cuda.get_device_capability()
     l2 = l2_cache_bytes()
@@ -345,7 +345,8 @@ def main(argv=None):
                         def mk(j, a=arm, sc=scheme, p=p, ws=ws, x=x, out=out):
                             return make(sc, a, p, ws[j], x, out)
 
-                        row.update(timed_gemm(mk, copies, p.bytes_moved(), ceiling))
+                        row.update(timed_gemm(mk, copies, p.bytes_moved(), ceiling,
+                                              cold=copies * n * k > L2_FACTOR * l2))
                         times[arm] = row["us"]
                     except Exception as e:  # noqa: BLE001
                         row["error"] = f"{type(e).__name__}: {e}"[:300]
@@ -400,7 +401,8 @@ def main(argv=None):
                        "gemms": 18, "bytes": total}
                 if arm == "best_measured":
                     row["chosen"] = chosen
-                row.update(timed_chain(calls, total, ceiling, gemms=18, runs=2))
+                row.update(timed_chain(calls, total, ceiling, gemms=18, runs=2,
+                                       cold=2 * sum(n * k for n, k in shapes) > L2_FACTOR * l2))
                 res["chains"].append(row)
                 print({k: v for k, v in row.items() if k != "chosen"}, flush=True)
         save()

@@ -155,6 +155,24 @@ def test_fourway_rows_record_the_rotation(monkeypatch):
     assert "warm" in console.file.getvalue()
 
 
+def test_chain_rows_give_no_ceiling_fraction_when_warm(monkeypatch):
+    """Audit: bench_chain's per-GEMM and chain rows gave % of the ceiling also when the
+    rotation was capped below 3 x L2 (partly warm); they now say cold or not, and None."""
+    chain = _load("bench_chain")
+    t = type("T", (), {"median_us": 2.0})()
+    monkeypatch.setattr(chain, "time_cuda_graph", lambda make, copies, replays: t)
+    monkeypatch.setattr(chain, "l2_cache_bytes", lambda: 60 * 2**20)
+    cold = chain.timed_gemm(None, 7, 4_000_000, 4000.0, cold=True)
+    assert cold["cold"] and cold["pct_ceiling"] == 50.0 and cold["beyond_bytes_us"] == 1.0
+    warm = chain.timed_gemm(None, 256, 4_000_000, 4000.0, cold=False)
+    assert not warm["cold"] and warm["pct_ceiling"] is None and warm["beyond_bytes_us"] is None
+    p = type("P", (), {"n": 512, "k": 1024, "bytes_moved": lambda self: 4000})()
+    row = chain.time_arm(lambda *a: None, "base", p, [None] * 256, None, None, 256, 4000.0)
+    assert row["cold"] is False and row["pct_ceiling"] is None  # 0.5 MB x 256 < 3 x 60 MB
+    b = chain.beyond_bytes(4.0, 4_000_000, 4000.0, True, per=2)
+    assert b == {"cold": True, "pct_ceiling": 25.0, "beyond_bytes_us_per_gemm": 1.5}
+
+
 def test_tower_chain_gets_weight_sets_past_three_l2():
     chain = _load("bench_chain")
     l2 = 60 * 2**20

@@ -406,3 +406,29 @@ def test_op_without_bytes_has_no_bandwidth(tmp_path):
     row = next(ln for ln in console.export_text().splitlines() if "gdn.out_proj" in ln)
     cells = [c.strip() for c in row.split("│")[1:-1]]
     assert cells[1:3] == ["–", "–"] and cells[-4:] == ["–"] * 4  # N, K; MB, GB/s, %, us
+
+
+def test_op_row_integrality_is_exact_on_counts():
+    """Audit: an op row was integral within 1e-3 of a whole number, so one stray launch in
+    1024 more steps (0.00098/step) passed; with the counts known the check is exact."""
+    from fp8tower.trace.attribute import OpRow
+    from fp8tower.trace.expect import check_expected
+
+    d = 1024
+    lps = (2 * d + 1) / d
+    row = OpRow("op", "op", None, None, [], 1.0, lps, 0.1, None, {"gemm_kernel": lps},
+                kernel_more={"gemm_kernel": 2 * d + 1}, steps_diff=d)
+    assert not row.integral
+    assert OpRow("op", "op", None, None, [], 1.0, lps, 0.1, None, {}).integral  # no counts
+    whole = OpRow("op", "op", None, None, [], 1.0, 2.0, 0.1, None, {"gemm_kernel": 2.0},
+                  kernel_more={"gemm_kernel": 2 * d}, steps_diff=d)
+    assert whole.integral
+
+    from types import SimpleNamespace
+
+    _M = SimpleNamespace(meta={"expected_launches": [{"label": "op", "modules": 2,
+                                                      "kernel_regex": "gemm"}]})
+
+    assert check_expected(_M, [whole], (2, 2 + d))[0].ok
+    (bad,) = check_expected(_M, [row], (2, 2 + d))
+    assert not bad.ok and bad.observed == pytest.approx(lps)

@@ -56,12 +56,22 @@ def check_expected(manifest, rows, steps, total_ms: float | None = None) -> list
             out.append(LaunchCheck(label, what, want, 0.0, False, "(no such op row)"))
             continue
         pat = re.compile(regex)
+        modules = int(e["modules"])
         got = sum(lps for name, lps in row.kernels.items() if pat.search(name))
         rest = row.launches_per_step - got
-        per = rest / int(e["modules"]) if int(e["modules"]) else 0.0
-        ok = abs(got - want) <= INTEGRAL_TOL and is_integral(per)
+        per = rest / modules if modules else 0.0
+        d = row.steps_diff
+        if d > 0:  # exact, on the integer counts (OpRow.integral says why)
+            got_more = sum(c for name, c in row.kernel_more.items() if pat.search(name))
+            rest_more = row.launches_more - got_more
+            whole = rest_more >= 0 and (rest_more % (modules * d) == 0 if modules else
+                                        rest_more == 0)
+            ok = got_more == want * d and whole
+        else:
+            whole = is_integral(per)
+            ok = abs(got - want) <= INTEGRAL_TOL and whole
         detail = f"(+{per:g} other kernel(s) per module: activation quant / scale)" if per else ""
-        if not is_integral(per):
+        if not whole:
             detail = f"(other kernels per module {per:g}: not a whole number)"
         out.append(LaunchCheck(label, what, want, got, ok, detail))
     share = meta.get("min_attributed_share")
