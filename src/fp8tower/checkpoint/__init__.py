@@ -110,6 +110,11 @@ def check_scheme(ckpt, scheme: Scheme | str) -> None:
     its own; a bf16 one was opened with it): a CheckpointError otherwise."""
     scheme = Scheme.parse(scheme)
     other = sorted({str(s) for s in map(ckpt.scheme_for, ckpt.linear_names()) if s != scheme})
+    if other and ckpt.format == "unquantized":  # a bf16 checkpoint, opened with a scheme
+        raise CheckpointError(
+            f"{ckpt.path}: a bf16 checkpoint opened with scheme={', '.join(other)}; "
+            f"scheme={scheme} asks for another: reopen it with "
+            f"open_checkpoint(path, scheme={str(scheme)!r}), or pass its path")
     if other:
         raise CheckpointError(
             f"{ckpt.quant_config_file}: the checkpoint is already quantized ({ckpt.format}, "

@@ -261,7 +261,17 @@ class Checkpoint:
         act = None
         if spec.input_scale is not None:
             act = self._load_scale(spec.input_scale, device).reshape(())
-        return LoadedLinear(Fp8Weight(data, scale, spec.scheme, act), self._bias(fqn, device))
+        return LoadedLinear(self._fp8_weight(spec, f"{fqn}.weight", data, scale, act),
+                            self._bias(fqn, device))
+
+    def _fp8_weight(self, spec: LinearSpec, weight_name: str, data, scale, act) -> Fp8Weight:
+        """Fp8Weight's own checks (e.g. a static input scale out of fp32's normal range) as a
+        CheckpointError naming the stored tensor, not a bare ValueError."""
+        try:
+            return Fp8Weight(data, scale, spec.scheme, act)
+        except ValueError as e:
+            blame = spec.input_scale if act is not None and "act_scale" in str(e) else weight_name
+            raise self._err(self._reader.info(blame), str(e)) from None
 
     def _bias(self, fqn: str, device) -> torch.Tensor | None:
         name = f"{fqn}.bias"
@@ -283,7 +293,8 @@ class Checkpoint:
             kept = [f for f in fqns if f not in ignored]
             raise CheckpointError(
                 f"{self.quant_config_file}: the ignore list covers only some modules of the merge "
-                f"group {fqns}: ignored {ignored}, quantized {kept}; expected all or none")
+                f"group {fqns}: ignored {ignored}, quantized {kept}; expected all or none "
+                "(merge=False loads them unmerged)")
 
     def moe_expert_linears(self) -> list[str]:
         """The quantized linears of MoE experts (``<block>.experts.<i>.<proj>``): loadable one

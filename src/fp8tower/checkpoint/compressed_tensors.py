@@ -56,6 +56,14 @@ class CompressedTensorsCheckpoint(Checkpoint):
             raise self._field_err("sparsity_config.format", "'dense' (or no sparsity_config): "
                                   "fp8tower reads no compressed sparse weights",
                                   sparsity)
+        for key in ("transform_config", "transforms_config"):
+            # llm-compressor's QuIP / SpinQuant write online Hadamard transforms here (of x and
+            # of the output at run time): the weights alone would give wrong outputs
+            if qconfig.get(key):
+                t = qconfig[key]
+                got = f"an object with {sorted(t)}" if isinstance(t, dict) else t
+                raise self._field_err(key, "null or absent: fp8tower applies no online "
+                                      "transforms (QuIP / SpinQuant Hadamard rotations)", got)
         top_format = qconfig.get("format")
         self.groups = [self._parse_group(name, g, top_format) for name, g in groups.items()]
         self._discover_fp8()

@@ -23,10 +23,19 @@ from .reader import CheckpointError, CheckpointReader
 ALGOS = {"FP8": Scheme.PER_TENSOR, "FP8_PER_CHANNEL_PER_TOKEN": Scheme.CHANNEL_TOKEN}
 
 
+def _algo_of(qconfig: dict):
+    """quant_algo of a config.json quantization_config, top level or under "quantization"."""
+    nested = qconfig.get("quantization")
+    return qconfig.get("quant_algo") or (nested.get("quant_algo") if isinstance(nested, dict)
+                                         else None)
+
+
 class ModelOptCheckpoint(Checkpoint):
     format = "modelopt"
 
     def __init__(self, reader: CheckpointReader, qconfig: dict | None):
+        if qconfig is not None and not _algo_of(qconfig) and reader.hf_quant_config is not None:
+            qconfig = None  # config.json names only the method: hf_quant_config.json the rest
         if qconfig is not None:
             file, nested = reader.path / "config.json", qconfig.get("quantization")
             field = "quantization_config" + (".quantization" if isinstance(nested, dict) else "")

@@ -26,7 +26,7 @@ and ``convert(merge=True)`` merges them back into the same tensor.
 
 from __future__ import annotations
 
-from ..formats import BLOCK, Fp8Weight, Scheme
+from ..formats import BLOCK, Scheme
 from .base import Checkpoint, LinearSpec, LoadedLinear, ceil_div, module_of
 from .reader import CheckpointError, CheckpointReader
 
@@ -152,8 +152,9 @@ class NativeCheckpoint(Checkpoint):
         bias = self._bias(merged, device)
         if bias is not None:
             bias = bias[r0:r0 + spec.n]
-        return LoadedLinear(Fp8Weight(data.contiguous(), scale.contiguous(), spec.scheme, act),
-                            bias)
+        weight = self._fp8_weight(spec, f"{merged}.weight", data.contiguous(),
+                                  scale.contiguous(), act)
+        return LoadedLinear(weight, bias)
 
     def describe(self) -> dict:
         info = super().describe()

@@ -14,9 +14,9 @@ from typing import Annotated
 
 import typer
 
+from ._common import check_json_path, write_json
 from ._common import console as _console
 from ._common import fail as _fail
-from ._common import write_json
 
 HELP = """Report what a local checkpoint holds, as fp8tower reads it: its format (modelopt,
 compressed_tensors, block_fp8, fp8tower, or unquantized bf16 with --scheme), the scheme of each
@@ -72,7 +72,8 @@ def _print(info: dict, written: dict | None) -> None:
         con.print(f"model_type {info['model_type']!r}: which 2-D weights are linears is a "
                   "guess from their names (embeddings excluded); write_merged refuses it")
 
-    kept = info["not_quantized"]
+    by_filter = set(info.get("kept_high_precision") or ())  # hf.describe, bf16 checkpoints
+    kept = info["not_quantized"] + sorted(by_filter)
     if kept:
         # every 2-D *.weight not in FP8: linears and embeddings alike (the files do not say)
         kt = Table(title=f"kept in high precision: {len(kept)} 2-D weight(s) (linears, "
@@ -85,8 +86,13 @@ def _print(info: dict, written: dict | None) -> None:
         never = ("lm_head / embedding (never quantized)" if info["format"] == "unquantized"
                  else "in the ignore list")
         for pat, n in _collapse(kept):
-            why = (never if any(_pattern(f) == pat and f in ignored for f in kept)
-                   else "not quantized in the checkpoint")
+            if any(_pattern(f) == pat and f in by_filter for f in kept):
+                why = ("convert's default_filter (vision, mtp, small GDN projections, "
+                       "routers)")
+            elif any(_pattern(f) == pat and f in ignored for f in kept):
+                why = never
+            else:
+                why = "not quantized in the checkpoint"
             kt.add_row(pat, why, str(n))
         con.print(kt)
 
@@ -148,6 +154,8 @@ def convert(
     if requant_max and write_merged is None:  # it was silently ignored
         raise _fail("--requant-max applies to --write-merged's copy; give --write-merged too, "
                     "or drop --requant-max")
+    if json_out is not None:  # before writing a copy of many GB
+        check_json_path(json_out)
     try:
         info = describe(path, scheme=scheme)
         written = None

@@ -330,10 +330,14 @@ def _nothing_converted(model: nn.Module, ck, names: set[str]) -> ConvertError | 
     linears = [fqn for fqn, m in model.named_modules() if isinstance(m, nn.Linear)]
     if names.isdisjoint(linears):
         example = linears[0] if linears else "none"
+        rules = getattr(ck, "rules", ())
+        mapped = (f" (after the key mapping {[list(r) for r in rules]}; key_mapping={{}} "
+                  "turns it off)" if rules else "")
+        what = "linears to quantize" if ck.format == "unquantized" else "FP8 linears"
         return ConvertError(
-            f"{ck.path}: none of the checkpoint's {len(names)} FP8 linears (e.g. "
-            f"{min(names)!r}) is a linear of the model (e.g. {example!r}); pass key_mapping= "
-            "if the checkpoint names them differently")
+            f"{ck.path}: none of the checkpoint's {len(names)} {what} (e.g. "
+            f"{min(names)!r}{mapped}) is a linear of the model (e.g. {example!r}); pass "
+            "key_mapping= if the checkpoint names them differently")
     return None
 
 

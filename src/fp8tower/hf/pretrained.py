@@ -15,6 +15,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from ..checkpoint.base import MOE_EXPERT
 from ..formats import Scheme
 from .conversion import ConvertError, FilterFn, convert, default_filter, open_mapped
 from .families import GROUPS, config_model_type
@@ -115,8 +116,10 @@ def from_pretrained(
     tensors are not part of the causal LM and are not read)."""
     ck = open_mapped(Path(path), scheme, key_mapping)
     model = empty_model(ck.config, dtype=dtype, cls=cls)
+    # key_mapping passed on: with ``{}`` the checkpoint stays unmapped (convert would apply
+    # the family's default to a checkpoint opened without one)
     convert(model, scheme, checkpoint=ck, merge=merge, backend=backend, filter=filter,
-            requant_max=requant_max, device=device)
+            requant_max=requant_max, device=device, key_mapping=key_mapping)
     stored = set(ck.tensor_names())
     # Every name of each parameter still to load: tied ones (lm_head.weight and
     # embed_tokens.weight under tie_word_embeddings) are one Parameter, loaded once, shared.
@@ -158,7 +161,9 @@ def merge_groups_of(names: Iterable[str], model_type: str | None) -> list[dict]:
     """The family's sibling groups among module names (no model needed): one record per
     parent holding every member: ``{"parent", "merged", "members"}`` (member fqns)."""
     present = set(names)
-    parents = sorted({n.rpartition(".")[0] for n in present})
+    # MoE experts' projections are no merge groups: fp8tower converts no experts (MOE_EXPERT)
+    parents = sorted({n.rpartition(".")[0] for n in present
+                      if not MOE_EXPERT.search(n)})
     out = []
     for parent in parents:
         for g in GROUPS.get(model_type, ()):
@@ -206,6 +211,12 @@ def describe(path, *, scheme: Scheme | str | None = None) -> dict:
 
         ck = open_checkpoint(Path(path), scheme=scheme)
     info = dict(ck.describe())
+    if ck.format == "unquantized":
+        # what convert / write_merged quantize: default_filter keeps the rest in bf16
+        kept = sorted(f for f in info["schemes"] if not default_filter(None, f))
+        info["schemes"] = {f: s for f, s in info["schemes"].items() if f not in set(kept)}
+        info["scheme_counts"] = dict(collections.Counter(info["schemes"].values()))
+        info["kept_high_precision"] = kept
     mt = config_model_type(ck.config)
     stored_merged = ck.stored_merged() if hasattr(ck, "stored_merged") else {}
     weights = {n[: -len(".weight")] for n in ck.tensor_names() if n.endswith(".weight")}
@@ -213,9 +224,13 @@ def describe(path, *, scheme: Scheme | str | None = None) -> dict:
     merged_members = {tuple(g["members"]): name for name, g in stored_merged.items()}
     for g in groups:
         schemes = [ck.scheme_for(m) for m in g["members"]]
-        ck.check_merge_group(g["members"])  # an ignore list splitting a group: an error
+        split = [m.rpartition(".")[2] for m in g["members"] if ck.is_ignored(m)]
         if tuple(g["members"]) in merged_members:
             g["action"], g["reason"] = "stored merged", None
+        elif split and len(split) < len(g["members"]):  # convert refuses it (check_merge_group)
+            g["action"], g["reason"] = "keep", (
+                f"the ignore list covers only {', '.join(split)}: convert refuses to merge "
+                "the group (merge=False loads it unmerged)")
         elif any(s is None for s in schemes):
             g["action"], g["reason"] = "keep", "not quantized in the checkpoint"
         elif ck.format == "unquantized" and not all(default_filter(None, m)
