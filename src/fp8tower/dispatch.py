@@ -215,7 +215,10 @@ class Dispatcher:
         hit = self._explicit.get((problem, name))
         if hit is None or (isinstance(backend, Backend) and hit[0] is not backend):
             b = self._require(backend, problem)
-            hit = self._explicit[(problem, name)] = (b, b.default_config(problem))
+            # its default at the bucket's M, as safe_default and the tuner take it (at the
+            # call's M, triton at per_tensor 10240x5120 M = 17 ran another config than auto)
+            at = problem if problem.m == problem.bucket else replace(problem, m=problem.bucket)
+            hit = self._explicit[(problem, name)] = (b, b.default_config(at))
         return hit
 
     def _resolve_miss(self, problem: GemmProblem) -> tuple[Backend, Any]:

@@ -203,6 +203,10 @@ class Fp8Weight:
         if self.act_scale is not None and self.act_scale.numel() != 1:
             raise ValueError(f"act_scale must be one value, got shape "
                              f"{tuple(self.act_scale.shape)}")
+        if self.act_scale is not None and self.scheme is not Scheme.PER_TENSOR:
+            # every path would ignore it (their activations are quantized per token / group)
+            raise ValueError(f"act_scale (static activation scale) applies to per_tensor "
+                             f"only, not {self.scheme}")
         if check_values and _values_checkable(self.scale, self.act_scale):
             check_scale_values(self.scale, f"{self.scheme} weight scale ({n}x{k} weight)")
             if self.act_scale is not None:
@@ -300,6 +304,8 @@ def quantize_weight(
         raise ValueError(f"weight must be 2-D (N, K), got shape {tuple(w.shape)}")
     if not w.is_floating_point() or w.dtype == FP8_DTYPE:
         raise ValueError(f"weight must be a bf16/fp16/fp32 tensor, got {w.dtype}")
+    if w.numel() == 0:
+        raise ValueError(f"weight must have N >= 1 and K >= 1, got shape {tuple(w.shape)}")
     _check_finite(w, f"weight of shape {tuple(w.shape)}")
     w32 = w.float()
     n, k = w.shape
@@ -321,7 +327,10 @@ def quantize_weight(
 
 
 def _as_scale_tensor(value: float | torch.Tensor, device: torch.device) -> torch.Tensor:
-    t = torch.as_tensor(value, dtype=torch.float32, device=device).reshape(())
+    t = torch.as_tensor(value, dtype=torch.float32, device=device)
+    if t.numel() != 1:
+        raise ValueError(f"act_scale must be one value, got shape {tuple(t.shape)}")
+    t = t.reshape(())
     if not bool(torch.isfinite(t)) or float(t) <= 0 or float(t) > ACT_SCALE_MAX:
         raise ValueError(f"act_scale must be a finite positive number at most "
                          f"{ACT_SCALE_MAX:g}, got {float(t)}")
@@ -403,9 +412,14 @@ def dequantize_activation(
 
 
 def sqnr_db(ref: torch.Tensor, out: torch.Tensor) -> float:
-    """20*log10(|ref| / |ref - out|) in float64; NaN anywhere in out gives -inf."""
-    r = ref.double()
-    o = out.double()
+    """20*log10(|ref| / |ref - out|) in float64, element by element; NaN anywhere in out
+    gives -inf. The element counts must match (a broadcast would hide an output of the wrong
+    shape: (1, N) against (M, N) gave inf)."""
+    if ref.numel() != out.numel():
+        raise ValueError(f"sqnr_db: ref has shape {tuple(ref.shape)}, out "
+                         f"{tuple(out.shape)}; expected the same number of elements")
+    r = ref.double().reshape(-1)
+    o = out.double().reshape(-1)
     if not bool(torch.isfinite(o).all()):
         return float("-inf")
     err = torch.linalg.vector_norm(r - o)

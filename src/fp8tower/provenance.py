@@ -57,7 +57,9 @@ def driver_version() -> str:
 # The sources of the code the tuner times, and of how it times: GEMM and activation kernels,
 # backends, their CUDA; the tuner (its chain, timer, search space filters) and the graph edge
 # rewrite every timed graph goes through (graph_edges.py: early launch). Folders or files.
-_KERNEL_SOURCES = ("kernels", "backends", "tuning", "graph_edges.py")
+# formats.py and problem.py: the kernels import their constants and scale rules
+_KERNEL_SOURCES = ("kernels", "backends", "tuning", "graph_edges.py", "formats.py",
+                   "problem.py")
 _SOURCE_SUFFIXES = (".py", ".cu", ".cuh", ".h", ".hpp")
 
 
@@ -114,7 +116,8 @@ def versions(gpu_name: str | None) -> dict:
         "driver": driver_version() if gpu_name else "n/a",
         "cuda": torch.version.cuda or "none",
         "torch": torch.__version__,
-        "triton": package_version("triton"),
+        # nightly torch ships Triton as pytorch-triton: its version, not "none"
+        "triton": package_version("triton", package_version("pytorch-triton")),
         "fp8tower": __version__,
         "kernels": kernel_code(),
         "cudnn": str(torch.backends.cudnn.version() or "none"),

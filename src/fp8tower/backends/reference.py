@@ -31,10 +31,10 @@ def fp8_linear_ref(
 ) -> torch.Tensor:
     """y = deq(quant(x)) @ deq(W).T (+ bias), computed in ``compute_dtype``."""
     scheme = weight.scheme
-    if x.dtype == FP8_DTYPE:
+    if x.dtype == FP8_DTYPE:  # quantized already: its scales as the scheme shapes them
         if act_scale is None:
             raise ValueError("FP8 activations need their act_scale")
-        xd = x.to(compute_dtype) * act_scale.to(compute_dtype).reshape(())
+        xd = dequantize_activation(x, act_scale.float(), scheme).to(compute_dtype)
     else:
         static = act_scale if act_scale is not None else weight.act_scale
         q, s = quantize_activation(x, scheme, static if scheme is Scheme.PER_TENSOR else None)

@@ -288,7 +288,9 @@ def tune(
         "a --model's merge groups get it without this flag).")] = False,
     static_act_scale: Annotated[bool, typer.Option(
         "--static-act-scale/--dynamic-act-scale",
-        help="per_tensor with a static activation scale (ModelOpt input_scale), or dynamic.")]
+        help="per_tensor with a static activation scale (ModelOpt input_scale, the tower's), "
+        "or dynamic: layers quantized without act_scale (convert of a bf16 model, "
+        "quantize_weight) look up the dynamic keys.")]
     = True,
     bias: Annotated[bool, typer.Option(
         "--bias", help="The keys of calls that add a bias (timed with one: cuBLASLt, CUTLASS "

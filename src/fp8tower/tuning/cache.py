@@ -235,6 +235,8 @@ class Entry:
                 raise EntryError("a candidate's error is not a string")
             if m.ok and not (m.median_us is not None and m.median_us > 0):
                 raise EntryError(f"candidate {m.label} has neither a positive time nor an error")
+            if m.ok and m.gbps is None:  # the rate of its time (what search.measure records)
+                m.gbps = problem.bytes_moved() / m.median_us / 1e3
             cands.append(m)
         pruned = _get(raw, "pruned", dict)
         if not all(isinstance(k, str) and _is_int(v) and v >= 0 for k, v in pruned.items()):

@@ -16,7 +16,14 @@ from typing import Any
 
 import torch
 
-from ..formats import FP8_DTYPE, Fp8Weight, Scheme, quantize_activation, weight_scale_shape
+from ..formats import (
+    FP8_DTYPE,
+    Fp8Weight,
+    Scheme,
+    quantize_activation,
+    sqnr_db,
+    weight_scale_shape,
+)
 from ..kernels.layout import tile_major_enabled
 from ..problem import GemmProblem
 from ..provenance import now_iso
@@ -43,6 +50,9 @@ MAX_CONFIGS = 16
 # results/tuning_cache_evidence_H200_2026-11-29.json). So once one bucket of a group is
 # fully tuned, its siblings time only the backends' defaults and its SEED_TOP best.
 SEED_TOP = 3
+# The winner's output against the reference (the numerics contract, SQNR in dB): a config
+# that runs but computes wrong numbers is recorded as failed, never cached as the choice.
+CHECK_SQNR_DB = 40.0
 # In a model most GEMMs read an input written by some other kernel (a norm, an activation,
 # a residual add), launched without PDL; some follow another GEMM directly (the merged
 # tower's out_proj -> next in_proj). A chain of GEMMs alone lets launch overlaps look better
@@ -258,6 +268,57 @@ def _others(backend, problem: GemmProblem, default) -> list:
             if normalize_config(c) != key and not empty_split(problem, c)]
 
 
+def output_error(problem: GemmProblem, backend, config: dict | None, chain: Chain,
+                 errors: tuple = ()) -> str | None:
+    """Why ``backend`` with ``config`` (JSON form) computes wrong numbers on the chain's first
+    weight copy (SQNR under CHECK_SQNR_DB against the reference, or a GPU error), or None."""
+    from ..backends.reference import fp8_linear_ref
+
+    found, cfg = native_config(backend, problem, config)
+    if not found:  # not offered for this problem (a test's fake): nothing to run it with
+        return None
+    w = chain.weights[0]
+    try:
+        y = backend.run(chain.x, w, backend.packed_for(w), act_scale=chain.act_scale,
+                        bias=chain.bias, out_dtype=chain.out_dtype, config=cfg)
+    except errors as e:
+        return f"output check: {type(e).__name__}: {e}"[:500]
+    ref = fp8_linear_ref(chain.x, w, act_scale=chain.act_scale, bias=chain.bias,
+                         out_dtype=torch.float32)
+    if tuple(y.shape) != tuple(ref.shape):
+        return f"wrong output: shape {tuple(y.shape)}, expected {tuple(ref.shape)}"
+    db = sqnr_db(ref, y.float())
+    if db < CHECK_SQNR_DB:
+        return f"wrong output: SQNR {db:.1f} dB against the reference (< {CHECK_SQNR_DB:g})"
+    return None
+
+
+def _seed_shortlist(seed: Entry) -> list[tuple[str, dict | None]]:
+    """(backend, config) of the seed's SEED_TOP fastest candidates, and its winner (which a
+    host-time tie may rank lower)."""
+    out = [(c.backend, c.config) for c in seed.ranked()[:SEED_TOP]]
+    win = seed.winner
+    if win is not None and (win.backend, win.config) not in out:
+        out.append((win.backend, win.config))
+    return out
+
+
+def _seeded_configs(backend, problem: GemmProblem, shortlist, default) -> list:
+    """The shortlist's configs of ``backend`` as it serves ``problem``: any it offers
+    (:func:`native_config`: its space, their refinements and weight layouts, not only its
+    search space), but the default (timed already) and configs with an empty split."""
+    out, seen = [], {json.dumps(default, sort_keys=True)}
+    for name, config in shortlist:
+        if name != backend.name:
+            continue
+        found, cfg = native_config(backend, problem, config)
+        key = json.dumps(normalize_config(cfg), sort_keys=True) if found else None
+        if found and key not in seen and not empty_split(problem, cfg):
+            seen.add(key)
+            out.append(cfg)
+    return out
+
+
 def tune_problem(
     problem: GemmProblem,
     candidates: Sequence,
@@ -268,6 +329,7 @@ def tune_problem(
     max_configs: int = MAX_CONFIGS,
     read_ceiling_gbps: float | None = None,
     seed: Entry | None = None,
+    verify: bool | None = None,
 ) -> Entry:
     """Time backend x config for ``problem`` at M = its bucket; return the evidence.
 
@@ -288,7 +350,9 @@ def tune_problem(
     of it the one with the cheapest eager host path, then the one without a second weight
     copy (cache.extra_weight_copy; ties: the first measured). A candidate that
     raises a GPU error (:func:`gpu_errors`) is recorded as failed; other errors propagate.
-    The returned entry has no measured candidate if all failed (or there were none).
+    (5) With ``verify`` (default: on a GPU) the winner's output is compared with the
+    reference (:func:`output_error`); a wrong one is recorded as failed and the next is
+    checked. The returned entry has no measured candidate if all failed (or there were none).
     """
     problem = dataclasses.replace(problem, m=problem.bucket)
     if device is None:
@@ -328,17 +392,20 @@ def tune_problem(
     ok = [m.median_us for m in measured if m.ok]
     best = min(ok) if ok else math.inf
     pruned: dict[str, int] = {}
-    shortlist = [(c.backend, c.config) for c in seed.ranked()[:SEED_TOP]] if seed else []
+    shortlist = _seed_shortlist(seed) if seed is not None else []
     for b, first in zip(candidates, list(measured)):
         others = _others(b, problem, defaults[b.name])
         if seed is not None:
-            chosen = [c for c in others if (b.name, normalize_config(c)) in shortlist]
+            chosen = _seeded_configs(b, problem, shortlist, defaults[b.name])
         elif not first.ok or first.median_us <= prune_ratio * best:
             chosen = _explored(b, problem, others, max_configs)
         else:
             chosen = []
-        if len(others) > len(chosen):
-            pruned[b.name] = len(others) - len(chosen)
+        chosen_keys = {json.dumps(normalize_config(c), sort_keys=True) for c in chosen}
+        left = sum(json.dumps(normalize_config(c), sort_keys=True) not in chosen_keys
+                   for c in others)
+        if left:
+            pruned[b.name] = left
         for cfg in chosen:
             measured.append(measure(b, cfg))
     entry = Entry(problem, "", None, now_iso(), measured, pruned, read_ceiling_gbps,
@@ -358,6 +425,16 @@ def tune_problem(
         for v in b.layout_variants(problem, cfg) if found else []:
             if tile_major_enabled() or not extra_weight_copy(v):
                 measured.append(measure(b, v))
+    if verify is None:
+        verify = device.type == "cuda"
+    while verify and entry.ranked():  # (5) the winner's output checked; a wrong one fails
+        win = entry.winner
+        b = next(c for c in candidates if c.name == win.backend)
+        why = output_error(problem, b, win.config, chain, errors)
+        if why is None:
+            break
+        i = next(i for i, m in enumerate(measured) if m is win)
+        measured[i] = dataclasses.replace(win, error=why)
     if entry.ranked():
         entry.backend, entry.config = entry.winner.backend, entry.winner.config
     return entry

@@ -168,7 +168,9 @@ def pretune(
     """
     retune = d.retune if retune is None else retune
     todo: dict[str, GemmProblem] = {}
-    for p in problems:
+    # bucket order (stable: shapes keep theirs), whatever the caller's, so that the explored
+    # sibling of each seed group is the smallest M (decode's M = 1), not the first given
+    for p in sorted(problems, key=lambda p: p.bucket):
         todo.setdefault(p.key(), p)
     out: list[Entry] = []
 
