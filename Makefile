@@ -38,8 +38,8 @@ demo: $(STAMP)
 	$(BIN)/fp8tower info
 	$(BIN)/fp8tower bench tower --model $(DEMO_MODEL) --m 1 --arms unmerged,merged \
 	  --json $(DEMO_DIR)/tower.json
-	$(BIN)/fp8tower trace capture --model $(DEMO_MODEL) --arm unmerged --m 1 --out $(DEMO_DIR)/unmerged
-	$(BIN)/fp8tower trace capture --model $(DEMO_MODEL) --arm merged --m 1 --out $(DEMO_DIR)/merged
+	$(BIN)/fp8tower trace capture --model $(DEMO_MODEL) --arm unmerged --m 1 --force --out $(DEMO_DIR)/unmerged
+	$(BIN)/fp8tower trace capture --model $(DEMO_MODEL) --arm merged --m 1 --force --out $(DEMO_DIR)/merged
 	$(BIN)/fp8tower trace report $(DEMO_DIR)/unmerged $(DEMO_DIR)/merged \
 	  --html $(DEMO_DIR)/report.html --json $(DEMO_DIR)/report.json
 	$(BIN)/fp8tower bench generate --model $(GEN_MODEL) --batch 1 --context 64 --steps 8 \

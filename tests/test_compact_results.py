@@ -88,3 +88,8 @@ def test_a_sessions_tuning_caches_are_gzipped_the_top_level_ones_kept(tmp_path, 
     assert packed.read_bytes() == cr.gzip_bytes(cr.compact_text(json.dumps(DOC)))  # no timestamp
     assert top.exists() and "\n" not in top.read_text()[:-1]  # compacted, not gzipped
     assert cr.main(["--check", str(tmp_path)]) == 0
+
+
+def test_the_committed_results_are_compact(capsys):
+    """README: results JSON is kept compact (session 33 committed four files that were not)."""
+    assert cr.main(["--check"]) == 0, capsys.readouterr().out

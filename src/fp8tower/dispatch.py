@@ -401,6 +401,7 @@ def default_dispatcher() -> Dispatcher:
     if _default is None:
         with _default_lock:
             if _default is None:
+                env.check_flags()
                 _default = Dispatcher(candidates=candidates_from_env())
     return _default
 

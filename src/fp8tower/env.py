@@ -23,3 +23,17 @@ def flag(name: str, default: bool) -> bool:
         return False
     raise ValueError(f"{name}={raw!r}: expected one of {', '.join(_ON)} (on) or "
                      f"{', '.join(_OFF)} (off)")
+
+
+#: every on/off variable; :func:`check_flags` reads them all where the dispatcher is made, so
+#: a bad word is an error there even for one only a GPU path reads (on a CPU
+#: FP8TOWER_TILE_MAJOR=x and FP8TOWER_EAGER_ONE_LAUNCH=x passed silently)
+FLAGS = ("FP8TOWER_TUNE", "FP8TOWER_RETUNE", "FP8TOWER_PLAN", "FP8TOWER_TILE_MAJOR",
+         "FP8TOWER_EAGER_ONE_LAUNCH", "FP8TOWER_EARLY_LAUNCH")
+
+
+def check_flags() -> None:
+    """Raise ValueError naming the first of :data:`FLAGS` set to a word :func:`flag` does
+    not know."""
+    for name in FLAGS:
+        flag(name, False)

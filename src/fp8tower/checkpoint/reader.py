@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import struct
 from pathlib import Path
 
 import torch
-from safetensors import safe_open
+from safetensors import SafetensorError, safe_open
 
 INDEX_NAME = "model.safetensors.index.json"
 
@@ -53,9 +54,19 @@ def read_header(file: Path) -> dict[str, dict]:
                 raise CheckpointError(f"{file}: too short for a safetensors file")
             (n,) = struct.unpack("<Q", raw)
             header = json.loads(f.read(n))
+            size = os.fstat(f.fileno()).st_size
     except (OSError, json.JSONDecodeError, UnicodeDecodeError) as e:
         raise CheckpointError(f"{file}: unreadable safetensors header ({e})") from None
+    if not isinstance(header, dict):
+        raise CheckpointError(f"{file}: the safetensors header is not a JSON object")
     header.pop("__metadata__", None)
+    ends = [e["data_offsets"][1] for e in header.values() if isinstance(e, dict)
+            and isinstance(e.get("data_offsets"), list) and len(e["data_offsets"]) == 2
+            and isinstance(e["data_offsets"][1], int)]
+    need = 8 + n + max(ends, default=0)
+    if size < need:  # a copy cut short: safetensors' own error named no file
+        raise CheckpointError(f"{file}: truncated: its header describes {need} bytes, the file "
+                              f"has {size}")
     return header
 
 
@@ -161,7 +172,10 @@ class CheckpointReader:
     def _handle(self, info: TensorInfo):
         handle = self._handles.get(info.file)
         if handle is None:
-            handle = safe_open(str(info.file), framework="pt")
+            try:
+                handle = safe_open(str(info.file), framework="pt")
+            except (SafetensorError, OSError) as e:  # name the file
+                raise CheckpointError(f"{info.file}: cannot open as safetensors ({e})") from None
             self._handles[info.file] = handle
         return handle
 

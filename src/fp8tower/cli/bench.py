@@ -164,6 +164,11 @@ def tower(
     backend_names = _choices(backend_list or (GPU_BACKENDS if cuda else CPU_BACKENDS),
                              backends.names() + ["auto"], "backend", "--backends")
     scheme_list = _choices(scheme, [s.value for s in Scheme], "scheme", "--scheme")
+    if backend_list is not None:  # named ones must run here (every row skipped said nothing)
+        cannot = [f"{n} ({backends.get(n).unavailable_reason()})" for n in backend_names
+                  if n != "auto" and backends.get(n).unavailable_reason() is not None]
+        if cannot:
+            raise _fail(f"--backends: cannot run on this machine: {'; '.join(cannot)}")
     try:
         mode = MergeMode.parse(merge_mode)
         spec = get_spec(model)
@@ -274,7 +279,8 @@ def generate(
         "when that exists.")] = None,
 ) -> None:
     """End-to-end decode of a transformers model (random weights): ms per step and tokens/s,
-    eager and under a CUDA graph, for bf16, fp8tower per scheme and torchao float8."""
+    eager and under a CUDA graph, for bf16, fp8tower per scheme, torchao float8 and
+    transformers' own block-FP8 linear."""
     import torch
     from rich.console import Console
     from rich.markup import escape

@@ -131,7 +131,7 @@ def _print(info: dict, written: dict | None) -> None:
 
 
 def convert(
-    path: Annotated[Path, typer.Argument(help="Checkpoint directory (config.json + "
+    path: Annotated[Path, typer.Argument(metavar="PATH", help="Checkpoint directory (config.json + "
                                          "*.safetensors).", show_default=False)],
     json_out: Annotated[Path | None, typer.Option(
         "--json", help="Also write the report as JSON to this file.")] = None,

@@ -9,6 +9,7 @@ def info() -> None:
 
     import torch
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     from .. import backends, provenance
@@ -39,15 +40,17 @@ def info() -> None:
     console = Console()
     table = Table(title="fp8tower info", show_header=False)
     for k, val in rows.items():
-        table.add_row(k, str(val))
+        table.add_row(k, escape(str(val)))
     console.print(table)
     bt = Table(title="GEMM backends")
     bt.add_column("backend")
     bt.add_column("status")
-    bt.add_column("kernels (regex)")
+    bt.add_column("kernels (regex)", overflow="fold")
     bt.add_column("what")
     for b in backends.all_backends():
         reason = b.unavailable_reason()
-        status = "[green]available[/]" if reason is None else f"[yellow]unavailable[/]: {reason}"
-        bt.add_row(b.name, status, b.kernel_family, b.description)
+        # escaped: an install hint "fp8tower[cudnn]" read as markup lost its "[cudnn]"
+        status = ("[green]available[/]" if reason is None
+                  else f"[yellow]unavailable[/]: {escape(reason)}")
+        bt.add_row(b.name, status, escape(b.kernel_family), escape(b.description))
     console.print(bt)

@@ -15,7 +15,7 @@ from typing import Annotated
 
 import typer
 
-from ._common import at_least
+from ._common import at_least, check_json_path
 from ._common import console as _console
 from ._common import fail as _fail
 from ._common import warn as _warn
@@ -77,6 +77,15 @@ def _handles_errors(fn):
     return wrapper
 
 
+def _check_outputs(**paths: Path | None) -> None:
+    """Each output path (``json=``, ``csv=``, ``html=``) checked before any trace is read: a
+    directory or an unwritable place is refused then, not after the analysis (the writers
+    make missing parent folders)."""
+    for option, path in paths.items():
+        if path is not None:
+            check_json_path(path, f"--{option}")
+
+
 def _check_integral(ok: bool, message: str, allow: bool) -> None:
     if ok:
         return
@@ -97,9 +106,9 @@ DeviceOpt = Annotated[Device, typer.Option(help="Kind of events to analyse (see 
 @_handles_errors
 def diff(
     short: Annotated[
-        Path, typer.Argument(help="Trace of the short run (.json, .json.gz, .sqlite).")
+        Path, typer.Argument(metavar="SHORT", help="Trace of the short run (.json, .json.gz, .sqlite).")
     ],
-    long: Annotated[Path, typer.Argument(help="Trace of the long run.")],
+    long: Annotated[Path, typer.Argument(metavar="LONG", help="Trace of the long run.")],
     steps: Annotated[tuple[int, int], typer.Option("--steps", help=STEPS_HELP)] = (8, 136),
     json_out: Annotated[
         Path | None, typer.Option("--json", help="Write the diff as JSON here.")
@@ -132,6 +141,7 @@ def diff(
     from ..trace.ingest import load_trace
     from ..trace.steps import graph_replay_problems
 
+    _check_outputs(json=json_out, csv=csv_out)
     traces = [load_trace(short, device.value), load_trace(long, device.value)]
     for trace in traces:
         for problem in graph_replay_problems(trace):
@@ -170,7 +180,7 @@ def _attribution(spec: str, map_path, steps, step_range, ceiling, device, allow_
 @app.command()
 @_handles_errors
 def attribute(
-    arm: Annotated[str, typer.Argument(help=ARM_HELP)],
+    arm: Annotated[str, typer.Argument(metavar="ARM", help=ARM_HELP)],
     map_path: Annotated[Path | None, typer.Option("--map", help=MAP_HELP)] = None,
     steps: Annotated[
         tuple[int, int] | None,
@@ -195,6 +205,7 @@ def attribute(
     regex: a mismatch is an error (exit code 1)."""
     from ..trace import report, tables
 
+    _check_outputs(json=json_out, csv=csv_out)
     att = _attribution(arm, map_path, steps, step_range, ceiling_gbps, device, allow_fractional)
     report.print_attribution(att, _console(), gib)
     if json_out:
@@ -208,8 +219,8 @@ def attribute(
 @app.command()
 @_handles_errors
 def compare(
-    arm_a: Annotated[str, typer.Argument(help="First arm. " + ARM_HELP)],
-    arm_b: Annotated[str, typer.Argument(help="Second arm (same forms).")],
+    arm_a: Annotated[str, typer.Argument(metavar="ARM_A", help="First arm. " + ARM_HELP)],
+    arm_b: Annotated[str, typer.Argument(metavar="ARM_B", help="Second arm (same forms).")],
     map_a: Annotated[
         Path | None, typer.Option("--map-a", help=MAP_HELP + " For the first arm.")
     ] = None,
@@ -236,6 +247,7 @@ def compare(
     from ..trace import report, tables
     from ..trace.compare import compare as compare_arms
 
+    _check_outputs(json=json_out, csv=csv_out, html=html_out)
     a = _attribution(arm_a, map_a, steps, step_range, ceiling_gbps, device, allow_fractional)
     b = _attribution(arm_b, map_b, steps, step_range, ceiling_gbps, device, allow_fractional)
     if a.arm == b.arm:
@@ -255,9 +267,9 @@ def compare(
 @app.command()
 @_handles_errors
 def report(
-    arm_a: Annotated[str, typer.Argument(help=ARM_HELP)],
+    arm_a: Annotated[str, typer.Argument(metavar="ARM_A", help=ARM_HELP)],
     arm_b: Annotated[
-        str | None, typer.Argument(help="Optional second arm to compare with.")
+        str | None, typer.Argument(metavar="ARM_B", help="Optional second arm to compare with.")
     ] = None,
     map_a: Annotated[
         Path | None, typer.Option("--map-a", help=MAP_HELP + " For the first arm.")
@@ -288,6 +300,7 @@ def report(
     from ..trace import tables
     from ..trace.compare import compare as compare_arms
 
+    _check_outputs(html=html_out, json=json_out, csv=csv_out)
     a = _attribution(arm_a, map_a, steps, step_range, ceiling_gbps, device, allow_fractional)
     atts, cmp = [a], None
     console = _console()
@@ -411,8 +424,9 @@ def capture(
 @_handles_errors
 def capture_model(
     model: Annotated[
-        str, typer.Option("--model", help="Shipped config name (qwen3.5-27b, tiny-hybrid) or a "
-                          "config.json / directory: a transformers model with random weights.")
+        str, typer.Option("--model", help="Shipped config name (qwen3-8b, qwen3.5-27b, "
+                          "tiny-hybrid) or a config.json / directory: a transformers model "
+                          "with random weights.")
     ],
     arm: Annotated[
         str, typer.Option("--arm", help="bf16, fp8:<scheme> (unmerged) or fp8:<scheme>:merged.")
@@ -435,7 +449,8 @@ def capture_model(
         int | None, typer.Option("--layers", callback=at_least(1), help="Keep only the first N "
                                  "layers (the last one attention if none of them is).")
     ] = None,
-    device: Annotated[str | None, typer.Option("--device", help="cuda or cpu.")] = None,
+    device: Annotated[str | None, typer.Option(
+        "--device", help="cuda or cpu (default: cuda where a GPU is visible, else cpu).")] = None,
     eager_out: Annotated[
         Path | None, typer.Option("--eager-out", help="Also capture 2,6 eager steps of the same "
                                   "model here (GPU; host launch statistics).")
@@ -458,6 +473,12 @@ def capture_model(
     if eager_out is not None and (eager or device == "cpu"):
         raise _fail("--eager-out captures eager steps beside a CUDA-graph capture: not with "
                     f"{'--eager' if eager else '--device cpu'} (that capture is eager itself)")
+    if eager_out is not None and device is None:
+        import torch
+
+        if not torch.cuda.is_available():
+            raise _fail("--eager-out captures eager steps beside a CUDA-graph capture, which "
+                        "needs a GPU: none is visible (this capture would run eager on the CPU)")
     try:
         with warnings.catch_warnings():
             warnings.showwarning = lambda message, *_args, **_kw: _warn(str(message))

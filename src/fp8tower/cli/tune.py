@@ -492,6 +492,9 @@ def dispatch_cmd(
     buckets = {m_bucket(x) for x in _parse_ms(m)} if m else None
     schemes = {s.value for s in _parse_schemes(scheme)} if scheme else None
     if file is not None:
+        if file.is_dir():
+            raise typer.BadParameter(f"{str(file)!r}: is a directory, not a cache file",
+                                     param_hint="--file")
         if not file.is_file():
             raise typer.BadParameter(f"{str(file)!r}: no such file", param_hint="--file")
         files = [file]

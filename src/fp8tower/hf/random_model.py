@@ -9,6 +9,8 @@ computed as usual and moved.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import torch
 from torch import nn
 
@@ -60,6 +62,32 @@ def text_config(name: str, layers: int | None = None):
                          f"model_type {model_type!r} of {name}: {e}") from None
 
 
+def free_bytes(device: torch.device) -> int | None:
+    """Memory free for new tensors on ``device``: the GPU's free memory, or on the CPU the
+    kernel's MemAvailable, capped by a cgroup v2 limit (a container's); None if unknown."""
+    if device.type == "cuda":
+        return torch.cuda.mem_get_info(device)[0]
+    if device.type != "cpu":
+        return None
+    free = None
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    free = int(line.split()[1]) * 1024
+    except OSError:
+        return None
+    try:
+        cgroup = Path("/sys/fs/cgroup")
+        limit = (cgroup / "memory.max").read_text().strip()
+        used = int((cgroup / "memory.current").read_text())
+        if limit != "max":
+            free = min(free, int(limit) - used) if free is not None else int(limit) - used
+    except (OSError, ValueError):
+        pass
+    return free
+
+
 def random_model(config, device: torch.device | str, *, dtype: torch.dtype = torch.bfloat16,
                  seed: int = 0) -> nn.Module:
     """The causal LM of ``config`` with N(0, 0.02) weights drawn on ``device``, in eval mode."""
@@ -69,6 +97,12 @@ def random_model(config, device: torch.device | str, *, dtype: torch.dtype = tor
 
     with params_on_meta():
         model = transformers.AutoModelForCausalLM.from_config(config, dtype=dtype)
+    need = sum(p.numel() * p.element_size() for p in model.parameters())
+    free = free_bytes(torch.device(device))
+    if free is not None and need > free:  # before allocating: else the OOM is a traceback
+        raise ValueError(f"{type(model).__name__} of this config needs {need / 1e9:.1f} GB of "
+                         f"{dtype} weights on {device}, which has {free / 1e9:.1f} GB free: "
+                         "use a GPU or a smaller model (e.g. tiny-hybrid)")
     g = torch.Generator(device=device).manual_seed(seed)
     for mod in model.modules():
         for name, p in list(mod._parameters.items()):

@@ -108,11 +108,19 @@ def write_merged(
     from ..checkpoint import open_checkpoint
 
     src, dst = Path(path).expanduser(), Path(out).expanduser()
+    if dst.exists() and not dst.is_dir():
+        raise ConvertError(f"{dst}: is a file; write_merged writes a new (or empty) checkpoint "
+                           "directory")
     if dst.exists() and (dst.resolve() == src.resolve() or any(dst.iterdir())):
         raise ConvertError(f"{dst}: exists and is not empty (write_merged writes a new "
                            "checkpoint directory)")
     mode = MergeMode.REQUANT_MAX if requant_max else MergeMode.EXACT
     ck = open_checkpoint(src, scheme=scheme)
+    if ck.format == "unquantized" and scheme is None:  # it wrote a copy with no FP8 linear
+        ck.close()
+        raise ConvertError(f"{src}: a bf16/fp16 checkpoint: give the scheme to quantize its "
+                           "linears to (scheme=, --scheme: per_tensor, channel_token, block128, "
+                           "weight_only)")
     if ck.format == "unquantized" and not ck.linears_by_name:
         from ..checkpoint.unquantized import LINEARS_BY_NAME
 

@@ -72,7 +72,9 @@ def load_arm(
         )
     parts = spec_s.split(",")
     if len(parts) != 2 or not all(parts):
-        raise TraceError(f"arm {spec_s!r}: expected a capture directory or SHORT,LONG trace paths")
+        missing = " (no such file or directory)" if not Path(spec_s).exists() else ""
+        raise TraceError(f"arm {spec_s!r}{missing}: expected a capture directory or SHORT,LONG "
+                         "trace paths")
     if steps is None:
         raise TraceError(f"arm {spec_s!r}: traces without a manifest need --steps SHORT LONG")
     if rules is None:

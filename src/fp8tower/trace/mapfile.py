@@ -167,6 +167,8 @@ def parse_rule(d: dict, where: str) -> Rule:
 def read_map(path: str | Path) -> list[Rule]:
     """Parse a map file (.json or .toml) into rules; errors name the file and the rule."""
     path = Path(path)
+    if path.is_dir():
+        raise TraceError("is a directory, not a map file (.json or .toml)", path)
     if not path.is_file():
         raise TraceError("no such map file", path)
     raw = path.read_bytes()

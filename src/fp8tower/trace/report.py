@@ -243,6 +243,7 @@ def write_json(path: str | Path, doc: dict) -> Path:
         text = json.dumps(doc, indent=1, allow_nan=False)
     except ValueError as e:
         raise TraceError(f"not writing JSON with a non-finite figure ({e})", path) from None
+    path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text + "\n")
     return path
 
@@ -250,6 +251,7 @@ def write_json(path: str | Path, doc: dict) -> Path:
 def _write_csv(path: str | Path, table: tuple[list[str], list[list]]) -> Path:
     path = Path(path)
     header, rows = table
+    path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(header)
@@ -369,5 +371,6 @@ def write_html(
         generated=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
     )
     path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(page)
     return path
