@@ -107,16 +107,21 @@ def _real_backend(name, clock, times, wrong=()):
     return dataclasses.replace(b, run=run)
 
 
-def test_a_winner_with_wrong_output_is_recorded_failed_and_not_chosen():
+def test_candidates_with_wrong_output_are_recorded_failed_and_never_chosen():
+    """The winner and every runner-up (a seed's shortlist, a fallback, in-context tuning's
+    choices come from them) are checked."""
     clock = FakeClock()
-    b = _real_backend("fast", clock, {"default": 10.0, "f1": 5.0, "f2": 6.0}, wrong=("f1",))
+    times = {"default": 10.0, "f1": 5.0, "f2": 6.0, "f3": 7.0}
+    b = _real_backend("fast", clock, times, wrong=("f1", "f3"))
     e = search.tune_problem(cpu_problem(m=1), [b], timer=FakeTimer(clock), verify=True)
     assert cfg_id(e.config) == "f2"
-    (f1,) = [c for c in e.candidates if cfg_id(c.config) == "f1"]
-    assert not f1.ok and "wrong output: SQNR" in f1.error and f1.median_us == 5.0
+    bad = {cfg_id(c.config): c for c in e.candidates if not c.ok}
+    assert set(bad) == {"f1", "f3"} and bad["f1"].median_us == 5.0
+    assert all("wrong output: SQNR" in c.error for c in bad.values())
+    assert [cfg_id(c.config) for c in e.ranked()] == ["f2", "default"]
     # without the check (CPU default) the wrong config would have won
     clock2 = FakeClock()
-    b2 = _real_backend("fast", clock2, {"default": 10.0, "f1": 5.0, "f2": 6.0}, wrong=("f1",))
+    b2 = _real_backend("fast", clock2, times, wrong=("f1", "f3"))
     assert cfg_id(search.tune_problem(cpu_problem(m=1), [b2], timer=FakeTimer(clock2)).config) \
         == "f1"
 

@@ -50,8 +50,8 @@ MAX_CONFIGS = 16
 # results/tuning_cache_evidence_H200_2026-11-29.json). So once one bucket of a group is
 # fully tuned, its siblings time only the backends' defaults and its SEED_TOP best.
 SEED_TOP = 3
-# The winner's output against the reference (the numerics contract, SQNR in dB): a config
-# that runs but computes wrong numbers is recorded as failed, never cached as the choice.
+# Every timed candidate's output against the reference (the numerics contract, SQNR in dB):
+# a config that runs but computes wrong numbers is recorded as failed, never a choice.
 CHECK_SQNR_DB = 40.0
 # In a model most GEMMs read an input written by some other kernel (a norm, an activation,
 # a residual add), launched without PDL; some follow another GEMM directly (the merged
@@ -268,12 +268,19 @@ def _others(backend, problem: GemmProblem, default) -> list:
             if normalize_config(c) != key and not empty_split(problem, c)]
 
 
-def output_error(problem: GemmProblem, backend, config: dict | None, chain: Chain,
-                 errors: tuple = ()) -> str | None:
-    """Why ``backend`` with ``config`` (JSON form) computes wrong numbers on the chain's first
-    weight copy (SQNR under CHECK_SQNR_DB against the reference, or a GPU error), or None."""
+def reference_output(chain: Chain) -> torch.Tensor:
+    """The reference's float32 output on the chain's first weight copy."""
     from ..backends.reference import fp8_linear_ref
 
+    return fp8_linear_ref(chain.x, chain.weights[0], act_scale=chain.act_scale, bias=chain.bias,
+                          out_dtype=torch.float32)
+
+
+def output_error(problem: GemmProblem, backend, config: dict | None, chain: Chain,
+                 errors: tuple = (), ref: torch.Tensor | None = None) -> str | None:
+    """Why ``backend`` with ``config`` (JSON form) computes wrong numbers on the chain's first
+    weight copy (SQNR under CHECK_SQNR_DB against the reference, ``ref`` if given, or a GPU
+    error), or None."""
     found, cfg = native_config(backend, problem, config)
     if not found:  # not offered for this problem (a test's fake): nothing to run it with
         return None
@@ -283,8 +290,7 @@ def output_error(problem: GemmProblem, backend, config: dict | None, chain: Chai
                         bias=chain.bias, out_dtype=chain.out_dtype, config=cfg)
     except errors as e:
         return f"output check: {type(e).__name__}: {e}"[:500]
-    ref = fp8_linear_ref(chain.x, w, act_scale=chain.act_scale, bias=chain.bias,
-                         out_dtype=torch.float32)
+    ref = reference_output(chain) if ref is None else ref
     if tuple(y.shape) != tuple(ref.shape):
         return f"wrong output: shape {tuple(y.shape)}, expected {tuple(ref.shape)}"
     db = sqnr_db(ref, y.float())
@@ -350,9 +356,10 @@ def tune_problem(
     of it the one with the cheapest eager host path, then the one without a second weight
     copy (cache.extra_weight_copy; ties: the first measured). A candidate that
     raises a GPU error (:func:`gpu_errors`) is recorded as failed; other errors propagate.
-    (5) With ``verify`` (default: on a GPU) the winner's output is compared with the
-    reference (:func:`output_error`); a wrong one is recorded as failed and the next is
-    checked. The returned entry has no measured candidate if all failed (or there were none).
+    (5) With ``verify`` (default: on a GPU) every timed candidate's output is compared with
+    the reference (:func:`output_error`), one call each; a wrong one is recorded as failed, so
+    no winner, seed, fallback or in-context choice is one. The returned entry has no measured
+    candidate if all failed (or there were none).
     """
     problem = dataclasses.replace(problem, m=problem.bucket)
     if device is None:
@@ -427,14 +434,14 @@ def tune_problem(
                 measured.append(measure(b, v))
     if verify is None:
         verify = device.type == "cuda"
-    while verify and entry.ranked():  # (5) the winner's output checked; a wrong one fails
-        win = entry.winner
-        b = next(c for c in candidates if c.name == win.backend)
-        why = output_error(problem, b, win.config, chain, errors)
-        if why is None:
-            break
-        i = next(i for i, m in enumerate(measured) if m is win)
-        measured[i] = dataclasses.replace(win, error=why)
+    if verify and entry.ranked():  # (5) every timed candidate's output checked
+        ref = reference_output(chain)
+        by_name = {b.name: b for b in candidates}
+        for i, m in enumerate(measured):
+            if m.ok:
+                why = output_error(problem, by_name[m.backend], m.config, chain, errors, ref)
+                if why is not None:
+                    measured[i] = dataclasses.replace(m, error=why)
     if entry.ranked():
         entry.backend, entry.config = entry.winner.backend, entry.winner.config
     return entry
