@@ -117,3 +117,16 @@ def test_an_empty_key_mapping_turns_the_family_default_off(tmp_path):
     with pytest.raises(ConvertError, match=r"'model\.language_model\.layers\.0\.[a-z_.]+'\) is "
                                            "a linear of the model"):
         from_pretrained(src, backend="reference", dtype=torch.float32, key_mapping={})
+
+
+@pytest.mark.parametrize("fmt", ["modelopt", "block_fp8"])
+def test_nan_codes_in_an_fp8_weight_name_the_tensor(tmp_path, fmt):
+    q = "model.layers.0.self_attn.q_proj"
+    spec = build(fmt)
+    w = spec.tensors[f"{q}.weight"].clone()
+    w.view(torch.uint8)[1, 2] = 0xFF
+    spec.tensors[f"{q}.weight"] = w
+    ck = open_checkpoint(save(spec, tmp_path / "ck"))
+    with pytest.raises(CheckpointError, match=rf"'{q}.weight': 1 FP8 code\(s\) are NaN .* "
+                                              r"index \(1, 2\)"):
+        ck.load_linear(q)

@@ -267,6 +267,14 @@ class Checkpoint:
     def _fp8_weight(self, spec: LinearSpec, weight_name: str, data, scale, act) -> Fp8Weight:
         """Fp8Weight's own checks (e.g. a static input scale out of fp32's normal range) as a
         CheckpointError naming the stored tensor, not a bare ValueError."""
+        # E4M3FN's NaN codes (S.1111.111): a corrupt weight would give NaN outputs far from
+        # their cause (one pass over the codes, where they were loaded)
+        nan = (data.view(torch.uint8) & 0x7F) == 0x7F
+        if bool(nan.any()):
+            first = tuple(int(i) for i in nan.nonzero()[0].tolist())
+            raise self._err(self._reader.info(weight_name),
+                            f"{int(nan.sum())} FP8 code(s) are NaN (0x7F / 0xFF), the first "
+                            f"at index {first}")
         try:
             return Fp8Weight(data, scale, spec.scheme, act)
         except ValueError as e:
