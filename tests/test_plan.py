@@ -307,9 +307,14 @@ def test_eager_one_launch_can_be_turned_off(interpret, monkeypatch):
     step that labels a graph replay's kernels), keep the dispatch choice: the pre-pass too."""
     from fp8tower.nn import plan
 
+    # M = 2: channel_token's default at M = 1 is one launch already, so eager_only would be
+    # False without the context manager too (the audit of session 34)
     planned, _ = _pair(Scheme.CHANNEL_TOKEN, n=80, k=384, backend="triton")
+    free, _ = _pair(Scheme.CHANNEL_TOKEN, n=80, k=384, backend="triton")
+    free(_x((2, 384), Scheme.CHANNEL_TOKEN))
+    assert next(iter(free._plans.values())).eager_only  # what the context manager turns off
     with plan.same_kernels_as_graphs():
-        planned(_x((1, 384), Scheme.CHANNEL_TOKEN))
+        planned(_x((2, 384), Scheme.CHANNEL_TOKEN))
     assert plan.eager_one_launch_enabled()  # restored on exit
     (entry,) = planned._plans.values()
     assert not entry.eager_only

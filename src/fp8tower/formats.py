@@ -203,6 +203,10 @@ class Fp8Weight:
         if self.act_scale is not None and self.act_scale.numel() != 1:
             raise ValueError(f"act_scale must be one value, got shape "
                              f"{tuple(self.act_scale.shape)}")
+        if self.act_scale is not None and self.act_scale.dim() != 0:
+            # one value in any shape ((1,) as checkpoints store it): held as the 0-dim tensor
+            # every consumer expects (Fp8Linear's input_scale buffer, merges)
+            self.act_scale = self.act_scale.reshape(())
         if self.act_scale is not None and self.scheme is not Scheme.PER_TENSOR:
             # every path would ignore it (their activations are quantized per token / group)
             raise ValueError(f"act_scale (static activation scale) applies to per_tensor "
@@ -327,6 +331,9 @@ def quantize_weight(
 
 
 def _as_scale_tensor(value: float | torch.Tensor, device: torch.device) -> torch.Tensor:
+    if not isinstance(value, (int, float, torch.Tensor)) or isinstance(value, bool):
+        raise TypeError(f"act_scale must be a number or a one-element tensor, got "
+                        f"{type(value).__name__} {value!r}")
     t = torch.as_tensor(value, dtype=torch.float32, device=device)
     if t.numel() != 1:
         raise ValueError(f"act_scale must be one value, got shape {tuple(t.shape)}")

@@ -115,7 +115,12 @@ def fp8_linear(
     lead = x.shape[:-1]
     x2 = x.reshape(-1, weight.k)
     if x2.shape[0] == 0:
-        return torch.empty(*lead, weight.n, dtype=out_dtype, device=x.device)
+        y = torch.empty(*lead, weight.n, dtype=out_dtype, device=x.device)
+        if grad:  # kept in the graph, as F.linear's: x's gradient (0, K), the bias's zeros
+            y = y + (x.sum() * 0).to(out_dtype)
+            if bias is not None and bias.requires_grad:
+                y = y + (bias.sum() * 0).to(out_dtype)
+        return y
     x2 = x2.contiguous()
     if torch.compiler.is_compiling() or grad:
         # compiling: one opaque op in the graph (see ops.py); grad: the op's autograd formula
@@ -128,6 +133,7 @@ def fp8_linear(
         )
     else:
         ops.register(weight)  # so compiled calls on its tensors reuse its prepared forms
+        ops.refresh_if_edited(weight)  # an in-place edit since: its prepared forms are stale
         y = ops.run_2d(x2, weight, bias=bias, act_scale=act_scale, backend=backend,
                    out_dtype=out_dtype)
     return y.reshape(*lead, weight.n)
@@ -280,6 +286,10 @@ class Fp8Linear(nn.Module):
 
     @classmethod
     def from_weight(cls, weight: Fp8Weight, bias: torch.Tensor | None = None, **kw) -> Fp8Linear:
+        taken = sorted({"device", "static_input_scale", "weight_scale_shape"} & set(kw))
+        if taken:  # else "got multiple values for keyword argument"
+            raise ValueError(f"from_weight takes {', '.join(taken)} from the Fp8Weight; move "
+                             "the result with .to(device) instead")
         mod = cls(
             weight.k, weight.n, weight.scheme, bias=bias is not None,
             static_input_scale=weight.act_scale is not None,
@@ -312,6 +322,14 @@ class Fp8Linear(nn.Module):
             if act_scale is not None:
                 raise ValueError("give act_scale or calibration, not both")
             act_scale = max(float(calibration.float().abs().amax()) / 448.0, 1e-12)
+        if linear.weight.device.type == "meta":
+            raise ValueError("from_linear quantizes the linear's weight, which is on the meta "
+                             "device: build Fp8Linear(..., device='meta'), then to_empty() and "
+                             "load_state_dict, or convert with a checkpoint")
+        taken = sorted({"device", "bias", "static_input_scale", "weight_scale_shape"} & set(kw))
+        if taken:
+            raise ValueError(f"from_linear takes {', '.join(taken)} from the linear and its "
+                             "quantized weight; move the result with .to(device) instead")
         w = quantize_weight(linear.weight.detach(), scheme, act_scale=act_scale)
         bias = None if linear.bias is None else linear.bias.detach()
         return cls.from_weight(w, bias, **kw)
@@ -366,7 +384,8 @@ class Fp8Linear(nn.Module):
     def refresh(self) -> None:
         """Forget the prepared forms and launch plans, and prepare afresh. Edits in place are
         seen without it (version counters) except on tensors made under
-        ``torch.inference_mode``, which count no versions: call it after editing those."""
+        ``torch.inference_mode``, which count no versions, and edits through ``.data``
+        (``m.weight_scale.data.mul_(2)``), which bump none: call it after those."""
         self._refresh(check_values=True)
 
     def _refresh(self, check_values: bool = True) -> None:
@@ -406,7 +425,13 @@ class Fp8Linear(nn.Module):
                 raise ValueError(f"state_dict key {prefix}{name} has dtype {t.dtype}: expected "
                                  "a floating dtype (scales are stored as float32)")
         out = super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
-        self._refresh()  # loaded values may differ: re-prepare
+        scales = [prefix + n for n, t in (("weight_scale", self.weight_scale),
+                                          ("input_scale", self.input_scale)) if t is not None]
+        if all(k in state_dict for k in scales):
+            self._refresh()  # loaded values may differ: re-prepare (and check the scales)
+        else:  # a shard without the scales (after to_empty: their memory may hold anything):
+            self._unchecked = True  # checked at the first forward, as after _apply
+            self._refresh(check_values=False)
         return out
 
     _KEEP_DTYPE = ("weight", "weight_scale", "input_scale")

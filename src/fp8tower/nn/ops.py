@@ -83,6 +83,18 @@ def forget(weight: Fp8Weight | None) -> None:
             del _LIVE[key]
 
 
+def refresh_if_edited(weight: Fp8Weight) -> None:
+    """Clear a registered weight's prepared forms if its tensors were edited in place since
+    they were prepared (version counters; the eager fp8_linear call, as weight_for does for
+    compiled and gradient calls)."""
+    if getattr(weight, "_ops_key", None) is None:
+        return
+    now = versions(weight.data, weight.scale, weight.act_scale)
+    if now != weight._ops_versions:
+        weight.packed.clear()
+        weight._ops_versions = now
+
+
 def weight_for(
     data: Tensor, scale: Tensor, act_scale: Tensor | None, scheme: Scheme | str
 ) -> Fp8Weight:
