@@ -11,23 +11,13 @@ import json
 import pytest
 import torch
 from test_tuning import FakeClock, FakeTimer, cfg_id, cpu_problem, fake_backend
+from test_tuning_audit import _isolated  # noqa: F401 (the cache dir and environment, autouse)
 
-from fp8tower import dispatch
 from fp8tower.backends.reference import fp8_linear_ref
 from fp8tower.dispatch import Dispatcher
 from fp8tower.formats import Fp8Weight, quantize_weight, sqnr_db
 from fp8tower.tuning import cache as tcache
 from fp8tower.tuning import search, tuner
-
-
-@pytest.fixture(autouse=True)
-def _isolated(monkeypatch, tmp_path):
-    monkeypatch.setenv("FP8TOWER_CACHE_DIR", str(tmp_path / "cache"))
-    for var in ("FP8TOWER_TUNE", "FP8TOWER_RETUNE", "FP8TOWER_EARLY_LAUNCH", "FP8TOWER_BACKENDS"):
-        monkeypatch.delenv(var, raising=False)
-    dispatch.reset()
-    yield
-    dispatch.reset()
 
 
 def _refined_backend(clock):
