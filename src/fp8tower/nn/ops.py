@@ -83,13 +83,14 @@ def forget(weight: Fp8Weight | None) -> None:
             del _LIVE[key]
 
 
-def refresh_if_edited(weight: Fp8Weight) -> None:
+def refresh_if_edited(weight: Fp8Weight, now: tuple | None = None) -> None:
     """Clear a registered weight's prepared forms if its tensors were edited in place since
-    they were prepared (version counters; the eager fp8_linear call, as weight_for does for
-    compiled and gradient calls)."""
+    they were prepared: ``now``, the version counters of the tensors the call got (default:
+    the weight's own), against those it was prepared at."""
     if getattr(weight, "_ops_key", None) is None:
         return
-    now = versions(weight.data, weight.scale, weight.act_scale)
+    if now is None:
+        now = versions(weight.data, weight.scale, weight.act_scale)
     if now != weight._ops_versions:
         weight.packed.clear()
         weight._ops_versions = now
@@ -102,11 +103,8 @@ def weight_for(
     scheme = Scheme.parse(scheme)
     ref = _LIVE.get(_key(data, scale, act_scale, scheme)) if data.data_ptr() else None
     w = ref() if ref is not None else None
-    if w is not None:
-        now = versions(data, scale, act_scale)
-        if now != w._ops_versions:  # edited in place since it was prepared: prepare again
-            w.packed.clear()
-            w._ops_versions = now
+    if w is not None:  # edited in place since it was prepared: prepare again
+        refresh_if_edited(w, versions(data, scale, act_scale))
     # a temporary view of buffers checked when their module was built or loaded: no value
     # check here, which would read the scales (a GPU sync) on every call
     return w if w is not None else Fp8Weight(data, scale, scheme, act_scale, check_values=False)

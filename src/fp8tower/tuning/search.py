@@ -313,12 +313,12 @@ def _seeded_configs(backend, problem: GemmProblem, shortlist, default) -> list:
     """The shortlist's configs of ``backend`` as it serves ``problem``: any it offers
     (:func:`native_config`: its space, their refinements and weight layouts, not only its
     search space), but the default (timed already) and configs with an empty split."""
-    out, seen = [], {json.dumps(default, sort_keys=True)}
+    out, seen = [], {config_key(default)}
     for name, config in shortlist:
         if name != backend.name:
             continue
         found, cfg = native_config(backend, problem, config)
-        key = json.dumps(normalize_config(cfg), sort_keys=True) if found else None
+        key = config_key(cfg) if found else None
         if found and key not in seen and not empty_split(problem, cfg):
             seen.add(key)
             out.append(cfg)
@@ -408,9 +408,8 @@ def tune_problem(
             chosen = _explored(b, problem, others, max_configs)
         else:
             chosen = []
-        chosen_keys = {json.dumps(normalize_config(c), sort_keys=True) for c in chosen}
-        left = sum(json.dumps(normalize_config(c), sort_keys=True) not in chosen_keys
-                   for c in others)
+        chosen_keys = {config_key(c) for c in chosen}
+        left = sum(config_key(c) not in chosen_keys for c in others)
         if left:
             pruned[b.name] = left
         for cfg in chosen:
@@ -447,9 +446,14 @@ def tune_problem(
     return entry
 
 
+def config_key(config: Any) -> str:
+    """A config's identity: its JSON form (normalize_config), keys sorted."""
+    return json.dumps(normalize_config(config), sort_keys=True)
+
+
 def native_config(backend, problem: GemmProblem, config: dict | None) -> tuple[bool, Any]:
     """The backend's own config object equal (in JSON form) to ``config``: (found, a copy)."""
-    key = json.dumps(normalize_config(config), sort_keys=True)
+    key = config_key(config)
     offered = _offered(backend, problem)
     if key not in offered:
         return False, None
@@ -466,5 +470,5 @@ def _offered(backend, problem: GemmProblem) -> dict[str, Any]:
     for c in [backend.default_config(problem), *backend.configs(problem)]:
         for r in [c, *backend.refinements(problem, c)]:
             for v in [r, *backend.layout_variants(problem, r)]:
-                out.setdefault(json.dumps(normalize_config(v), sort_keys=True), v)
+                out.setdefault(config_key(v), v)
     return out
