@@ -61,7 +61,8 @@ _KARG_KEY = re.compile(rb'"(?:stream|correlation|grid|block|graph id|graph node 
 _CORR = re.compile(rb'"correlation":\s*(\d+)')
 _INT = re.compile(rb"-?\d+")
 _LAUNCH_NAMES = re.compile(rb"Launch|launch")
-_GRAPH_LAUNCH = (b"cudaGraphLaunch", b"cuGraphLaunch", b"cudaGraphLaunch_v10000")
+# by prefix: _ptsz (per-thread default stream) and versioned names too, as launches.py reads them
+_GRAPH_LAUNCH = (b"cudaGraphLaunch", b"cuGraphLaunch")
 
 # column order of a parsed kernel args tuple
 _KARG_INDEX = {b"stream": 0, b"correlation": 1, b"graph id": 8, b"graph node id": 9, b"device": 10}
@@ -249,7 +250,7 @@ class _Builder:
                     if int(m.group(1)) > INT64_MAX:
                         raise ValueError("correlation")
                     self.launch_rows.append(
-                        (int(m.group(1)), ts, _int_or(tid), name in _GRAPH_LAUNCH)
+                        (int(m.group(1)), ts, _int_or(tid), name.startswith(_GRAPH_LAUNCH))
                     )
         elif cat == b"cpu_op":
             nid = self.name_index.setdefault(name, len(self.name_index))

@@ -22,7 +22,7 @@ import numpy as np
 
 from .errors import TraceError
 from .events import STEP_RANGE, KernelTable, Trace
-from .steps import count_step_ranges
+from .steps import count_step_ranges, empty_steps
 
 #: |launches per step - nearest integer| above this is "fractional" (op rows, launch checks;
 #: a kernel's own count is checked exactly, `KernelDelta.integral`)
@@ -121,6 +121,7 @@ class DiffResult:
         return {
             "steps": {"short": self.steps[0], "long": self.steps[1]},
             "device": self.device,
+            "cpu_run": self.device == "cpu",
             "kernels": [
                 {
                     "name": k.name,
@@ -132,6 +133,7 @@ class DiffResult:
             ],
             "total": {"launches_per_step": self.launches_per_step, "ms_per_step": self.ms_per_step},
             "integral": self.integral,
+            "warnings": list(self.warnings),
         }
 
     def fractional_message(self, limit: int = 5) -> str:
@@ -164,6 +166,15 @@ def _same_file(a: str, b: str) -> bool:
         return os.path.samefile(a, b)
     except OSError:
         return os.path.abspath(a) == os.path.abspath(b)
+
+
+def orphan_graph_launches(trace: Trace) -> int:
+    """How many cudaGraphLaunch calls of ``trace`` share their correlation id with no kernel:
+    a node-level trace records every replayed kernel under its replay's id."""
+    graph = trace.launches.correlation[trace.launches.is_graph]
+    if not len(graph) or trace.is_cpu:
+        return 0
+    return int(np.count_nonzero(~np.isin(graph, trace.kernels.correlation)))
 
 
 def check_graph_launches(short: Trace, long: Trace, steps: tuple[int, int]) -> str | None:
@@ -239,6 +250,27 @@ def check_pair(
                 f"{n} step ranges matching {pattern!r}, but {which} is declared as {want} "
                 "steps (mismatched --steps, or the profile covered warm-up steps too): the "
                 "per-step figures would be wrong",
+                trace.path,
+            )
+    for trace, want, which in ((short, steps[0], "SHORT"), (long, steps[1], "LONG")):
+        orphans = orphan_graph_launches(trace)
+        if orphans:
+            raise TraceError(
+                f"{which}: {orphans} of its {int(np.count_nonzero(trace.launches.is_graph))} "
+                "cudaGraphLaunch calls have no kernel in the trace (a graph-level trace, "
+                "kernels the profiler dropped, or graphs without kernels): the replayed "
+                "kernels would count 0 a step, integral but wrong; capture node-level "
+                "(torch.profiler records replayed kernels, nsys needs --cuda-graph-trace=node)",
+                trace.path,
+            )
+        empty = empty_steps(trace, want, pattern) if found[0] or found[1] else []
+        if empty:
+            shown = ", ".join(str(s + 1) for s in empty[:8]) + (" ..." if len(empty) > 8 else "")
+            raise TraceError(
+                f"{which}: {len(empty)} of its {want} steps hold no kernel (step {shown}): "
+                "the trace lost kernels (a full profiler buffer drops the last steps') or "
+                "the step ranges mark steps that launched nothing; the per-step figures "
+                "would be wrong",
                 trace.path,
             )
     if any(found):

@@ -184,6 +184,11 @@ def _manifest(d: dict, path: Path) -> Manifest:
             num_field(e_s, "event_ms.short", lo=0.0),
             num_field(e_l, "event_ms.long", lo=0.0),
         )
+        if event_ms[1] <= event_ms[0]:  # read as a negative or zero step time
+            raise TraceError(
+                f"event_ms.long ({event_ms[1]}) must be more than event_ms.short "
+                f"({event_ms[0]}): the longer run takes longer"
+            )
     ceiling = d.get("read_ceiling_gbps")
     if ceiling is not None:
         ceiling = num_field(ceiling, "read_ceiling_gbps", lo=0.0, lo_open=True)

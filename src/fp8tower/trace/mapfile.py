@@ -126,7 +126,7 @@ def parse_rule(d: dict, where: str) -> Rule:
         raise TraceError(f"{where}: 'group' must be a non-empty string, got {show(d['group'])}")
     try:
         rx = re.compile(d["match"])
-    except re.error as e:
+    except (re.error, RecursionError, OverflowError) as e:
         raise TraceError(
             f"{where}: match {d['match']!r} is not a regular expression ({e})"
         ) from None
@@ -137,6 +137,8 @@ def parse_rule(d: dict, where: str) -> Rule:
     if isinstance(o, int):
         ordinal = (_int(o, f"{where}.ordinal"),)
     elif isinstance(o, list):
+        if not o:  # a rule that takes no occurrence takes nothing, silently
+            raise TraceError(f"{where}: ordinal is an empty list (give the indices it takes)")
         ordinal = tuple(_int(v, f"{where}.ordinal") for v in o)
     elif isinstance(o, dict):
         if set(o) != {"every", "index"}:

@@ -32,6 +32,12 @@ from .tables import unit as _unit
 CPU_BANNER = "CPU run: the 'kernels' are top-level aten ops timed on the CPU; no GPU was traced"
 
 
+
+def _plain(text: str) -> str:
+    """A user's label as matplotlib draws it literally: `$...$` would be parsed as mathtext
+    (a label with `$\\frac$` stopped the report with a traceback)."""
+    return text.replace("$", r"\$")
+
 def _f(x: float | None, digits: int = 3) -> str:
     return "–" if x is None else f"{x:,.{digits}f}"
 
@@ -295,8 +301,8 @@ def _plots(atts: list[Attribution], cmp: Comparison | None, gib: bool) -> list[d
     h = 0.8 / len(series)
     fig, ax = plt.subplots(figsize=(9, 0.45 * len(groups) + 1.6))
     for i, (att, vals) in enumerate(zip(atts, series)):
-        ax.barh(y + i * h, vals, h, label=att.arm, color=colors[i % 2])
-    ax.set_yticks(y + h * (len(series) - 1) / 2, groups)
+        ax.barh(y + i * h, vals, h, label=_plain(att.arm), color=colors[i % 2])
+    ax.set_yticks(y + h * (len(series) - 1) / 2, [_plain(g) for g in groups])
     ax.invert_yaxis()
     ax.set_xlabel("ms per decode step" + (" (CPU time)" if atts[0].device == "cpu" else ""))
     ax.legend()
@@ -308,7 +314,7 @@ def _plots(atts: list[Attribution], cmp: Comparison | None, gib: bool) -> list[d
     rows = tables.bandwidth_bars(atts, gib)
     if rows:
         fig, ax = plt.subplots(figsize=(9, 0.4 * len(rows) + 1.6))
-        labels = [f"{arm}: {label}" for arm, label, _ in rows]
+        labels = [_plain(f"{arm}: {label}") for arm, label, _ in rows]
         ax.barh(
             np.arange(len(rows)),
             [v for _, _, v in rows],

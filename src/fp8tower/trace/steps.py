@@ -59,9 +59,29 @@ def step_ranges(
     GPU ranges."""
     rx = compile_step_pattern(pattern)
     gpu = [r for r in trace.ranges if r.on_gpu and rx.search(r.name)]
-    if gpu and prefer_gpu and not trace.is_cpu:
+    host = [r for r in trace.ranges if not r.on_gpu and rx.search(r.name)]
+    # kineto projects a range once per (device, stream): a step whose kernels ran on two
+    # streams has two GPU ranges, so GPU ranges count steps only on one stream; else the host
+    # ranges (linked to kernels by correlation) do
+    if gpu and prefer_gpu and not trace.is_cpu and (len({r.tid for r in gpu}) == 1 or not host):
         return gpu, True
-    return [r for r in trace.ranges if not r.on_gpu and rx.search(r.name)], False
+    return host, False
+
+
+def empty_steps(trace: Trace, expected: int, pattern: str = re.escape(STEP_RANGE)) -> list[int]:
+    """The steps (0-based) of ``trace`` that hold no kernel, segmented as `segment_steps`
+    does with host ranges first (a GPU projection exists only for a range that ran kernels).
+    A step with no kernel is a trace that lost them (a full CUPTI buffer drops the last
+    steps' kernels, yet the per-name counts may still divide evenly); [] when the trace has
+    no step ranges, or host ranges but no launch calls to link them with."""
+    host, _ = step_ranges(trace, pattern, prefer_gpu=False)
+    if host and not trace.is_cpu and not len(trace.launches):
+        return []
+    seg = segment_steps(trace, expected, pattern, prefer_gpu=not host)
+    if not seg.count:
+        return []
+    counts = np.bincount(seg.step_of[seg.step_of >= 0], minlength=seg.count)
+    return np.flatnonzero(counts == 0).tolist()
 
 
 def _by_time(starts: np.ndarray, ranges: list[Range]) -> np.ndarray:

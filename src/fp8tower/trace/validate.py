@@ -120,6 +120,8 @@ def check_no_duplicates(k, path) -> None:
             k.stream[rows],
             k.correlation[rows],
             k.name_id[rows].astype(np.int64),
+            # two nodes of one replay may run the same kernel at one timestamp: not repeats
+            k.graph_node_id[rows],
         ]
     )
     _, first, counts = np.unique(key, axis=0, return_index=True, return_counts=True)
