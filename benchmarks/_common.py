@@ -14,13 +14,19 @@ def l2_rotation(bytes_per_copy: int, l2_bytes: int) -> tuple[int, bool]:
     return copies, copies * bytes_per_copy > timer.L2_FACTOR * l2_bytes
 
 
-def timing_fields(t, bytes_moved: int, ceiling: float, copies: int, cold: bool) -> dict:
+def timing_fields(t, bytes_moved: int, ceiling: float, copies: int, cold: bool,
+                  writer_us: float | None = None) -> dict:
     """A timed row's fields from a Timing: us, us_min, spread, gbs, the rotation (copies, cold)
-    and pct_ceiling, None when not cold (a warm-L2 rate is no fraction of the DRAM ceiling)."""
+    and pct_ceiling, None when not cold (a warm-L2 rate is no fraction of the DRAM ceiling).
+    ``writer_us``: the share of the tuner chain's x writer taken off ``t`` (Chain.base_us),
+    recorded with the time as measured (``raw_us``), so the row keeps what was measured."""
     gbs = bytes_moved / t.median_us / 1e3
-    return {"us": round(t.median_us, 3), "us_min": round(t.min_us, 3),
-            "spread": round(t.spread, 4), "gbs": round(gbs, 1), "copies": copies, "cold": cold,
-            "pct_ceiling": round(100 * gbs / ceiling, 1) if cold else None}
+    row = {"us": round(t.median_us, 3), "us_min": round(t.min_us, 3),
+           "spread": round(t.spread, 4), "gbs": round(gbs, 1), "copies": copies, "cold": cold,
+           "pct_ceiling": round(100 * gbs / ceiling, 1) if cold else None}
+    if writer_us:
+        row |= {"writer_us": round(writer_us, 3), "raw_us": round(t.median_us + writer_us, 3)}
+    return row
 
 
 def pct_cell(row: dict) -> str:

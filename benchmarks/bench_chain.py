@@ -36,7 +36,6 @@ from fp8tower.problem import GemmProblem
 from fp8tower.tuning.ceiling import read_ceiling
 from fp8tower.tuning.timer import (
     L2_FACTOR,
-    event_times_ms,
     l2_cache_bytes,
     rotation_copies,
     time_cuda_graph,
@@ -176,23 +175,16 @@ def timed_chain(calls, nbytes: int, ceiling_gbps: float, *, gemms: int, cold: bo
 
 
 def time_chain(calls, replays=20):
-    """Median us of one replay of a graph running ``calls`` in order."""
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
+    """Median us of one replay of a graph running ``calls`` in order, captured and timed as
+    the tuner times (tuning.timer.time_cuda_graph): PDL edges moved to early launch as in
+    every graph fp8tower captures (graph_edges.py), replays queued, so the host's graph
+    launch is not inside the events. Before session 35 this timer captured a plain graph and
+    synchronized after each replay (results up to then were measured that way)."""
+    def run_all():
         for c in calls:
             c()
-    torch.cuda.current_stream().wait_stream(side)
-    torch.cuda.synchronize()
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        for c in calls:
-            c()
-    for _ in range(3):
-        g.replay()
-    ts = [ms * 1e3 for ms in event_times_ms(g.replay, replays, sync_each=True)]  # us
-    del g
-    return statistics.median(ts)
+
+    return time_cuda_graph(lambda _: run_all, 1, replays=replays, min_calls=1).median_us
 
 
 def chain_calls(call, arm, scheme, m, shapes, sets, xs, outs, cap, between: bool) -> list:

@@ -268,7 +268,7 @@ def main(argv=None):
 
     result = {
         "benchmark": "bench_cutlass",
-        **provenance.record(["python", "benchmarks/bench_cutlass.py", *(argv or sys.argv[1:])],
+        **provenance.record(["python", "benchmarks/bench_cutlass.py", *(sys.argv[1:] if argv is None else argv)],
                             gpu_name=gpu),
         "capability": list(cap), "cutlass": cutlass.cutlass_version(), "nvcc": cutlass.nvcc_version(cutlass.nvcc_path()),
         "build_report": report.summary(), "builds": builds,

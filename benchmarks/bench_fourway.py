@@ -86,16 +86,19 @@ def precompile(arms, problems, max_configs, console):
 
 
 def retime(p, choices, timer):
-    """Time each (label, backend, config) back to back on the same rotated operands; key
-    ``_rotation``: (copies, cold) of that rotation (_common.l2_rotation)."""
+    """Time each (label, backend, config) on the same rotated operands, in the chain the tuner
+    timed them in (tuning.search.Chain: an x writer before every other call, its share taken
+    off; before session 35 they were timed back to back, a chain the tuner never timed);
+    keys ``_rotation``: (copies, cold) of that rotation (_common.l2_rotation), ``_writer_us``:
+    the writer's share."""
     dev = torch.device("cuda", torch.cuda.current_device()) if p.on_cuda else torch.device("cpu")
     copies, cold = l2_rotation(p.weight_bytes(), ttimer.l2_cache_bytes(dev) if p.on_cuda else 0)
     x, act_scale, weights = tsearch.tuning_operands(p, dev, copies)
-    out = {"_rotation": (copies, cold)}
+    chain = tsearch.Chain.build(x, act_scale, weights, p.out_dtype, timer=timer)
+    out = {"_rotation": (copies, cold), "_writer_us": chain.base_us}
     for label, be, cfg in choices:
-        make = tsearch._make_call(be, cfg, x, act_scale, weights, p.out_dtype)
         try:
-            out[label] = timer(make, copies)
+            out[label] = chain.time(be, cfg)
         except tsearch.gpu_errors() as e:
             out[label] = f"{type(e).__name__}: {e}"[:300]
     return out
@@ -131,7 +134,11 @@ def main(argv=None):
     cap = torch.cuda.get_device_capability()
     gpu = torch.cuda.get_device_name()
     date = provenance.now_iso()
-    path = Path(args.json or f"benchmarks/results/fourway_{gpu.replace(' ', '-')}_{date[:10]}.json")
+    if args.resume and not args.json:
+        sys.exit("--resume needs --json: the file of the run to resume")
+    # a second run of one day gets its own file (provenance.result_path), never the first's
+    path = Path(args.json) if args.json else provenance.result_path(
+        "benchmarks/results", f"fourway_{gpu.replace(' ', '-')}", date)
     rows = []
     if args.resume and path.exists():
         old = json.loads(path.read_text())
@@ -154,13 +161,15 @@ def main(argv=None):
         return {
             "benchmark": "bench_fourway",
             **provenance.record(["python", "benchmarks/bench_fourway.py",
-                                 *(argv or sys.argv[1:])], gpu_name=gpu),
+                                 *(sys.argv[1:] if argv is None else argv)], gpu_name=gpu),
             "date": date,  # the run's start (also in the file name)
             "capability": list(cap), **_cudnn_versions(),
             "read_ceiling_gbs": round(ceiling, 1), "read_ceiling_methods": ceilings,
             "max_configs": args.max_configs, "replays": args.replays,
             "auto_tolerance": AUTO_TOLERANCE, "unavailable_arms": unavailable,
-            "units": {"us": "microseconds, median of replays (final side-by-side pass)",
+            "chain": "model",  # the tuner's chain (x writer before every other call)
+            "units": {"us": "microseconds, median of replays (final side-by-side pass), the "
+                            "x writer's share (writer_us) taken off raw_us",
                       "gbs": "1e9 bytes/s",
                       "bytes": "N*K FP8 + scales + M*K bf16 in + M*N bf16 out"},
             "rows": rows,
@@ -233,12 +242,13 @@ def measure(p, arms, auto, timer, max_configs, ceiling):
         choices.append(("auto", be, cfg))
     times = retime(p, choices, timer)
     copies, cold = times.pop("_rotation")
+    writer_us = times.pop("_writer_us")
     for r in rows:
         t = times.get(r["arm"])
         if isinstance(t, str):
             r["skipped"] = t
         elif t is not None:
-            r.update(timing_fields(t, p.bytes_moved(), ceiling, copies, cold))
+            r.update(timing_fields(t, p.bytes_moved(), ceiling, copies, cold, writer_us))
     best = min((r["us"] for r in rows if "us" in r and r["arm"] != "auto"), default=None)
     for r in rows:
         if "us" in r and best:

@@ -340,7 +340,8 @@ def main(argv=None):
                         rows.append({**row, "config": cfg, "error": f"{type(e).__name__}: {e}"})
                         continue
                     rows.append({**row, "config": cfg,
-                                 **timing_fields(t, p.bytes_moved(), ceiling, copies, cold)})
+                                 **timing_fields(t, p.bytes_moved(), ceiling, copies, cold,
+                                                 chain.base_us)})
             del ws
             torch.cuda.empty_cache()
         console.print(f"{scheme.value} done at {time.time() - t0:.0f} s")
@@ -387,7 +388,7 @@ def write_result(json_path, rows, slow, acc, ceiling, ceilings, cap, argv, *, co
     path."""
     result = {
         "benchmark": "bench_gemm",
-        **provenance.record(["python", "benchmarks/bench_gemm.py", *(argv or sys.argv[1:])]),
+        **provenance.record(["python", "benchmarks/bench_gemm.py", *(sys.argv[1:] if argv is None else argv)]),
         "complete": complete,
         "capability": list(cap),
         "read_ceiling_gbs": round(ceiling, 1), "read_ceiling_methods": ceilings,

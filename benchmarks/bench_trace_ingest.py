@@ -19,6 +19,7 @@ import gzip
 import json
 import os
 import platform
+import shlex
 import statistics
 import subprocess
 import sys
@@ -28,6 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
+from fp8tower import provenance
 from fp8tower.trace import diff_traces, load_trace
 from fp8tower.trace.synth import tower_kernels, write_torch_trace
 
@@ -126,7 +128,8 @@ def main() -> None:
     doc = {
         "benchmark": "trace ingest (torch profiler Chrome JSON, gzipped) on the CPU",
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "command": " ".join([Path(sys.executable).name, *sys.argv]),
+        "command": shlex.join([Path(sys.executable).name, *sys.argv]),
+        "versions": provenance.versions(None),  # numpy / python matter most; torch too
         "machine": {
             "cpu": cpu_name(),
             "cores": os.cpu_count(),

@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import time
 
 import torch
@@ -18,7 +17,7 @@ from fp8tower import backends, provenance
 from fp8tower.formats import FP8_DTYPE, Fp8Weight, Scheme
 from fp8tower.problem import GemmProblem
 from fp8tower.tuning.ceiling import read_ceiling
-from fp8tower.tuning.timer import event_times_ms
+from fp8tower.tuning.timer import l2_cache_bytes, rotation_copies, time_cuda_graph
 
 SHAPES = [(10240, 5120), (6144, 5120), (16384, 5120), (5120, 6144), (12288, 5120),
           (1024, 5120), (14336, 5120), (34816, 5120), (5120, 17408)]
@@ -41,25 +40,12 @@ def rotated_weights(n, k, scheme, copies, seed=0):
 
 
 def time_calls(calls, replays=20):
-    """One CUDA graph running every call once (each on its own weight copy): per-call us."""
-    for c in calls:
-        c()
-    torch.cuda.synchronize()
-    g = torch.cuda.CUDAGraph()
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        for c in calls:
-            c()
-    torch.cuda.current_stream().wait_stream(s)
-    with torch.cuda.graph(g):
-        for c in calls:
-            c()
-    g.replay()
-    torch.cuda.synchronize()
-    ts = [ms * 1e3 / len(calls) for ms in event_times_ms(g.replay, replays, sync_each=True)]
-    del g
-    return statistics.median(ts), min(ts)
+    """Per-call us (median, min) of every call run in turn (each on its own weight copy) under
+    one CUDA graph, as the tuner times (tuning.timer.time_cuda_graph: early launch, queued
+    replays, at least 32 calls). Before session 35: a plain graph, each copy once, a
+    synchronize after each replay."""
+    t = time_cuda_graph(lambda j: calls[j], len(calls), replays=replays)
+    return t.median_us, t.min_us
 
 
 def bench(be, ws, x, cfg, out_dtype=torch.bfloat16):
@@ -115,7 +101,7 @@ def main():
     tri_be, cub = backends.get("triton"), backends.get("cublaslt")
     for scheme in [Scheme.parse(s) for s in args.schemes.split(",")]:
         for (n, k) in shapes:
-            copies = max(2, -(-3 * 60_000_000 // (n * k)))
+            copies = rotation_copies(n * k, l2_cache_bytes())  # > 3x this GPU's L2
             ws = rotated_weights(n, k, scheme, copies)
             for m in [int(v) for v in args.ms.split(",")]:
                 if time.time() - t0 > args.budget_s:

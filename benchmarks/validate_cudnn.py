@@ -1,6 +1,9 @@
-"""One-call GPU validation (run: PYTHONPATH=src python3 benchmarks/validate_cudnn.py) of the cudnn backend (issue 13): numerics on the 27B shapes at
+"""One-call GPU validation (run: PYTHONPATH=src python3 benchmarks/validate_cudnn.py [JSON]) of the cudnn backend (issue 13): numerics on the 27B shapes at
 M = 1, 8, 32 (SQNR vs float64 on the same quantized operands, NaN-poisoned out), plan list,
-kernel names, CUDA graph capture, a few timings vs cuBLASLt."""
+kernel names, CUDA graph capture, a few timings vs cuBLASLt. Prints as it goes and writes the
+SQNR and timing rows with their provenance to JSON (default $OUT/validate_cudnn.json, or .)."""
+import json
+import os
 import re
 import sys
 import time
@@ -8,7 +11,7 @@ import time
 import torch
 
 T0 = time.time()
-from fp8tower import backends
+from fp8tower import backends, provenance
 from fp8tower.backends import cudnn as cb
 from fp8tower.backends.reference import fp8_linear_ref
 from fp8tower.formats import Scheme, quantize_weight, sqnr_db
@@ -43,6 +46,7 @@ def check_one(n, k, scheme, m, config=None):
     torch.cuda.synchronize()
     return sqnr_db(ref, out), time.time() - t
 
+ROWS = {"sqnr": [], "time": []}
 cb.MAX_PLANS = 1
 worst, n_ok, n_all = 99.0, 0, 0
 for n, k in SHAPES:
@@ -60,6 +64,7 @@ for n, k in SHAPES:
             except (RuntimeError, ValueError) as e:  # cuDNN errors; BackendError is a ValueError
                 print(f"ERROR {scheme.value} {n}x{k} M={m}: {type(e).__name__}: {str(e)[:400]}", flush=True); continue
             worst = min(worst, db); n_ok += db >= 40
+            ROWS["sqnr"].append({"scheme": scheme.value, "n": n, "k": k, "m": m, "sqnr_db": db})
             print(f"SQNR {scheme.value:13s} {n:5d}x{k:5d} M={m:2d}: {db:6.2f} dB  first call {dt*1e3:7.1f} ms", flush=True)
 print(f"numerics: {n_ok}/{n_all} >= 40 dB, worst {worst:.2f} dB, at {time.time()-T0:.0f} s", flush=True)
 
@@ -115,5 +120,15 @@ for (n, k) in [(1024, 5120), (5120, 17408), (34816, 5120)]:
             e1 = tsearch.tune_problem(p, [cl], timer=timer)
             e2 = tsearch.tune_problem(p, [be], timer=timer, max_configs=4)
             cands = " ".join(f"{c.config['plan']}:{c.median_us:.2f}" for c in e2.candidates if c.ok)
+            ROWS["time"].append({"scheme": scheme.value, "n": n, "k": k, "m": m,
+                                 "cublaslt_us": e1.winner.median_us, "cudnn_us": e2.winner.median_us,
+                                 "cudnn_over_cublaslt": e2.winner.median_us / e1.winner.median_us})
             print(f"TIME {scheme.value:13s} {n}x{k} M={m:2d}: cublaslt {e1.winner.median_us:.2f} us, cudnn plans {cands} -> best/cublaslt {e2.winner.median_us/e1.winner.median_us:.3f}", flush=True)
 print(f"done at {time.time()-T0:.0f} s", flush=True)
+out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.environ.get("OUT", "."), "validate_cudnn.json")
+with open(out, "w") as f:
+    json.dump({"benchmark": "validate_cudnn", **provenance.record(["python", *sys.argv]),
+               "cudnn": cb.versions(), "units": {"sqnr_db": "dB vs float64, same quantized operands",
+                                                 "*_us": "us, CUDA graph, cold L2, median"},
+               **ROWS}, f)
+print(f"wrote {out}", flush=True)

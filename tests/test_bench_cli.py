@@ -46,6 +46,12 @@ def test_table_and_json(tmp_path):
         assert row["baseline"].startswith("unmerged/reference (the first arm: unmerged/cublaslt")
         assert row["gemms"] == (13 if row["arm"] == "unmerged" else 8)
     assert rows[0]["speedup"] == 1.0
+    # rounds (3 by default): each row is the median of its rounds, the command says how many;
+    # early launch is recorded (None: no GPU graphs)
+    assert rec["rounds"] == 3 and "--rounds 3" in rec["command"] and "early_launch" in rec
+    assert rec["early_launch"] is None
+    assert all(len(r["round_ms"]) == 3 for r in rows)
+    assert all(r["ms_per_step"] == sorted(r["round_ms"])[1] for r in rows)
 
 
 def test_skips_say_why(tmp_path):

@@ -384,3 +384,38 @@ def test_percent_of_ceiling_only_for_steps_beyond_3x_l2(monkeypatch):
     assert bench._fits_in_l2(150_000_000, cuda)  # 2.5x the L2: was counted as cold
     assert not bench._fits_in_l2(181_000_000, cuda)
     assert not bench._fits_in_l2(1000, torch.device("cpu"))
+
+
+def test_bench_tower_alternates_cells_round_by_round(monkeypatch):
+    """Before: every cell of the unmerged arm was timed before any of the merged arm, once,
+    with auto's tuning in between, so a drift of the machine read as a speedup. Now every cell
+    is warmed (tuned) first, then timed once a round, the order reversed every other round,
+    and a row is the median of its rounds."""
+    from fp8tower.tower import bench
+    from fp8tower.tower.timing import TowerTiming
+
+    order, warm, clock = [], [], iter(range(1, 1000))
+
+    def fake_time(tower, replays, steps):
+        order.append((tower.arm, tower.m))
+        return TowerTiming(float(next(clock)), 0.0, 1e9, replays, steps, "cpu-eager")
+
+    real_warmup = bench.Tower.warmup
+
+    def spy_warmup(self, *a, **k):
+        warm.append(len(order))
+        return real_warmup(self, *a, **k)
+
+    monkeypatch.setattr(bench, "time_tower", fake_time)
+    monkeypatch.setattr(bench.Tower, "warmup", spy_warmup)
+    rows = bench.bench_tower("tiny-hybrid", arms=("unmerged", "merged"),
+                             backend_names=("reference",), ms=(1, 8), rounds=3,
+                             replays=1, steps=1)
+    cells = [("unmerged", 1), ("unmerged", 8), ("merged", 1), ("merged", 8)]
+    assert order == cells + cells[::-1] + cells
+    assert warm[:4] == [0, 0, 0, 0]  # every cell warmed before the first timing
+    by = {(r.arm, r.m): r for r in rows}
+    assert by[("unmerged", 1)].round_ms == [1.0, 8.0, 9.0]
+    assert by[("unmerged", 1)].ms_per_step == 8.0 and by[("merged", 8)].ms_per_step == 5.0
+    with pytest.raises(ValueError, match="rounds"):
+        bench.bench_tower("tiny-hybrid", rounds=0)

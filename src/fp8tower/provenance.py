@@ -19,6 +19,7 @@ import importlib.util
 import os
 import platform
 import re
+import shlex
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -157,7 +158,7 @@ def record(argv: Sequence[str] | None = None, *, gpu_name: str | None = None) ->
         "python": platform.python_version(),
         "host": platform.node(),
         "date": now_iso(),
-        "command": " ".join(argv),
+        "command": shlex.join(argv),  # quoted: runs again as pasted (a ';' in --plan did not)
         "env": {k: v for k, v in sorted(os.environ.items()) if k.startswith("FP8TOWER_")},
         "tuning_cache": tuning_cache(gpu),
     }

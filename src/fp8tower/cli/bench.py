@@ -103,11 +103,11 @@ def _table(rows, model: str, ceiling: float | None, cpu: bool):
 
 
 def _command(model, ms, arms, backends, schemes, merge_mode, include_mlp, replays, steps, seed,
-             standin="torch"):
+             standin="torch", rounds=1):
     cmd = (f"fp8tower bench tower --model {model} --m {','.join(map(str, ms))} "
            f"--arms {','.join(arms)} --backends {','.join(backends)} "
            f"--scheme {','.join(schemes)} --merge-mode {merge_mode} --replays {replays} "
-           f"--steps {steps} --seed {seed} --standin {standin}")
+           f"--steps {steps} --rounds {rounds} --seed {seed} --standin {standin}")
     return cmd + (" --include-mlp" if include_mlp else "")
 
 
@@ -134,6 +134,12 @@ def tower(
         "--replays", callback=at_least(1), help="Timed replays (median).")] = 20,
     steps: Annotated[int, typer.Option(
         "--steps", callback=at_least(1), help="Decode steps per timed replay.")] = 8,
+    rounds: Annotated[int, typer.Option(
+        "--rounds", callback=at_least(1),
+        help="Rounds: every (arm, backend, M) of a scheme timed once a round, the order "
+        "reversed every other round, so speedups and M ratios compare times taken side by "
+        "side; each row is the median of its rounds. Above 1, a scheme's arms are held in "
+        "memory together; 1 holds one arm at a time (models too large for two).")] = 3,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the random weights.")] = 0,
     standin: Annotated[str, typer.Option(
         "--standin", help=STANDIN_HELP)] = "torch",
@@ -155,6 +161,7 @@ def tower(
     from ..nn.merged import MergeMode
     from ..tower.bench import bench_tower
     from ..tower.build import ARMS, STANDIN_KERNELS, standin_kernel
+    from ..tuning.timer import early_launch_state
 
     cuda = torch.cuda.is_available()
     console = _console()
@@ -197,7 +204,7 @@ def tower(
 
         with console.status("measuring the read ceiling"):
             ceiling = measure_read_ceiling()
-    total = len(scheme_list) * len(arm_list) * len(backend_names) * len(ms)
+    total = len(scheme_list) * len(arm_list) * len(backend_names) * len(ms) * rounds
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn())
     with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
         task = bar.add_task("tower", total=total)
@@ -209,7 +216,7 @@ def tower(
         with standin_kernel(standin):
             rows = bench_tower(spec, schemes=scheme_list, arms=arm_list,
                                backend_names=backend_names, ms=ms, parts=parts, merge_mode=mode,
-                               replays=replays, steps=steps, seed=seed,
+                               replays=replays, steps=steps, rounds=rounds, seed=seed,
                                read_ceiling_gbps=ceiling, advance=advance)
     console.print(_table(rows, spec.name, ceiling, not cuda))
 
@@ -227,11 +234,15 @@ def tower(
         "date": now.isoformat(timespec="seconds"),
         # the model as given (a path stays a path: the command must run again as written)
         "command": _command(shlex.quote(str(model)), ms, arm_list, backend_names, scheme_list,
-                            mode.value, include_mlp, replays, steps, seed, standin),
+                            mode.value, include_mlp, replays, steps, seed, standin, rounds),
         "argv": sys.argv,
         "read_ceiling_gbps": ceiling,
         "parts": list(parts),
         "standin": standin,
+        "rounds": rounds,  # > 1: cells alternated, each row the median of its rounds
+        # whether the timed graphs launch PDL kernels early (up to 3.9% a step; capture falls
+        # back to the graph as captured, with one warning, where it cannot edit edges)
+        "early_launch": early_launch_state(gpu),
         "units": {"ms_per_step": "ms", "gbps": "GB/s decimal (1e9 B/s)",
                   "bytes_per_step": "bytes: FP8 weights + scales + activations + outputs",
                   "speedup": "baseline ms / ms"},

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -37,6 +38,8 @@ class BenchRow:
     fp8_bytes: int | None = None  # N*K summed
     chosen: dict[str, int] = field(default_factory=dict)  # backend -> GEMMs it serves
     timing: str | None = None  # TowerTiming.method
+    round_ms: list[float] = field(default_factory=list)  # each round's median ms/step
+    early_edges: int | None = None  # PDL edges the timed graph launched early (graph_edges)
 
     @property
     def ok(self) -> bool:
@@ -59,40 +62,77 @@ def bench_tower(
     seed: int = 0,
     replays: int = 20,
     steps: int = 8,
+    rounds: int = 1,
     read_ceiling_gbps: float | None = None,
     advance: Callable[[str], None] | None = None,
 ) -> list[BenchRow]:
-    """Measure every (scheme, arm, backend, M); one tower per (scheme, arm), reconfigured per
-    backend and M. Rows a backend cannot serve (or an arm cannot merge) are skipped with the
-    reason. ``advance(description)`` is called once per combination (a progress bar)."""
+    """Measure every (scheme, arm, backend, M). Rows a backend cannot serve (or an arm cannot
+    merge) are skipped with the reason. Every cell of a scheme is warmed up (and tuned, with
+    ``auto``) before the first is timed, so no tuning falls between two timings.
+
+    ``rounds`` > 1: the arms of a scheme are held together and every (arm, backend, M) cell is
+    timed once a round, the order reversed every other round, so the ratios between cells
+    (speedups, M ratios) compare times taken side by side, not minutes apart; a row's time is
+    the median of its rounds. ``rounds`` = 1 holds one arm at a time (for models too large to
+    hold two). ``advance(description)`` is called once per cell and round (a progress bar)."""
+    if rounds < 1:
+        raise ValueError(f"rounds must be >= 1, got {rounds}")
     spec = get_spec(spec) if isinstance(spec, str) else spec
+    build = {"device": device, "seed": seed, "parts": parts, "merge_mode": merge_mode}
     rows: list[BenchRow] = []
     for scheme in (Scheme.parse(s) for s in schemes):
-        for arm in arms:
-            combos = [(b, m) for b in backend_names for m in ms]
-            try:
-                tower = build_tower(spec, scheme=scheme, arm=arm, backend=backend_names[0],
-                                    m=ms[0], device=device, seed=seed, parts=parts,
-                                    merge_mode=merge_mode)
-            except MergeError as e:  # e.g. block128 shards with N not a multiple of 128
-                for b, m in combos:
-                    rows.append(BenchRow(scheme.value, arm, b, m, "skipped", str(e)))
-                    if advance:
-                        advance(f"{scheme.value} {arm} {b} M={m}")
-                continue
-            for b, m in combos:
-                if advance:
-                    advance(f"{scheme.value} {arm} {b} M={m}")
-                rows.append(_bench_one(tower, b, m, replays, steps, read_ceiling_gbps))
-            del tower
-            if torch.cuda.is_available():
-                torch.cuda.empty_cache()
+        for group in ([arms] if rounds > 1 else [[a] for a in arms]):
+            rows += _bench_arms(spec, scheme, group, backend_names, ms, build, replays, steps,
+                                rounds, read_ceiling_gbps, advance)
     add_speedups(rows)
     return rows
 
 
-def _bench_one(tower: Tower, backend: str, m: int, replays: int, steps: int,
-               ceiling: float | None) -> BenchRow:
+def _bench_arms(spec, scheme, arms, backend_names, ms, build, replays, steps, rounds, ceiling,
+                advance) -> list[BenchRow]:
+    """Rows of ``arms`` (towers held together) for one scheme; see `bench_tower`."""
+    combos = [(b, m) for b in backend_names for m in ms]
+    rows: list[BenchRow] = []
+    cells: list[tuple[BenchRow, Tower]] = []
+    towers = []
+    for arm in arms:
+        try:
+            tower = build_tower(spec, scheme=scheme, arm=arm, backend=backend_names[0], m=ms[0],
+                                **build)
+        except MergeError as e:  # e.g. block128 shards with N not a multiple of 128
+            for b, m in combos:
+                rows.append(BenchRow(scheme.value, arm, b, m, "skipped", str(e)))
+                _advance(advance, rounds, f"{scheme.value} {arm} {b} M={m}")
+            continue
+        towers.append(tower)
+        for b, m in combos:
+            row = _prepare(tower, b, m)
+            rows.append(row)
+            if row.ok:
+                cells.append((row, tower))
+            else:
+                _advance(advance, rounds, f"{scheme.value} {arm} {b} M={m}")
+    for r in range(rounds):
+        for row, tower in cells if r % 2 == 0 else cells[::-1]:
+            if advance:
+                advance(f"{scheme.value} {row.arm} {row.backend} M={row.m}"
+                        + (f" (round {r + 1}/{rounds})" if rounds > 1 else ""))
+            _time_cell(row, tower, replays, steps)
+    for row, tower in cells:
+        _finish(row, tower, ceiling)
+    del towers, cells
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+    return rows
+
+
+def _advance(advance, times: int, desc: str) -> None:
+    for _ in range(times if advance else 0):
+        advance(desc)
+
+
+def _prepare(tower: Tower, backend: str, m: int) -> BenchRow:
+    """The row of one cell, warmed up (tuned): or skipped, with why."""
     tower.reconfigure(backend=backend, m=m)
     row = BenchRow(tower.scheme.value, tower.arm, backend, m, gemms=tower.gemm_count(),
                    fp8_bytes=tower.fp8_bytes(), bytes_per_step=tower.bytes_per_step())
@@ -101,16 +141,29 @@ def _bench_one(tower: Tower, backend: str, m: int, replays: int, steps: int,
         row.status, row.reason = "skipped", reason
         return row
     tower.warmup()
+    return row
+
+
+def _time_cell(row: BenchRow, tower: Tower, replays: int, steps: int) -> None:
+    """One round of one cell: its time appended to the row, its backends counted."""
+    tower.reconfigure(backend=row.backend, m=row.m)
     t = time_tower(tower, replays=replays, steps=steps)
-    row.ms_per_step, row.min_ms, row.max_ms, row.timing = t.ms_per_step, t.min_ms, t.max_ms, \
-        t.method
-    row.gbps = row.bytes_per_step / (t.ms_per_step * 1e-3) / 1e9
-    if ceiling and not _fits_in_l2(row.bytes_per_step, tower.device):
-        row.ceiling_pct = 100.0 * row.gbps / ceiling
+    row.round_ms.append(t.ms_per_step)
+    row.min_ms = t.min_ms if row.min_ms is None else min(row.min_ms, t.min_ms)
+    row.max_ms = t.max_ms if row.max_ms is None else max(row.max_ms, t.max_ms)
+    row.timing = t.method
+    row.early_edges = getattr(tower._graph, "early_edges", None)
+    row.chosen = {}
     for op in tower.ops():
         if op.kind == "gemm":
             row.chosen[op.backend] = row.chosen.get(op.backend, 0) + 1
-    return row
+
+
+def _finish(row: BenchRow, tower: Tower, ceiling: float | None) -> None:
+    row.ms_per_step = statistics.median(row.round_ms)
+    row.gbps = row.bytes_per_step / (row.ms_per_step * 1e-3) / 1e9
+    if ceiling and not _fits_in_l2(row.bytes_per_step, tower.device):
+        row.ceiling_pct = 100.0 * row.gbps / ceiling
 
 
 def _fits_in_l2(nbytes: int, device) -> bool:

@@ -37,7 +37,9 @@ from .timer import MakeCall, Timer, Timing, l2_cache_bytes, rotation_copies, tim
 # served when named (backend="stream"), not timed by auto, so tuning does not pay its build
 # and timings. Its cluster split (session 13) wins GEMM after GEMM but after an elementwise
 # kernel launched without PDL still loses (chains of 8 GEMMs: 104.9-107.4 us against
-# 93.2-94.5, results/cluster_split_H200_2026-12-01/).
+# 93.2-94.5, results/cluster_split_H200_2026-12-01/; those chains were captured without
+# early launch and synchronized after each replay, bench_chain's timer before session 35:
+# to re-time; the merged-tower ratio above was captured with it).
 TUNING_EXCLUDED = frozenset({"reference", "stream"})
 # Explore the configs of backends whose default is within this factor of the best default.
 PRUNE_RATIO = 1.3
