@@ -458,3 +458,29 @@ def test_requant_max_warning_does_not_count_kept_groups():
     (ba,) = [r for r in m.fp8tower_merges if r["merged"] == "in_proj_ba"]
     assert ba["kept"] and not ba["merged_ok"]
     assert all(r["merged_ok"] for r in m.fp8tower_merges if not r["kept"])
+
+
+def test_linear_subclasses_with_their_own_forward_are_left_alone():
+    """Before: any nn.Linear subclass was swapped (isinstance), e.g. transformers'
+    PhimoeTopKRouter, whose forward returns a tuple: the model then failed, or a subclass
+    with a same-shaped output would have changed meaning silently."""
+    import warnings
+
+    from torch import nn
+
+    from fp8tower.hf.conversion import swap_linear_layers
+
+    class Router(nn.Linear):
+        def forward(self, x):
+            return super().forward(x).softmax(-1), 1
+
+    class Plain(nn.Linear):  # no forward of its own: a linear
+        pass
+
+    model = nn.Sequential(nn.Linear(32, 32), Router(32, 32), Plain(32, 32))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        swapped = swap_linear_layers(model, lambda lin, fqn: nn.Identity(),
+                                     filter=lambda m, fqn: True)
+    assert swapped == ["0", "2"] and type(model[1]) is Router
+    assert any("Router (1: 1)" in str(w.message) for w in caught)

@@ -117,11 +117,14 @@ def test_an_fp8_linear_the_filter_keeps_is_dequantized_not_cast(tmp_path):
 
 @pytest.mark.parametrize("stored", [True, False])
 def test_tied_embeddings_load_once_and_stay_tied(tmp_path, stored):
-    """tie_word_embeddings: lm_head.weight is embed_tokens.weight, whether or not the
-    checkpoint stores lm_head.weight (named_parameters lists a tied Parameter once)."""
+    """tie_word_embeddings: lm_head.weight is embed_tokens.weight, whether the checkpoint
+    stores lm_head.weight (the same values) or not (named_parameters lists a tied Parameter
+    once)."""
     spec = build("compressed_tensors", preset="FP8_DYNAMIC")
     spec.config["tie_word_embeddings"] = True
-    if not stored:
+    if stored:
+        spec.tensors["lm_head.weight"] = spec.tensors["model.embed_tokens.weight"].clone()
+    else:
         del spec.tensors["lm_head.weight"]
     m = from_pretrained(save(spec, tmp_path / "ck"), backend="reference", dtype=torch.float32)
     assert m.lm_head.weight is m.model.embed_tokens.weight
@@ -198,3 +201,59 @@ def test_moe_experts_in_fp8_are_named_in_the_error(tmp_path):
     write_qwen3_moe_block_fp8(tmp_path)
     with pytest.raises(ConvertError, match="6 MoE expert linear.*which fp8tower does not convert"):
         from_pretrained(tmp_path, backend="reference", dtype=torch.float32)
+
+
+def test_tied_head_stored_with_other_values_keeps_them(tmp_path):
+    """Before: under tie_word_embeddings a stored lm_head.weight of other values was dropped
+    for the embedding's; transformers' tie_weights keeps it, untied, with a warning."""
+    spec = build("compressed_tensors", preset="FP8_DYNAMIC")
+    spec.config["tie_word_embeddings"] = True
+    head = spec.tensors["lm_head.weight"]
+    assert not torch.equal(head, spec.tensors["model.embed_tokens.weight"])
+    with pytest.warns(UserWarning, match="lm_head.weight: tied to model.embed_tokens.weight"):
+        m = from_pretrained(save(spec, tmp_path / "ck"), backend="reference",
+                            dtype=torch.float32)
+    assert torch.equal(m.lm_head.weight, head.float())
+    assert torch.equal(m.model.embed_tokens.weight,
+                       spec.tensors["model.embed_tokens.weight"].float())
+
+
+def test_untied_head_missing_from_the_checkpoint_is_an_error(tmp_path):
+    """Before: with tie_word_embeddings off, a checkpoint without lm_head.weight silently got
+    the embedding as its head (the class-level _tied_weights_keys, not the config's ties)."""
+    from fp8tower.hf.conversion import ConvertError
+
+    spec = build("modelopt")
+    assert not spec.config.get("tie_word_embeddings", False)
+    del spec.tensors["lm_head.weight"]
+    with pytest.raises(ConvertError, match="lm_head.weight"):
+        from_pretrained(save(spec, tmp_path / "ck"), backend="reference")
+
+
+def test_persistent_buffers_are_loaded_from_the_checkpoint(tmp_path):
+    """Before: only parameters were read, a stored persistent buffer kept its init value
+    (Gemma 4's trained layer_scalar: logits at 2 dB SQNR against transformers)."""
+    import json
+
+    import transformers
+    from safetensors.torch import save_file
+
+    cfg = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=1, num_attention_heads=2,
+               num_key_value_heads=1, vocab_size=128, max_position_embeddings=64)
+    model = transformers.AutoModelForCausalLM.from_config(
+        transformers.AutoConfig.for_model("llama", **cfg))
+    model.model.register_buffer("trained_scalar", torch.ones(3))  # persistent, as Gemma 4's
+    tensors = {k: v.detach().bfloat16().contiguous() for k, v in model.state_dict().items()}
+    tensors["model.trained_scalar"] = torch.tensor([0.25, 1.5, 3.0])
+    ck = tmp_path / "ck"
+    ck.mkdir()
+    save_file(tensors, ck / "model.safetensors")
+    (ck / "config.json").write_text(json.dumps({"model_type": "llama", **cfg}))
+
+    class WithBuffer(transformers.LlamaForCausalLM):
+        def __init__(self, config):
+            super().__init__(config)
+            self.model.register_buffer("trained_scalar", torch.ones(3))
+
+    m = from_pretrained(ck, scheme="per_tensor", backend="reference", cls=WithBuffer)
+    assert torch.equal(m.model.trained_scalar, torch.tensor([0.25, 1.5, 3.0]))

@@ -148,3 +148,30 @@ def test_from_pretrained_then_generate(tmp_path):
     outs = [from_pretrained(path, backend="reference", merge=merge).generate(
         ids, max_new_tokens=5, do_sample=False, pad_token_id=0) for merge in (False, True)]
     assert outs[0].shape == (1, 9) and torch.equal(outs[0], outs[1])
+
+
+def test_qwen3_5_moe_real_layout_maps_without_key_mapping(tmp_path):
+    """Before: only qwen3_5 / qwen3_5_text had the model.language_model. -> model. mapping;
+    a Qwen3.5 MoE checkpoint in its real layout needed key_mapping= by hand."""
+    import json
+
+    import transformers
+    from safetensors.torch import save_file
+
+    import fp8tower
+
+    cfg = dict(vocab_size=256, hidden_size=128, num_hidden_layers=2, num_attention_heads=2,
+               num_key_value_heads=1, head_dim=64, num_experts=4, num_experts_per_tok=2,
+               moe_intermediate_size=64, shared_expert_intermediate_size=128,
+               linear_num_key_heads=2, linear_key_head_dim=32, linear_num_value_heads=4,
+               linear_value_head_dim=32, layer_types=["linear_attention", "full_attention"])
+    try:
+        config = transformers.AutoConfig.for_model("qwen3_5_moe_text", **cfg)
+    except (KeyError, ValueError):
+        pytest.skip("this transformers has no qwen3_5_moe_text")
+    model = transformers.AutoModelForCausalLM.from_config(config)
+    save_file({k.replace("model.", "model.language_model.", 1): v.bfloat16().contiguous()
+               for k, v in model.state_dict().items()}, tmp_path / "model.safetensors")
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "qwen3_5_moe_text", **cfg}))
+    fp8tower.convert(model, "per_tensor", checkpoint=tmp_path, backend="reference")
+    assert any("in_proj_qkvz" in str(m) for m in model.fp8tower_merges)

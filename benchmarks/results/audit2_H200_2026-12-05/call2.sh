@@ -36,9 +36,10 @@ for arm in old new; do
 done
 for round in 1 2; do
   for arm in old new; do
-    src=$PWD/src; [ $arm = old ] && src=$PWD/.gpu/old/src
+    src=$PWD/src; one=--rounds=1; [ $arm = old ] && { src=$PWD/.gpu/old/src; one=; }
+    # one round each, as the old tree times (it has no --rounds; session 35 made 3 the default)
     PYTHONPATH=$src FP8TOWER_CACHE_DIR=/tmp/c2$arm timeout 90 python3 -m fp8tower \
-      bench tower --model qwen3.5-27b --m 1,8 --arms merged --backends auto \
+      bench tower --model qwen3.5-27b --m 1,8 --arms merged --backends auto $one \
       --scheme per_tensor --json "$O/tower_${arm}_$round.json" > "$O/tower_${arm}_$round.log" 2>&1
     echo "tower $arm $round rc=$?"; grep -i "per_tensor" "$O/tower_${arm}_$round.log" | tail -3
     pack

@@ -246,14 +246,27 @@ def swap_linear_layers(
     ``from_float(module, fqn)`` (None keeps it); returns the fqns swapped. A linear held by
     several parents (shared, tied) is converted once (from its first accepted name that
     ``from_float`` takes) and set on each parent whose name the filter accepts; its forward
-    and backward hooks carry over."""
+    and backward hooks carry over. A subclass with a ``forward`` of its own is no plain
+    linear (transformers 5.25: PhimoeTopKRouter and Llama4Router return tuples,
+    DeepseekV4GroupedLinear runs a grouped bmm) and is left as it is, with a warning."""
     filt = filter or default_filter
     names: dict[int, list[str]] = {}
     linears: dict[int, nn.Linear] = {}
+    kept: dict[str, list[str]] = {}
     for fqn, m in model.named_modules(remove_duplicate=False):
-        if isinstance(m, nn.Linear) and fqn and fqn not in names.get(id(m), ()):
-            names.setdefault(id(m), []).append(fqn)
-            linears[id(m)] = m
+        if not isinstance(m, nn.Linear) or not fqn or fqn in names.get(id(m), ()):
+            continue
+        if type(m).forward is not nn.Linear.forward:
+            if filt(m, fqn):
+                kept.setdefault(type(m).__name__, []).append(fqn)
+            continue
+        names.setdefault(id(m), []).append(fqn)
+        linears[id(m)] = m
+    if kept:
+        listed = "; ".join(f"{cls} ({len(f)}: {f[0]}{', ...' if len(f) > 1 else ''})"
+                           for cls, f in kept.items())
+        warnings.warn(f"left unconverted: nn.Linear subclasses with a forward of their own, "
+                      f"which an Fp8Linear would not compute: {listed}", stacklevel=2)
     swapped = []
     for key, lin in linears.items():
         accepted = [fqn for fqn in names[key] if filt(lin, fqn)]

@@ -78,7 +78,10 @@ GROUPS["qwen3_5_moe_text"] = GROUPS["qwen3_5_moe"]
 CHECKPOINT_KEY_MAPPING: dict[str, tuple[tuple[str, str], ...]] = {
     "qwen3_5": ((r"^model\.language_model\.", "model."),),
 }
-CHECKPOINT_KEY_MAPPING["qwen3_5_text"] = CHECKPOINT_KEY_MAPPING["qwen3_5"]
+# the MoE models' checkpoints have the same layout (transformers 5.25 maps qwen3_5_moe_text
+# the same way): before, they needed key_mapping= by hand
+for _mt in ("qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text"):
+    CHECKPOINT_KEY_MAPPING[_mt] = CHECKPOINT_KEY_MAPPING["qwen3_5"]
 
 
 def config_model_type(config: dict) -> str | None:

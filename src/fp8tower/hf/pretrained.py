@@ -9,6 +9,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import os
+import warnings
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
@@ -94,6 +95,43 @@ def _load_param(ck, name: str, dtype: torch.dtype, device) -> torch.Tensor:
     return ck.load_linear(module, device=device).weight.dequantize(dtype)
 
 
+def _tied_keys(model: nn.Module) -> dict[str, str]:
+    """{target: source} of the ties the model's config asks for (transformers 5:
+    ``all_tied_weights_keys``, {} when ``tie_word_embeddings`` is off). The class-level
+    ``_tied_weights_keys`` lists them whatever the config says: a head missing from an untied
+    checkpoint was silently taken from the embedding."""
+    keys = getattr(model, "all_tied_weights_keys", None)
+    if isinstance(keys, dict):
+        return keys
+    config = getattr(model, "config", None)
+    text = config.get_text_config() if hasattr(config, "get_text_config") else config
+    keys = getattr(model, "_tied_weights_keys", None)
+    if not isinstance(keys, dict) or not getattr(text, "tie_word_embeddings", True):
+        return {}
+    return keys
+
+
+def _load_buffers(model: nn.Module, ck, stored: set[str], device) -> None:
+    """The persistent buffers the checkpoint stores (e.g. Gemma 4's trained ``layer_scalar``,
+    init 1.0: never loaded before, logits at 2 dB SQNR against transformers), each in the
+    buffer's own dtype; fp8tower's modules loaded theirs already."""
+    ours = {name for name, mod in model.named_modules()
+            if type(mod).__module__.startswith("fp8tower.")}
+    for name in model.state_dict(keep_vars=True):
+        parent, _, attr = name.rpartition(".")
+        if name not in stored or parent in ours:
+            continue
+        mod = model.get_submodule(parent) if parent else model
+        buf = mod._buffers.get(attr)
+        if buf is None:  # a parameter
+            continue
+        value = ck.load_tensor(name, device=device)
+        if tuple(value.shape) != tuple(buf.shape):
+            raise ConvertError(f"{name}: the checkpoint has shape {tuple(value.shape)}, the "
+                               f"model's buffer {tuple(buf.shape)}")
+        mod._buffers[attr] = value.to(buf.dtype)
+
+
 def from_pretrained(
     path: str | os.PathLike[str],
     *,
@@ -131,14 +169,27 @@ def from_pretrained(
             params[id(p)] = p
     missing = []
     for key, names in names_of.items():
-        src = next((n for n in names if n in stored), None)
-        if src is None:
+        srcs = [n for n in names if n in stored]
+        if not srcs:
             missing.extend(names)
             continue
-        value = nn.Parameter(_load_param(ck, src, params[key].dtype, device), requires_grad=False)
+        dtype = params[key].dtype
+        value = nn.Parameter(_load_param(ck, srcs[0], dtype, device), requires_grad=False)
+        # a tied name stored with other values keeps them, as transformers' tie_weights does
+        # (before, the first stored name's values served both)
+        own = {}
+        for name in srcs[1:]:
+            other = _load_param(ck, name, dtype, device)
+            if not torch.equal(other, value):
+                own[name] = nn.Parameter(other, requires_grad=False)
+        if own:
+            warnings.warn(f"{', '.join(own)}: tied to {srcs[0]} by the model's config, but the "
+                          "checkpoint stores other values: each keeps its own, untied",
+                          stacklevel=2)
         for name in names:
-            _set_tensor(model, name, value)
-    tied = getattr(model, "_tied_weights_keys", None) or {}
+            _set_tensor(model, name, own.get(name, value))
+    _load_buffers(model, ck, stored, device)
+    tied = _tied_keys(model)
     for name in list(missing):
         # transformers 5: {target: source} (e.g. lm_head.weight -> embed_tokens.weight)
         src = tied.get(name) if isinstance(tied, dict) else None
