@@ -1,5 +1,6 @@
 import importlib.util
 import os
+import zlib
 
 import pytest
 import torch
@@ -33,6 +34,14 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture(autouse=True)
+def _seeded(request):
+    """Each test's own fixed torch seed (from its id). torch 2.13 seeds a process at random,
+    so every unseeded randn in a test changed from run to run: a failure could not be
+    reproduced, and one mutation test (an amax without abs) passed about 3% of the runs."""
+    torch.manual_seed(zlib.crc32(request.node.nodeid.encode()))
 
 
 @pytest.fixture

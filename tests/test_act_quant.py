@@ -223,3 +223,22 @@ def test_exact_activations_are_grid_exact_in_their_dtype(scheme, dtype, scale):
     assert not bool((pow2 & (quotient.abs() < qf.abs())).any()), "a carry into the exponent"
     if dtype == torch.float32 or scale == 2.0**-4:  # 448 * scale held exactly: scale itself
         assert bool((s == torch.tensor(scale)).all())
+
+
+@pytest.mark.parametrize("m,k", [(3, 640), (1, 640), (2, 384)])
+def test_block128_pre_pass_writes_nothing_past_its_scales(interpret, m, k):
+    """K a multiple of 128 and a group count that is not a multiple of the groups a program
+    takes: a scale store masked `<=` K wrote one scale past each token's row (on a GPU a race
+    with the next token's first group; past the last row, memory it does not own)."""
+    from fp8tower.kernels import act_quant as aq
+
+    ng = -(-k // 128)
+    x = torch.randn(m, k, generator=torch.Generator().manual_seed(0)).bfloat16()
+    for gpp in (1, 8):
+        buf = torch.full(((m + 1) * ng,), float("nan"))
+        s_out = buf[: m * ng].view(m, ng)
+        grid, args, kw, _, _ = aq.quantize_args(x, Scheme.BLOCK128, s_out=s_out,
+                                                groups_per_program=gpp)
+        aq._fp8_act_quant_kernel[grid](*args, **kw)
+        assert bool(buf[m * ng:].isnan().all()), gpp
+        assert bool(torch.isfinite(s_out).all()), gpp

@@ -350,6 +350,34 @@ def test_triton_channel_token_fused_amax_equals_the_pre_pass(interpret, m, k, sp
     assert sqnr_db(_ref64(x, w), fused) >= MIN_DB
 
 
+@pytest.mark.parametrize("col", [1543, 1624])
+def test_fused_amax_stepped_loop_sees_every_column(interpret, col):
+    """M > 1 at K > 8192 takes the stepped amax loop (two 512-wide loads a 1024-wide step):
+    token 0's amax in the second half of a step. A loop whose second load re-read the first
+    half passed the test above (its amax at column K - 5, a first half) at 29 dB."""
+    w = _weight(32, 16500, Scheme.CHANNEL_TOKEN, seed=3)
+    x = exact_activations(3, 16500, Scheme.CHANNEL_TOKEN, 2.0**-4, seed=3).bfloat16()
+    x[0, col], x[0, 0] = x[0, 0], 0.0
+    be = backends.get("triton")
+    cfg = {"block_n": 32, "block_k": 128, "split_k": 1, "num_warps": 4, "num_stages": 2,
+           "prequant": False}
+    pre = _run_poisoned(be, x, w, config=cfg)
+    fused = _run_poisoned(be, x, w, config={**cfg, "fused_amax": True})
+    torch.testing.assert_close(fused, pre, rtol=0, atol=0)
+
+
+def test_reference_adds_bias_before_the_output_rounding():
+    """The kernels add the bias in fp32 before the output cast; an oracle that rounded first
+    would differ by an ulp, which no >= 40 dB comparison sees: y + b = 1 + 2^-7 exactly,
+    rounding y to bf16 first gave 1.0."""
+    from fp8tower.formats import Fp8Weight
+
+    w = Fp8Weight(torch.ones(1, 1).to(FP8_DTYPE), torch.tensor([1 + 2.0**-8]), Scheme.WEIGHT_ONLY)
+    y = fp8_linear_ref(torch.ones(1, 1, dtype=torch.bfloat16), w,
+                       bias=torch.tensor([2.0**-8]), out_dtype=torch.bfloat16)
+    assert y.item() == 1 + 2.0**-7
+
+
 def test_fused_amax_is_searched_for_channel_token_only():
     """channel_token's one-launch variant is in the tuner's space; other schemes have no
     per-token amax to fuse."""

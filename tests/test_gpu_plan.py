@@ -81,7 +81,9 @@ def test_quant_first_plan_equals_unplanned(backend, scheme, m):
 @pytest.mark.parametrize("m", [1, 3, 16])
 @pytest.mark.parametrize("split", [1, 4])
 def test_channel_token_fused_amax_is_bit_exact_on_gpu(m, split):
-    """The fused per-token amax (one launch) gives the pre-pass's bits (two launches)."""
+    """The fused per-token amax (one launch) gives the pre-pass's bits (two launches); an
+    all-zero token too (its scale floored at MIN_SCALE: without the floor 0 * (1/0) = NaN on a
+    GPU, which the CPU interpreter's cast hides)."""
     from fp8tower.backends import triton_gemm
 
     n, k = 4096, 5120
@@ -90,11 +92,14 @@ def test_channel_token_fused_amax_is_bit_exact_on_gpu(m, split):
                         Scheme.CHANNEL_TOKEN)
     x = torch.randn(m, k, device="cuda", generator=g).bfloat16()
     x[0, -7] = 40.0  # one token's amax in the last split's range
+    if m > 1:
+        x[-1] = 0.0
     packed = triton_gemm.BACKEND.packed_for(w)
     cfg = {"block_n": 64, "block_k": 256, "split_k": split, "num_warps": 4, "num_stages": 4,
            "prequant": False}
     pre = triton_gemm._run(x, w, packed, config=cfg)
     fused = triton_gemm._run(x, w, packed, config={**cfg, "fused_amax": True})
+    assert bool(torch.isfinite(fused).all())
     torch.testing.assert_close(fused, pre, rtol=0, atol=0)
 
 

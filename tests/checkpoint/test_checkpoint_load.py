@@ -333,3 +333,21 @@ def test_unquantized_linears_by_name_are_the_models(tmp_path, model_type):
     ck = open_checkpoint(save(Spec("unquantized", cfg, tensors), tmp_path), scheme="block128")
     assert ck.linears_by_name and ck.describe()["linears_by_name"]
     assert ck.linear_names() == sorted(linears)
+
+
+@pytest.mark.parametrize("preset", ["FP8", "FP8_DYNAMIC"])
+def test_compressed_tensors_weight_only_loads(tmp_path, preset):
+    """compressed-tensors FP8 weights without input_activations are weight_only, the weight
+    scale a tensor's (1,) or a channel's (N, 1), expanded to (N,). No test loaded one: a loader
+    that dropped the expansion passed every test."""
+    spec = build("compressed_tensors", preset=preset)
+    spec.config["quantization_config"]["config_groups"]["group_0"]["input_activations"] = None
+    for name in [n for n in spec.tensors if n.endswith(".input_scale")]:
+        del spec.tensors[name]
+    ck = open_checkpoint(save(spec, tmp_path))
+    for fqn in ck.linear_names():
+        w = ck.load_linear(fqn).weight
+        q, s, _ = spec.reference[fqn]
+        assert w.scheme is Scheme.WEIGHT_ONLY and w.scale.shape == (w.n,), fqn
+        assert w.act_scale is None
+        assert torch.equal(w.dequantize(), expand_ref(q, s)), fqn

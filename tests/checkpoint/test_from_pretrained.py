@@ -238,8 +238,9 @@ def test_persistent_buffers_are_loaded_from_the_checkpoint(tmp_path):
     import transformers
     from safetensors.torch import save_file
 
-    cfg = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=1, num_attention_heads=2,
-               num_key_value_heads=1, vocab_size=128, max_position_embeddings=64)
+    cfg = {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 1,
+           "num_attention_heads": 2, "num_key_value_heads": 1, "vocab_size": 128,
+           "max_position_embeddings": 64}
     model = transformers.AutoModelForCausalLM.from_config(
         transformers.AutoConfig.for_model("llama", **cfg))
     model.model.register_buffer("trained_scalar", torch.ones(3))  # persistent, as Gemma 4's

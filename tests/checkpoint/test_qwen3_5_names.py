@@ -160,11 +160,12 @@ def test_qwen3_5_moe_real_layout_maps_without_key_mapping(tmp_path):
 
     import fp8tower
 
-    cfg = dict(vocab_size=256, hidden_size=128, num_hidden_layers=2, num_attention_heads=2,
-               num_key_value_heads=1, head_dim=64, num_experts=4, num_experts_per_tok=2,
-               moe_intermediate_size=64, shared_expert_intermediate_size=128,
-               linear_num_key_heads=2, linear_key_head_dim=32, linear_num_value_heads=4,
-               linear_value_head_dim=32, layer_types=["linear_attention", "full_attention"])
+    cfg = {"vocab_size": 256, "hidden_size": 128, "num_hidden_layers": 2,
+           "num_attention_heads": 2, "num_key_value_heads": 1, "head_dim": 64, "num_experts": 4,
+           "num_experts_per_tok": 2, "moe_intermediate_size": 64,
+           "shared_expert_intermediate_size": 128, "linear_num_key_heads": 2,
+           "linear_key_head_dim": 32, "linear_num_value_heads": 4, "linear_value_head_dim": 32,
+           "layer_types": ["linear_attention", "full_attention"]}
     try:
         config = transformers.AutoConfig.for_model("qwen3_5_moe_text", **cfg)
     except (KeyError, ValueError):
