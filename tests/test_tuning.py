@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import multiprocessing
 import warnings
@@ -395,8 +396,9 @@ def meta(**over) -> dict:
 
 def test_cache_file_name_and_dir(monkeypatch, tmp_path):
     assert tcache.cache_file_name("NVIDIA H200") == "nvidia-h200.json"
+    # punctuation: a hash of the exact name, so names that slug alike keep their own files
     assert tcache.cache_file_name("NVIDIA GeForce RTX 4090 / (x)") == \
-        "nvidia-geforce-rtx-4090-x.json"
+        f"nvidia-geforce-rtx-4090-x-{hashlib.sha256(b'NVIDIA GeForce RTX 4090 / (x)').hexdigest()[:8]}.json"
     monkeypatch.setenv("FP8TOWER_CACHE_DIR", str(tmp_path / "c"))
     assert tcache.default_cache_dir() == tmp_path / "c"
     monkeypatch.delenv("FP8TOWER_CACHE_DIR")

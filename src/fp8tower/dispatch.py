@@ -230,9 +230,11 @@ class Dispatcher:
             key = problem.key()
             entry = self.entries_for(problem).get(key)
             # RETUNE re-times a cached key only where tuning may run (else it would serve
-            # the untuned default over a valid decision)
-            if entry is not None and (not self.retune or key in self._fresh or capturing
-                                      or not self._may_tune(problem)):
+            # the untuned default over a valid decision); so does an entry tuned over fewer
+            # backends than this dispatcher times (narrower)
+            may_retune = key not in self._fresh and not capturing and self._may_tune(problem)
+            if entry is not None and not (may_retune and (self.retune
+                                                          or self.narrower(problem, entry))):
                 choice = self.choice(problem, entry)
                 if choice is not None:
                     self.stats["hits"] += 1
@@ -271,6 +273,22 @@ class Dispatcher:
         if problem.bucket > MAX_DECODE_M:  # prefill: only when asked (module doc)
             return self._tune_env and problem.on_cuda and self.retune
         return self._tune_env and problem.on_cuda
+
+    def narrower(self, problem: GemmProblem, entry: Entry) -> str | None:
+        """Why ``entry`` was tuned over less than this dispatcher would time for ``problem``
+        (backends it can time that the tuning could not, tile-major weights now on), or None.
+        Entries that do not record it (older files) are taken as complete."""
+        from .kernels.layout import tile_major_enabled
+
+        if entry.tuned_over is not None:
+            now = {b.name for b in self.pool()
+                   if b.name not in search.TUNING_EXCLUDED and self.able(b, problem) is None}
+            missing = sorted(now - set(entry.tuned_over))
+            if missing:
+                return f"tuned without {', '.join(missing)}"
+        if entry.tile_major is False and tile_major_enabled():
+            return "tuned without tile-major weights (FP8TOWER_TILE_MAJOR=0)"
+        return None
 
     def _runnable(self, problem: GemmProblem, backend: str, config: Any):
         """((backend, native config), None) if it can run here, else (None, why not)."""

@@ -5,7 +5,10 @@ turned tuning on)."""
 
 from __future__ import annotations
 
+import difflib
+import logging
 import os
+import warnings
 
 _ON = ("1", "true", "yes", "on")
 _OFF = ("0", "false", "no", "off")
@@ -32,8 +35,43 @@ FLAGS = ("FP8TOWER_TUNE", "FP8TOWER_RETUNE", "FP8TOWER_PLAN", "FP8TOWER_TILE_MAJ
          "FP8TOWER_EAGER_ONE_LAUNCH", "FP8TOWER_EARLY_LAUNCH")
 
 
+#: every FP8TOWER_* variable fp8tower or its tests read; another one set is a misspelling
+#: (FP8TOWER_RETUEN=1 passed silently), warned by :func:`check_flags`
+KNOWN = (*FLAGS, "FP8TOWER_CACHE_DIR", "FP8TOWER_BACKENDS", "FP8TOWER_LOG",
+         "FP8TOWER_REQUIRE_BROWSER", "FP8TOWER_FUZZ_EXAMPLES")
+_LEVELS = ("debug", "info", "warning", "error")
+_warned: set[str] = set()
+
+
 def check_flags() -> None:
     """Raise ValueError naming the first of :data:`FLAGS` set to a word :func:`flag` does
-    not know."""
+    not know, or a bad FP8TOWER_LOG; warn once about an FP8TOWER_* name fp8tower does not
+    read (with the known name it is closest to); apply FP8TOWER_LOG."""
     for name in FLAGS:
         flag(name, False)
+    for name in sorted(os.environ):
+        if name.startswith("FP8TOWER_") and name not in KNOWN and name not in _warned:
+            _warned.add(name)
+            close = difflib.get_close_matches(name, KNOWN, n=1)
+            warnings.warn(f"{name} is not a variable fp8tower reads"
+                          + (f" (did you mean {close[0]}?)" if close else
+                             f"; known: {', '.join(KNOWN[:-2])}"), RuntimeWarning, stacklevel=3)
+    setup_logging()
+
+
+def setup_logging() -> None:
+    """FP8TOWER_LOG=info (or debug, warning, error): fp8tower's log lines on stderr, e.g.
+    each key ``auto`` tunes, with its winner and margin (otherwise a tuning stall inside a
+    model's first call printed nothing)."""
+    raw = os.environ.get("FP8TOWER_LOG", "").strip().lower()
+    if not raw:
+        return
+    if raw not in _LEVELS:
+        raise ValueError(f"FP8TOWER_LOG={raw!r}: expected one of {', '.join(_LEVELS)}")
+    log = logging.getLogger("fp8tower")
+    log.setLevel(raw.upper())
+    if not any(getattr(h, "fp8tower", False) for h in log.handlers):
+        handler = logging.StreamHandler()
+        handler.fp8tower = True
+        handler.setFormatter(logging.Formatter("fp8tower: %(message)s"))
+        log.addHandler(handler)

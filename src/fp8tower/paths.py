@@ -3,6 +3,7 @@ stream libraries): one rule for every module, whatever its layer."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 from pathlib import Path
@@ -11,11 +12,23 @@ from .env import flag
 
 
 def cache_dir() -> Path:
-    """FP8TOWER_CACHE_DIR, else $XDG_CACHE_HOME/fp8tower, else ~/.cache/fp8tower."""
+    """FP8TOWER_CACHE_DIR, else $XDG_CACHE_HOME/fp8tower, else ~/.cache/fp8tower (a relative
+    XDG_CACHE_HOME is ignored, as the XDG spec says)."""
     env = os.environ.get("FP8TOWER_CACHE_DIR")
     if env:  # absolute: a relative one must not move with the working directory
         return Path(env).expanduser().absolute()
-    return Path(os.environ.get("XDG_CACHE_HOME") or "~/.cache").expanduser() / "fp8tower"
+    xdg = os.environ.get("XDG_CACHE_HOME", "")
+    base = Path(xdg).expanduser() if xdg and Path(xdg).expanduser().is_absolute() else None
+    return (base or Path("~/.cache").expanduser()) / "fp8tower"
+
+
+def umask_mode(base: int = 0o666) -> int:
+    """``base`` less the process's umask: the mode ``open()`` would give a new file. Files
+    written through ``tempfile.mkstemp`` (then renamed into place) are 0600 whatever the
+    umask, so a cache folder shared by a team became unreadable to all but its last writer."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return base & ~mask
 
 
 def cache_file_name(device_name: str) -> str:
@@ -24,4 +37,8 @@ def cache_file_name(device_name: str) -> str:
     launch differ (the cache's metadata records the state), and a run with the switch off must
     neither read nor overwrite the default file's choices."""
     slug = re.sub(r"[^a-z0-9]+", "-", device_name.lower()).strip("-") or "unknown"
+    if re.search(r"[^A-Za-z0-9 ]", device_name):  # names that would slug alike ('H100-80GB'
+        # and 'H100 80GB', every non-ASCII name: 'unknown') keep files apart: each save
+        # replaced the other GPU's file
+        slug += "-" + hashlib.sha256(device_name.encode()).hexdigest()[:8]
     return f"{slug}.json" if flag("FP8TOWER_EARLY_LAUNCH", True) else f"{slug}-no-early-launch.json"

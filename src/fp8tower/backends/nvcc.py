@@ -17,6 +17,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from ..paths import umask_mode
+
 
 def nvcc_path() -> str | None:
     """nvcc on PATH, else $CUDA_HOME/bin/nvcc, else None."""
@@ -94,6 +96,7 @@ def build_library(path: Path, command: Callable[..., list[str]], error: type[Exc
             os.unlink(tmp)
             err = [ln for ln in proc.stderr.splitlines() if "error" in ln] or proc.stderr.splitlines()[-3:]
             raise error(f"nvcc failed to build {what} (exit {proc.returncode}): {' | '.join(err[:3])}")
+        os.chmod(tmp, umask_mode(0o777))  # mkstemp's 0600: others sharing the folder could not load it
         os.replace(tmp, path)
         info = {**meta, "seconds": round(seconds, 1), "nvcc": nvcc_version(cmd[0]), "command": cmd,
                 **{v: os.environ[v] for v in NVCC_ENV_FLAGS if os.environ.get(v)}}

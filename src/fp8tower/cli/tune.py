@@ -295,7 +295,8 @@ def tune(
     bias: Annotated[bool, typer.Option(
         "--bias", help="The keys of calls that add a bias (timed with one: cuBLASLt, CUTLASS "
         "and cuDNN add it with a kernel of their own, Triton in its GEMM).")] = False,
-    retune: Annotated[bool, typer.Option("--retune", help="Tune again even if cached.")] = False,
+    retune: Annotated[bool, typer.Option(
+        "--retune", help="Tune again even if cached (as FP8TOWER_RETUNE=1 does).")] = False,
     max_configs: Annotated[int | None, typer.Option(
         "--max-configs", callback=at_least(0),
         help="At most this many configs per backend from the evenly spaced sample of its search "
@@ -374,7 +375,6 @@ def tune(
         raise typer.Exit(2)
 
     from .. import dispatch
-    from ..tuning.cache import explain_row
     from ..tuning.ceiling import measure_read_ceiling
     from ..tuning.search import MAX_CONFIGS
     from ..tuning.tuner import pretune
@@ -393,7 +393,7 @@ def tune(
         except torch.cuda.OutOfMemoryError as e:
             typer.echo(f"read ceiling not measured (out of memory: {e})", err=True)
     entries = pretune(dispatch.default_dispatcher(), problems, progress=not as_json,
-                      retune=retune, read_ceiling_gbps=gbps, max_configs=max_configs, full=full,
+                      retune=True if retune else None, read_ceiling_gbps=gbps, max_configs=max_configs, full=full,
                       precompile=precompile)
     context_rows = []
     if in_context:
@@ -401,7 +401,7 @@ def tune(
                                           progress=not as_json)
         d = dispatch.default_dispatcher()  # the refined entries replace the tuned ones
         entries = [d.entries_for(e.problem).get(e.key, e) for e in entries]
-    rows = sorted((explain_row(e) for e in entries), key=_sort_key)
+    rows = sorted((_served_row(e) for e in entries), key=_sort_key)
     name = torch.cuda.get_device_name()
     if as_json:
         typer.echo(json.dumps({"gpu": name, "read_ceiling_gbps": gbps, "decisions": rows,
@@ -409,8 +409,31 @@ def tune(
         return
     title = f"{name}: {len(rows)} tuned keys" + (f", read ceiling {gbps:.0f} GB/s" if gbps else "")
     _print_table(rows, explain=explain, title=title)
+    for r in rows:
+        if "served" in r:
+            s = r["served"]
+            typer.echo(f"note: {r['key']}: the cached winner cannot run here; dispatch serves "
+                       f"{s['backend']} {s['config']}", err=True)
     if context_rows:
         _print_context(context_rows)
+
+
+def _served_row(entry) -> dict:
+    """explain_row of ``entry``, with ``served`` where dispatch serves another candidate than
+    its winner (one that cannot run here: FP8TOWER_BACKENDS, a missing optional package).
+    Before, `tune` printed the winner whatever dispatch served."""
+    from .. import dispatch
+    from ..tuning.cache import explain_row, normalize_config
+
+    row = explain_row(entry)
+    if not entry.ranked():
+        return row
+    choice = dispatch.default_dispatcher().choice(entry.problem, entry)
+    w = entry.winner
+    if choice is not None and (choice[0].name, normalize_config(choice[1])) != \
+            (w.backend, normalize_config(w.config)):
+        row["served"] = {"backend": choice[0].name, "config": normalize_config(choice[1])}
+    return row
 
 
 def _refine_in_context(spec, schemes, buckets, merged, parts, *, progress: bool) -> list[dict]:
@@ -498,14 +521,21 @@ def dispatch_cmd(
         if not file.is_file():
             raise typer.BadParameter(f"{str(file)!r}: no such file", param_hint="--file")
         files = [file]
+    elif tcache.default_cache_dir().exists() and not tcache.default_cache_dir().is_dir():
+        raise typer.BadParameter(
+            f"the tuning cache folder {str(tcache.default_cache_dir())!r} is a file "
+            "(FP8TOWER_CACHE_DIR, else $XDG_CACHE_HOME/fp8tower or ~/.cache/fp8tower)",
+            param_hint="FP8TOWER_CACHE_DIR")
     elif torch.cuda.is_available():
         files = [tcache.default_cache_dir() / tcache.cache_file_name(torch.cuda.get_device_name())]
     else:
         files = sorted(tcache.default_cache_dir().glob("*.json"))
 
-    current = None
+    # the setups this machine can check a file against: its GPU's, and the CPU's (cpu.json)
+    current = {"cpu": tcache.environment_meta(None)}
     if torch.cuda.is_available():
-        current = tcache.environment_meta(torch.cuda.get_device_name())
+        meta = tcache.environment_meta(torch.cuda.get_device_name())
+        current[meta["gpu"]] = meta
     file_info, rows = [], []
     for path in files:
         f = tcache.read_cache_file(path)
@@ -516,9 +546,10 @@ def dispatch_cmd(
             typer.echo(f"warning: {issue}", err=True)
         if f.meta is None and not f.entries:
             continue
-        # Only this machine's GPU can be checked against its own environment.
-        checked = bool(current and f.meta and f.meta.get("gpu") == current["gpu"])
-        stale = tcache.meta_mismatch(f.meta, current) if checked else None
+        # Only this machine's GPU (and CPU) can be checked against its own environment.
+        expected = current.get((f.meta or {}).get("gpu"))
+        checked = expected is not None
+        stale = tcache.meta_mismatch(f.meta, expected) if checked else None
         if stale:
             typer.echo(f"warning: {path} is stale ({stale}); dispatch ignores it", err=True)
         file_info.append({"path": str(path), "meta": f.meta, "checked": checked, "stale": stale})

@@ -16,6 +16,7 @@ import gzip
 import json
 import math
 import os
+import subprocess
 import tempfile
 import warnings
 import zlib
@@ -27,7 +28,7 @@ from typing import Any
 import torch
 
 from ..formats import Scheme
-from ..paths import cache_dir, cache_file_name
+from ..paths import cache_dir, cache_file_name, umask_mode
 from ..problem import GemmProblem, dtype_name
 from ..provenance import versions
 from .timer import early_launch_state
@@ -108,6 +109,12 @@ class Entry:
     # In-context tuning (tower/context.py): the decode step that re-ranked the shortlist, and
     # each candidate's ms per step there. Then (backend, config) is that step's fastest.
     context: dict | None = None
+    # What the tuning could time: the backends (tuner.tunable) and whether tile-major weights
+    # were on. An entry tuned over less (FP8TOWER_BACKENDS, FP8TOWER_TILE_MAJOR=0) is retuned
+    # where a process that times more may tune (Dispatcher.narrower): before, a restricted
+    # process's choice was served to every later one. None: not recorded (older files).
+    tuned_over: list[str] | None = None
+    tile_major: bool | None = None
 
     @property
     def key(self) -> str:
@@ -201,6 +208,8 @@ class Entry:
             "pruned": dict(self.pruned),
             "seeded_from": self.seeded_from,
             "context": self.context,
+            "tuned_over": self.tuned_over,
+            "tile_major": self.tile_major,
             # derived from the candidates (recomputed on load, never read back)
             "within_noise": self.within_noise(),
         }
@@ -251,8 +260,16 @@ class Entry:
                 and all(isinstance(r, dict) for r in context["ms_per_step"])):
             raise EntryError(f"context must be an object with ms_per_step (a list of objects), "
                              f"or null, got {context!r:.60}")
+        tuned_over = raw.get("tuned_over")  # both absent in files written before them
+        if tuned_over is not None and not (isinstance(tuned_over, list)
+                                           and all(isinstance(b, str) for b in tuned_over)):
+            raise EntryError(f"tuned_over must be a list of backend names or null, got "
+                             f"{tuned_over!r:.60}")
+        tile_major = raw.get("tile_major")
+        if tile_major is not None and not isinstance(tile_major, bool):
+            raise EntryError(f"tile_major must be true, false or null, got {tile_major!r:.60}")
         entry = cls(problem, backend, config, _get(raw, "date", str), cands, pruned, ceiling,
-                    seeded_from, context)
+                    seeded_from, context, tuned_over, tile_major)
         if not entry.ranked():
             raise EntryError("no candidate was measured")
         if context is not None:  # the step's choice: a measured candidate, timed in it
@@ -379,7 +396,7 @@ def problem_from_json(raw: Any) -> GemmProblem:
 
 CACHE_FORMAT = 1
 _META_KEYS = ("format", "gpu", "driver", "cuda", "torch", "triton", "fp8tower", "kernels",
-              "cudnn", "cudnn_frontend", "cutlass", "early_launch")
+              "cudnn", "cudnn_frontend", "cutlass", "nvcc", "nvcc_flags", "early_launch")
 
 
 default_cache_dir = cache_dir  # the tuning cache's folder: fp8tower.paths' rule
@@ -389,9 +406,22 @@ def environment_meta(gpu_name: str | None) -> dict:
     """What a cache file must match: GPU (None: CPU), driver, CUDA, torch, triton, fp8tower
     and its kernel code, cuDNN and its frontend, CUTLASS (the headers the cutlass backend
     builds from), and whether the timed graphs launched PDL kernels early
-    (timer.early_launch_state: FP8TOWER_EARLY_LAUNCH, and the driver's edge API)."""
-    return {"format": CACHE_FORMAT, **versions(gpu_name),
+    (timer.early_launch_state: FP8TOWER_EARLY_LAUNCH, and the driver's edge API), and the
+    nvcc and NVCC_*_FLAGS that build the CUTLASS and stream kernels (their libraries' build
+    keys hold both: a new nvcc built other binaries, timed under the old ones' choices)."""
+    return {"format": CACHE_FORMAT, **versions(gpu_name), **_nvcc_meta(),
             "early_launch": early_launch_state(gpu_name)}
+
+
+def _nvcc_meta() -> dict:
+    from ..backends.nvcc import nvcc_env_key, nvcc_path, nvcc_version
+
+    nvcc = nvcc_path()
+    try:
+        version = nvcc_version(nvcc) if nvcc else "none"
+    except (OSError, subprocess.CalledProcessError):
+        version = "unknown"
+    return {"nvcc": version, "nvcc_flags": nvcc_env_key()}
 
 
 def meta_mismatch(found: Any, expected: Mapping) -> str | None:
@@ -508,16 +538,30 @@ class DecisionCache:
         """Merge ``new`` into the file under its lock; replace it atomically."""
         from filelock import FileLock
 
+        if self.path.parent.exists() and not self.path.parent.is_dir():
+            raise NotADirectoryError(
+                f"the tuning cache folder {self.path.parent} is a file (FP8TOWER_CACHE_DIR, "
+                "else $XDG_CACHE_HOME/fp8tower or ~/.cache/fp8tower)")
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with FileLock(str(self.path) + ".lock", timeout=self.LOCK_TIMEOUT_S):
+            try:  # a file this process cannot read (another user's) is not replaced: that
+                mode = self.path.stat().st_mode & 0o777  # dropped every entry of its owner
+                self.path.open("rb").close()
+            except FileNotFoundError:
+                mode = umask_mode()
             entries, why = self._read_matching(warn=False)
             if why:
                 _warn(f"replacing {self.path}: {why}")
             merged = {k: e.to_json() for k, e in entries.items()}
             merged.update({k: e.to_json() for k, e in new.items()})
             doc = {"meta": self.meta, "entries": dict(sorted(merged.items()))}
+            # under the lock no writer is alive: a temp file left is a crashed writer's
+            for old in self.path.parent.glob(f".{self.path.name}.*.tmp"):
+                old.unlink(missing_ok=True)
             fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=f".{self.path.name}.",
                                        suffix=".tmp")
+            if hasattr(os, "fchmod"):
+                os.fchmod(fd, mode)  # mkstemp's 0600 would lock the team out of a shared folder
             try:
                 with os.fdopen(fd, "w", encoding="utf-8") as fh:
                     json.dump(doc, fh, indent=1)

@@ -11,6 +11,7 @@ import functools
 import importlib.util
 import json
 import math
+import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -91,6 +92,21 @@ def gpu_errors() -> tuple[type[BaseException], ...]:
         else:
             errors.append(PTXASError)
     return tuple(errors)
+
+
+# A Triton CompilationError that names one of these is a bug in the kernel's source (a typo,
+# a wrong type), which every config hits; caught as "cannot run here" it made auto serve
+# another backend without a word.
+_SOURCE_ERRORS = re.compile(r"\b(NameError|TypeError|AttributeError|SyntaxError|"
+                            r"UnboundLocalError|IndentationError)\b")
+
+
+def is_source_error(e: BaseException) -> bool:
+    """Whether a caught build error is a programming error in a kernel's source (propagated
+    by the tuner; DESIGN.md: only GPU errors are caught)."""
+    if type(e).__name__ != "CompilationError":
+        return False
+    return bool(_SOURCE_ERRORS.search(str(getattr(e, "error_message", None) or e)))
 
 
 def tuning_operands(
@@ -387,6 +403,8 @@ def tune_problem(
         try:
             t = chain.time(backend, config)
         except errors as e:
+            if is_source_error(e):  # our kernel's bug, not this GPU's limit: DESIGN.md
+                raise
             return Measurement(backend.name, normalize_config(config),
                                error=f"{type(e).__name__}: {e}"[:500])
         return Measurement(backend.name, normalize_config(config), t.median_us, t.min_us,

@@ -23,6 +23,7 @@ from typing import Any, Protocol
 
 import torch
 
+from ..kernels.layout import tile_major_enabled
 from ..problem import GemmProblem
 from . import cache as tcache
 from . import search
@@ -44,6 +45,7 @@ class DispatchState(Protocol):
     def entries_for(self, problem: GemmProblem) -> dict[str, Entry]: ...
     def is_fresh(self, key: str) -> bool: ...
     def choice(self, problem: GemmProblem, entry: Entry) -> tuple[Any, Any] | None: ...
+    def narrower(self, problem: GemmProblem, entry: Entry) -> str | None: ...
     def accept(self, problem: GemmProblem, entry: Entry) -> tcache.DecisionCache | None: ...
 
 
@@ -115,9 +117,12 @@ def tune(
         raise RuntimeError(f"cannot tune {problem.key()} during CUDA graph capture")
     retune = d.retune if retune is None else retune
     seed = None if full else seed_for(d, problem, cached=not retune)
-    entry = search.tune_problem(problem, tunable(d, problem), timer=d.timer,
+    pool = tunable(d, problem)
+    entry = search.tune_problem(problem, pool, timer=d.timer,
                                 read_ceiling_gbps=read_ceiling_gbps, max_configs=max_configs,
                                 seed=seed)
+    entry.tuned_over = sorted(b.name for b in pool)
+    entry.tile_major = tile_major_enabled()
     if not entry.ranked():
         d.stats["tune_failed"] += 1
         failures = "; ".join(f"{c.label}: {c.error}" for c in entry.failures()) or \
@@ -176,7 +181,7 @@ def pretune(
 
     def cached(p: GemmProblem) -> Entry | None:
         entry = d.entries_for(p).get(p.key())
-        if entry is None or retune or d.choice(p, entry) is None:
+        if entry is None or retune or d.choice(p, entry) is None or d.narrower(p, entry):
             return None
         return entry
 
