@@ -4,7 +4,8 @@
 #  1. the GPU tests call1 failed, after their fixes (cuBLASLt block-wise scales padded to
 #     L4 = round_up(K/128, 4); the column-stride test's x built strided at M=1 too), plus the
 #     new 1152x1280 shape through every backend; a real tuning (session 34: the winner's
-#     output is checked against the reference on a GPU);
+#     output is checked against the reference on a GPU); the fused amax with an all-zero
+#     token (session 35);
 #  2. the per_tensor 27B tower, merged + auto, M = 1 and 8, this tree (exact division) against
 #     session 31's (x * (1/s)), alternated old/new twice, each on session 26's cache restamped
 #     by its own tree: call1 found the division 1.7-2.4% slower on the M=8 in-GEMM tiles;
@@ -25,7 +26,8 @@ nvidia-smi --query-gpu=name,clocks.mem,clocks.max.sm --format=csv > "$O/gpu.txt"
 PYTHONPATH=$PWD/src:/tmp/site FP8TOWER_CACHE_DIR=/tmp/c2_tests timeout 150 python3 -m pytest -q -m gpu \
   -p no:cacheprovider -n 8 --timeout 120 -rfEs \
   tests/test_gpu.py tests/test_gpu_plan.py tests/test_dispatch.py \
-  -k "column_stride or 1152x1280 or captured_buffers or real_tuning_on_gpu" > "$O/tests.log" 2>&1
+  -k "column_stride or 1152x1280 or captured_buffers or real_tuning_on_gpu or fused_amax_is_bit_exact" \
+  > "$O/tests.log" 2>&1
 echo "tests rc=$?"; tail -8 "$O/tests.log"; pack
 CACHE=benchmarks/results/wo_token_H200_2026-12-04/call6/tuning_cache.json
 for arm in old new; do
