@@ -36,7 +36,21 @@ def _main(
         False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
     ),
 ) -> None:
-    pass
+    # the FP8TOWER_* switches before any work: a bad word was a traceback, after the model's
+    # build (env is torch-free: startup stays fast)
+    import warnings
+
+    from .. import env
+    from ._common import fail, warn
+
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            env.check_flags()
+    except ValueError as e:
+        raise fail(str(e)) from None
+    for w in caught:  # a misspelt FP8TOWER_* name: one warning line, as the commands print
+        warn(str(w.message))
 
 
 app.command()(info.info)

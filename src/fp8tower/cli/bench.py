@@ -102,6 +102,14 @@ def _table(rows, model: str, ceiling: float | None, cpu: bool):
     return table
 
 
+def _not_empty(**options: str | None) -> None:
+    """An option given as "" is refused by name (it silently meant the default)."""
+    for name, value in options.items():
+        if value is not None and not value.strip():
+            raise _fail(f"--{name} is empty: give a value, or leave the option out for the "
+                        "default")
+
+
 def _command(model, ms, arms, backends, schemes, merge_mode, include_mlp, replays, steps, seed,
              standin="torch", rounds=1):
     cmd = (f"fp8tower bench tower --model {model} --m {','.join(map(str, ms))} "
@@ -165,7 +173,8 @@ def tower(
 
     cuda = torch.cuda.is_available()
     console = _console()
-    model = model or (GPU_MODEL if cuda else CPU_MODEL)
+    _not_empty(model=model, backends=backend_list)
+    model = model if model is not None else (GPU_MODEL if cuda else CPU_MODEL)
     ms = _parse_ms(m)
     arm_list = _choices(arms, list(ARMS), "arm", "--arms")
     backend_names = _choices(backend_list or (GPU_BACKENDS if cuda else CPU_BACKENDS),
@@ -181,6 +190,9 @@ def tower(
         spec = get_spec(model)
     except ValueError as e:
         raise _fail(str(e)) from None
+    if mode is not MergeMode.EXACT and "merged" not in arm_list:  # it changed nothing
+        raise _fail(f"--merge-mode {mode.value} sets the merged arm's scales, but --arms "
+                    f"{','.join(arm_list)} has no merged arm")
     parts = ALL_PARTS if include_mlp else DEFAULT_PARTS
     if include_mlp and not spec.mlp_in_scope:
         raise _fail(f"--include-mlp: {spec.name} ({spec.model_type}) has a mixture-of-experts "
@@ -301,17 +313,26 @@ def generate(
 
     cuda = torch.cuda.is_available()
     console = _console()
-    model = model or ("qwen3-8b" if cuda else CPU_MODEL)
-    arm_list = _csv(arms or (GEN_GPU_ARMS if cuda else GEN_CPU_ARMS))
+    _not_empty(model=model, arms=arms)
+    model = model if model is not None else ("qwen3-8b" if cuda else CPU_MODEL)
+    arm_list = _csv(arms if arms is not None else (GEN_GPU_ARMS if cuda else GEN_CPU_ARMS))
+    if not arm_list:
+        raise _fail(f"--arms {arms!r} names no arm: expected a comma list of {GEN_GPU_ARMS}")
     batches = _parse_ms(batch, "--batch")
     from .. import backends, provenance
+    from ..formats import Scheme
     from ..hf.generate import check_arm
 
+    canonical = []
     for arm in arm_list:  # before any model is built (the 27B's take minutes)
         try:
-            check_arm(arm)
+            parts = check_arm(arm)
         except ValueError as e:
             raise _fail(f"--arms: {e}") from None
+        if parts[0] == "fp8":  # fp8:PER_TENSOR, fp8:per-tensor: one arm, run once
+            parts = ("fp8", Scheme.parse(parts[1]).value, *parts[2:])
+        canonical.append(":".join(parts))
+    arm_list = canonical
     if len(set(arm_list)) != len(arm_list):
         raise _fail(f"--arms {','.join(arm_list)}: an arm is listed twice")
 

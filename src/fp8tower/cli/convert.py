@@ -156,6 +156,11 @@ def convert(
                     "or drop --requant-max")
     if json_out is not None:  # before writing a copy of many GB
         check_json_path(json_out)
+        if write_merged is not None and (
+                json_out.resolve() == write_merged.resolve()
+                or write_merged.resolve() in json_out.resolve().parents):
+            raise _fail(f"--json {json_out} is (inside) --write-merged {write_merged}: give "
+                        "the report a path outside the copy")
     try:
         info = describe(path, scheme=scheme)
         written = None

@@ -80,10 +80,16 @@ def _handles_errors(fn):
 def _check_outputs(**paths: Path | None) -> None:
     """Each output path (``json=``, ``csv=``, ``html=``) checked before any trace is read: a
     directory or an unwritable place is refused then, not after the analysis (the writers
-    make missing parent folders)."""
+    make missing parent folders); two options naming one file are refused (the last write
+    silently replaced the other)."""
+    seen: dict[Path, str] = {}
     for option, path in paths.items():
         if path is not None:
             check_json_path(path, f"--{option}")
+            same = seen.setdefault(Path(path).resolve(), option)
+            if same != option:
+                raise _fail(f"--{same} {path} and --{option} {path} are the same file: give "
+                            "each output its own path")
 
 
 def _check_integral(ok: bool, message: str, allow: bool) -> None:
@@ -242,17 +248,23 @@ def compare(
     ] = None,
     allow_fractional: FractionalOpt = False,
     device: DeviceOpt = Device.auto,
+    other_m: Annotated[bool, typer.Option(
+        "--other-m", help="Compare one model's arms at different M (where a larger M's time "
+        "goes); without it arms at different M are refused.")] = False,
 ) -> None:
     """Both arms op group by op group, ranked by the delta (first - second): the levers."""
     from ..trace import report, tables
     from ..trace.compare import compare as compare_arms
 
     _check_outputs(json=json_out, csv=csv_out, html=html_out)
+    if arm_a == arm_b or (Path(arm_a).exists() and Path(arm_b).exists()
+                          and Path(arm_a).resolve() == Path(arm_b).resolve()):
+        _warn(f"ARM_A and ARM_B are the same capture ({arm_a}): every delta will be 0")
     a = _attribution(arm_a, map_a, steps, step_range, ceiling_gbps, device, allow_fractional)
     b = _attribution(arm_b, map_b, steps, step_range, ceiling_gbps, device, allow_fractional)
-    if a.arm == b.arm:
+    cmp = compare_arms(a, b, other_m=other_m)
+    if a.arm == b.arm:  # after the checks: their errors name the arms as given
         b.arm = b.arm + " (2)"
-    cmp = compare_arms(a, b)
     report.print_comparison(cmp, _console(), gib)
     if json_out:
         report.write_json(json_out, tables.comparison_json(cmp, gib))
@@ -408,11 +420,17 @@ def capture(
         raise _fail("--standin rows runs a Triton kernel: it needs a CUDA GPU (on the CPU, "
                     "set TRITON_INTERPRET=1)")
 
+    from rich.console import Console
+
     try:
-        result = capture_arm(
-            model=model, arm=arm.value, backend=backend, m=m, steps=short_long, out_dir=out,
-            scheme=scheme_v, force=force, standin=standin,
-        )
+        # the build, warm-up (tuning) and two profiled runs take minutes on a 27B: say so
+        with Console(stderr=True).status(
+                f"capturing {model} {arm.value} M={m}: build, warm-up, then "
+                f"{short_long[0]} and {short_long[1]} profiled steps"):
+            result = capture_arm(
+                model=model, arm=arm.value, backend=backend, m=m, steps=short_long,
+                out_dir=out, scheme=scheme_v, force=force, standin=standin,
+            )
     except BackendError as e:
         raise _fail(f"--backend {backend}: {e}") from None
     except MergeError as e:
@@ -473,14 +491,23 @@ def capture_model(
     if eager_out is not None and (eager or device == "cpu"):
         raise _fail("--eager-out captures eager steps beside a CUDA-graph capture: not with "
                     f"{'--eager' if eager else '--device cpu'} (that capture is eager itself)")
+    if eager_out is not None:
+        a, b = Path(out).resolve(), Path(eager_out).resolve()
+        if a == b or a in b.parents or b in a.parents:  # the eager capture replaced the graph's
+            raise _fail(f"--out {out} and --eager-out {eager_out}: two captures need two "
+                        "folders, neither inside the other")
     if eager_out is not None and device is None:
         import torch
 
         if not torch.cuda.is_available():
             raise _fail("--eager-out captures eager steps beside a CUDA-graph capture, which "
                         "needs a GPU: none is visible (this capture would run eager on the CPU)")
+    from rich.console import Console
+
     try:
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), Console(stderr=True).status(
+                f"capturing {model} {arm}: build, convert, then {short_long[0]} and "
+                f"{short_long[1]} profiled steps"):
             warnings.showwarning = lambda message, *_args, **_kw: _warn(str(message))
             result = run(model, arm, out, steps=short_long, m=m, context=context,
                          backend=backend, device=device, graph=False if eager else None,

@@ -12,7 +12,7 @@ from typing import Annotated
 
 import typer
 
-from ._common import at_least
+from ._common import at_least, fail
 
 app = typer.Typer(help="Per-shape autotuned dispatch: tune GEMM shapes, explain the choices.",
                   no_args_is_help=True, rich_markup_mode=None)
@@ -42,6 +42,12 @@ Json = Annotated[bool, typer.Option("--json", help="Print JSON instead of a tabl
 # ---------------------------------------------------------------------- parsing
 
 
+def _bad(message: str, param_hint: str) -> typer.Exit:
+    """One ``error: OPTION: ...`` line and exit code 2, as the other commands print (typer's
+    BadParameter printed four lines)."""
+    return fail(f"{param_hint}: {message}")
+
+
 def _csv(text: str) -> list[str]:
     return [t.strip() for t in text.split(",") if t.strip()]
 
@@ -51,8 +57,10 @@ def _parse_shapes(text: str) -> list[tuple[int, int]]:
     for item in _csv(text):
         n, sep, k = item.lower().partition("x")
         if not (sep and n.isdigit() and k.isdigit() and int(n) > 0 and int(k) > 0):
-            raise typer.BadParameter(f"{item!r} is not NxK (e.g. 10240x5120)", param_hint="--shapes")
+            raise _bad(f"{item!r} is not NxK (e.g. 10240x5120)", param_hint="--shapes")
         out.append((int(n), int(k)))
+    if not out:  # "," or "": no shape at all, not "every shape"
+        raise _bad(f"{text!r} names no shape (e.g. 10240x5120,1024x5120)", param_hint="--shapes")
     return out
 
 
@@ -60,10 +68,10 @@ def _parse_ms(text: str) -> list[int]:
     try:
         ms = [int(t) for t in _csv(text)]
     except ValueError:
-        raise typer.BadParameter(f"{text!r}: expected integers, e.g. 1,2,4", param_hint="--m") \
+        raise _bad(f"{text!r}: expected integers, e.g. 1,2,4", param_hint="--m") \
             from None
     if not ms or min(ms) < 1:
-        raise typer.BadParameter(f"{text!r}: expected positive integers", param_hint="--m")
+        raise _bad(f"{text!r}: expected positive integers", param_hint="--m")
     return ms
 
 
@@ -71,9 +79,13 @@ def _parse_schemes(text: str) -> list:
     from ..formats import Scheme
 
     try:
-        return [Scheme.parse(s) for s in _csv(text)]
+        schemes = [Scheme.parse(s) for s in _csv(text)]
     except ValueError as e:
-        raise typer.BadParameter(str(e), param_hint="--scheme") from None
+        raise _bad(str(e), param_hint="--scheme") from None
+    if not schemes:
+        raise _bad(f"{text!r} names no scheme: expected a comma list of "
+                   f"{', '.join(s.value for s in Scheme)}", param_hint="--scheme")
+    return schemes
 
 
 def _parse_dtype(text: str, hint: str, allowed: tuple[str, ...] = ACT_DTYPES):
@@ -83,7 +95,7 @@ def _parse_dtype(text: str, hint: str, allowed: tuple[str, ...] = ACT_DTYPES):
 
     name = text.strip().removeprefix("torch.")
     if name not in allowed:
-        raise typer.BadParameter(f"{text!r} is not supported: expected one of "
+        raise _bad(f"{text!r} is not supported: expected one of "
                                  f"{', '.join(allowed)}", param_hint=hint)
     return getattr(torch, name)
 
@@ -96,7 +108,7 @@ def _model_options(model, merged, parts) -> str:
                  if v is not None]
         if given:
             verb = "select" if len(given) > 1 else "selects"
-            raise typer.BadParameter(f"{' and '.join(given)} {verb} the GEMMs of --model; "
+            raise _bad(f"{' and '.join(given)} {verb} the GEMMs of --model; "
                                      "without --model they would be ignored: give --model or "
                                      "drop them", param_hint=given[0])
     return DEFAULT_PARTS if parts is None else parts
@@ -108,7 +120,7 @@ def _model_spec(model: str):
     try:
         return get_spec(model)
     except ConfigError as e:
-        raise typer.BadParameter(str(e), param_hint="--model") from None
+        raise _bad(str(e), param_hint="--model") from None
 
 
 def _model_gemms(spec, merged: bool | None, parts: str) -> list[tuple[int, int, bool]]:
@@ -123,14 +135,14 @@ def _model_gemms(spec, merged: bool | None, parts: str) -> list[tuple[int, int, 
             gemms.update(dict.fromkeys((g.n, g.k, g.merged)
                                        for g in spec.gemms(parts_t, merged=mode)))
         except ValueError as e:  # unknown part, or MLP of an MoE model
-            raise typer.BadParameter(str(e), param_hint="--parts") from None
+            raise _bad(str(e), param_hint="--parts") from None
     if not gemms:
         from ..models.spec import ALL_PARTS
 
         modelled = ALL_PARTS if spec.mlp_in_scope else ("gdn", "attention")  # MoE: no MLP
         has = {g.kind for g in spec.gemms(modelled)}
         kinds = [k for k in ALL_PARTS if k in has]
-        raise typer.BadParameter(f"{parts!r} names no FP8 GEMMs of {spec.name}; expected one "
+        raise _bad(f"{parts!r} names no FP8 GEMMs of {spec.name}; expected one "
                                  f"or more of {', '.join(kinds)}", param_hint="--parts")
     return list(gemms)
 
@@ -141,7 +153,7 @@ def _gemms_from(model, shapes, merged, parts) -> tuple[list[tuple[int, int, bool
     out: dict[tuple[int, int, bool], None] = {}
     if spec is not None:
         out.update(dict.fromkeys(_model_gemms(spec, merged, parts)))
-    if shapes:
+    if shapes is not None:  # "" or ",": an error naming --shapes, not "no filter"
         out.update(dict.fromkeys((n, k, False) for n, k in _parse_shapes(shapes)))
     return list(out), spec
 
@@ -211,6 +223,11 @@ def _print_table(rows: list[dict], *, explain: bool, title: str) -> None:
     from rich.text import Text
 
     table = Table(title=Text(title))
+    # rows of several files (two GPUs, or a GPU's -no-early-launch file too): say whose, or
+    # one key read as two identical decisions
+    files = len({r.get("file") for r in rows}) > 1
+    if files:
+        table.add_column("cache file")
     for col in ("shape NxK", "scheme", "M", "winner", "us", "GB/s"):
         table.add_column(col, justify="right" if col in ("M", "us", "GB/s") else "left")
     if explain:
@@ -223,7 +240,8 @@ def _print_table(rows: list[dict], *, explain: bool, title: str) -> None:
         table.add_column("date")
     for r in rows:
         w = r["winner"]
-        cells = [f"{r['n']}x{r['k']}", _variant(r), str(r["m_bucket"])]
+        cells = [Path(r["file"]).stem] if files else []
+        cells += [f"{r['n']}x{r['k']}", _variant(r), str(r["m_bucket"])]
         if w is None:
             cells += ["all candidates failed", "-", "-"]
         else:
@@ -332,9 +350,9 @@ def tune(
     from ..formats import Scheme
     from ..problem import m_bucket
     if not model and not shapes:
-        raise typer.BadParameter("give --model and/or --shapes", param_hint="--model/--shapes")
+        raise _bad("give --model and/or --shapes", param_hint="--model/--shapes")
     if in_context and not model:
-        raise typer.BadParameter("--in-context times a model's decode step: give --model",
+        raise _bad("--in-context times a model's decode step: give --model",
                                  param_hint="--in-context")
     parts = _model_options(model, merged, parts)
     ms = _parse_ms(m)
@@ -348,7 +366,7 @@ def tune(
                                  (f"--act-dtype {act_dtype}", adt != torch.bfloat16),
                                  (f"--out-dtype {out_dtype}", odt != torch.bfloat16)) if on]
         if other:
-            raise typer.BadParameter(
+            raise _bad(
                 f"--in-context re-ranks the keys the model's decode step runs (bf16, static "
                 f"per_tensor scale, no bias), not the keys {', '.join(other)} make: tune "
                 "those without --in-context", param_hint="--in-context")
@@ -360,9 +378,10 @@ def tune(
         others = [s.value for s in schemes if s is not Scheme.PER_TENSOR]
         if others or not static_act_scale:
             what = f"--scheme {','.join(others)}" if others else "--dynamic-act-scale"
-            raise typer.BadParameter(
+            fix = "give --scheme per_tensor" if others else "drop --dynamic-act-scale"
+            raise _bad(
                 f"--act-dtype float8_e4m3fn with {what}: fp8_linear takes FP8 activations "
-                "for per_tensor with a static scale only (give --scheme per_tensor)",
+                f"for per_tensor with a static scale only ({fix})",
                 param_hint="--act-dtype")
     for x in ms:
         if m_bucket(x) != x:
@@ -392,13 +411,13 @@ def tune(
             gbps = measure_read_ceiling()
         except torch.cuda.OutOfMemoryError as e:
             typer.echo(f"read ceiling not measured (out of memory: {e})", err=True)
-    entries = pretune(dispatch.default_dispatcher(), problems, progress=not as_json,
+    entries = pretune(dispatch.default_dispatcher(), problems, progress=True,
                       retune=True if retune else None, read_ceiling_gbps=gbps, max_configs=max_configs, full=full,
                       precompile=precompile)
     context_rows = []
     if in_context:
         context_rows = _refine_in_context(spec, schemes, buckets, merged, parts,
-                                          progress=not as_json)
+                                          progress=True)
         d = dispatch.default_dispatcher()  # the refined entries replace the tuned ones
         entries = [d.entries_for(e.problem).get(e.key, e) for e in entries]
     rows = sorted((_served_row(e) for e in entries), key=_sort_key)
@@ -512,17 +531,17 @@ def dispatch_cmd(
 
     parts = _model_options(model, merged, parts)
     nks, _ = _shapes_from(model, shapes, merged, parts)
-    buckets = {m_bucket(x) for x in _parse_ms(m)} if m else None
-    schemes = {s.value for s in _parse_schemes(scheme)} if scheme else None
+    buckets = {m_bucket(x) for x in _parse_ms(m)} if m is not None else None
+    schemes = {s.value for s in _parse_schemes(scheme)} if scheme is not None else None
     if file is not None:
         if file.is_dir():
-            raise typer.BadParameter(f"{str(file)!r}: is a directory, not a cache file",
+            raise _bad(f"{str(file)!r}: is a directory, not a cache file",
                                      param_hint="--file")
         if not file.is_file():
-            raise typer.BadParameter(f"{str(file)!r}: no such file", param_hint="--file")
+            raise _bad(f"{str(file)!r}: no such file", param_hint="--file")
         files = [file]
     elif tcache.default_cache_dir().exists() and not tcache.default_cache_dir().is_dir():
-        raise typer.BadParameter(
+        raise _bad(
             f"the tuning cache folder {str(tcache.default_cache_dir())!r} is a file "
             "(FP8TOWER_CACHE_DIR, else $XDG_CACHE_HOME/fp8tower or ~/.cache/fp8tower)",
             param_hint="FP8TOWER_CACHE_DIR")
@@ -540,7 +559,7 @@ def dispatch_cmd(
     for path in files:
         f = tcache.read_cache_file(path)
         if file is not None and f.error is not None:
-            raise typer.BadParameter(f"{str(file)!r}: not a tuning cache: {f.error}",
+            raise _bad(f"{str(file)!r}: not a tuning cache: {f.error}",
                                      param_hint="--file")
         for issue in f.issues:
             typer.echo(f"warning: {issue}", err=True)
@@ -573,4 +592,6 @@ def dispatch_cmd(
         typer.echo(f"no tuned decisions found in {where}; `fp8tower tune` makes them")
         return
     gpus = sorted({str((fi["meta"] or {}).get("gpu")) for fi in file_info})
-    _print_table(rows, explain=explain, title=f"{', '.join(gpus)}: {len(rows)} cached decisions")
+    n_files = len({r["file"] for r in rows})
+    _print_table(rows, explain=explain, title=f"{', '.join(gpus)}: {len(rows)} cached decisions"
+                 + (f" in {n_files} files" if n_files > 1 else ""))

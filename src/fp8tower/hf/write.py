@@ -183,15 +183,18 @@ def _write(ck, src: Path, dst: Path, mode: MergeMode, max_shard_bytes: int) -> d
         loaded = [ck.load_linear(m) for m in members]
         weights = [x.weight for x in loaded]
         biases = [x.bias for x in loaded]
+        # requant_max is per_tensor's; other schemes' groups merge exactly (one mode for all
+        # refused every block128 / channel_token group: --requant-max merged none of them)
+        group_mode = mode if weights[0].scheme is Scheme.PER_TENSOR else MergeMode.EXACT
         try:
-            merged = merge_weights(weights, mode, members)
+            merged = merge_weights(weights, group_mode, members)
             if any(b is not None for b in biases) and any(b is None for b in biases):
                 raise MergeError(f"some members have a bias and some do not: {members}")
         except MergeError as e:
             rec["written"], rec["reason"] = "separate", str(e)
             report_groups.append(rec)
             continue
-        if merged.scheme is Scheme.PER_TENSOR and mode is MergeMode.EXACT:
+        if merged.scheme is Scheme.PER_TENSOR and group_mode is MergeMode.EXACT:
             scalars = torch.stack([w.scale.float().reshape(()) for w in weights])
             same = bool((scalars == scalars[0]).all())
             scale = scalars[0] if same else scalars  # [] or [len(members)]: per member

@@ -197,9 +197,20 @@ def check_capture_dir(out: str | Path, force: bool = False) -> None:
     """Whether a capture may be written to ``out``: an absent or empty directory is fine; an
     existing capture only with ``force``; any other non-empty directory never (replacing it
     would delete files that are not ours)."""
+    if not str(out).strip():
+        raise TraceError("the capture output folder (--out) is empty: give a path")
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise TraceError("capture output exists and is not a directory", out)
+    # the nearest existing folder above must be a writable folder: the capture is written
+    # beside it first (a temporary name the user never gave), after the whole run
+    parent = out.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        raise TraceError(f"capture output cannot be made: {parent} is not a directory", out)
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise TraceError(f"capture output cannot be made: {parent} is not writable", out)
     if not out.is_dir() or not any(out.iterdir()):
         return
     if not (out / FILENAME).exists():

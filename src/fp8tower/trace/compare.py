@@ -71,13 +71,15 @@ class Comparison:
         return self.a.ms_per_step - self.b.ms_per_step
 
 
-def compare(a: Attribution, b: Attribution) -> Comparison:
-    """Pair the op groups of two attributions; rank by delta (a - b), largest first."""
+def compare(a: Attribution, b: Attribution, *, other_m: bool = False) -> Comparison:
+    """Pair the op groups of two attributions; rank by delta (a - b), largest first.
+    ``other_m``: arms of one model at different M may be compared (where a larger M's time
+    goes, session 21's use); otherwise they are refused."""
     if a.device != b.device:
         raise TraceError(
             f"cannot compare a {a.device} arm ({a.arm}) with a {b.device} arm ({b.arm})"
         )
-    _check_one_model(a, b)
+    _check_one_model(a, b, ("model",) if other_m else ("model", "m"))
     groups: dict[str, GroupRow] = {}
     for side, att in (("a", a), ("b", b)):
         for op in att.ops:
@@ -93,14 +95,15 @@ def compare(a: Attribution, b: Attribution) -> Comparison:
     return Comparison(a, b, rows)
 
 
-def _check_one_model(a: Attribution, b: Attribution) -> None:
+def _check_one_model(a: Attribution, b: Attribution, keys=("model", "m")) -> None:
     """Levers are differences between two ways of running one model at one M: arms whose
-    manifests name different models (or M) are refused; an arm that names none (a map-file
-    arm) is taken as given."""
-    named = [k for k in ("model", "m") if all(x.meta.get(k) not in (None, "") for x in (a, b))]
+    manifests name different models (or M, among ``keys``) are refused; an arm that names
+    none (a map-file arm) is taken as given."""
+    named = [k for k in keys if all(x.meta.get(k) not in (None, "") for x in (a, b))]
     if any(a.meta[k] != b.meta[k] for k in named):
         a_is, b_is = (
             f"{x.arm} is {x.meta.get('model') or 'an unnamed model'} at M = {x.meta.get('m', '?')}"
             for x in (a, b)
         )
-        raise TraceError(f"cannot compare arms of different models or M: {a_is}, {b_is}")
+        raise TraceError(f"cannot compare arms of different models or M: {a_is}, {b_is}"
+                         + (" (--other-m compares one model at two M)" if "m" in keys else ""))
