@@ -103,7 +103,7 @@ _SOURCE_ERRORS = re.compile(r"\b(NameError|TypeError|AttributeError|SyntaxError|
 
 def is_source_error(e: BaseException) -> bool:
     """Whether a caught build error is a programming error in a kernel's source (propagated
-    by the tuner; DESIGN.md: only GPU errors are caught)."""
+    by the tuner: only GPU errors are caught while tuning)."""
     if type(e).__name__ != "CompilationError":
         return False
     return bool(_SOURCE_ERRORS.search(str(getattr(e, "error_message", None) or e)))
@@ -403,7 +403,7 @@ def tune_problem(
         try:
             t = chain.time(backend, config)
         except errors as e:
-            if is_source_error(e):  # our kernel's bug, not this GPU's limit: DESIGN.md
+            if is_source_error(e):  # our kernel's bug, not this GPU's limit: propagated
                 raise
             return Measurement(backend.name, normalize_config(config),
                                error=f"{type(e).__name__}: {e}"[:500])
