@@ -2,7 +2,8 @@
 # Session 35: tuning time with session 34's output check (#4's target: 60 s a scheme). The
 # merged 27B tower's keys at 7 M buckets from a cold cache, every backend (the wheels
 # installed: CUTLASS and cuDNN timed too), per_tensor and block128 (the slowest to tune,
-# 41 s on 2026-11-30). Carry [".gpu"]. The tar is rewritten after each scheme.
+# 41 s on 2026-11-30); then the stream chains re-timed (below). Carry [".gpu"]. The tar is
+# rewritten after each step.
 #   OUT=$OUT bash benchmarks/results/audit2_H200_2026-12-05/call3.sh
 set -uo pipefail
 FINAL=${OUT:-out}
@@ -22,3 +23,11 @@ for sc in per_tensor block128; do
   cp /tmp/c3tune/*.json "$O/cache_$sc.json" 2>/dev/null
   pack
 done
+# The stream backend's cluster chains re-timed with session 35's chain timer (early launch,
+# queued replays, as the tuner times): its exclusion from auto rests on chains timed without
+# (session 13, results/cluster_split_H200_2026-12-01/call3: 104.9 us against 94.5 with the
+# elementwise kernels between the GEMMs).
+timeout 200 python3 benchmarks/bench_stream.py --json "$O/stream.json" --budget-s 180 \
+  --arms base,stream_cluster,stream_cluster_xq --shapes 5120x6144,1024x5120,4096x4096,6144x5120 \
+  --plan "per_tensor:1;channel_token:1" > "$O/stream.log" 2>&1
+echo "stream rc=$?"; grep -i "chain" "$O/stream.log" | tail -8; pack
