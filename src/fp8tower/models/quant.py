@@ -17,8 +17,8 @@ Entry semantics, per format:
   above, other entries are globs (``*`` matches anything, dots included) matched against the
   module name, any ancestor of it (so ``model.layers.*.self_attn`` excludes its projections)
   and any trailing part of it at a dot (so ``in_proj_a`` or ``linear_attn.in_proj_a``
-  excludes every layer's in_proj_a). This is stricter than HF's own prefix-regex test, which
-  lets ``model.layers.1`` also exclude layers 10-19; we keep matches on dot boundaries.
+  excludes every layer's in_proj_a), on dot boundaries, as transformers 5.25's
+  ``should_convert_module`` matches (``model.layers.1`` does not exclude layer 10).
 - a method that is not FP8 (awq, gptq, bitsandbytes, NVFP4, ...): no linear is FP8.
 
 Without a quantization config the builders' defaults apply (everything FP8 except the GDN's
