@@ -279,11 +279,10 @@ class Dispatcher:
         (backends it can time that the tuning could not, tile-major weights now on), or None.
         Entries that do not record it (older files) are taken as complete."""
         from .kernels.layout import tile_major_enabled
+        from .tuning.tuner import tunable  # called where tuning may run: its half is needed
 
         if entry.tuned_over is not None:
-            now = {b.name for b in self.pool()
-                   if b.name not in search.TUNING_EXCLUDED and self.able(b, problem) is None}
-            missing = sorted(now - set(entry.tuned_over))
+            missing = sorted({b.name for b in tunable(self, problem)} - set(entry.tuned_over))
             if missing:
                 return f"tuned without {', '.join(missing)}"
         if entry.tile_major is False and tile_major_enabled():

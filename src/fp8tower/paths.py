@@ -26,9 +26,21 @@ def umask_mode(base: int = 0o666) -> int:
     """``base`` less the process's umask: the mode ``open()`` would give a new file. Files
     written through ``tempfile.mkstemp`` (then renamed into place) are 0600 whatever the
     umask, so a cache folder shared by a team became unreadable to all but its last writer."""
-    mask = os.umask(0)
+    return base & ~_umask()
+
+
+def _umask() -> int:
+    """The process's umask, read from /proc on Linux (os.umask can only read it by setting
+    it, which gives other threads' new files a wider mode meanwhile), else that way."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o077)  # the narrowest mask while it is read
     os.umask(mask)
-    return base & ~mask
+    return mask
 
 
 def cache_file_name(device_name: str) -> str:

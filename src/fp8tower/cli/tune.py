@@ -96,7 +96,7 @@ def _parse_dtype(text: str, hint: str, allowed: tuple[str, ...] = ACT_DTYPES):
     name = text.strip().removeprefix("torch.")
     if name not in allowed:
         raise _bad(f"{text!r} is not supported: expected one of "
-                                 f"{', '.join(allowed)}", param_hint=hint)
+                   f"{', '.join(allowed)}", param_hint=hint)
     return getattr(torch, name)
 
 
@@ -109,8 +109,8 @@ def _model_options(model, merged, parts) -> str:
         if given:
             verb = "select" if len(given) > 1 else "selects"
             raise _bad(f"{' and '.join(given)} {verb} the GEMMs of --model; "
-                                     "without --model they would be ignored: give --model or "
-                                     "drop them", param_hint=given[0])
+                       "without --model they would be ignored: give --model or "
+                       "drop them", param_hint=given[0])
     return DEFAULT_PARTS if parts is None else parts
 
 
@@ -143,7 +143,7 @@ def _model_gemms(spec, merged: bool | None, parts: str) -> list[tuple[int, int, 
         has = {g.kind for g in spec.gemms(modelled)}
         kinds = [k for k in ALL_PARTS if k in has]
         raise _bad(f"{parts!r} names no FP8 GEMMs of {spec.name}; expected one "
-                                 f"or more of {', '.join(kinds)}", param_hint="--parts")
+                   f"or more of {', '.join(kinds)}", param_hint="--parts")
     return list(gemms)
 
 
@@ -353,7 +353,7 @@ def tune(
         raise _bad("give --model and/or --shapes", param_hint="--model/--shapes")
     if in_context and not model:
         raise _bad("--in-context times a model's decode step: give --model",
-                                 param_hint="--in-context")
+                   param_hint="--in-context")
     parts = _model_options(model, merged, parts)
     ms = _parse_ms(m)
     adt = _parse_dtype(act_dtype, "--act-dtype", ACT_DTYPES)
@@ -411,13 +411,14 @@ def tune(
             gbps = measure_read_ceiling()
         except torch.cuda.OutOfMemoryError as e:
             typer.echo(f"read ceiling not measured (out of memory: {e})", err=True)
-    entries = pretune(dispatch.default_dispatcher(), problems, progress=True,
-                      retune=True if retune else None, read_ceiling_gbps=gbps, max_configs=max_configs, full=full,
+    # progress on stderr, with --json too (its JSON goes to stdout); retune None: the
+    # dispatcher's own (FP8TOWER_RETUNE), which --retune=False passed over
+    entries = pretune(dispatch.default_dispatcher(), problems, retune=True if retune else None,
+                      read_ceiling_gbps=gbps, max_configs=max_configs, full=full,
                       precompile=precompile)
     context_rows = []
     if in_context:
-        context_rows = _refine_in_context(spec, schemes, buckets, merged, parts,
-                                          progress=True)
+        context_rows = _refine_in_context(spec, schemes, buckets, merged, parts, progress=True)
         d = dispatch.default_dispatcher()  # the refined entries replace the tuned ones
         entries = [d.entries_for(e.problem).get(e.key, e) for e in entries]
     rows = sorted((_served_row(e) for e in entries), key=_sort_key)
@@ -536,7 +537,7 @@ def dispatch_cmd(
     if file is not None:
         if file.is_dir():
             raise _bad(f"{str(file)!r}: is a directory, not a cache file",
-                                     param_hint="--file")
+                       param_hint="--file")
         if not file.is_file():
             raise _bad(f"{str(file)!r}: no such file", param_hint="--file")
         files = [file]
@@ -560,7 +561,7 @@ def dispatch_cmd(
         f = tcache.read_cache_file(path)
         if file is not None and f.error is not None:
             raise _bad(f"{str(file)!r}: not a tuning cache: {f.error}",
-                                     param_hint="--file")
+                       param_hint="--file")
         for issue in f.issues:
             typer.echo(f"warning: {issue}", err=True)
         if f.meta is None and not f.entries:

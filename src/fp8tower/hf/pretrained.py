@@ -115,21 +115,18 @@ def _load_buffers(model: nn.Module, ck, stored: set[str], device) -> None:
     """The persistent buffers the checkpoint stores (e.g. Gemma 4's trained ``layer_scalar``,
     init 1.0: never loaded before, logits at 2 dB SQNR against transformers), each in the
     buffer's own dtype; fp8tower's modules loaded theirs already."""
-    ours = {name for name, mod in model.named_modules()
-            if type(mod).__module__.startswith("fp8tower.")}
-    for name in model.state_dict(keep_vars=True):
-        parent, _, attr = name.rpartition(".")
-        if name not in stored or parent in ours:
+    for parent, mod in model.named_modules():
+        if type(mod).__module__.startswith("fp8tower."):
             continue
-        mod = model.get_submodule(parent) if parent else model
-        buf = mod._buffers.get(attr)
-        if buf is None:  # a parameter
-            continue
-        value = ck.load_tensor(name, device=device)
-        if tuple(value.shape) != tuple(buf.shape):
-            raise ConvertError(f"{name}: the checkpoint has shape {tuple(value.shape)}, the "
-                               f"model's buffer {tuple(buf.shape)}")
-        mod._buffers[attr] = value.to(buf.dtype)
+        for attr, buf in list(mod._buffers.items()):
+            name = f"{parent}.{attr}" if parent else attr
+            if buf is None or attr in mod._non_persistent_buffers_set or name not in stored:
+                continue
+            value = ck.load_tensor(name, device=device)
+            if tuple(value.shape) != tuple(buf.shape):
+                raise ConvertError(f"{name}: the checkpoint has shape {tuple(value.shape)}, "
+                                   f"the model's buffer {tuple(buf.shape)}")
+            mod._buffers[attr] = value.to(buf.dtype)
 
 
 def from_pretrained(
