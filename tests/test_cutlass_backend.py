@@ -296,6 +296,32 @@ def test_precompile_builds_each_distinct_config_once(monkeypatch):
     assert report.failures == [] and "3 CUTLASS configs" in report.summary()
 
 
+@pytest.mark.parametrize("todo, cpus, avail_gib, want", [
+    (9, 16, 128, 9),   # one wave on the H200's host (it was half the CPUs: 8, two waves)
+    (20, 16, 128, 16),  # a core a build
+    (9, 16, 13, 3),    # memory for three builds at 4 GiB each
+    (9, 16, 2, 1),     # never none
+    (0, 16, 128, 1),
+])
+def test_build_workers_use_every_cpu_within_memory(monkeypatch, todo, cpus, avail_gib, want):
+    from fp8tower.backends import nvcc
+
+    monkeypatch.setattr(nvcc.os, "sched_getaffinity", lambda pid: set(range(cpus)))
+    monkeypatch.setattr(nvcc, "_available_memory", lambda: avail_gib << 30)
+    assert nvcc.build_workers(todo) == want
+
+
+def test_available_memory_reads_proc_meminfo(tmp_path, monkeypatch):
+    from fp8tower.backends import nvcc
+
+    info = tmp_path / "meminfo"
+    info.write_text("MemTotal:  1000 kB\nMemFree:  10 kB\nMemAvailable:  500 kB\n")
+    real_open = open
+    monkeypatch.setattr("builtins.open", lambda p, *a, **k: real_open(
+        info if p == "/proc/meminfo" else p, *a, **k))
+    assert nvcc._available_memory() == 500 * 1024
+
+
 def test_info_lists_the_cutlass_backend_and_versions():
     from fp8tower.cli import app
 

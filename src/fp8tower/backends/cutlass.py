@@ -33,7 +33,6 @@ import functools
 import hashlib
 import importlib.metadata
 import importlib.util
-import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,7 +43,14 @@ from .. import paths
 from ..formats import FP8_DTYPE, Fp8Weight, Scheme
 from ..problem import GemmProblem
 from . import Backend, act_quant, other_cuda_device
-from .nvcc import build_library, nvcc_env_key, nvcc_path, nvcc_version, sm90a_unavailable
+from .nvcc import (
+    build_library,
+    build_workers,
+    nvcc_env_key,
+    nvcc_path,
+    nvcc_version,
+    sm90a_unavailable,
+)
 from .stream import TORCH_ACT_QUANT_KERNELS, fp8_act_scale
 
 PACKAGE = "nvidia-cutlass"
@@ -263,7 +269,7 @@ def _precompile(jobs: list):
     specs = sorted({spec_of(c) for _, c in jobs if c is not None}, key=lambda s: s.name)
     todo = [s for s in specs if not library_path(s).is_file()]
     t0 = time.perf_counter()
-    workers = max(1, min(len(todo), (os.cpu_count() or 2) // 2))
+    workers = build_workers(len(todo))
 
     def one(s: BuildSpec) -> str | None:
         try:

@@ -64,6 +64,40 @@ def sm90a_unavailable(build_reason: str | None) -> str | None:
     return None
 
 
+# Peak resident memory of one CUTLASS library build (cicc): 3.6 GB for pf_64x16x128 under
+# nvcc 13.0.88 and CUTLASS 4.2.0 (/usr/bin/time -v, 2026-12-05); rounded up.
+BUILD_PEAK_BYTES = 4 << 30
+
+
+def _available_memory() -> int | None:
+    """MemAvailable of /proc/meminfo in bytes; None where there is none (not Linux)."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def build_workers(todo: int) -> int:
+    """How many nvcc builds to run at once for ``todo`` libraries: one per CPU this process
+    may use (nvcc's cicc is single-threaded: one build a core), no more than the available
+    memory holds at BUILD_PEAK_BYTES each; at least 1. It was half the CPUs: a cold tune on
+    the H200's 16-core host spent 62 of its 88 s in these builds
+    (results/audit2_H200_2026-12-05/call5/tune.log)."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cpus = os.cpu_count() or 1
+    limit = min(todo, cpus)
+    mem = _available_memory()
+    if mem is not None:
+        limit = min(limit, mem // BUILD_PEAK_BYTES)
+    return max(1, limit)
+
+
 def build_library(path: Path, command: Callable[..., list[str]], error: type[Exception],
                   what: str, meta: dict, source: tuple[str, str] | None = None) -> Path:
     """``path``, compiled first when missing by ``command(tmp_out)`` (atomic; one process at a
