@@ -576,6 +576,23 @@ def test_pretune_precompiles_planned_configs_for_cuda_problems(monkeypatch):
     assert built == []
 
 
+def test_pretune_with_progress_says_what_it_compiles(monkeypatch, capsys):
+    """A cold machine's CUTLASS builds take about a minute before the first key is tuned: with
+    progress on, each backend's compile phase is named on stderr (nothing when all is cached
+    or progress is off)."""
+    clock = FakeClock()
+    b = dataclasses.replace(fake_backend("fast", clock, {"default": 5.0, "f1": 4.0}),
+                            precompile=lambda jobs: Report())
+    d = Dispatcher(candidates=[b], timer=FakeTimer(clock), tune=True, persist=False,
+                   gpu_name="Fake GPU")
+    monkeypatch.setattr(tuner, "tune", lambda d, p, **kw: entry_with({"fast": 5.0}, p))
+    tuner.pretune(d, [gpu_problem(m=1)], progress=True, max_configs=1)
+    err = capsys.readouterr().err
+    assert "fast: compiling up to 2 configs ahead of tuning" in err
+    tuner.pretune(d, [gpu_problem(m=1)], progress=False, max_configs=1)
+    assert "compiling" not in capsys.readouterr().err
+
+
 def test_untuned_default_follows_untuned_defers_to():
     """With nothing tuned, the safe default takes the able backend that the first one defers
     to (Triton -> cuBLASLt where its default lost), and keeps its own when that cannot serve."""

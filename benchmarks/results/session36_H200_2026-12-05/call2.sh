@@ -4,7 +4,7 @@
 # dropped by bench_boundary.attach_prepasses); (2) #12's tower numbers in one run: the merged
 # 27B tower, cuBLASLt and auto, M = 1, 8, 16, 32, all three W8A8 schemes, 3 rounds
 # (session 35's bench tower: every cell tuned first, then cells alternated), session 26's
-# cache restamped, FP8TOWER_TUNE=0. Carry [".gpu"] (wheels; .gpu/prebuilt: CUTLASS
+# cache restamped, FP8TOWER_TUNE=0. Carry [".gpu/run"] (wheels; .gpu/run/prebuilt.tar.xz: CUTLASS
 # libraries built on the CPU machine with the same nvcc 13.0 and CUTLASS 4.2.0).
 #   OUT=$OUT bash benchmarks/results/session36_H200_2026-12-05/call2.sh
 set -uo pipefail
@@ -16,7 +16,7 @@ mkdir -p "$O" /tmp/s2c /tmp/s2b
 pack() { tar czf "$FINAL/call2.tgz" -C "$FINAL" call2; }
 . benchmarks/device_wheels.sh
 install_wheels .gpu/run "$O/status.txt"
-cp -r .gpu/prebuilt/cutlass /tmp/s2c/ && cp -r .gpu/prebuilt/cutlass /tmp/s2b/
+tar xJf .gpu/run/prebuilt.tar.xz -C /tmp/s2c && tar xJf .gpu/run/prebuilt.tar.xz -C /tmp/s2b
 export PYTHONPATH=$PWD/src:/tmp/site PYTHONUNBUFFERED=1 FP8TOWER_TUNE=0
 nvidia-smi --query-gpu=name,clocks.mem,clocks.max.sm --format=csv > "$O/gpu.txt" 2>&1
 python3 benchmarks/restamp_cache.py $CACHE /tmp/s2c > "$O/restamp.log" 2>&1 \

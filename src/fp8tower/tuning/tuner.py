@@ -18,7 +18,7 @@ import dataclasses
 import logging
 import warnings
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
 import torch
@@ -59,9 +59,12 @@ def tunable(d: DispatchState, problem: GemmProblem) -> list:
             if b.name not in search.TUNING_EXCLUDED and d.able(b, problem) is None]
 
 
-def precompile(d: DispatchState, problems: list[GemmProblem], max_configs: int) -> None:
+def precompile(d: DispatchState, problems: list[GemmProblem], max_configs: int,
+               announce: Callable[[str], None] | None = None) -> None:
     """Build ahead what tuning ``problems`` may launch (CUDA problems, backends with a
-    ``precompile`` hook); failures are logged, tuning then builds as it goes."""
+    ``precompile`` hook); failures are logged, tuning then builds as it goes. ``announce``
+    is told, before each backend's builds, what is being built (a cold machine's CUTLASS
+    libraries take about a minute: results/audit2_H200_2026-12-05/call5/tune.log)."""
     jobs: dict[str, list] = {}
     hooks = {}
     for p in problems:
@@ -75,6 +78,9 @@ def precompile(d: DispatchState, problems: list[GemmProblem], max_configs: int) 
                 (dataclasses.replace(p, m=p.bucket), c)
                 for c in search.planned_configs(p, b, max_configs))
     for name, js in jobs.items():
+        if announce is not None:
+            announce(f"{name}: compiling up to {len(js)} configs ahead of tuning "
+                     "(once per machine: cached)")
         report = hooks[name](js)
         d.stats["precompiled_jobs"] += len(js)
         if report.failures:  # tuning still works: it builds what it times, one by one
@@ -186,7 +192,19 @@ def pretune(
         return entry
 
     if precompile:
-        _precompile(d, [p for p in todo.values() if cached(p) is None], max_configs)
+        pending = [p for p in todo.values() if cached(p) is None]
+        if progress and pending:
+            from rich.console import Console
+
+            console = Console(stderr=True)
+            with console.status("compiling kernels ahead of tuning") as status:
+                def announce(text: str) -> None:  # a line for logs, the spinner for a terminal
+                    console.print(f"fp8tower: {text}", highlight=False)
+                    status.update(text)
+
+                _precompile(d, pending, max_configs, announce=announce)
+        else:
+            _precompile(d, pending, max_configs)
 
     def step(p: GemmProblem) -> None:
         entry = cached(p)
