@@ -249,6 +249,17 @@ def test_fp8_linear_refuses_a_bad_number_act_scale(bad):
         fp8_linear(torch.randn(2, 16), w, act_scale=bad, backend="reference")
 
 
+@pytest.mark.parametrize("tiny", [1e-39, 1e-46])
+def test_fp8_linear_refuses_a_number_act_scale_below_fp32_normal(tiny):
+    """1e-39 is subnormal in float32 (Triton's in-GEMM quantization gave -14.6 dB against the
+    reference) and 1e-46 is 0.0 (zeros against NaN rows): refused as formats refuses them."""
+    from fp8tower import fp8_linear
+
+    w = quantize_weight(torch.randn(8, 16), "per_tensor")
+    with pytest.raises(ValueError, match="act_scale must be at least .*smallest normal"):
+        fp8_linear(torch.randn(2, 16), w, act_scale=tiny, backend="reference")
+
+
 def test_amax_scale_is_the_ieee_quotient():
     """amax / 448 rounded once (float64 then float32 is exact here: amax / 7 never lands on
     a float32 midpoint), floored at MIN_SCALE; one cached divisor per device."""

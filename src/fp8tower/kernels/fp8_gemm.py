@@ -450,7 +450,10 @@ def _fp8_gemm_decode_kernel(
                     xq = _saturate(_div_by_scale(x.to(tl.float32), q_scale, q_inv), FMAX)
                     acc = tl.dot(w, tl.trans(xq.to(w.dtype)), acc)
 
-    # Epilogue scales (block128 applied them per K step above).
+    # Epilogue scales (block128 applied them per K step above). So the K loop sums raw e4m3
+    # weights (|w| <= 448) times x: weight_only (x not quantized) overflows fp32 there from
+    # |x| ~ 1e35 where the reference stays finite (2026-12-05 audit, interpreter). Not
+    # refused: checking would read x; such activations are far beyond any model's.
     if SCHEME != 2:
         acc = acc * w_sc[:, None]
         if SCHEME == 0:

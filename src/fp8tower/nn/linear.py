@@ -12,6 +12,7 @@ from ..backends import Backend
 from ..formats import (
     ACT_DTYPES,
     ACT_SCALE_MAX,
+    ACT_SCALE_MIN,
     FP8_DTYPE,
     Fp8Weight,
     Scheme,
@@ -85,8 +86,8 @@ def fp8_linear(
     ``act_scale``: the activation scale of FP8 ``x`` (per_tensor), or a static per-tensor
     scale overriding ``weight.act_scale`` (per_tensor only). ``out_dtype``: bfloat16,
     float16 or float32, default x's dtype (bfloat16 for FP8 x). ``bias``: a contiguous
-    (N,) floating tensor on the weight's device. A number ``act_scale`` must be finite, > 0
-    and at most formats.ACT_SCALE_MAX (a Python check, no sync); of a tensor one only the
+    (N,) floating tensor on the weight's device. A number ``act_scale`` must be finite and
+    within formats.ACT_SCALE_MIN..ACT_SCALE_MAX (a Python check, no sync); of a tensor one only the
     size is checked (reading it would sync the GPU on every call).
 
     As ``F.linear``: under ``torch.autocast`` a float x is cast to the autocast dtype (so is
@@ -173,6 +174,9 @@ def _act_scale_tensor(act_scale, device: torch.device, capturing: bool) -> torch
     if not (math.isfinite(value) and 0 < value <= ACT_SCALE_MAX):
         raise ValueError(f"act_scale must be a finite number > 0 and at most "
                          f"{ACT_SCALE_MAX:g}, got {act_scale!r}")
+    if value < ACT_SCALE_MIN:  # as formats refuses it: subnormal or 0 in float32
+        raise ValueError(f"act_scale must be at least {ACT_SCALE_MIN:g} (fp32's smallest "
+                         f"normal), got {act_scale!r}")
     key = (value, device)
     t = _ACT_SCALES.get(key)
     if t is None:
