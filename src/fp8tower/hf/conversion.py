@@ -438,6 +438,21 @@ def convert(
         error = _nothing_converted(model, ck, names)
         if error is not None:
             raise error
+    if not swapped and ck is None and filter in (None, default_filter):
+        # e.g. GPT-2: its projections are transformers' Conv1D, its one nn.Linear the lm_head
+        # the default filter keeps. Not a choice the caller made (2026-12-05 audit: the model
+        # came back unchanged, silently); a filter of one's own may keep every linear.
+        linears = [fqn for fqn, m in model.named_modules() if isinstance(m, nn.Linear)]
+        others = sorted({type(m).__name__ for m in model.modules()
+                         if not isinstance(m, nn.Linear) and m.__class__ is not nn.Embedding
+                         and isinstance(getattr(m, "weight", None), torch.Tensor)
+                         and m.weight.dim() == 2})
+        has = ("no torch.nn.Linear" if not linears else
+               f"only the nn.Linear layers {', '.join(linears[:4])} (kept in high precision "
+               "by the default filter)")
+        raise ConvertError(
+            f"converted nothing: {type(model).__name__} has {has}; fp8tower swaps nn.Linear "
+            f"layers only (2-D weights also in: {', '.join(others) or 'none'})")
     records: list[dict] = []
     if merge:
         mt = _model_type(model)

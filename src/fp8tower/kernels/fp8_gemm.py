@@ -18,7 +18,10 @@ Schemes (SCHEME constexpr):
                    path, the two rows summed in the epilogue; or (WO_MODE 3) with one scale
                    a row: the plain path, channel_token's epilogue; or (WO_MODE 4, M = 1)
                    that per-token split in the GEMM, the two parts as the tile's first two
-                   rows, the pre-pass's bits; (N,) weight scales
+                   rows, the pre-pass's bits; (N,) weight scales. Its K loop sums raw e4m3
+                   weights (|w| <= 448) times x, the scales applied after it: where x is
+                   not quantized, fp32 overflows from |x| ~ 1e35 where the reference stays
+                   finite (2026-12-05 audit); not refused (checking would read x)
 Every scheme takes an (N,) weight-scale vector (a per-tensor scale is expanded at prepare),
 so merged shards keep their own scales exactly.
 
@@ -450,10 +453,7 @@ def _fp8_gemm_decode_kernel(
                     xq = _saturate(_div_by_scale(x.to(tl.float32), q_scale, q_inv), FMAX)
                     acc = tl.dot(w, tl.trans(xq.to(w.dtype)), acc)
 
-    # Epilogue scales (block128 applied them per K step above). So the K loop sums raw e4m3
-    # weights (|w| <= 448) times x: weight_only (x not quantized) overflows fp32 there from
-    # |x| ~ 1e35 where the reference stays finite (2026-12-05 audit, interpreter). Not
-    # refused: checking would read x; such activations are far beyond any model's.
+    # Epilogue scales (block128 applied them per K step above).
     if SCHEME != 2:
         acc = acc * w_sc[:, None]
         if SCHEME == 0:

@@ -153,8 +153,8 @@ def _autocast_dtype(x: torch.Tensor) -> torch.dtype | None:
 def _check_no_scale_grad(weight: Fp8Weight, act_scale: torch.Tensor | None) -> None:
     """The gradient stops at the FP8 weight and its scales: scales that require one (e.g.
     quantize_weight of a weight that requires grad) would silently get none."""
-    for what, t in (("weight.scale", weight.scale), ("weight.act_scale", weight.act_scale),
-                    ("act_scale", act_scale)):
+    for what, t in (("weight.data", weight.data), ("weight.scale", weight.scale),
+                    ("weight.act_scale", weight.act_scale), ("act_scale", act_scale)):
         if t is not None and t.requires_grad:
             raise ValueError(f"{what} requires grad, but fp8_linear has no gradient for the FP8 "
                              "weight or its scales (only for x and bias): pass it detached, or "
@@ -325,7 +325,16 @@ class Fp8Linear(nn.Module):
                 raise ValueError(f"calibration sets a static scale: per_tensor only, not {scheme}")
             if act_scale is not None:
                 raise ValueError("give act_scale or calibration, not both")
-            act_scale = max(float(calibration.float().abs().amax()) / 448.0, 1e-12)
+            if (not isinstance(calibration, torch.Tensor) or not calibration.is_floating_point()
+                    or calibration.numel() == 0):
+                got = (f"{calibration.dtype} {tuple(calibration.shape)}"
+                       if isinstance(calibration, torch.Tensor) else type(calibration).__name__)
+                raise ValueError(f"calibration must be a non-empty floating tensor of inputs, "
+                                 f"got {got}")
+            amax = float(calibration.float().abs().amax())
+            if not math.isfinite(amax):
+                raise ValueError(f"calibration inputs must be finite, their amax is {amax}")
+            act_scale = max(amax / 448.0, 1e-12)
         if linear.weight.device.type == "meta":
             raise ValueError("from_linear quantizes the linear's weight, which is on the meta "
                              "device: build Fp8Linear(..., device='meta'), then to_empty() and "
@@ -414,29 +423,52 @@ class Fp8Linear(nn.Module):
         if name == "bias" and value is not None:  # kernels read it as contiguous
             value = value.contiguous()
             check_bias(value, self.out_features, self.weight.device, "Fp8Linear.bias")
+        if name == "weight" and "weight" in self._buffers:  # replaced after __init__
+            want = (self.out_features, self.in_features)
+            if (not isinstance(value, torch.Tensor) or value.dtype != FP8_DTYPE
+                    or tuple(value.shape) != want):
+                got = (f"{value.dtype} {tuple(value.shape)}" if isinstance(value, torch.Tensor)
+                       else repr(value))
+                raise ValueError(f"Fp8Linear.weight must be {FP8_DTYPE} of shape {want} "
+                                 f"(out_features, in_features), got {got}")
         super().__setattr__(name, value)
 
-    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
+    def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys,
+                              unexpected_keys, error_msgs):
+        # Errors go to error_msgs, as torch's own (a size mismatch): the rest of the model
+        # still loads and torch raises once, naming every key (2026-12-05 audit: a bad scale
+        # raised here named no module and left every later module unloaded).
         for name in self._BUFFER_NAMES:
             t = state_dict.get(prefix + name)
             if not isinstance(t, torch.Tensor):
                 continue
             if name == "weight" and t.dtype != FP8_DTYPE:
-                raise ValueError(f"state_dict key {prefix}weight has dtype {t.dtype}: expected "
-                                 f"{FP8_DTYPE} codes (quantize a float weight with "
-                                 "Fp8Linear.from_linear or formats.quantize_weight)")
+                error_msgs.append(f"state_dict key {prefix}weight has dtype {t.dtype}: expected "
+                                  f"{FP8_DTYPE} codes (quantize a float weight with "
+                                  "Fp8Linear.from_linear or formats.quantize_weight)")
+                return
             if name != "weight" and not t.is_floating_point():
-                raise ValueError(f"state_dict key {prefix}{name} has dtype {t.dtype}: expected "
-                                 "a floating dtype (scales are stored as float32)")
-        out = super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
+                error_msgs.append(f"state_dict key {prefix}{name} has dtype {t.dtype}: expected "
+                                  "a floating dtype (scales are stored as float32)")
+                return
+        super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing_keys,
+                                      unexpected_keys, error_msgs)
+        for name in ("weight_scale", "input_scale"):  # assign=True keeps the given tensors
+            t = self._buffers.get(name)
+            if t is not None and t.dtype != torch.float32:
+                self._buffers[name] = t.float()
         scales = [prefix + n for n, t in (("weight_scale", self.weight_scale),
                                           ("input_scale", self.input_scale)) if t is not None]
         if all(k in state_dict for k in scales):
-            self._refresh()  # loaded values may differ: re-prepare (and check the scales)
+            try:
+                self._refresh()  # loaded values may differ: re-prepare (and check the scales)
+            except ValueError as e:
+                error_msgs.append(f"{prefix.rstrip('.')}: {e}" if prefix else str(e))
+                self._unchecked = True  # a forward checks them again (and refuses)
+                self._refresh(check_values=False)
         else:  # a shard without the scales (after to_empty: their memory may hold anything):
             self._unchecked = True  # checked at the first forward, as after _apply
             self._refresh(check_values=False)
-        return out
 
     _KEEP_DTYPE = ("weight", "weight_scale", "input_scale")
     _BUFFER_NAMES = (*_KEEP_DTYPE, "bias")
@@ -462,15 +494,17 @@ class Fp8Linear(nn.Module):
             # The eager hot path: a cached launch plan for this input (plan.py). First, what
             # a plan does not serve: a gradient, autocast, x on another CUDA device than the
             # current one (one attribute read each, one C call, two for CUDA x).
+            b = self._buffers
+            bias = b["bias"]
             if x.requires_grad or _ANY_AUTOCAST() or (
-                    x.is_cuda and x.get_device() != _CURRENT_DEVICE()):
+                    x.is_cuda and x.get_device() != _CURRENT_DEVICE()) or (
+                    bias is not None and bias.requires_grad):
                 y, x = self._forward_special(x)
                 if y is not None:
                     return y
             e = self._plans.get((x.shape, x.dtype, x.device))
             if e is not None:
-                b = self._buffers
-                w, s, i, bias = b["weight"], b["weight_scale"], b["input_scale"], b["bias"]
+                w, s, i = b["weight"], b["weight_scale"], b["input_scale"]
                 p = e.ptrs
                 if (e.weight is w and e.scale is s and e.input_scale is i and e.bias is bias
                         and e.generation == dispatch._generation
@@ -488,14 +522,17 @@ class Fp8Linear(nn.Module):
 
     def _forward_special(self, x: torch.Tensor):
         """(y, x) for a call the hot path does not serve as it is, or (None, x) to go on with
-        it: autocast (x cast as F.linear casts it), a gradient (the custom op's formula), x
+        it: autocast (x cast as F.linear casts it), a gradient for x or the bias (the custom
+        op's formula), x
         on a CUDA device that is not the current one (Triton launches on the current one)."""
         cast = _autocast_dtype(x)
         if cast is not None:
             # no autocast inside: the reference backend's float32 matmul would follow it
             with torch.autocast(x.device.type, enabled=False):
                 return self.forward(x.to(cast)), x
-        if x.requires_grad and torch.is_grad_enabled():
+        bias = self._buffers["bias"]
+        if (x.requires_grad or (bias is not None and bias.requires_grad)) \
+                and torch.is_grad_enabled():  # a bias alone may train (BitFit)
             return self._forward_unplanned(x), x
         if x.is_cuda and x.get_device() != _CURRENT_DEVICE():
             with torch.cuda.device(x.device):
@@ -541,6 +578,13 @@ class Fp8Linear(nn.Module):
         return p(x)
 
     def _forward_unplanned(self, x: torch.Tensor) -> torch.Tensor:
+        act = None
+        if x.dtype == FP8_DTYPE:  # quantized by the caller with the module's static scale
+            if self.input_scale is None:
+                raise ValueError(f"FP8 x needs the module's static input_scale (per_tensor); "
+                                 f"{self._summary()} has none: pass bfloat16 / float16 / "
+                                 "float32 x")
+            act = self.input_scale
         if torch.compiler.is_compiling():
             # No fp8_weight() here: data_ptr() cannot be traced. This Fp8Weight only carries
             # the buffers to the op, which finds the registered one (ops.weight_for).
@@ -549,11 +593,12 @@ class Fp8Linear(nn.Module):
         else:
             weight = self.fp8_weight()
             if x.is_cuda and _IS_CAPTURING():
-                y = fp8_linear(x, weight, bias=self.bias, backend=self.backend,
+                y = fp8_linear(x, weight, bias=self.bias, act_scale=act, backend=self.backend,
                                out_dtype=self.out_dtype)
                 self._pin_prepared(weight)
                 return y
-        return fp8_linear(x, weight, bias=self.bias, backend=self.backend, out_dtype=self.out_dtype)
+        return fp8_linear(x, weight, bias=self.bias, act_scale=act, backend=self.backend,
+                          out_dtype=self.out_dtype)
 
     def _pin_prepared(self, weight: Fp8Weight) -> None:
         """After a captured unplanned call: keep the backends' prepared forms its kernels

@@ -250,6 +250,15 @@ class MergedFp8Linear(nn.Module):
     def backend(self, value: str) -> None:
         self.linear.backend = value
 
+    @property
+    def out_dtype(self) -> torch.dtype | None:
+        return self.linear.out_dtype
+
+    @out_dtype.setter
+    def out_dtype(self, value: torch.dtype | None) -> None:
+        # without this, nn.Module stored a plain attribute nothing read (2026-12-05 audit)
+        self.linear.out_dtype = value
+
     def fp8_weight(self) -> Fp8Weight:
         return self.linear.fp8_weight()
 
