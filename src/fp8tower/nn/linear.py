@@ -153,8 +153,8 @@ def _autocast_dtype(x: torch.Tensor) -> torch.dtype | None:
 def _check_no_scale_grad(weight: Fp8Weight, act_scale: torch.Tensor | None) -> None:
     """The gradient stops at the FP8 weight and its scales: scales that require one (e.g.
     quantize_weight of a weight that requires grad) would silently get none."""
-    for what, t in (("weight.data", weight.data), ("weight.scale", weight.scale),
-                    ("weight.act_scale", weight.act_scale), ("act_scale", act_scale)):
+    for what, t in (("weight.scale", weight.scale), ("weight.act_scale", weight.act_scale),
+                    ("act_scale", act_scale), ("weight.data", weight.data)):
         if t is not None and t.requires_grad:
             raise ValueError(f"{what} requires grad, but fp8_linear has no gradient for the FP8 "
                              "weight or its scales (only for x and bias): pass it detached, or "
