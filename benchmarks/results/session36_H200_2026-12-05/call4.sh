@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Session 36, the first call that ran (three starts failed, so call1 and call2 were merged and
-# trimmed to fit one call): (1) session 31's out_proj-tile A/B at M = 1 (arms of
+# Session 36, the first call that ran (nine starts failed, so the calls prepared were merged
+# and trimmed to fit): (1) session 31's out_proj-tile A/B at M = 1 (arms of
 # boundary_timeline_H200_2026-12-04/call3.sh: tiles small enough that the next GEMM's
 # programs sit beside the current one's), per_tensor and channel_token, 2 rounds, outputs
 # compared bit for bit; (2) #12's tower numbers in one run: merged 27B, cuBLASLt and auto,

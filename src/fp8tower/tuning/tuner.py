@@ -199,7 +199,7 @@ def pretune(
             console = Console(stderr=True)
             with console.status("compiling kernels ahead of tuning") as status:
                 def announce(text: str) -> None:  # a line for logs, the spinner for a terminal
-                    console.print(f"fp8tower: {text}", highlight=False)
+                    console.print(f"fp8tower: {text}", highlight=False, soft_wrap=True)
                     status.update(text)
 
                 _precompile(d, pending, max_configs, announce=announce)
