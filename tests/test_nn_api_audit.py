@@ -128,5 +128,6 @@ def test_convert_of_a_model_without_nn_linear_says_so():
 
     cfg = transformers.GPT2Config(n_embd=64, n_layer=1, n_head=4, vocab_size=64, n_positions=32)
     model = transformers.GPT2LMHeadModel(cfg)
-    with pytest.raises(ConvertError, match="converted nothing: GPT2LMHeadModel has only the nn.Linear layers lm_head.*Conv1D"):
+    with pytest.raises(ConvertError, match="converted nothing: GPT2LMHeadModel has only the "
+                                           "nn.Linear layers lm_head.*Conv1D"):
         fp8tower.convert(model, "per_tensor")

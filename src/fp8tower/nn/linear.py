@@ -87,8 +87,8 @@ def fp8_linear(
     scale overriding ``weight.act_scale`` (per_tensor only). ``out_dtype``: bfloat16,
     float16 or float32, default x's dtype (bfloat16 for FP8 x). ``bias``: a contiguous
     (N,) floating tensor on the weight's device. A number ``act_scale`` must be finite and
-    within formats.ACT_SCALE_MIN..ACT_SCALE_MAX (a Python check, no sync); of a tensor one only the
-    size is checked (reading it would sync the GPU on every call).
+    within formats.ACT_SCALE_MIN..ACT_SCALE_MAX (a Python check, no sync); of a tensor only
+    the size is checked (reading it would sync the GPU on every call).
 
     As ``F.linear``: under ``torch.autocast`` a float x is cast to the autocast dtype (so is
     the default output); x on a CUDA device other than the current one runs on its own; a
@@ -523,8 +523,8 @@ class Fp8Linear(nn.Module):
     def _forward_special(self, x: torch.Tensor):
         """(y, x) for a call the hot path does not serve as it is, or (None, x) to go on with
         it: autocast (x cast as F.linear casts it), a gradient for x or the bias (the custom
-        op's formula), x
-        on a CUDA device that is not the current one (Triton launches on the current one)."""
+        op's formula), x on a CUDA device that is not the current one (Triton launches on the
+        current one)."""
         cast = _autocast_dtype(x)
         if cast is not None:
             # no autocast inside: the reference backend's float32 matmul would follow it
