@@ -236,6 +236,11 @@ class Checkpoint:
         spec = self._linears.get(fqn)
         return None if spec is None else spec.scheme
 
+    def kept_unless_asked(self, fqn: str) -> bool:
+        """A linear the format keeps in high precision by default but quantizes at load when a
+        filter asks for it (an unquantized checkpoint's lm_head); not in ``linear_names``."""
+        return False
+
     def linear_spec(self, fqn: str) -> LinearSpec:
         """Shape, scheme and scale tensor names of a quantized linear (from the headers)."""
         return self._spec(fqn)
@@ -288,6 +293,13 @@ class Checkpoint:
     def load_tensor(self, name: str, device=None, dtype: torch.dtype | None = None) -> torch.Tensor:
         """Any tensor as stored (embeddings, norms, ignored linears, ...), read now."""
         return self._reader.load(name, device=device, dtype=dtype)
+
+    def tensors_not_read(self) -> list[str]:
+        """The stored tensors no load has read so far (stored names), less those the open
+        warned about already: KV-cache scales and input scales the config leaves unused."""
+        return sorted(n for n in set(self._reader.tensors) - self._reader.read
+                      if not is_kv_scale(n) and not (n.endswith(".input_scale")
+                                                     and module_of(n) in self._linears))
 
     def nbytes(self) -> int:
         """Bytes of all tensors, as stored."""

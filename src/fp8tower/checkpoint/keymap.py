@@ -64,6 +64,9 @@ class KeyMappedCheckpoint:
     def is_ignored(self, fqn: str) -> bool:
         return self.stored.is_ignored(self.stored_name(fqn))
 
+    def kept_unless_asked(self, fqn: str) -> bool:
+        return self.stored.kept_unless_asked(self.stored_name(fqn))
+
     def load_linear(self, fqn: str, device=None):
         return self.stored.load_linear(self.stored_name(fqn), device=device)
 

@@ -56,7 +56,11 @@ class NativeCheckpoint(Checkpoint):
             except (TypeError, KeyError, ValueError):
                 raise self._field_err(f"modules.{fqn}", "an object with a 'scheme' (per_tensor, "
                                       "channel_token, block128, weight_only)", m) from None
-            self._modules[fqn] = (scheme, bool(m.get("static_input_scale", False)))
+            static = m.get("static_input_scale", False)
+            if not isinstance(static, bool):  # bool("false") was True
+                raise self._field_err(f"modules.{fqn}.static_input_scale", "true or false (a "
+                                      "JSON bool)", static)
+            self._modules[fqn] = (scheme, static)
         self._merged: dict[str, dict] = {}
         self._member: dict[str, tuple[str, int, int]] = {}  # member -> (merged, index, row0)
         for name, g in merged.items():

@@ -4,6 +4,9 @@ What is read when:
 - at open: config.json, hf_quant_config.json (when present), the index
   (``model.safetensors.index.json``, when present), and each shard's *header* (8-byte length +
   JSON: dtype, shape, offsets of every tensor). No tensor data.
+- which files: those the index maps; without an index, ``model.safetensors`` when it exists
+  (as transformers reads it: another ``*.safetensors`` beside it, e.g. a Mistral repo's
+  ``consolidated.safetensors``, is not read), else every ``*.safetensors`` in the folder.
 - ``load(name)``: that one tensor, through ``safetensors.safe_open(..., framework="pt")``
   (memory-mapped; one handle per shard, kept open).
 """
@@ -37,7 +40,10 @@ class CheckpointError(ValueError):
 
 def read_json(path: Path) -> dict:
     try:
-        data = json.loads(path.read_text())
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as e:  # e.g. saved as UTF-16: name the file
+        raise CheckpointError(f"{path}: not UTF-8 text ({e}); expected a UTF-8 JSON "
+                              "file") from None
     except json.JSONDecodeError as e:
         raise CheckpointError(f"{path}: not valid JSON ({e})") from None
     if not isinstance(data, dict):
@@ -53,8 +59,13 @@ def read_header(file: Path) -> dict[str, dict]:
             if len(raw) != 8:
                 raise CheckpointError(f"{file}: too short for a safetensors file")
             (n,) = struct.unpack("<Q", raw)
-            header = json.loads(f.read(n))
             size = os.fstat(f.fileno()).st_size
+            if n > size - 8:  # not safetensors: reading n bytes was a bare MemoryError
+                raise CheckpointError(
+                    f"{file}: not a safetensors file: its first 8 bytes give a header length "
+                    f"of {n} bytes, the file has {size} (a Git LFS pointer, an HTML error "
+                    "page or a partial download? fetch the real file, e.g. git lfs pull)")
+            header = json.loads(f.read(n))
     except (OSError, json.JSONDecodeError, UnicodeDecodeError) as e:
         raise CheckpointError(f"{file}: unreadable safetensors header ({e})") from None
     if not isinstance(header, dict):
@@ -99,6 +110,7 @@ class CheckpointReader:
         hq = self.path / "hf_quant_config.json"
         self.hf_quant_config = read_json(hq) if hq.is_file() else None
         self.tensors: dict[str, TensorInfo] = {}
+        self.read: set[str] = set()  # the names load / load_rows read (from_pretrained's report)
         self._handles: dict[Path, object] = {}
         self._read_index()
 
@@ -128,7 +140,10 @@ class CheckpointReader:
                                               "which does not hold it")
                     self._add(name, file, header[name])
         else:
-            files = sorted(self.path.glob("*.safetensors"))
+            # model.safetensors alone when it is there, as transformers reads it (a Mistral
+            # repo's consolidated.safetensors beside it is another copy, in other names)
+            single = self.path / "model.safetensors"
+            files = [single] if single.is_file() else sorted(self.path.glob("*.safetensors"))
             if not files:
                 raise CheckpointError(f"{self.path}: no *.safetensors files and no {INDEX_NAME}")
             for file in files:
@@ -165,6 +180,7 @@ class CheckpointReader:
     def load(self, name: str, device=None, dtype: torch.dtype | None = None) -> torch.Tensor:
         """One tensor, read from its shard (memory-mapped), then moved/cast if asked."""
         t = self._handle(self.info(name)).get_tensor(name)
+        self.read.add(name)
         if device is not None or dtype is not None:
             t = t.to(device=device, dtype=dtype)
         return t
@@ -182,6 +198,7 @@ class CheckpointReader:
     def load_rows(self, name: str, start: int, stop: int, device=None) -> torch.Tensor:
         """Rows [start, stop) of a tensor (its first dimension), reading only those bytes."""
         t = self._handle(self.info(name)).get_slice(name)[start:stop]
+        self.read.add(name)
         return t if device is None else t.to(device)
 
     def nbytes(self) -> int:

@@ -2,12 +2,13 @@
 
 Quantized linears, by name alone (the files do not say which 2-D tensor is a linear): every
 2-D floating ``*.weight`` except ``lm_head`` and the embeddings (``is_embedding``). That is
-exact for the model types of ``LINEARS_BY_NAME`` (``linears_by_name``); ``from_pretrained`` /
-``convert`` quantize only those that are the model's ``nn.Linear`` modules, so e.g. GPT-2's
-Conv1D weights ([K, N], not linears) are never quantized there, while ``write_merged`` (no
-model) refuses other model types. With no scheme, nothing is quantized (load_tensor still
-reads everything). per_tensor uses a dynamic activation scale: there is no calibration to take a
-static one from.
+exact for the model types of ``LINEARS_BY_NAME`` (``linears_by_name``). ``lm_head`` is
+quantized too where a filter asks for it (``kept_unless_asked``), as ``convert`` does without a
+checkpoint. ``from_pretrained`` / ``convert`` quantize only those that are the model's
+``nn.Linear`` modules, so e.g. GPT-2's Conv1D weights ([K, N], not linears) are never quantized
+there, while ``write_merged`` (no model) refuses other model types. With no scheme, nothing is
+quantized (load_tensor still reads everything). per_tensor uses a dynamic activation scale:
+there is no calibration to take a static one from.
 """
 
 from __future__ import annotations
@@ -44,17 +45,31 @@ class UnquantizedCheckpoint(Checkpoint):
                 "bf16/fp16/fp32 checkpoint or an FP8 format's config")
         self.scheme = scheme
         self.linears_by_name = self.config.get("model_type") in LINEARS_BY_NAME
+        self._kept: dict[str, LinearSpec] = {}  # lm_head: quantized only when a filter asks
         if scheme is None:
             return
         for name, t in reader.tensors.items():
             fqn = module_of(name)
-            if (name.endswith(".weight") and len(t.shape) == 2 and t.dtype in FLOAT_DTYPES
-                    and not self.is_ignored(fqn)):
+            if not name.endswith(".weight") or len(t.shape) != 2 or is_embedding(fqn):
+                continue
+            kept = self.is_ignored(fqn)
+            if t.dtype.startswith("F") and t.dtype not in FLOAT_DTYPES and not kept:
+                # e.g. F64: was left out silently, then "opened without a scheme"
+                raise CheckpointError(f"{t.where()}: dtype {t.dtype}; scheme={scheme} quantizes "
+                                      f"weights of dtype {', '.join(FLOAT_DTYPES)} (convert the "
+                                      "checkpoint to one of them first)")
+            if t.dtype in FLOAT_DTYPES:
                 n, k = t.shape
-                self._linears[fqn] = LinearSpec(fqn, scheme, n, k, None)
+                (self._kept if kept else self._linears)[fqn] = LinearSpec(fqn, scheme, n, k, None)
 
     def is_ignored(self, fqn: str) -> bool:
         return is_embedding(fqn) or any(p in KEPT_PARTS for p in fqn.split("."))
+
+    def kept_unless_asked(self, fqn: str) -> bool:
+        return fqn in self._kept
+
+    def _spec(self, fqn: str) -> LinearSpec:
+        return self._kept.get(fqn) or super()._spec(fqn)
 
     def describe(self) -> dict:
         return {**super().describe(), "linears_by_name": self.linears_by_name}

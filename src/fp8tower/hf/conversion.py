@@ -22,6 +22,8 @@ CUDA graphs and torch.compile: the views do pure tensor work and Python bookkeep
 
 from __future__ import annotations
 
+import collections
+import re
 import warnings
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
@@ -36,11 +38,13 @@ from .families import CHECKPOINT_KEY_MAPPING, GROUPS, SiblingGroup, config_model
 
 FilterFn = Callable[[nn.Module, str], bool]
 
-# Not converted unless a filter asks: the output head (kept in high precision by every FP8
-# checkpoint we read), vision towers (BF16 in Qwen3.5 FP8 checkpoints) and Qwen3.5's
-# multi-token-prediction head ``mtp.*`` (not part of transformers' causal LM: write_merged
-# copies it as stored).
-SKIPPED_BY_DEFAULT = ("lm_head", "visual", "vision_tower", "vision_model", "mtp")
+# Name parts of what transformers' causal LM does not hold: vision towers (BF16 in Qwen3.5 FP8
+# checkpoints) and Qwen3.5's multi-token-prediction head ``mtp.*`` (write_merged copies them as
+# stored; from_pretrained does not report their tensors as unused).
+NOT_IN_TEXT_MODEL = ("visual", "vision_tower", "vision_model", "mtp")
+# Not converted unless a filter asks: those and the output head (kept in high precision by every
+# FP8 checkpoint we read).
+SKIPPED_BY_DEFAULT = ("lm_head", *NOT_IN_TEXT_MODEL)
 
 # Kept in high precision when convert quantizes high-precision weights (no checkpoint, or an
 # unquantized one with scheme=): linears that FP8 checkpoints keep BF16 and that cost a launch
@@ -314,12 +318,39 @@ def open_mapped(checkpoint, scheme=None, key_mapping: dict[str, str] | Sequence[
     if key_mapping is None:
         rules = CHECKPOINT_KEY_MAPPING.get(config_model_type(checkpoint.config), ())
     else:
-        rules = tuple(key_mapping.items()) if isinstance(key_mapping, dict) else tuple(key_mapping)
+        rules = check_key_mapping(key_mapping)
     if not rules:
         return checkpoint
     from ..checkpoint.keymap import KeyMappedCheckpoint
 
     return KeyMappedCheckpoint(checkpoint, rules)
+
+
+def check_key_mapping(key_mapping) -> tuple[tuple[str, str], ...]:
+    """``key_mapping`` as (regex, replacement) rules: a dict {str: str} (or a sequence of such
+    pairs) whose patterns compile; a TypeError / ValueError naming the bad entry otherwise."""
+    if isinstance(key_mapping, dict):
+        rules = tuple(key_mapping.items())
+    elif isinstance(key_mapping, Sequence) and not isinstance(key_mapping, str):
+        rules = tuple(key_mapping)
+    else:
+        raise TypeError(f"key_mapping: expected a dict {{regex: replacement}}, got "
+                        f"{key_mapping!r}")
+    for rule in rules:
+        if not (isinstance(rule, tuple) and len(rule) == 2
+                and all(isinstance(x, str) for x in rule)):
+            raise TypeError(f"key_mapping: expected str regex -> str replacement, got the "
+                            f"entry {rule!r}")
+        try:
+            re.compile(rule[0])
+        except re.error as e:
+            raise ValueError(f"key_mapping: {rule[0]!r} is not a valid regex ({e})") from None
+    return rules
+
+
+def check_merge(merge) -> None:
+    if not isinstance(merge, bool):  # merge="no" merged
+        raise TypeError(f"merge: expected True or False, got {merge!r}")
 
 
 def _check_opened_scheme(ck, scheme: Scheme) -> None:
@@ -328,6 +359,10 @@ def _check_opened_scheme(ck, scheme: Scheme) -> None:
     from ..checkpoint import check_scheme
 
     check_scheme(ck, scheme)
+    if not ck.linear_names() and getattr(ck, "scheme", None) is not None:
+        raise ConvertError(f"{ck.path}: opened with scheme={ck.scheme}, the checkpoint has no "
+                           "linear to quantize (no 2-D BF16, F16 or F32 *.weight but lm_head "
+                           "and the embeddings)")
     if not ck.linear_names():
         raise ConvertError(f"{ck.path}: opened without a scheme, the checkpoint has no FP8 "
                            f"linear to load; to quantize it to {scheme}, pass its path or "
@@ -354,11 +389,12 @@ def _nothing_converted(model: nn.Module, ck, names: set[str]) -> ConvertError | 
     return None
 
 
-def _device_of(lin: nn.Linear, device) -> torch.device:
+def _device_of(lin: nn.Linear, fqn: str, device) -> torch.device:
     if device is not None:
         return torch.device(device)
     if lin.weight.device.type == "meta":
-        raise ConvertError(f"{lin} is on the meta device: pass device= for the FP8 weights")
+        raise ConvertError(f"{fqn}: its weight is on the meta device: pass device= for the FP8 "
+                           "weights")
     return lin.weight.device
 
 
@@ -386,7 +422,9 @@ def convert(
     ``key_mapping``: checkpoint names -> the model's ({regex: replacement}); default: the
     family's (e.g. Qwen3.5's ``model.language_model.`` -> ``model.``). ``filter``: default
     :func:`default_filter`; with an FP8 checkpoint, only lm_head, vision towers and ``mtp``
-    are left out by default (the checkpoint says which small projections are FP8).
+    are left out by default (the checkpoint says which small projections are FP8); a bf16
+    checkpoint's lm_head is quantized where the filter asks for it. Linears the filter accepts
+    but the checkpoint has no tensor for keep the model's own weights, named in one warning.
     The result: ``model.fp8tower_merges`` lists each merge group and why it did not merge
     (``kept``: none of its members converted, by choice). A model converted already is
     refused (:class:`ConvertError`).
@@ -397,6 +435,7 @@ def convert(
         raise ConvertError(f"the model is already converted ({done[0] or 'the model'} is "
                            f"{type(done[1]).__name__}): convert a model once, with a filter "
                            "that selects every linear to convert")
+    check_merge(merge)
     ck = open_mapped(checkpoint, scheme, key_mapping)
     if ck is None and scheme is None:
         raise ConvertError("convert needs a scheme (per_tensor, channel_token, block128, "
@@ -411,12 +450,21 @@ def convert(
             out = Fp8Linear.from_linear(lin, scheme, backend=backend)
             return out if device is None else out.to(device)
     else:
-        names = set(ck.linear_names())
+        names, stored = set(ck.linear_names()), set(ck.tensor_names())
+        shared = collections.Counter(id(p) for _, p in model.named_parameters(
+            remove_duplicate=False))
+        uncovered: list[str] = []  # accepted, real weights, and no tensor in the checkpoint
 
         def from_float(lin: nn.Linear, fqn: str) -> nn.Module | None:
-            if fqn not in names or ck.is_ignored(fqn) or ck.scheme_for(fqn) is None:
+            # a bf16 checkpoint's lm_head: quantized where the filter asks for it
+            asked = ck.kept_unless_asked(fqn)
+            if not asked and (fqn not in names or ck.is_ignored(fqn)
+                              or ck.scheme_for(fqn) is None):
+                if (f"{fqn}.weight" not in stored and lin.weight.device.type != "meta"
+                        and shared[id(lin.weight)] == 1):  # a tied weight has its source
+                    uncovered.append(fqn)
                 return None
-            loaded = ck.load_linear(fqn, device=_device_of(lin, device))
+            loaded = ck.load_linear(fqn, device=_device_of(lin, fqn, device))
             w = loaded.weight
             if (w.n, w.k) != (lin.out_features, lin.in_features):
                 raise ConvertError(
@@ -438,6 +486,11 @@ def convert(
         error = _nothing_converted(model, ck, names)
         if error is not None:
             raise error
+    if ck is not None and uncovered:  # they keep the model's own weights
+        warnings.warn(f"{ck.path}: {len(uncovered)} linear(s) of the model left unconverted: "
+                      f"the checkpoint has no tensor for them ({', '.join(uncovered[:3])}"
+                      f"{', ...' if len(uncovered) > 3 else ''}); they keep the model's own "
+                      "weights", stacklevel=2)
     if not swapped and ck is None and filter in (None, default_filter):
         # e.g. GPT-2: its projections are transformers' Conv1D, its one nn.Linear the lm_head
         # the default filter keeps. Not a choice the caller made (2026-12-05 audit: the model

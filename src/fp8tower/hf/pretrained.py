@@ -18,7 +18,15 @@ from torch import nn
 
 from ..checkpoint.base import MOE_EXPERT
 from ..formats import Scheme
-from .conversion import ConvertError, FilterFn, convert, default_filter, open_mapped
+from .conversion import (
+    NOT_IN_TEXT_MODEL,
+    ConvertError,
+    FilterFn,
+    check_merge,
+    convert,
+    default_filter,
+    open_mapped,
+)
 from .families import GROUPS, config_model_type
 
 # ----------------------------------------------------------------------------- from_pretrained
@@ -95,6 +103,47 @@ def _load_param(ck, name: str, dtype: torch.dtype, device) -> torch.Tensor:
     return ck.load_linear(module, device=device).weight.dequantize(dtype)
 
 
+def _load_member(ck, name: str, dtype: torch.dtype, device) -> torch.Tensor | None:
+    """The weight or bias of a quantized linear the checkpoint stores under another name (a
+    member of an fp8tower checkpoint's merged group: a slice of the merged tensor, native.py),
+    kept unconverted by the filter: read through load_linear, the weight dequantized as
+    _load_param does. None: ``name`` is no such tensor."""
+    module, _, attr = name.rpartition(".")
+    if attr not in ("weight", "bias") or ck.scheme_for(module) is None:
+        return None
+    loaded = ck.load_linear(module, device=device)
+    if attr == "weight":
+        return loaded.weight.dequantize(dtype)
+    return None if loaded.bias is None else loaded.bias.to(dtype)
+
+
+def _check_dtype(dtype) -> torch.dtype:
+    """``dtype`` (a torch dtype, or its name as transformers takes it: "bfloat16") for the
+    model's high-precision tensors: floating and 16 bits or more (an FP8 one failed in torch's
+    storage code)."""
+    dt = getattr(torch, dtype, None) if isinstance(dtype, str) else dtype
+    if not isinstance(dt, torch.dtype):
+        raise TypeError(f"dtype: expected a torch dtype (torch.bfloat16, torch.float16, "
+                        f"torch.float32), got {dtype!r}")
+    if not dt.is_floating_point or dt.itemsize < 2:
+        raise ValueError(f"dtype: expected a floating dtype of 16 bits or more for the tensors "
+                         f"that stay in high precision (torch.bfloat16, torch.float16, "
+                         f"torch.float32), got {dt}")
+    return dt
+
+
+def _unused_tensors(model: nn.Module, ck) -> list[str]:
+    """The stored tensors the load did not read, but for what the causal LM does not hold
+    (NOT_IN_TEXT_MODEL: vision towers, mtp) and non-persistent buffers it computes itself
+    (rotary ``inv_freq``)."""
+    model_name = getattr(ck, "model_name", lambda n: n)
+    computed = {f"{p}.{a}" if p else a for p, mod in model.named_modules()
+                for a in mod._non_persistent_buffers_set}
+    return [n for n in ck.tensors_not_read()
+            if not any(part in NOT_IN_TEXT_MODEL for part in n.split("."))
+            and model_name(n) not in computed]
+
+
 def _tied_keys(model: nn.Module) -> dict[str, str]:
     """{target: source} of the ties the model's config asks for (transformers 5:
     ``all_tied_weights_keys``, {} when ``tie_word_embeddings`` is off). The class-level
@@ -148,7 +197,10 @@ def from_pretrained(
     ``scheme``: the scheme to quantize a bf16 checkpoint to (an FP8 one brings its own).
     ``key_mapping``: stored names -> the model's ({regex: replacement}); default: the family's
     (Qwen3.5: ``model.language_model.`` -> ``model.``; its ``model.visual.*`` and ``mtp.*``
-    tensors are not part of the causal LM and are not read)."""
+    tensors are not part of the causal LM and are not read). One warning lists the stored tensors
+    the model did not use (but vision towers', ``mtp.*`` and KV-cache scales)."""
+    check_merge(merge)
+    dtype = _check_dtype(dtype)
     ck = open_mapped(Path(path), scheme, key_mapping)
     model = empty_model(ck.config, dtype=dtype, cls=cls)
     # key_mapping passed on: with ``{}`` the checkpoint stays unmapped (convert would apply
@@ -167,10 +219,16 @@ def from_pretrained(
     missing = []
     for key, names in names_of.items():
         srcs = [n for n in names if n in stored]
-        if not srcs:
-            missing.extend(names)
-            continue
         dtype = params[key].dtype
+        if not srcs:  # a merged member kept unconverted (fp8tower's format), or missing
+            member = _load_member(ck, names[0], dtype, device)
+            if member is None:
+                missing.extend(names)
+                continue
+            member = nn.Parameter(member, requires_grad=False)
+            for name in names:
+                _set_tensor(model, name, member)
+            continue
         value = nn.Parameter(_load_param(ck, srcs[0], dtype, device), requires_grad=False)
         # a tied name stored with other values keeps them, as transformers' tie_weights does
         # (before, the first stored name's values served both)
@@ -197,6 +255,11 @@ def from_pretrained(
         raise ConvertError(f"{len(missing)} parameter(s) of the model are not in the checkpoint "
                            f"{path}: {', '.join(missing[:5])}{' ...' if len(missing) > 5 else ''}"
                            + ck.moe_experts_note())
+    unused = _unused_tensors(model, ck)
+    if unused:  # e.g. a misspelt norm: the model kept its init values, silently
+        warnings.warn(f"{path}: {len(unused)} checkpoint tensor(s) not used by the model "
+                      f"({', '.join(unused[:3])}{', ...' if len(unused) > 3 else ''})",
+                      stacklevel=2)
     model.to(device)  # the buffers (computed on the CPU); Fp8Linear keeps its dtypes
     model.eval()
     return model

@@ -97,18 +97,21 @@ def random_model(config, device: torch.device | str, *, dtype: torch.dtype = tor
 
     with params_on_meta():
         model = transformers.AutoModelForCausalLM.from_config(config, dtype=dtype)
-    need = sum(p.numel() * p.element_size() for p in model.parameters())
+    need = sum(p.numel() * p.element_size() for p in model.parameters())  # tied ones once
     free = free_bytes(torch.device(device))
     if free is not None and need > free:  # before allocating: else the OOM is a traceback
         raise ValueError(f"{type(model).__name__} of this config needs {need / 1e9:.1f} GB of "
                          f"{dtype} weights on {device}, which has {free / 1e9:.1f} GB free: "
                          "use a GPU or a smaller model (e.g. tiny-hybrid)")
     g = torch.Generator(device=device).manual_seed(seed)
+    drawn: dict[int, nn.Parameter] = {}  # a tied parameter (tie_word_embeddings) drawn once
     for mod in model.modules():
         for name, p in list(mod._parameters.items()):
             if p is None:
                 continue
-            t = torch.empty(p.shape, dtype=p.dtype, device=device)
-            t.normal_(0.0, 0.02, generator=g)
-            mod._parameters[name] = nn.Parameter(t, requires_grad=False)
+            if id(p) not in drawn:
+                t = torch.empty(p.shape, dtype=p.dtype, device=device)
+                t.normal_(0.0, 0.02, generator=g)
+                drawn[id(p)] = nn.Parameter(t, requires_grad=False)
+            mod._parameters[name] = drawn[id(p)]
     return model.to(device).eval()

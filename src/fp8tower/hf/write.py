@@ -107,6 +107,10 @@ def write_merged(
     linears by name (checkpoint/unquantized.py LINEARS_BY_NAME; GPT-2's Conv1D are not)."""
     from ..checkpoint import open_checkpoint
 
+    if (not isinstance(max_shard_bytes, int) or isinstance(max_shard_bytes, bool)
+            or max_shard_bytes <= 0):  # 0 or -5 wrote one shard per tensor, "4GB" failed late
+        raise ValueError(f"max_shard_bytes: expected a positive int (bytes), got "
+                         f"{max_shard_bytes!r}")
     src, dst = Path(path).expanduser(), Path(out).expanduser()
     if dst.exists() and not dst.is_dir():
         raise ConvertError(f"{dst}: is a file; write_merged writes a new (or empty) checkpoint "
