@@ -106,6 +106,9 @@ CeilingOpt = Annotated[float | None, typer.Option("--ceiling-gbps", help=CEILING
 GibOpt = Annotated[bool, typer.Option("--gib", help=GIB_HELP)]
 FractionalOpt = Annotated[bool, typer.Option("--allow-fractional", help=FRACTIONAL_HELP)]
 DeviceOpt = Annotated[Device, typer.Option(help="Kind of events to analyse (see diff).")]
+OtherMOpt = Annotated[bool, typer.Option(
+    "--other-m", help="Compare one model's arms at different M (where a larger M's time "
+    "goes); without it arms at different M are refused.")]
 
 
 @app.command()
@@ -175,12 +178,30 @@ def _attribution(spec: str, map_path, steps, step_range, ceiling, device, allow_
         _warn(f"arm {att.arm}: {warning}")
     _check_integral(
         att.integral,
-        att.diff.fractional_message()
-        if not att.diff.integral
-        else f"arm {att.arm}: launch counts per op and step are not integers",
+        f"arm {att.arm}" + (f" ({spec})" if str(spec) != att.arm else "") + ": "
+        + (
+            att.diff.fractional_message()
+            if not att.diff.integral
+            else "launch counts per op and step are not integers"
+        ),
         allow_fractional,
     )
     return att
+
+
+def _warn_same_capture(arm_a: str, arm_b: str, map_a: Path | None, map_b: Path | None) -> None:
+    """Two arms of one capture attributed by one map (or both by the manifest) compare a run
+    with itself; the same traces under two maps do not."""
+
+    def key(spec) -> tuple | None:
+        if spec is None:
+            return None
+        parts = [str(spec)] if Path(spec).exists() else str(spec).split(",")
+        return tuple(str(Path(p).resolve()) if Path(p).exists() else p for p in parts)
+
+    if key(arm_a) == key(arm_b) and key(map_a) == key(map_b):
+        how = f" under the same map ({map_a})" if map_a is not None else ""
+        _warn(f"ARM_A and ARM_B are the same capture ({arm_a}){how}: every delta will be 0")
 
 
 @app.command()
@@ -248,18 +269,14 @@ def compare(
     ] = None,
     allow_fractional: FractionalOpt = False,
     device: DeviceOpt = Device.auto,
-    other_m: Annotated[bool, typer.Option(
-        "--other-m", help="Compare one model's arms at different M (where a larger M's time "
-        "goes); without it arms at different M are refused.")] = False,
+    other_m: OtherMOpt = False,
 ) -> None:
     """Both arms op group by op group, ranked by the delta (first - second): the levers."""
     from ..trace import report, tables
     from ..trace.compare import compare as compare_arms
 
     _check_outputs(json=json_out, csv=csv_out, html=html_out)
-    if arm_a == arm_b or (Path(arm_a).exists() and Path(arm_b).exists()
-                          and Path(arm_a).resolve() == Path(arm_b).resolve()):
-        _warn(f"ARM_A and ARM_B are the same capture ({arm_a}): every delta will be 0")
+    _warn_same_capture(arm_a, arm_b, map_a, map_b)
     a = _attribution(arm_a, map_a, steps, step_range, ceiling_gbps, device, allow_fractional)
     b = _attribution(arm_b, map_b, steps, step_range, ceiling_gbps, device, allow_fractional)
     cmp = compare_arms(a, b, other_m=other_m)
@@ -300,6 +317,7 @@ def report(
     csv_out: Annotated[Path | None, typer.Option("--csv", help="Also write CSV.")] = None,
     allow_fractional: FractionalOpt = False,
     device: DeviceOpt = Device.auto,
+    other_m: OtherMOpt = False,
 ) -> None:
     """Full report of one arm, or two arms compared: terminal tables and one HTML page.
 
@@ -313,6 +331,8 @@ def report(
     from ..trace.compare import compare as compare_arms
 
     _check_outputs(html=html_out, json=json_out, csv=csv_out)
+    if arm_b is not None:
+        _warn_same_capture(arm_a, arm_b, map_a, map_b)
     a = _attribution(arm_a, map_a, steps, step_range, ceiling_gbps, device, allow_fractional)
     atts, cmp = [a], None
     console = _console()
@@ -320,7 +340,7 @@ def report(
         b = _attribution(arm_b, map_b, steps, step_range, ceiling_gbps, device, allow_fractional)
         if a.arm == b.arm:
             b.arm = b.arm + " (2)"
-        atts, cmp = [a, b], compare_arms(a, b)
+        atts, cmp = [a, b], compare_arms(a, b, other_m=other_m)
         rep.print_comparison(cmp, console, gib)
     for att in atts:
         rep.print_attribution(att, console, gib)

@@ -6,18 +6,23 @@ are read with a second small regex. Events of every layout kineto and torch writ
 per line, the older C++ writer, the python exporter's compact form) match, because the keys
 come in the same order in all of them: ph, cat, name, pid, tid, ts, dur, args.
 
-Safety net: every chunk also counts `"cat": "kernel"` markers; if any kernel event did not
-match the fast pattern (an unusual layout, an escaped quote in a name), the whole file is
-parsed again with json.load (slower, memory ~ file size) so nothing is silently dropped.
-After the last event the document must close properly, or the file is reported truncated.
+Safety net: every chunk also counts the `"cat"` markers of the categories read; if any such
+event did not match the fast pattern (an unusual layout, an escaped quote in a name, `args`
+that is not an object), or a closing brace/bracket is followed by an opening one (two JSON
+documents in one file; legal only inside a string), the whole file is parsed again with
+json.load (slower, memory ~ file size), which reads or refuses it, so nothing is silently
+dropped. After the last event the document must close, once, or the file is reported
+truncated.
 
 Measured 2026-11-29 on this 2-core CPU box (python 3.11, `benchmarks/bench_trace_ingest.py`):
 the 8+136-step pair of a 208-GEMM tower (85k kernels, 75 MB JSON, 1.8 MB gzipped) ingests
 and diffs in 0.35 s, json.load of the same pair alone takes 1.0 s; a 1M-kernel trace (890 MB
 JSON) ingests in 5.3 s with a 200 MB peak RSS; see benchmarks/results/trace_ingest_cpu.json.
 Regex notes: `[^"]*` (a negated single char) runs ~3x faster in `re` than `[^"\\]*`, and a
-lazy `.*?` is 6x slower; ijson was not used (not installed, and its C backend still builds a
-Python object per JSON token, ~30 per kernel event).
+lazy `.*?` is 6x slower; the close-open check (two documents) is one regex starting with a
+literal, ~18 ms of the ~190 ms ingest of a 44 MB trace (2026-12-05); ijson was not used (not
+installed, and its C backend still builds a Python object per JSON token, ~30 per kernel
+event).
 """
 
 from __future__ import annotations
@@ -43,16 +48,29 @@ from .validate import (
     is_int,
     loads,
     num_field,
+    show,
 )
 
 CHUNK = 8 << 20
 
 _EVENT = re.compile(
     rb'"cat":\s*"(kernel|Kernel|cuda_runtime|cuda_driver|user_annotation|gpu_user_annotation'
-    rb'|cpu_op)",\s*"name":\s*"([^"]*)",\s*"pid":\s*([^,]*),\s*"tid":\s*([^,]*)'
-    rb',\s*"ts":\s*([^,]*),\s*"dur":\s*([^,}]*)(?:,\s*"args":\s*\{([^}]*)\})?'
+    rb'|cpu_op)",\s*"name":\s*"([^"]*)",'
+    rb'\s*"pid":\s*([^,\[{\s][^,]*),\s*"tid":\s*([^,\[{\s][^,]*)'  # a list/object: no match
+    rb',\s*"ts":\s*([^,]*),\s*"dur":\s*([^,}]*)(?=[,}])(?:,\s*"args":\s*\{([^}]*)\})?'
+    # args that is not an object: no match, the marker count sees it ((?=[,}]) keeps the
+    # regex from matching a shorter dur instead)
+    rb'(?!,\s*"args")'
 )
-_KERNEL_MARK = re.compile(rb'"cat"\s*:\s*"[Kk]ernel"')
+_MARK = re.compile(
+    rb'"cat"\s*:\s*"(?:kernel|Kernel|cuda_runtime|cuda_driver|user_annotation'
+    rb'|gpu_user_annotation|cpu_op)"'
+)
+# a close followed by an open: never in one JSON document outside a string. The first
+# document's close is a brace (an object) or a bracket (a bare event list); a regex whose first
+# character is one literal runs ~8x faster than one that starts with a class of both
+_OBJECT_GAP = re.compile(rb"\}\s*[{\[]")
+_LIST_GAP = re.compile(rb"\]\s*[{\[]")
 _KARG = re.compile(
     rb'"(stream|correlation|grid|block|graph id|graph node id|device)":\s*'
     rb"(\[\s*(?:\d+\s*(?:,\s*\d+\s*)*)?\]|-?\d+)(?=\s*(?:,|$))"
@@ -287,6 +305,12 @@ class _Builder:
         if not isinstance(args, dict):
             raise TraceError(f"{where}: 'args' must be an object, got {str(args)[:60]}", path)
         if is_kernel:
+            for key in ("pid", "tid"):  # a GPU (pid) and a stream (tid): never a list/object
+                if isinstance(ev.get(key), (list, dict)):
+                    raise TraceError(
+                        f"{where}: {key!r} must be a number or a string, got {show(ev[key])}",
+                        path,
+                    )
             row = (
                 _opt_id(args, "stream", where, path, _int_or(ev.get("tid"))),
                 _opt_id(args, "correlation", where, path),
@@ -417,9 +441,10 @@ def _check_start(head: bytes, path: Path) -> None:
         raise TraceError(f"not a Chrome trace JSON file ({sniff(head)})", path)
 
 
-def _check_end(tail: bytes, path: Path) -> None:
+def _check_end(tail: bytes, path: Path, is_list: bool) -> None:
     """The last segment (from the last event's "ph") must close the event, the event list,
-    and the document."""
+    and the document: nothing after a bare event list (``is_list``), the closing brace after
+    an object's."""
     start = tail.find(b'"ph"')
     if start < 0:  # no event at all: the (small) document must be valid JSON as a whole
         loads(tail, path, "the trace")
@@ -433,11 +458,13 @@ def _check_end(tail: bytes, path: Path) -> None:
     rest = text.strip()
     if not rest.startswith("]"):
         raise TraceError("truncated or malformed: the event list is not closed", path)
-    rest = rest[1:].strip().removeprefix(",")
-    if not rest:  # a bare JSON array of events
+    rest = rest[1:].strip()
+    if is_list:  # a bare JSON array of events
+        if rest:
+            raise TraceError("malformed: data after the event list", path)
         return
     try:  # the keys after "traceEvents" and the closing brace
-        json.loads("{" + rest)
+        json.loads("{" + rest.removeprefix(","))
     except (ValueError, RecursionError):
         raise TraceError(
             "truncated or malformed: the document does not close after the event list", path
@@ -509,37 +536,43 @@ def load_chrome(path: str | Path, device: str = "auto", allow_empty: bool = Fals
 def _scan_fast(path: Path, b: _Builder) -> bool:
     """Regex scan; returns whether a trace event list was seen. Raises _LayoutMismatch."""
     carry = b""
-    first = True
+    gap = None  # the pattern of a second document after the first (set by the first chunk)
     saw_events = False
     for data in _read_chunks(path):
         buf = carry + data if carry else data
-        if first:
+        if gap is None:
             _check_start(buf[:4096], path)
-            first = False
+            gap = _LIST_GAP if buf[:4096].lstrip().startswith(b"[") else _OBJECT_GAP
         cut = buf.rfind(b'"ph"')
         if cut <= 0:
             carry = buf
             continue
-        saw_events = _scan_region(buf, cut, b, saw_events)
-        carry = buf[cut:]
-    if first:
+        saw_events = _scan_region(buf, cut, b, saw_events, gap)
+        carry = buf[cut:]  # a region ends at a quote: no close-open pair spans two
+    if gap is None:
         raise TraceError("empty file, not a Chrome trace", path)
-    saw_events = _scan_region(carry, len(carry), b, saw_events)
-    if saw_events:
-        _check_end(carry, path)
-    return saw_events
+    saw_events = saw_events or _is_trace(carry, len(carry))
+    if saw_events:  # first: a cut-off last event is "truncated", not json.load's words for it
+        _check_end(carry, path, gap is _LIST_GAP)
+    return _scan_region(carry, len(carry), b, saw_events, gap)
 
 
-def _scan_region(buf: bytes, end: int, b: _Builder, saw_events: bool) -> bool:
-    if not saw_events:
-        head = buf[:end].lstrip()
-        saw_events = head.startswith(b"[") or buf.find(b'"traceEvents"', 0, end) >= 0
+def _is_trace(buf: bytes, end: int) -> bool:
+    """The region holds the start of the event list (a bare list, or "traceEvents")."""
+    return buf[:end].lstrip().startswith(b"[") or buf.find(b'"traceEvents"', 0, end) >= 0
+
+
+def _scan_region(buf: bytes, end: int, b: _Builder, saw_events: bool, gap: re.Pattern) -> bool:
+    if gap.search(buf, 0, end):  # two documents (or a close-open in a string): json.load
+        raise _LayoutMismatch()
+    saw_events = saw_events or _is_trace(buf, end)
     found = _EVENT.findall(buf, 0, end)
     try:
-        kernels = b.add_matches(found) if found else 0
+        if found:
+            b.add_matches(found)
     except ValueError:  # a number that is not one: let json.load judge the file
         raise _LayoutMismatch() from None
-    if kernels != len(_KERNEL_MARK.findall(buf, 0, end)):
+    if len(found) != len(_MARK.findall(buf, 0, end)):  # an event the pattern missed
         raise _LayoutMismatch()
     return saw_events
 

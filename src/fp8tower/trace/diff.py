@@ -203,6 +203,34 @@ def check_graph_launches(short: Trace, long: Trace, steps: tuple[int, int]) -> s
     )
 
 
+def _launch_shapes(k: KernelTable) -> dict[tuple, int]:
+    """(kernel name, grid x/y/z, block x/y/z) -> its first row, per distinct one in ``k``."""
+    cols = np.column_stack([k.name_id, k.grid, k.block]).astype(np.int32)
+    rows = np.unique(cols.view(np.dtype((np.void, 4 * 7))).ravel(), return_index=True)[1]
+    return {(k.names[c[0]], *c[1:]): int(r) for c, r in zip(cols[rows].tolist(), rows.tolist())}
+
+
+def shape_mismatch(short: Trace, long: Trace) -> str | None:
+    """Why SHORT and LONG look like runs of different programs or shapes (another M, model or
+    arm), or None: LONG runs more steps of the same program, so it launched every (kernel
+    name, grid, block) SHORT did. Two runs whose kernels are the same (e.g. two scaling
+    schemes that differ only in their weights' values) cannot be told apart here."""
+    if not len(short.kernels) or not len(long.kernels):
+        return None
+    in_short, in_long = _launch_shapes(short.kernels), _launch_shapes(long.kernels)
+    missing = sorted((row, shape) for shape, row in in_short.items() if shape not in in_long)
+    if not missing:
+        return None
+    name, *dims = missing[0][1]  # the first SHORT launched
+    shape = f" (grid {dims[:3]}, block {dims[3:]})" if short.device == "cuda" else ""
+    return (
+        f"SHORT's kernel {name[:80]!r}{shape} never ran in LONG ({len(missing)} of SHORT's "
+        f"{len(in_short)} kernel name, grid and block combinations are not in LONG): SHORT "
+        "and LONG look like captures of different programs or shapes (another M, model or "
+        "arm), and their difference is no per-step cost"
+    )
+
+
 def check_pair(
     short: Trace, long: Trace, steps: tuple[int, int], pattern: str = re.escape(STEP_RANGE)
 ) -> list[str]:
@@ -210,7 +238,8 @@ def check_pair(
     step counts: otherwise the per-step figures come out doubled, halved or zero with nothing
     to show for it. The boundaries are step ranges (in both traces), else graph launches
     (`check_graph_launches`); returns a warning when there are neither (the figures then rest
-    on ``steps`` alone)."""
+    on ``steps`` alone), and one when SHORT launched a kernel LONG never did
+    (`shape_mismatch`)."""
     if _same_file(short.path, long.path):
         raise TraceError(f"SHORT and LONG are the same file ({long.path}): give two runs")
     k_s, k_l = short.kernels, long.kernels
@@ -273,17 +302,19 @@ def check_pair(
                 "would be wrong",
                 trace.path,
             )
+    shape = shape_mismatch(short, long)
+    warnings = [] if shape is None else [shape]
     if any(found):
-        return []
+        return warnings
     graphs = check_graph_launches(short, long, steps)
     if graphs is None:
-        return []
+        return warnings
     warning = (
         f"no step boundaries to check --steps {steps[0]} {steps[1]} against: no ranges "
         f"matching '{pattern}' (--step-range) in either trace, and {graphs}; the per-step "
         "numbers rest on --steps alone"
     )
-    return [warning]
+    return [warning, *warnings]
 
 
 def diff_traces(

@@ -35,6 +35,7 @@ import numpy as np
 from .errors import TraceError
 from .events import Trace
 from .nsys import check_integers, connect_readonly, table_names
+from .validate import show
 
 #: row label of the graph launches (one host call per CUDA graph replay)
 GRAPH_LAUNCH = "(cudaGraphLaunch)"
@@ -42,7 +43,8 @@ UNATTRIBUTED = "(unattributed)"
 
 _CALL = re.compile(
     rb'"cat":\s*"(cuda_runtime|cuda_driver)",\s*"name":\s*"([^"]*)",\s*"pid":\s*[^,]*,'
-    rb'\s*"tid":\s*[^,]*,\s*"ts":\s*([^,]*),\s*"dur":\s*([^,}]*)(?:,\s*"args":\s*\{([^}]*)\})?'
+    rb'\s*"tid":\s*[^,]*,\s*"ts":\s*([^,]*),\s*"dur":\s*([^,}]*)(?=[,}])'
+    rb'(?:,\s*"args":\s*\{([^}]*)\})?(?!,\s*"args")'  # args not an object: json.load path
 )
 _CALL_MARK = re.compile(rb'"cat"\s*:\s*"cuda_(?:runtime|driver)"')
 _CORR = re.compile(rb'"correlation":\s*(\d+)')
@@ -114,12 +116,16 @@ def _chrome_rows_json(path: Path) -> list[tuple[str, int, float, float]]:
         raise TraceError(f"malformed JSON ({e})", path) from None
     events = doc.get("traceEvents") if isinstance(doc, dict) else doc
     rows = []
-    for ev in events if isinstance(events, list) else ():
+    for i, ev in enumerate(events if isinstance(events, list) else ()):
         if not isinstance(ev, dict) or ev.get("cat") not in ("cuda_runtime", "cuda_driver"):
             continue
         if ev.get("ph", "X") != "X":
             continue
-        corr = (ev.get("args") or {}).get("correlation")
+        args = ev.get("args") or {}
+        if not isinstance(args, dict):  # as chrome.py's json path says it
+            raise TraceError(f"event #{i} ({str(ev.get('name', ''))[:60]!r}): 'args' must be "
+                             f"an object, got {show(args)}", path)
+        corr = args.get("correlation")
         try:
             rows.append((str(ev.get("name", "")), int(corr), float(ev["ts"]), float(ev["dur"])))
         except (KeyError, TypeError, ValueError):

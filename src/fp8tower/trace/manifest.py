@@ -29,7 +29,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from .errors import TraceError
-from .validate import int_field, loads, num_field, show, str_field
+from .validate import check_one_group, int_field, loads, num_field, show, str_field
 
 SCHEMA = "fp8tower.trace.manifest/1"
 FILENAME = "manifest.json"
@@ -177,6 +177,7 @@ def _manifest(d: dict, path: Path) -> Manifest:
     if not isinstance(ops, list):
         raise TraceError(f"ops must be a list of op objects, got {show(ops)}")
     ops = [OpRecord.from_json(o, f"ops[{i}]") for i, o in enumerate(ops)]
+    check_one_group(((f"ops[{i}]", op.label, op.group_key) for i, op in enumerate(ops)), "ops")
     event_ms = None
     if d.get("event_ms") is not None:
         e_s, e_l = _pair(d, "event_ms")

@@ -11,7 +11,8 @@ step takes the FIRST rule that matches it; kernels no rule matches are reported 
   of integers, or ``{"every": 3, "index": 1}`` (occurrences 1, 4, 7, ...). Needs step
   boundaries (`fp8tower.step` ranges, or another range name given with --step-range).
 - ``label`` (required): the op row this kernel counts for, e.g. "gdn.in_proj_qkvz".
-- ``group`` (optional, default = label): the key two arms are compared on.
+- ``group`` (optional, default = label): the key two arms are compared on; one label is in
+  one group (rules of one label with two groups are refused).
 - ``n``, ``k`` (optional): the GEMM shape, shown in reports.
 - ``bytes`` (optional): bytes ONE launch moves (weights + scales + activations + output);
   without it the op has no GB/s.
@@ -46,7 +47,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import TraceError
-from .validate import DIM_MAX, INT64_MAX, show
+from .validate import DIM_MAX, INT64_MAX, check_one_group, show
 
 _KEYS = {"match", "grid", "block", "ordinal", "label", "group", "n", "k", "bytes"}
 
@@ -193,6 +194,8 @@ def read_map(path: str | Path) -> list[Rule]:
     if not isinstance(rules, list) or not rules:
         raise TraceError("map needs a non-empty 'rules' list", path)
     try:
-        return [parse_rule(r, f"rules[{i}]") for i, r in enumerate(rules)]
+        out = [parse_rule(r, f"rules[{i}]") for i, r in enumerate(rules)]
+        check_one_group(((f"rules[{i}]", r.label, r.group) for i, r in enumerate(out)), "rules")
+        return out
     except TraceError as e:
         raise TraceError(str(e), path) from None

@@ -104,6 +104,21 @@ def str_field(value: object, where: str, path: object = None, *, empty: bool = F
     return value
 
 
+def check_one_group(entries, what: str) -> None:
+    """``entries``: (where, label, group) of each rule / op. A label is one row of the per-op
+    tables and `compare` puts a row's whole time in one group (the first it meets): a label
+    in two groups is refused, naming both."""
+    first: dict[str, tuple[str, str]] = {}
+    for where, label, group in entries:
+        seen = first.setdefault(label, (where, group))
+        if seen[1] != group:
+            raise TraceError(
+                f"label {label!r} is in two groups, {seen[1]!r} ({seen[0]}) and {group!r} "
+                f"({where}): its whole time would count in the first; give its {what} one "
+                "group, or two labels"
+            )
+
+
 def check_no_duplicates(k, path) -> None:
     """``k`` (a KernelTable sorted by start) holds no kernel twice. A profiler writes each
     kernel execution once; a file concatenated or merged twice repeats them, and each would
