@@ -101,7 +101,10 @@ def test_cpu_defaults_and_default_json_path(tmp_path, monkeypatch):
     (("--model", "nope"), "model: got 'nope'; expected a shipped name"),
     (("--m", "0"), "--m '0': expected positive integers"),
     (("--merge-mode", "max"), "unknown merge mode 'max': expected one of exact, requant_max"),
-    (("--standin", "fused"), "--standin 'fused': expected one of torch, rows"),
+    (("--standin", "fused"), "--standin 'fused': expected one of torch, rows, rows_fp8"),
+    (("--standin", "rows_fp8", "--scheme", "per_tensor,block128"),
+     "--standin rows_fp8 quantizes with per_tensor's static activation scale; --scheme "
+     "per_tensor,block128: pass --scheme per_tensor"),
 ])
 def test_bad_inputs(args, message):
     r = run("tower", "--model", "tiny-hybrid", *args)
@@ -123,6 +126,11 @@ def test_standin_rows_is_recorded(tmp_path, monkeypatch):
     assert rec_t["standin"] == "torch" and "--standin torch" in rec_t["command"]
     assert rec_r["standin"] == "rows" and "--standin rows" in rec_r["command"]
     assert rec_r["rows"][0]["status"] == "ok"
+    out_f = tmp_path / "f.json"  # rows_fp8: per_tensor's GEMMs read the stand-ins' FP8 x
+    r = run(*common, "--scheme", "per_tensor", "--standin", "rows_fp8", "--json", out_f)
+    assert r.exit_code == 0, r.output
+    rec_f = json.loads(out_f.read_text())
+    assert rec_f["standin"] == "rows_fp8" and rec_f["rows"][0]["status"] == "ok"
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="the CPU without the interpreter")

@@ -254,3 +254,32 @@ def test_the_rows_standin_streams_16_bytes_a_load_without_pdl():
     ops = json.loads(out.stdout)
     assert ops.get("ld.global.v4.b32") == 2 and ops.get("st.global.v4.b32") == 1, ops
     assert not any(op.startswith("griddepcontrol") for op in ops), ops
+
+
+_STANDIN_FP8 = r"""
+import json, torch
+from triton.runtime.jit import MockTensor
+from fp8tower.kernels import offline
+from fp8tower.tower import standin
+with offline.offline_target((9, 0)):
+    c = standin._standin_rows_elementwise_add_fp8.warmup(
+        MockTensor(torch.bfloat16, [32, 16384]), MockTensor(torch.bfloat16, [32, 16384]),
+        MockTensor(torch.float8_e4m3fn, [32, 6144]), MockTensor(torch.float32, [1]), 6144,
+        16384, 16384, BLOCK=standin.BLOCK, FMAX=448.0, INTERPRET_BF16=False, num_warps=4,
+        grid=(1,))
+print(json.dumps(offline._ptx_summary(c.asm["ptx"])))
+"""
+
+
+def test_the_rows_fp8_standin_streams_16_bytes_a_load_without_pdl():
+    """The producer-fused stand-in (--standin rows_fp8) on sm_90: the same 16-byte loads as
+    the rows stand-in, its 8 FP8 codes a thread stored at once, the hardware's saturating
+    e4m3 conversion, no griddepcontrol (launched as a foreign producer is)."""
+    env = _compile_env()
+    out = subprocess.run([sys.executable, "-c", _STANDIN_FP8], capture_output=True, text=True,
+                         env=env, timeout=300, check=False)
+    assert out.returncode == 0, out.stderr[-3000:]
+    ops = json.loads(out.stdout)
+    assert ops.get("ld.global.v4.b32") == 2 and ops.get("st.global.v2.b32") == 1, ops
+    assert ops.get("cvt.rn.satfinite.e4m3x2.f32") == 4, ops
+    assert not any(op.startswith("griddepcontrol") for op in ops), ops

@@ -419,3 +419,67 @@ def test_bench_tower_alternates_cells_round_by_round(monkeypatch):
     assert by[("unmerged", 1)].ms_per_step == 8.0 and by[("merged", 8)].ms_per_step == 5.0
     with pytest.raises(ValueError, match="rounds"):
         bench.bench_tower("tiny-hybrid", rounds=0)
+
+
+@pytest.mark.parametrize("m", (1, 3))
+def test_rows_add_fp8_is_the_sum_then_the_prepass_bit_for_bit(interpret, m):
+    """standin.rows_add_fp8 (--standin rows_fp8): the bf16 sum quantized with a static scale
+    in the same kernel; the same bits as rows_add then act_quant's per-tensor pre-pass, on
+    column slices (row stride > K), saturating values and a NaN included (the reference is
+    the pre-pass kernel the GPU runs: the interpreter's own fp32 -> fp8 cast is not torch's,
+    and gives a NaN a finite code)."""
+    from fp8tower.kernels.act_quant import quantize
+    from fp8tower.tower.standin import rows_add, rows_add_fp8
+
+    g = torch.Generator().manual_seed(4)
+    big = (torch.randn(m, 3000, generator=g) * 3).to(torch.bfloat16)
+    big[0, :3] = torch.tensor([1e4, -1e4, float("nan")])
+    a, b = big[:, :1100], big[:, 1900:]
+    scale = torch.tensor([0.0123], dtype=torch.float32)
+    q = rows_add_fp8(a, b, scale)
+    ref, _ = quantize(rows_add(a, b), Scheme.PER_TENSOR, scale)
+    assert q.dtype == FP8_DTYPE and q.is_contiguous() and q.shape == (m, 1100)
+    assert torch.equal(q.view(torch.uint8), ref.view(torch.uint8))  # NaN: the same code
+    assert q[0, :2].float().tolist() == [448, -448]  # saturated, not inf
+    with pytest.raises(ValueError, match="one-element float32 tensor"):
+        rows_add_fp8(a, b, 0.0123)
+    with pytest.raises(ValueError, match="bf16 operands"):
+        rows_add_fp8(a.half(), b.half(), scale)
+
+
+@pytest.mark.parametrize("arm", ("unmerged", "merged"))
+def test_the_rows_fp8_standin_gives_the_same_step(interpret, monkeypatch, arm):
+    """build.STANDIN_KERNEL = "rows_fp8": each stand-in that feeds GEMMs quantizes for them
+    (per_tensor's static scale, one a stage), and they read FP8 x: the step's bits equal the
+    rows stand-in's, whose GEMMs quantize the same bf16 sums with the same scale (Triton
+    backend, interpreter, M = 3). Their dispatch keys say FP8 x; the final mix stays bf16."""
+    from fp8tower.tower import build
+
+    tower = build_tower(SPEC, arm=arm, m=3, seed=6, backend="triton")
+    monkeypatch.setattr(build, "STANDIN_KERNEL", "rows")
+    y_rows = tower.step(tower.static_x)
+    keys_rows = [p.key() for p in tower.gemm_problems()]
+    monkeypatch.setattr(build, "STANDIN_KERNEL", "rows_fp8")
+    y_fp8 = tower.step(tower.static_x)
+    assert torch.equal(y_rows, y_fp8)
+    fed = [s.fp8_input for s in tower.stages for _ in s.gemms]
+    assert any(fed) and not all(fed)
+    problems = tower.gemm_problems()
+    assert [p.act_dtype == FP8_DTYPE for p in problems] == fed
+    assert [p.key() for p, f in zip(problems, fed) if not f] == [
+        k for k, f in zip(keys_rows, fed) if not f]
+    standins = [op for op in tower.ops() if op.kind == "standin"]
+    assert {op.backend for op in standins} == {"triton"}
+    feeding = standins[:-1] if not tower.final.passthrough else standins
+    assert feeding and all(op.bytes_moved == (2 * 2 + 1) * 3 * op.k for op in feeding)
+    if not tower.final.passthrough:  # the final mix: no consumer, bf16 out
+        assert standins[-1].bytes_moved == 3 * 2 * 3 * standins[-1].k
+
+
+def test_the_rows_fp8_standin_needs_per_tensor(interpret, monkeypatch):
+    from fp8tower.tower import build
+
+    tower = build_tower(SPEC, scheme=Scheme.CHANNEL_TOKEN, m=1, backend="triton")
+    monkeypatch.setattr(build, "STANDIN_KERNEL", "rows_fp8")
+    with pytest.raises(ValueError, match="only per_tensor towers"):
+        tower.step(tower.static_x)

@@ -34,8 +34,11 @@ SCHEMA = "fp8tower.bench.tower/1"
 STANDIN_HELP = (
     "The stand-ins' kernel (the a + b between some GEMMs): torch (torch.add on the GEMM "
     "outputs' column slices, the tower's definition: strided from M = 2, 2.6-2.8 us a call "
-    "on an H200 against 1.2 at M = 1) or rows (one Triton kernel that reads each row at its "
-    "stride: the same bits, about the same cost at every M).")
+    "on an H200 against 1.2 at M = 1), rows (one Triton kernel that reads each row at its "
+    "stride: the same bits, about the same cost at every M) or rows_fp8 (per_tensor only: "
+    "that kernel also quantizes the sum with the next GEMM's static scale, so the GEMM reads "
+    "FP8 x and runs no pre-pass, as an engine that fuses the quantization into the producer "
+    "does).")
 GPU_MODEL, CPU_MODEL = "qwen3.5-27b", "tiny-hybrid"
 GPU_BACKENDS, CPU_BACKENDS = "cublaslt,auto", "reference"
 RESULTS = Path("benchmarks/results")  # the default --json folder
@@ -202,9 +205,13 @@ def tower(
                     f"{spec.quant_method!r}); towers run FP8 checkpoints' linears")
     if standin not in STANDIN_KERNELS:
         raise _fail(f"--standin {standin!r}: expected one of {', '.join(STANDIN_KERNELS)}")
-    if standin == "rows" and not cuda and os.environ.get("TRITON_INTERPRET") != "1":
-        raise _fail("--standin rows runs a Triton kernel: it needs a CUDA GPU (on the CPU, "
-                    "set TRITON_INTERPRET=1)")
+    if standin == "rows_fp8" and scheme_list != ["per_tensor"]:
+        raise _fail(f"--standin rows_fp8 quantizes with per_tensor's static activation scale; "
+                    f"--scheme {','.join(scheme_list)}: pass --scheme per_tensor (rows serves "
+                    "every scheme)")
+    if standin != "torch" and not cuda and os.environ.get("TRITON_INTERPRET") != "1":
+        raise _fail(f"--standin {standin} runs a Triton kernel: it needs a CUDA GPU (on the "
+                    "CPU, set TRITON_INTERPRET=1)")
     if not cuda and backend_list is None:
         console.print(f"no CUDA GPU: backend {CPU_BACKENDS} (the CPU oracle); pass --backends "
                       "to choose others")

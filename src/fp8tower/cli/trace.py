@@ -35,7 +35,7 @@ ARM_HELP = (
     "paths (torch .json/.json.gz or nsys .sqlite) with --steps and a map file."
 )
 # tower.build.STANDIN_KERNELS (not imported here: it pulls in torch; a test keeps them equal).
-STANDIN_KERNELS = ("torch", "rows")
+STANDIN_KERNELS = ("torch", "rows", "rows_fp8")
 STEPS_HELP = "Decode steps of the short and the long trace, e.g. --steps 8 136."
 MAP_HELP = "Map file (.json/.toml) mapping kernels of foreign traces to ops; see docs/trace.md."
 STEP_RANGE_HELP = (
@@ -400,8 +400,9 @@ def capture(
     ] = False,
     standin: Annotated[
         str, typer.Option("--standin", help="The stand-ins' kernel: torch (the tower's "
-                          "definition) or rows (one stride-aware Triton kernel, the same bits; "
-                          "see fp8tower bench tower --help).")
+                          "definition), rows (one stride-aware Triton kernel, the same bits) or "
+                          "rows_fp8 (per_tensor: that kernel also quantizes for the next GEMM); "
+                          "see fp8tower bench tower --help.")
     ] = "torch",
 ) -> None:
     """Capture a two-length trace pair of a model's FP8 tower (the GPU, or the CPU's ops).
@@ -426,6 +427,9 @@ def capture(
         raise _fail(f"--model: {e}") from None
     if standin not in STANDIN_KERNELS:
         raise _fail(f"--standin {standin!r}: expected one of {', '.join(STANDIN_KERNELS)}")
+    if standin == "rows_fp8" and scheme_v is not Scheme.PER_TENSOR:
+        raise _fail(f"--standin rows_fp8 quantizes with per_tensor's static activation scale; "
+                    f"--scheme {scheme_v.value}: use rows")
     check_capture_dir(out, force)  # before the (slow) tower build
 
     import os
@@ -435,10 +439,10 @@ def capture(
     from ..nn.merged import MergeError
     from ..tower.capture import capture_arm
 
-    if (standin == "rows" and not torch.cuda.is_available()
+    if (standin != "torch" and not torch.cuda.is_available()
             and os.environ.get("TRITON_INTERPRET") != "1"):
-        raise _fail("--standin rows runs a Triton kernel: it needs a CUDA GPU (on the CPU, "
-                    "set TRITON_INTERPRET=1)")
+        raise _fail(f"--standin {standin} runs a Triton kernel: it needs a CUDA GPU (on the "
+                    "CPU, set TRITON_INTERPRET=1)")
 
     from rich.console import Console
 

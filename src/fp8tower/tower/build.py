@@ -27,7 +27,10 @@ previous stage's outputs (the step input ``x`` for the first stage):
   M = 1, 2.6-2.8 at M = 8 and 32, +0.09-0.10 ms a step, i.e. 4-5 points of a step's M = 8 or
   M = 32 ratio to M = 1 that no GEMM pays. :func:`standin_kernel` ("rows": one stride-aware
   Triton kernel, tower/standin.py, the same bits) takes that away: 1.19 us a call at M = 1,
-  1.35 at M = 32 (results/standin_H200_2026-12-04/).
+  1.35 at M = 32 (results/standin_H200_2026-12-04/). "rows_fp8" (per_tensor only) also
+  quantizes the sum with the consuming GEMM's static activation scale in that kernel, so the
+  GEMM reads FP8 x and runs no pre-pass (:meth:`Tower.problem` poses its FP8-x key): the
+  producer-fused quantization of an engine; the final mix (no consumer) stays "rows".
 
 Magnitudes stay O(1) through any number of layers without norms: every GEMM's random
 weights are scaled so its output has unit RMS given its input's RMS (``gain``: 1 for a
@@ -66,11 +69,12 @@ STANDIN_REGEX = r"elementwise|^aten::"
 STANDIN_BACKEND = "torch"
 # The stand-in's kernel: "torch" (torch.add on the column slices, the tower's definition) or
 # "rows" (standin.rows_add: one Triton kernel that reads each row at its stride; the same
-# bits). Read at each call; set it with :func:`standin_kernel` (`bench tower --standin`,
-# `trace capture --standin`, benchmarks/bench_standin.py).
+# bits) or "rows_fp8" (standin.rows_add_fp8: that sum quantized for the next GEMM in the same
+# kernel; per_tensor towers). Read at each call; set it with :func:`standin_kernel` (`bench
+# tower --standin`, `trace capture --standin`, benchmarks/bench_standin.py).
 STANDIN_KERNEL = "torch"
-STANDIN_KERNELS = ("torch", "rows")
-STANDIN_KERNEL_BACKEND = {"torch": STANDIN_BACKEND, "rows": "triton"}
+STANDIN_KERNELS = ("torch", "rows", "rows_fp8")
+STANDIN_KERNEL_BACKEND = {"torch": STANDIN_BACKEND, "rows": "triton", "rows_fp8": "triton"}
 
 
 @contextlib.contextmanager
@@ -150,13 +154,20 @@ class _Mix:
     def passthrough(self) -> bool:
         return self.b is None
 
-    def __call__(self, outs: Sequence[torch.Tensor]) -> torch.Tensor:
+    def __call__(self, outs: Sequence[torch.Tensor],
+                 fp8_scale: torch.Tensor | None = None) -> torch.Tensor:
+        """The stage input; ``fp8_scale`` (the consumer's static per-tensor scale): with the
+        "rows_fp8" kernel, that input quantized to FP8 in the same launch."""
         (ia, ca) = self.a
         if self.b is None:
             return outs[ia]
         (ib, cb) = self.b
         a, b = outs[ia][..., ca:ca + self.k], outs[ib][..., cb:cb + self.k]
-        if STANDIN_KERNEL == "rows":
+        if STANDIN_KERNEL == "rows_fp8" and fp8_scale is not None:
+            from .standin import rows_add_fp8
+
+            return rows_add_fp8(a, b, fp8_scale)
+        if STANDIN_KERNEL in ("rows", "rows_fp8"):  # rows_fp8 without a consumer: the sum
             from .standin import rows_add  # triton: imported only for this benchmark arm
 
             return rows_add(a, b)
@@ -212,6 +223,21 @@ class _Stage:
     layer: int
     mix: _Mix
     gemms: list[_Gemm]
+    # per_tensor: the static activation scale all its GEMMs share (build_tower draws one a
+    # stage), which the "rows_fp8" stand-in quantizes with; None for the other schemes
+    act_scale: torch.Tensor | None = None
+
+    @property
+    def fp8_input(self) -> bool:
+        """Whether the stage's GEMMs read FP8 x: a "rows_fp8" stand-in made it."""
+        return STANDIN_KERNEL == "rows_fp8" and not self.mix.passthrough
+
+    def input_from(self, outs: Sequence[torch.Tensor]) -> torch.Tensor:
+        if self.fp8_input and self.act_scale is None:
+            raise ValueError("the rows_fp8 stand-in quantizes with the next GEMM's static "
+                             "per-tensor activation scale: only per_tensor towers have one "
+                             "(use rows for the other schemes)")
+        return self.mix(outs, self.act_scale)
 
 
 @dataclass(frozen=True)
@@ -268,7 +294,7 @@ class Tower:
         """One decode step: (M, hidden) -> (M, hidden)."""
         outs: Sequence[torch.Tensor] = (x,)
         for stage in self.stages:
-            inp = stage.mix(outs)
+            inp = stage.input_from(outs)
             outs = tuple(y for g in stage.gemms for y in g(inp))
         return self.final(outs)
 
@@ -280,8 +306,8 @@ class Tower:
         outs: Sequence[torch.Tensor] = (x,)
         for stage in self.stages:
             if not stage.mix.passthrough:
-                calls.append((f"standin.{_short(stage.input)}", partial(stage.mix, outs)))
-            inp = stage.mix(outs)
+                calls.append((f"standin.{_short(stage.input)}", partial(stage.input_from, outs)))
+            inp = stage.input_from(outs)
             new: list[torch.Tensor] = []
             for g in stage.gemms:
                 calls.append((g.label, partial(g, inp)))
@@ -297,26 +323,31 @@ class Tower:
     def modules(self) -> list[Fp8Linear | MergedFp8Linear]:
         return [g.module for g in self._gemms()]
 
-    def problem(self, g: _Gemm) -> GemmProblem:
-        """The dispatch key one call of ``g`` poses at this tower's M (as fp8_linear builds it)."""
+    def problem(self, g: _Gemm, fp8_input: bool = False) -> GemmProblem:
+        """The dispatch key one call of ``g`` poses at this tower's M (as fp8_linear builds it);
+        ``fp8_input``: x made FP8 by a "rows_fp8" stand-in (:meth:`gemm_problems` says)."""
         weight = g.module.fp8_weight()
-        x = torch.empty(self.m, weight.k, dtype=self.dtype, device=self.device)
+        dtype = FP8_DTYPE if fp8_input else self.dtype
+        x = torch.empty(self.m, weight.k, dtype=dtype, device=self.device)
         return GemmProblem.for_call(x, weight, self.dtype)
+
+    def _problems(self) -> list[tuple[_Gemm, GemmProblem]]:
+        return [(g, self.problem(g, stage.fp8_input)) for stage in self.stages
+                for g in stage.gemms]
 
     def gemm_problems(self) -> list[GemmProblem]:
         """The dispatch key of every GEMM call of one step, in order (keys repeat)."""
-        return [self.problem(g) for g in self._gemms()]
+        return [p for _, p in self._problems()]
 
-    def _resolve(self, g: _Gemm) -> Backend:
-        return dispatch.resolve(self.problem(g), self.backend)[0]
+    def _resolve(self, p: GemmProblem) -> Backend:
+        return dispatch.resolve(p, self.backend)[0]
 
     def unservable(self) -> str | None:
         """Why the requested backend cannot serve some GEMM of the step; None if it can."""
         if self.backend == "auto":
             return None
         b = backends.get(self.backend)
-        for g in self._gemms():
-            p = self.problem(g)
+        for g, p in self._problems():
             reason = b.unavailable_reason() or b.check(p)
             if reason is not None:
                 return f"backend {b.name} cannot serve {g.spec.name} ({p.key()}): {reason}"
@@ -340,7 +371,7 @@ class Tower:
         kernels built in parallel, sibling M buckets seeded), where the policy allows tuning."""
         if self.backend == "auto":
             d = dispatch.default_dispatcher()
-            todo = [p for p in map(self.problem, self._gemms()) if d.may_tune(p)]
+            todo = [p for p in self.gemm_problems() if d.may_tune(p)]
             if todo:
                 dispatch.pretune(todo, progress=False)
         self.step(self.static_x)  # first on the current stream: tuning happens here
@@ -355,8 +386,8 @@ class Tower:
         else:
             for _ in range(steps - 1):
                 self.step(self.static_x)
-        for g in self._gemms():
-            self._resolve(g)
+        for p in self.gemm_problems():
+            self._resolve(p)
         self._warm = True
 
     def capture(self, steps: int = 1, *, early: bool | None = None):
@@ -406,14 +437,16 @@ class Tower:
         out: list[TowerOp] = []
         for stage in self.stages:
             if not stage.mix.passthrough:
-                out.append(self._standin_op(stage.input, stage.layer, stage.mix))
+                out.append(self._standin_op(stage.input, stage.layer, stage.mix,
+                                            stage.fp8_input))
             for g in stage.gemms:
-                b = self._resolve(g)
+                p = self.problem(g, stage.fp8_input)
+                b = self._resolve(p)
                 w = g.module.fp8_weight()
                 out.append(TowerOp(
                     label=g.label, group=g.group, name=g.spec.name, layer=g.spec.layer,
                     kind="gemm", n=w.n, k=w.k, bytes=w.nbytes(),
-                    bytes_moved=self.problem(g).bytes_moved(), backend=b.name,
+                    bytes_moved=p.bytes_moved(), backend=b.name,
                     kernel_family=b.kernel_family,
                     members=tuple(m.name for m in g.spec.members),
                 ))
@@ -421,12 +454,12 @@ class Tower:
             out.append(self._standin_op("hidden", self.spec.num_layers - 1, self.final))
         return out
 
-    def _standin_op(self, name: str, layer: int, mix: _Mix) -> TowerOp:
+    def _standin_op(self, name: str, layer: int, mix: _Mix, fp8_out: bool = False) -> TowerOp:
         item = torch.empty((), dtype=self.dtype).element_size()
         return TowerOp(
             label=f"standin.{_short(name)}", group=f"standin.{_short(name)}", name=name,
             layer=layer, kind="standin", n=mix.k, k=mix.k, bytes=0,
-            bytes_moved=3 * self.m * mix.k * item,
+            bytes_moved=(2 * item + (1 if fp8_out else item)) * self.m * mix.k,
             backend=STANDIN_KERNEL_BACKEND.get(STANDIN_KERNEL, STANDIN_BACKEND),
             kernel_family=STANDIN_REGEX,
         )
@@ -444,7 +477,18 @@ class Tower:
 
     def bytes_per_step(self) -> int:
         """Bytes the GEMMs of one step move at this M (weights, scales, activations, outputs)."""
-        return sum(self.problem(g).bytes_moved() for g in self._gemms())
+        return sum(p.bytes_moved() for p in self.gemm_problems())
+
+
+def _shared_act_scale(gemms: list[_Gemm]) -> torch.Tensor | None:
+    """The static per-tensor activation scale of a stage's GEMMs (per_tensor: one a stage, so
+    the merged arm merges exactly), None where they have none."""
+    scales = [g.module.fp8_weight().act_scale for g in gemms]
+    if scales[0] is None:
+        return None
+    if any(s is None or not torch.equal(s, scales[0]) for s in scales[1:]):
+        raise RuntimeError("a stage's GEMMs must share one static activation scale")
+    return scales[0].float().reshape(1)
 
 
 def _step_input(spec: TowerSpec, m: int, device, dtype, seed: int) -> torch.Tensor:
@@ -512,7 +556,7 @@ def build_tower(
             else:
                 module = Fp8Linear.from_weight(weights[0], backend=backend)
             built.append(_Gemm(g, module))
-        stages.append(_Stage(first.input, first.layer, mix, built))
+        stages.append(_Stage(first.input, first.layer, mix, built, _shared_act_scale(built)))
         widths = [lin.n for g in group for lin in g.members]
     final = plan_mix(widths, spec.hidden_size, "the step output")
     return Tower(spec, scheme, arm, backend, m, device, dtype, parts, merge_mode, seed, stages,

@@ -15,6 +15,14 @@ shorter at M = 8, 16 and 32 (call4/, call5/); its output the same bits (call1/).
 launched without PDL, as a foreign kernel is, and its name matches build.STANDIN_REGEX. The
 sum is taken in fp32 and rounded once, as torch's bf16 / fp16 add does: the same bits (a
 NaN's payload aside).
+
+``rows_add_fp8`` (``--standin rows_fp8``, per_tensor only) is the producer-fused variant: the
+same sum, rounded to bf16 as above, then quantized with the consuming GEMM's static activation
+scale in the same kernel, so that GEMM reads FP8 x and no pre-pass runs: what an engine does
+when it fuses the FP8 quantization into the kernel that makes a linear's input (vLLM fuses it
+into norms, SiLU-and-mul and attention outputs; a static per-tensor scale is what makes that
+possible without a reduction over the row). Its bits equal ``act_quant.quantize`` of
+``rows_add``'s output (tests/test_tower.py). Launched without PDL, as a foreign producer is.
 """
 
 from __future__ import annotations
@@ -24,6 +32,9 @@ import os
 import torch
 import triton
 import triton.language as tl
+
+from ..formats import FP8_DTYPE, FP8_MAX
+from ..kernels.fp8_gemm import _div_by_scale, _saturate
 
 BLOCK = 1024  # elements a program: a K = 6144 row is 6 programs
 
@@ -51,19 +62,23 @@ def _standin_rows_elementwise_add(a_ptr, b_ptr, y_ptr, K, stride_a, stride_b,
     tl.store(y_ptr + row * K + offs, y.to(y_ptr.dtype.element_ty), mask=mask)
 
 
+def _check_rows(a: torch.Tensor, b: torch.Tensor, name: str) -> None:
+    if a.dim() != 2 or a.shape != b.shape or a.dtype != b.dtype:
+        raise ValueError(f"{name} takes two (M, K) tensors of one dtype, got {tuple(a.shape)} "
+                         f"{a.dtype} and {tuple(b.shape)} {b.dtype}")
+    if a.stride(1) != 1 or b.stride(1) != 1:
+        raise ValueError(f"{name} needs contiguous rows, got strides {a.stride()} and "
+                         f"{b.stride()}")
+    if a.device.type != "cuda" and os.environ.get("TRITON_INTERPRET") != "1":
+        raise ValueError(f"{name} runs on CUDA tensors (on the CPU only under "
+                         f"TRITON_INTERPRET=1), got {a.device.type} ones")
+
+
 def rows_add(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """``a + b`` for two (M, K) tensors of one dtype whose rows are contiguous (any row
     stride), as a new contiguous tensor."""
-    if a.dim() != 2 or a.shape != b.shape or a.dtype != b.dtype:
-        raise ValueError(f"rows_add takes two (M, K) tensors of one dtype, got {tuple(a.shape)} "
-                         f"{a.dtype} and {tuple(b.shape)} {b.dtype}")
-    if a.stride(1) != 1 or b.stride(1) != 1:
-        raise ValueError(f"rows_add needs contiguous rows, got strides {a.stride()} and "
-                         f"{b.stride()}")
+    _check_rows(a, b, "rows_add")
     interpreting = os.environ.get("TRITON_INTERPRET") == "1"
-    if a.device.type != "cuda" and not interpreting:
-        raise ValueError(f"rows_add runs on CUDA tensors (on the CPU only under "
-                         f"TRITON_INTERPRET=1), got {a.device.type} ones")
     m, k = a.shape
     y = torch.empty(m, k, dtype=a.dtype, device=a.device)
     grid = (m, triton.cdiv(k, BLOCK))
@@ -71,3 +86,44 @@ def rows_add(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     _standin_rows_elementwise_add[grid](a, b, y, k, a.stride(0), b.stride(0), BLOCK=BLOCK,
                                         INTERPRET_BF16=interpret, num_warps=4)
     return y
+
+
+@triton.jit
+def _standin_rows_elementwise_add_fp8(a_ptr, b_ptr, q_ptr, s_ptr, K, stride_a, stride_b,
+                                      BLOCK: tl.constexpr, FMAX: tl.constexpr,
+                                      INTERPRET_BF16: tl.constexpr):
+    row = tl.program_id(0)
+    offs = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < K
+    a = tl.load(a_ptr + row * stride_a + offs, mask=mask).to(tl.float32)
+    b = tl.load(b_ptr + row * stride_b + offs, mask=mask).to(tl.float32)
+    y = a + b
+    if INTERPRET_BF16:
+        y = _round_bf16_emulated(y)
+    else:  # the bf16 value the unfused stand-in stores, which its pre-pass then reads
+        y = y.to(tl.bfloat16).to(tl.float32)
+    s = tl.load(s_ptr)
+    q = _saturate(_div_by_scale(y, s, tl.math.div_rn(tl.full([], 1.0, tl.float32), s)), FMAX)
+    tl.store(q_ptr + row * K + offs, q.to(q_ptr.dtype.element_ty), mask=mask)
+
+
+def rows_add_fp8(a: torch.Tensor, b: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+    """``a + b`` of two (M, K) bf16 tensors with contiguous rows (any row stride), rounded to
+    bf16 and quantized to FP8 with the static per-tensor ``scale`` (a one-element float32
+    tensor), in one launch: a new contiguous (M, K) float8_e4m3fn tensor, the same bits as
+    ``act_quant.quantize(rows_add(a, b), Scheme.PER_TENSOR, scale)``."""
+    if a.dtype != torch.bfloat16:
+        raise ValueError(f"rows_add_fp8 takes bf16 operands (the bf16 sum is what it "
+                         f"quantizes), got {a.dtype}")
+    if not (isinstance(scale, torch.Tensor) and scale.numel() == 1
+            and scale.dtype == torch.float32 and scale.device == a.device):
+        raise ValueError(f"rows_add_fp8's scale must be a one-element float32 tensor on "
+                         f"{a.device}, got {scale!r}")
+    _check_rows(a, b, "rows_add_fp8")
+    m, k = a.shape
+    q = torch.empty(m, k, dtype=FP8_DTYPE, device=a.device)
+    interpret = os.environ.get("TRITON_INTERPRET") == "1"
+    _standin_rows_elementwise_add_fp8[(m, triton.cdiv(k, BLOCK))](
+        a, b, q, scale, k, a.stride(0), b.stride(0), BLOCK=BLOCK, FMAX=FP8_MAX,
+        INTERPRET_BF16=interpret, num_warps=4)
+    return q
