@@ -103,8 +103,8 @@ def test_cpu_defaults_and_default_json_path(tmp_path, monkeypatch):
     (("--merge-mode", "max"), "unknown merge mode 'max': expected one of exact, requant_max"),
     (("--standin", "fused"), "--standin 'fused': expected one of torch, rows, rows_fp8"),
     (("--standin", "rows_fp8", "--scheme", "per_tensor,block128"),
-     "--standin rows_fp8 quantizes with per_tensor's static activation scale; --scheme "
-     "per_tensor,block128: pass --scheme per_tensor"),
+     ("--standin rows_fp8 quantizes with per_tensor's static activation scale; --scheme "
+      "per_tensor,block128: pass --scheme per_tensor")),
 ])
 def test_bad_inputs(args, message):
     r = run("tower", "--model", "tiny-hybrid", *args)
