@@ -104,7 +104,9 @@ def _print(info: dict, written: dict | None) -> None:
     for g in groups:
         members = "+".join(m.rpartition(".")[2] for m in g["members"])
         by[(_pattern(g["parent"]) + "." + g["merged"], members, g["action"], g["scheme"])].append(g)
-    for (merged, members, action, scheme), gs in sorted(by.items()):
+    # a kept group has no scheme (None) beside merged ones that have one: sort it as a string
+    for (merged, members, action, scheme), gs in sorted(
+            by.items(), key=lambda kv: (*kv[0][:3], str(kv[0][3]))):
         reasons = {g["reason"] for g in gs if g["reason"]}
         reason = next(iter(reasons), "") if len(reasons) <= 1 else (
             f"e.g. {min(reasons)} ({len(reasons)} different)")

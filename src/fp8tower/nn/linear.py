@@ -463,7 +463,11 @@ class Fp8Linear(nn.Module):
             try:
                 self._refresh()  # loaded values may differ: re-prepare (and check the scales)
             except ValueError as e:
-                error_msgs.append(f"{prefix.rstrip('.')}: {e}" if prefix else str(e))
+                # named by its state-dict key, as the dtype errors above: Fp8Weight's messages
+                # on the static activation scale begin "act_scale" (input_scale here), the
+                # others are the weight scale's (shapes were checked by torch before)
+                name = "input_scale" if str(e).startswith("act_scale") else "weight_scale"
+                error_msgs.append(f"state_dict key {prefix}{name}: {e}")
                 self._unchecked = True  # a forward checks them again (and refuses)
                 self._refresh(check_values=False)
         else:  # a shard without the scales (after to_empty: their memory may hold anything):

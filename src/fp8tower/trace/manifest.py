@@ -3,22 +3,26 @@
 `manifest.json` (schema "fp8tower.trace.manifest/1")::
 
     {"schema": "fp8tower.trace.manifest/1",
-     "arm": "merged", "model": "qwen3.5-27b", "m": 1, "device": "cuda",
-     "steps": {"short": 8, "long": 136},
-     "traces": {"short": "trace_8.json.gz", "long": "trace_136.json.gz"},
+     "arm": "merged", "model": "tiny-hybrid", "m": 1, "device": "cpu",
+     "steps": {"short": 2, "long": 6},
+     "traces": {"short": "trace_2.json.gz", "long": "trace_6.json.gz"},
      "step_range": "fp8tower.step",
-     "event_ms": {"short": 11.2, "long": 190.4},    # optional: CUDA-event time of each run
-     "read_ceiling_gbps": 4200.0,                   # optional: measured read bandwidth
-     "ops": [{"label": "gdn.in_proj_qkvz", "group": "gdn.in_proj", "n": 16384, "k": 5120,
-              "bytes": 83906560, "backend": "cublaslt", "kernel_regex": "nvjet|cutlass",
-              "kernels": 1}, ...],                  # the per-step op sequence, in launch order
-     "meta": {...}}                                 # anything else the capture recorded
+     "ops": [{"label": "gdn.in_proj_qkv+in_proj_z", "n": 512, "k": 256, "bytes": 134656,
+              "backend": "reference", "kernel_regex": ".*", "kernels": 21,
+              "group": "gdn.gdn_in"}, ...],        # the per-step op sequence, in launch order
+     "meta": {"gpu": "cpu", "driver": "n/a", "cuda": "none", "torch": "2.13.0+cpu", ...,
+              "date": "2026-12-05T13:41:02+00:00", "command": "...", "env": {}, ...,
+              "scheme": "per_tensor", "backend": "auto", ...},  # provenance.record() and
+                                                                # the capture's settings
+     "event_ms": {"short": ..., "long": ...},  # optional: CUDA-event time of each run
+                                               # (captures of CUDA-graph replays)
+     "read_ceiling_gbps": ...}                 # optional: measured read bandwidth (GPU)
 
 `ops` lists one entry per op call of a step (a 64-layer tower has 64 entries per projection);
 `label` is the row key of reports (repeated across layers), `group` the key on which two arms
-are compared (e.g. merged "in_proj_qkvz" and unmerged "in_proj_qkv" + "in_proj_z" share the
-group "gdn.in_proj"), `bytes` the bytes one call moves, `kernels` how many kernels one call
-launches (counted from an eager profile, see capture.count_kernels_per_op).
+are compared (e.g. merged "gdn.in_proj_qkv+in_proj_z" and unmerged "gdn.in_proj_qkv" +
+"gdn.in_proj_z" share the group "gdn.gdn_in"), `bytes` the bytes one call moves, `kernels` how
+many kernels one call launches (counted from an eager profile, see capture.count_kernels_per_op).
 """
 
 from __future__ import annotations

@@ -17,14 +17,16 @@ step takes the FIRST rule that matches it; kernels no rule matches are reported 
 - ``bytes`` (optional): bytes ONE launch moves (weights + scales + activations + output);
   without it the op has no GB/s.
 
-JSON::
+JSON (the groups of fp8tower's own captures, "gdn.gdn_in" for merged
+"gdn.in_proj_qkv+in_proj_z" and unmerged "gdn.in_proj_qkv" + "gdn.in_proj_z", and
+"attention.o_proj", so that such a trace compares with them)::
 
     {"rules": [
       {"match": "cudnn_generated_fort_native_sm120", "grid": [64, 1, "*"],
-       "label": "gdn.in_proj_qkvz", "group": "gdn.in_proj", "n": 16384, "k": 5120,
+       "label": "gdn.in_proj_qkvz", "group": "gdn.gdn_in", "n": 16384, "k": 5120,
        "bytes": 83906560},
       {"match": "^nvjet_.*qqtst", "ordinal": {"every": 4, "index": 3},
-       "label": "attn.o_proj", "n": 5120, "k": 6144, "bytes": 31467520}
+       "label": "attention.o_proj", "n": 5120, "k": 6144, "bytes": 31467520}
     ]}
 
 TOML::
@@ -33,7 +35,7 @@ TOML::
     match = "cudnn_generated_fort_native_sm120"
     grid = [64, 1, "*"]
     label = "gdn.in_proj_qkvz"
-    group = "gdn.in_proj"
+    group = "gdn.gdn_in"
     n = 16384
     k = 5120
     bytes = 83906560
