@@ -132,5 +132,6 @@ def test_llama_style_types(llama_cfg, model_type):
     spec = tower_spec_from_config(cfg)
     assert shape(spec, "q_proj", 0) == (16 * 128, 1024)
     assert shape(spec, "o_proj", 0) == (1024, 16 * 128)
-    cfg["head_dim"] = None  # mistral writes null: the default applies
-    assert shape(tower_spec_from_config(cfg), "q_proj", 0) == (1024, 1024)
+    cfg["head_dim"] = None  # mistral writes null: the type's default applies (Qwen3's: 128)
+    q_n = 16 * 128 if model_type == "qwen3" else 1024
+    assert shape(tower_spec_from_config(cfg), "q_proj", 0) == (q_n, 1024)

@@ -41,7 +41,7 @@ def test_config_is_followed_even_where_it_differs_from_the_default(cfg27b):
 
 
 def test_quantization_config_inside_config_json(cfg27b):
-    cfg = dict(cfg27b, quantization_config={"quant_method": "fp8", "ignored_layers": [
+    cfg = dict(cfg27b, quantization_config={"quant_method": "fp8", "modules_to_not_convert": [
         "in_proj_a", "linear_attn.in_proj_b", "lm_head"]})  # bare trailing names match
     spec = tower_spec_from_config(cfg)
     assert (spec.quant_method, spec.scheme_hint, len(spec.gemms())) == ("fp8", "per_tensor", 208)
@@ -108,7 +108,7 @@ def test_modelopt_hf_quant_config(qwen35_text, tmp_path):
     hf_quant = {"producer": {"name": "modelopt", "version": "0.37.0"},
                 "quantization": {"quant_algo": "FP8", "kv_cache_quant_algo": None,
                                  "exclude_modules": ["lm_head", "*in_proj_a", "*in_proj_b",
-                                                     "model.layers.*.mlp"]}}
+                                                     "model.layers.*.mlp*"]}}
     (tmp_path / "config.json").write_text(json.dumps(qwen35_text))
     (tmp_path / "hf_quant_config.json").write_text(json.dumps(hf_quant))
     spec = get_spec(tmp_path)

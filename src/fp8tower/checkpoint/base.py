@@ -14,12 +14,15 @@ from __future__ import annotations
 import re
 import warnings
 from dataclasses import dataclass
-from fnmatch import fnmatchcase
 from pathlib import Path
 
 import torch
 
 from ..formats import BLOCK, Fp8Weight, Scheme
+
+# each format's ignore-list rule, shared with fp8tower.models (a spec and its loader agree on
+# what is FP8): re-exported for the format modules
+from ..quant_rules import match_exact_or_regex, match_hf_not_convert, match_modelopt  # noqa: F401
 from .reader import FLOAT_DTYPES, CheckpointError, CheckpointReader, TensorInfo
 
 FP8_STORED = "F8_E4M3"
@@ -376,37 +379,6 @@ class Checkpoint:
     def __repr__(self) -> str:
         return (f"{type(self).__name__}({str(self.path)!r}, format={self.format!r}, "
                 f"{len(self._linears)} quantized linears)")
-
-
-# --- name matching (each format says which of these its ignore list uses) --------------------
-
-
-def match_exact_or_regex(fqn: str, target: str) -> bool:
-    """compressed-tensors' rule (as vLLM applies it): equal, or ``re:<pattern>`` with
-    ``re.match`` (anchored at the start only)."""
-    if target.startswith("re:"):
-        return re.match(target[3:], fqn) is not None
-    return target == fqn
-
-
-def match_modelopt(fqn: str, pattern: str) -> bool:
-    """ModelOpt ``exclude_modules`` as vLLM reads them: exact, substring (also after a leading
-    ``language_model.``), or an fnmatch wildcard (``model.layers.0*``)."""
-    if pattern == fqn or pattern in fqn:
-        return True
-    if fqn.startswith("language_model.") and pattern in fqn[len("language_model."):]:
-        return True
-    return fnmatchcase(fqn, pattern)
-
-
-def match_hf_not_convert(fqn: str, pattern: str) -> bool:
-    """transformers' ``modules_to_not_convert`` rule (5.25, quantizers_utils.py
-    should_convert_module): the name ends with the pattern, or the pattern, as a regex, matches
-    from the start of the name up to a module boundary: "model.layers.1" matches
-    "model.layers.1.mlp", not "model.layers.10.mlp"; "mlp.gate" not "mlp.gate_proj"."""
-    if fqn.endswith(pattern):
-        return True
-    return re.match(rf"(?:{pattern})(?:$|(?=\.)|(?<=\.))", fqn) is not None
 
 
 def _owner(name: str, modules) -> str | None:

@@ -17,17 +17,11 @@ Tensors per linear (vLLM's ModelOptFp8LinearMethod / ModelOptFp8PcPtLinearMethod
 from __future__ import annotations
 
 from ..formats import Scheme
+from ..quant_rules import modelopt_algo as _algo_of
 from .base import Checkpoint, match_modelopt
 from .reader import CheckpointError, CheckpointReader
 
 ALGOS = {"FP8": Scheme.PER_TENSOR, "FP8_PER_CHANNEL_PER_TOKEN": Scheme.CHANNEL_TOKEN}
-
-
-def _algo_of(qconfig: dict):
-    """quant_algo of a config.json quantization_config, top level or under "quantization"."""
-    nested = qconfig.get("quantization")
-    return qconfig.get("quant_algo") or (nested.get("quant_algo") if isinstance(nested, dict)
-                                         else None)
 
 
 class ModelOptCheckpoint(Checkpoint):

@@ -123,16 +123,16 @@ def _model_spec(model: str):
         raise _bad(str(e), param_hint="--model") from None
 
 
-def _model_gemms(spec, merged: bool | None, parts: str) -> list[tuple[int, int, bool]]:
-    """The model's distinct GEMMs as (N, K, run by a merge group); parts that name none
-    (e.g. 'other', or gdn of a model without GDN layers) are refused: they would filter
-    nothing (dispatch) or tune nothing."""
+def _model_gemms(spec, merged: bool | None, parts: str) -> list[tuple[int, int, bool, bool]]:
+    """The model's distinct GEMMs as (N, K, run by a merge group, adds a bias: Qwen2's q/k/v,
+    attention_bias / mlp_bias); parts that name none (e.g. 'other', or gdn of a model without
+    GDN layers) are refused: they would filter nothing (dispatch) or tune nothing."""
     modes = [False, True] if merged is None else [merged]
     parts_t = tuple(_csv(parts))
-    gemms: dict[tuple[int, int, bool], None] = {}
+    gemms: dict[tuple[int, int, bool, bool], None] = {}
     for mode in modes:
         try:
-            gemms.update(dict.fromkeys((g.n, g.k, g.merged)
+            gemms.update(dict.fromkeys((g.n, g.k, g.merged, g.bias)
                                        for g in spec.gemms(parts_t, merged=mode)))
         except ValueError as e:  # unknown part, or MLP of an MoE model
             raise _bad(str(e), param_hint="--parts") from None
@@ -147,30 +147,33 @@ def _model_gemms(spec, merged: bool | None, parts: str) -> list[tuple[int, int, 
     return list(gemms)
 
 
-def _gemms_from(model, shapes, merged, parts) -> tuple[list[tuple[int, int, bool]], object]:
-    """(N, K, merged) of the model's GEMMs, then of --shapes (never merged), and the spec."""
+def _gemms_from(model, shapes, merged, parts) -> tuple[list[tuple[int, int, bool, bool]],
+                                                         object]:
+    """(N, K, merged, bias) of the model's GEMMs, then of --shapes (never merged, no bias of
+    their own: --bias gives every key one), and the spec."""
     spec = _model_spec(model) if model else None
-    out: dict[tuple[int, int, bool], None] = {}
+    out: dict[tuple[int, int, bool, bool], None] = {}
     if spec is not None:
         out.update(dict.fromkeys(_model_gemms(spec, merged, parts)))
     if shapes is not None:  # "" or ",": an error naming --shapes, not "no filter"
-        out.update(dict.fromkeys((n, k, False) for n, k in _parse_shapes(shapes)))
+        out.update(dict.fromkeys((n, k, False, False) for n, k in _parse_shapes(shapes)))
     return list(out), spec
 
 
 def _shapes_from(model, shapes, merged, parts) -> tuple[list[tuple[int, int]], object]:
     gemms, spec = _gemms_from(model, shapes, merged, parts)
-    return list(dict.fromkeys((n, k) for n, k, _ in gemms)), spec
+    return list(dict.fromkeys((n, k) for n, k, *_ in gemms)), spec
 
 
 def tune_problems(gemms, schemes, buckets, *, act_dtype, out_dtype, capability,
                   channel_scale: bool = False, static_act_scale: bool = True,
                   has_bias: bool = False) -> list:
-    """The dispatch keys ``fp8tower tune`` tunes: every (N, K, merged) x scheme x M bucket.
-    per_tensor GEMMs of a merge group carry one weight scale per shard, an (N,) vector (as
-    MergedFp8Linear builds it; a scalar only when every shard has the same one), so their key
-    is the channel-scale one; ``channel_scale`` gives every per_tensor key a vector;
-    ``has_bias``: the keys of calls that add a bias."""
+    """The dispatch keys ``fp8tower tune`` tunes: every (N, K, merged, bias) x scheme x M
+    bucket. per_tensor GEMMs of a merge group carry one weight scale per shard, an (N,) vector
+    (as MergedFp8Linear builds it; a scalar only when every shard has the same one), so their
+    key is the channel-scale one; a GEMM with a bias (the model's: Qwen2's q/k/v, Llama's
+    attention_bias) poses the -bias key, as its converted layer's calls do; ``channel_scale``
+    gives every per_tensor key a vector; ``has_bias`` gives every key a bias."""
     from ..formats import Scheme
     from ..problem import GemmProblem
 
@@ -179,8 +182,8 @@ def tune_problems(gemms, schemes, buckets, *, act_dtype, out_dtype, capability,
                     capability=capability,
                     channel_weight_scale=(channel_scale or grouped) and s is Scheme.PER_TENSOR,
                     static_act_scale=static_act_scale and s is Scheme.PER_TENSOR,
-                    has_bias=has_bias)
-        for (n, k, grouped) in gemms for s in schemes for b in buckets
+                    has_bias=has_bias or bias)
+        for (n, k, grouped, bias) in gemms for s in schemes for b in buckets
     ]
     return list(dict.fromkeys(problems))
 
@@ -312,7 +315,8 @@ def tune(
     = True,
     bias: Annotated[bool, typer.Option(
         "--bias", help="The keys of calls that add a bias (timed with one: cuBLASLt, CUTLASS "
-        "and cuDNN add it with a kernel of their own, Triton in its GEMM).")] = False,
+        "and cuDNN add it with a kernel of their own, Triton in its GEMM; a --model's linears "
+        "with a bias get them without this flag).")] = False,
     retune: Annotated[bool, typer.Option(
         "--retune", help="Tune again even if cached (as FP8TOWER_RETUNE=1 does).")] = False,
     max_configs: Annotated[int | None, typer.Option(
@@ -371,6 +375,12 @@ def tune(
                 f"per_tensor scale, no bias), not the keys {', '.join(other)} make: tune "
                 "those without --in-context", param_hint="--in-context")
     gemms, spec = _gemms_from(model, shapes, merged, parts)
+    if in_context and any(bias for *_, bias in gemms):
+        # the tower (tower/build.py) runs its GEMMs without the model's biases: it would
+        # re-rank the bias-free keys, not the -bias ones this model's calls pose
+        raise _bad(f"--in-context: {spec.name}'s GEMMs add a bias (attention_bias / mlp_bias, "
+                   "Qwen2's q/k/v), which the tower's decode step does not run: tune without "
+                   "--in-context", param_hint="--in-context")
     if scheme is None:
         scheme = (spec.scheme_hint if spec is not None else None) or ALL_SCHEMES
     schemes = _parse_schemes(scheme)

@@ -5,20 +5,26 @@ A linear is matched by its checkpoint module names: both ``model.<name>`` and
 ``layers.3.linear_attn.in_proj_a``), because Qwen3.5's multimodal checkpoints use the second
 spelling and text-only ones the first; the two always denote the same module.
 
-Entry semantics, per format:
+Ignore lists are matched by the rule of the format that reads them, the checkpoint loaders'
+own functions (``fp8tower/quant_rules.py``, shared with ``fp8tower.checkpoint``), so that a
+spec and its loader agree on what is FP8:
 
 - compressed-tensors (``quant_method: compressed-tensors``; ``config_groups`` + ``ignore``):
   as compressed-tensors matches, an entry ``re:<regex>`` matches when ``re.match`` does (anchored
   at the start only), any other entry only the exact module name; the target ``Linear`` matches
   every linear. A linear is FP8 when the best-matching group (exact name, then regex, then
   class) has 8-bit float weights and no ``ignore`` entry matches it.
-- every other format (``modules_to_not_convert``: HF FineGrainedFP8 / fbgemm_fp8;
-  ``ignored_layers``: vLLM fp8; ``exclude_modules`` / ``ignore``: ModelOpt): ``re:`` entries as
-  above, other entries are globs (``*`` matches anything, dots included) matched against the
-  module name, any ancestor of it (so ``model.layers.*.self_attn`` excludes its projections)
-  and any trailing part of it at a dot (so ``in_proj_a`` or ``linear_attn.in_proj_a``
-  excludes every layer's in_proj_a), on dot boundaries, as transformers 5.25's
-  ``should_convert_module`` matches (``model.layers.1`` does not exclude layer 10).
+- ``modules_to_not_convert`` (HF FineGrainedFP8 ``fp8``, ``fbgemm_fp8``): transformers 5.25's
+  ``should_convert_module``: a regex matching from the start of the name up to a module
+  boundary (``model.layers.1`` excludes layer 1, not layer 10), or the end of the name
+  (``in_proj_a`` excludes every layer's in_proj_a). An entry that is no regex is an error.
+- ``ignored_layers`` (vLLM ``fp8``): exact module names.
+- ModelOpt (``exclude_modules``, else ``ignore``; top level or under ``quantization``): as vLLM
+  reads them, exact, substring or fnmatch wildcard of the full name (``model.layers.*.mlp``
+  names no projection; ``model.layers.*.mlp*`` does). Its ``quant_algo`` may sit in
+  hf_quant_config.json beside a config.json that names only the method (``get_spec`` reads it).
+- other FP8 methods: each key by the rule of the format it comes from (``ignore``: as
+  compressed-tensors).
 - a method that is not FP8 (awq, gptq, bitsandbytes, NVFP4, ...): no linear is FP8.
 
 Without a quantization config the builders' defaults apply (everything FP8 except the GDN's
@@ -29,16 +35,35 @@ from __future__ import annotations
 
 import fnmatch
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from ..quant_rules import match_exact_or_regex, match_hf_not_convert, match_modelopt, modelopt_algo
 from .spec import ConfigError
 
 SCHEME_HINTS = ("per_tensor", "channel_token", "block128")
 NAME_PREFIXES = ("model.", "model.language_model.")
-EXCLUDE_KEYS = ("modules_to_not_convert", "ignored_layers", "exclude_modules", "ignore")
 FIELD = "quantization_config"
+Rule = Callable[[str, str], bool]  # (module name, entry) -> whether the entry names it
+
+
+def _exact(fqn: str, entry: str) -> bool:
+    return fqn == entry
+
+
+# Each ignore key by the rule of the format it comes from (the loaders': checkpoint/
+# block_fp8.py, modelopt.py, compressed_tensors.py, native.py); "re" says which entries are
+# regexes, checked here: "all" (transformers), "re:" (compressed-tensors' prefix) or None.
+KEY_RULES: dict[str, tuple[Rule, str | None]] = {
+    "modules_to_not_convert": (match_hf_not_convert, "all"),
+    "ignored_layers": (_exact, None),
+    "exclude_modules": (match_modelopt, None),
+    "ignore": (match_exact_or_regex, "re:"),
+}
+# The keys a method reads (as its loader / transformers does); other FP8 methods: every key
+METHOD_KEYS = {"fp8": ("modules_to_not_convert", "ignored_layers"),
+               "fbgemm_fp8": ("modules_to_not_convert",)}
 CtGroups = tuple[tuple[bool, tuple[str, ...]], ...]  # (weights are FP8, targets) per group
 
 
@@ -47,17 +72,21 @@ def module_names(name: str) -> tuple[str, ...]:
     return tuple(p + name for p in NAME_PREFIXES)
 
 
-def _compile(entry: str, field_name: str, context: str) -> re.Pattern[str]:
+def _compile(entry: str, field_name: str, context: str, regex: str = "re:") -> None:
+    """Check a regex entry: after its ``re:`` prefix, or (``regex="all"``) the whole entry."""
     try:
-        return re.compile(entry[3:])
+        re.compile(entry[3:] if regex == "re:" else entry)
     except re.error as e:
-        raise ConfigError(field_name, entry, f"a valid regular expression after 're:' ({e})",
+        after = "after 're:' " if regex == "re:" else "(transformers matches entries as regexes) "
+        raise ConfigError(field_name, entry, f"a valid regular expression {after}({e})",
                           context=context) from None
 
 
-def _str_list(qc: dict[str, Any], key: str, context: str, where: str = FIELD) -> list[str]:
-    """``qc[key]`` as a list of strings (``re:`` ones compiled to check them); ``where`` is the
-    dotted field ``qc`` sits at, for errors."""
+def _str_list(qc: dict[str, Any], key: str, context: str, where: str = FIELD,
+              regex: str | None = "re:") -> list[str]:
+    """``qc[key]`` as a list of strings, its regexes compiled to check them (``regex``: "re:"
+    entries, "all" of them, or None); ``where`` is the dotted field ``qc`` sits at, for
+    errors."""
     value = qc.get(key)
     if value is None:
         return []
@@ -65,8 +94,8 @@ def _str_list(qc: dict[str, Any], key: str, context: str, where: str = FIELD) ->
         raise ConfigError(f"{where}.{key}", value, "a list of module names / patterns",
                           context=context)
     for v in value:
-        if v.startswith("re:"):
-            _compile(v, f"{where}.{key}", context)
+        if regex == "all" or (regex == "re:" and v.startswith("re:")):
+            _compile(v, f"{where}.{key}", context, regex)
     return value
 
 
@@ -79,8 +108,32 @@ def _subpaths(name: str) -> list[str]:
 
 
 @dataclass(frozen=True)
+class Ignore:
+    """An ignore list: per config key, the format's rule and the entries."""
+
+    lists: tuple[tuple[Rule, tuple[str, ...]], ...] = ()
+
+    @classmethod
+    def of(cls, qc: dict[str, Any], keys: Iterable[str], context: str, where: str = FIELD,
+           rule: Rule | None = None) -> Ignore:
+        """The entries of ``keys`` in ``qc``, each key by its KEY_RULES rule (or ``rule``)."""
+        lists = []
+        for key in keys:
+            key_rule, regex = KEY_RULES[key]
+            entries = _str_list(qc, key, context, where, regex if rule is None else None)
+            if entries:
+                lists.append((rule or key_rule, tuple(entries)))
+        return cls(tuple(lists))
+
+    def matches(self, names: Iterable[str]) -> bool:
+        return any(rule(name, e) for rule, entries in self.lists for name in names
+                   for e in entries)
+
+
+@dataclass(frozen=True)
 class Matcher:
-    """Entries compiled once: exact names in a set (lists of hundreds stay fast)."""
+    """ModelOpt MIXED_PRECISION's ``quantized_layers`` (no loader reads it): exact names (in a
+    set), globs and ``re:`` entries, against a name, its ancestors and its dotted suffixes."""
 
     exact: frozenset[str] = frozenset()
     globs: tuple[re.Pattern[str], ...] = ()  # fullmatch against a name or a subpath
@@ -128,17 +181,16 @@ class QuantPolicy:
     scheme_hint: str | None = None
     notes: tuple[str, ...] = ()
     fp8_all: bool = True  # False: the method is not FP8, so nothing is
-    exclude: Matcher = Matcher()  # non compressed-tensors formats: globs on subpaths
+    exclude: Ignore = Ignore()  # the ignore list, by its format's rule
     fp8_layers: Matcher | None = None  # ModelOpt MIXED_PRECISION: the layers it made FP8
     ct_groups: CtGroups = ()
-    ct_ignore: Matcher = Matcher()  # compressed-tensors: exact names or re: only
 
     def is_fp8(self, name: str, default: bool) -> bool:
         if self.method is None:
             return default
         names = module_names(name)
         if self.method == "compressed-tensors":
-            if self.ct_ignore.matches(names, subpaths=False):
+            if self.exclude.matches(names):
                 return False
             best: tuple[int, bool] | None = None
             for fp8, targets in self.ct_groups:
@@ -175,8 +227,15 @@ def _ct_groups(qc: dict[str, Any], context: str) -> tuple[CtGroups, str | None, 
         where = f"{FIELD}.config_groups.{gname}"
         if not isinstance(group, dict):
             raise ConfigError(where, group, "an object with targets and weights", context=context)
+        for key in ("weights", "input_activations"):  # None: not quantized
+            if group.get(key) is not None and not isinstance(group[key], dict):
+                raise ConfigError(f"{where}.{key}", group[key], "an object (num_bits, type, "
+                                  "strategy, ...) or null", context=context)
         weights = group.get("weights") or {}
         targets = _str_list(group, "targets", context, where)
+        if not targets:  # as the loader (checkpoint/compressed_tensors.py) refuses it
+            raise ConfigError(f"{where}.targets", group.get("targets"), "a non-empty list of "
+                              "module names / 're:' regexes", context=context)
         fp8 = weights.get("type") == "float" and weights.get("num_bits") == 8
         parsed.append((fp8, tuple(targets)))
         if not fp8:
@@ -205,6 +264,38 @@ def _ct_groups(qc: dict[str, Any], context: str) -> tuple[CtGroups, str | None, 
 _MODELOPT_HINTS = {"FP8": "per_tensor", "FP8_PER_CHANNEL_PER_TOKEN": "channel_token"}
 
 
+def _modelopt(qc: dict[str, Any], context: str) -> QuantPolicy:
+    """A ModelOpt config, read as checkpoint/modelopt.py reads it: quant_algo and the exclude
+    list at the top level or under "quantization"; ``exclude_modules``, else ``ignore``."""
+    method, algo = "modelopt", modelopt_algo(qc)
+    if not algo:
+        raise ConfigError(f"{FIELD}.quant_algo", None, "a ModelOpt quant_algo (e.g. 'FP8'), "
+                          "here or under 'quantization'; a config.json that names only the "
+                          "method keeps it in hf_quant_config.json beside it, which get_spec "
+                          "reads (or pass it as quant_config)", context=context)
+    nested = qc.get("quantization")
+    src, where = (nested, f"{FIELD}.quantization") if isinstance(nested, dict) else (qc, FIELD)
+    key = "exclude_modules" if "exclude_modules" in src else "ignore"
+    exclude = Ignore.of(src, (key,), context, where, rule=match_modelopt)
+    algo = str(algo).upper()
+    if algo == "MIXED_PRECISION":
+        layers = src.get("quantized_layers")
+        if not isinstance(layers, dict):
+            raise ConfigError(f"{where}.quantized_layers", layers,
+                              "an object of module name -> {quant_algo}", context=context)
+        fp8 = tuple(k for k, v in layers.items()
+                    if isinstance(v, dict) and str(v.get("quant_algo", "")).upper() == "FP8")
+        return QuantPolicy(method, "per_tensor" if fp8 else None, (), exclude=exclude,
+                           fp8_layers=Matcher.of(fp8))
+    if algo in _MODELOPT_HINTS:
+        return QuantPolicy(method, _MODELOPT_HINTS[algo], (), exclude=exclude)
+    if "FP8" in algo:
+        return QuantPolicy(method, None, (f"ModelOpt quant_algo {algo} has no scheme here",),
+                           exclude=exclude)
+    return QuantPolicy(method, None, (f"ModelOpt quant_algo {algo!r} is not FP8",),
+                       fp8_all=False)
+
+
 def parse_quant_config(qc: dict[str, Any] | None, *, context: str = "") -> QuantPolicy:
     """Parse a quantization_config (or a ModelOpt hf_quant_config.json) into a QuantPolicy."""
     if qc is None:
@@ -223,38 +314,20 @@ def parse_quant_config(qc: dict[str, Any] | None, *, context: str = "") -> Quant
                           "a string such as 'fp8', 'compressed-tensors' or 'modelopt'",
                           context=context)
     method = method.lower()
-    exclude = Matcher.of(e for key in EXCLUDE_KEYS for e in _str_list(qc, key, context))
-
+    if method == "modelopt":
+        return _modelopt(qc, context)
     if method == "compressed-tensors":
+        exclude = Ignore.of(qc, ("ignore",), context)
         groups, hint, notes = _ct_groups(qc, context)
-        return QuantPolicy(method, hint, tuple(notes), ct_groups=groups,
-                           ct_ignore=Matcher.of(_str_list(qc, "ignore", context),
-                                                globs=False))
+        return QuantPolicy(method, hint, tuple(notes), ct_groups=groups, exclude=exclude)
+    if "fp8" not in method:
+        note = f"quant_method {method!r} is not FP8: no linear is FP8"
+        return QuantPolicy(method, None, (note,), fp8_all=False)
+    exclude = Ignore.of(qc, METHOD_KEYS.get(method, KEY_RULES), context)
     if method == "fp8":
         hint, notes = _fp8_block_hint(qc, context)
         return QuantPolicy(method, hint, tuple(notes), exclude=exclude)
     if method == "fbgemm_fp8":
         return QuantPolicy(method, "channel_token", (), exclude=exclude)
-    if method == "modelopt":
-        algo = str(qc.get("quant_algo", "")).upper()
-        if algo == "MIXED_PRECISION":
-            layers = qc.get("quantized_layers")
-            if not isinstance(layers, dict):
-                raise ConfigError(f"{FIELD}.quantized_layers", layers,
-                                  "an object of module name -> {quant_algo}", context=context)
-            fp8 = tuple(k for k, v in layers.items()
-                        if isinstance(v, dict) and str(v.get("quant_algo", "")).upper() == "FP8")
-            return QuantPolicy(method, "per_tensor" if fp8 else None, (), exclude=exclude,
-                               fp8_layers=Matcher.of(fp8))
-        if algo in _MODELOPT_HINTS:
-            return QuantPolicy(method, _MODELOPT_HINTS[algo], (), exclude=exclude)
-        if "FP8" in algo:
-            return QuantPolicy(method, None, (f"ModelOpt quant_algo {algo} has no scheme here",),
-                               exclude=exclude)
-        return QuantPolicy(method, None, (f"ModelOpt quant_algo {algo!r} is not FP8",),
-                           fp8_all=False)
-    if "fp8" in method:
-        return QuantPolicy(method, None, (f"quant_method {method!r}: FP8 assumed, scheme unknown",),
-                           exclude=exclude)
-    return QuantPolicy(method, None, (f"quant_method {method!r} is not FP8: no linear is FP8",),
-                       fp8_all=False)
+    return QuantPolicy(method, None, (f"quant_method {method!r}: FP8 assumed, scheme unknown",),
+                       exclude=exclude)

@@ -11,7 +11,8 @@ MLP. Shapes follow HF transformers (modular_qwen3_next.py, modular_qwen3_5.py):
   in_proj_ba N = 2 * linear_num_value_heads, out_proj as above.
 - Attention: q_proj N = num_attention_heads * head_dim, doubled when ``attn_output_gate``
   (query + sigmoid gate; the default, and always so in Qwen3-Next); k_proj / v_proj
-  N = num_key_value_heads * head_dim; o_proj K = num_attention_heads * head_dim.
+  N = num_key_value_heads * head_dim; o_proj K = num_attention_heads * head_dim; each has a
+  bias when ``attention_bias`` (default false). GDN and MLP linears have none.
 - MLP (Qwen3.5 dense only): gate/up N = intermediate_size, down K = intermediate_size.
 
 By default in_proj_b / in_proj_a / in_proj_ba are not FP8: FP8 checkpoints keep these
@@ -82,6 +83,7 @@ def build(f: Fields, model_type: str) -> dict:
         head_dim = f.pos_int("head_dim")
         f.multiple("num_attention_heads", heads, "num_key_value_heads", kv_heads)
         gate = True if next_style else f.flag("attn_output_gate", True)
+        bias = f.flag("attention_bias", False)  # q/k/v/o; GDN and MLP linears have none
     inter = f.pos_int("intermediate_size") if dense_mlp else None
 
     linears: list[LinearSpec] = []
@@ -107,7 +109,8 @@ def build(f: Fields, model_type: str) -> dict:
             add(i, "gdn", "linear_attn", "out_proj", hidden, value_dim, None, "gdn_core_out")
         else:
             q_n = heads * head_dim * (2 if gate else 1)  # query (+ output gate)
-            linears += attention_linears(i, q_n, kv_heads * head_dim, hidden, heads * head_dim)
+            linears += attention_linears(i, q_n, kv_heads * head_dim, hidden, heads * head_dim,
+                                         bias, bias)
         if dense_mlp:
             linears += mlp_linears(i, inter, hidden)
 

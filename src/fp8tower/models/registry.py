@@ -9,6 +9,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from ..quant_rules import modelopt_algo
 from . import llama, qwen
 from ._fields import Fields
 from .quant import parse_quant_config
@@ -82,6 +83,13 @@ def text_config(config: dict[str, Any]) -> tuple[dict[str, Any], bool]:
     return text, True
 
 
+def _names_only_modelopt(qc: Any) -> bool:
+    """config.json's quantization_config names the ModelOpt method but no quant_algo: the
+    checkpoint keeps the rest in hf_quant_config.json (checkpoint/modelopt.py reads it so)."""
+    return (isinstance(qc, dict) and str(qc.get("quant_method", "")).lower() == "modelopt"
+            and not modelopt_algo(qc))
+
+
 def tower_spec_from_config(
     config: dict[str, Any], *, name: str | None = None, quant_config: dict[str, Any] | None = None
 ) -> TowerSpec:
@@ -105,7 +113,10 @@ def tower_spec_from_config(
 
     notes = list(built["notes"])
     own_qc = config.get("quantization_config") or text.get("quantization_config")
-    if quant_config is not None and own_qc is not None:
+    if quant_config is not None and _names_only_modelopt(own_qc):
+        notes.append("config.json's quantization_config names only the method (modelopt): "
+                     "the quantization config passed in (hf_quant_config.json) gives the rest")
+    elif quant_config is not None and own_qc is not None:
         notes.append("the quantization_config passed in replaces config.json's own")
     policy = parse_quant_config(quant_config if quant_config is not None else own_qc,
                                 context=name)
@@ -140,14 +151,14 @@ def get_spec(
     """TowerSpec of a shipped model name or a config path.
 
     A checkpoint directory's ``hf_quant_config.json`` (ModelOpt) is used when config.json has
-    no quantization_config and none is passed.
+    no quantization_config, or one naming only the modelopt method, and none is passed.
     """
     model, path = _resolve(name_or_path)
     config = load_config(name_or_path)
     if quant_config is None and path is not None:
         hf_quant = path.parent / "hf_quant_config.json"
         text, _ = text_config(config)
-        if hf_quant.is_file() and not (config.get("quantization_config")
-                                       or text.get("quantization_config")):
+        own = config.get("quantization_config") or text.get("quantization_config")
+        if hf_quant.is_file() and (not own or _names_only_modelopt(own)):
             quant_config = _parse_json(_read_text(hf_quant), str(hf_quant))
     return tower_spec_from_config(config, name=name or model, quant_config=quant_config)

@@ -55,6 +55,7 @@ class LinearSpec:
     merge_group: str | None  # e.g. "layers.3.gdn_in"; None: no sibling to merge with
     input: str  # e.g. "layers.3.hidden_norm"
     fp8: bool  # whether the checkpoint's quantization config (or the default) makes it FP8
+    bias: bool = False  # the HF module has a bias (attention_bias, mlp_bias, Qwen2's q/k/v)
 
     @property
     def weight_bytes_fp8(self) -> int:
@@ -80,6 +81,11 @@ class GemmSpec:
     @property
     def fp8(self) -> bool:
         return all(m.fp8 for m in self.members)
+
+    @property
+    def bias(self) -> bool:
+        """The call adds a bias (a merged group's: its members' concatenated)."""
+        return any(m.bias for m in self.members)
 
 
 def _check_parts(parts: Parts) -> tuple[str, ...]:
@@ -142,12 +148,17 @@ class TowerSpec:
     def merge_groups(
         self, parts: Parts = DEFAULT_PARTS, *, fp8_only: bool = True
     ) -> dict[str, list[LinearSpec]]:
-        """Group name -> members in execution order; groups left with < 2 members are dropped."""
+        """Group name -> members in execution order. A group merges only when its members are
+        all FP8 (with ``fp8_only=False`` also: all not FP8): one an ignore list covers in part
+        stays unmerged, its FP8 members run as their own GEMMs, as convert and the loaders keep
+        it (docs/models.md, "What stays as it is")."""
         groups: dict[str, list[LinearSpec]] = {}
-        for lin in self.linears(parts, fp8_only=fp8_only):
+        for lin in self.linears(parts):
             if lin.merge_group is not None:
                 groups.setdefault(lin.merge_group, []).append(lin)
-        return {g: members for g, members in groups.items() if len(members) > 1}
+        return {g: members for g, members in groups.items()
+                if len(members) > 1 and len({m.fp8 for m in members}) == 1
+                and (members[0].fp8 or not fp8_only)}
 
     def gemms(
         self, parts: Parts = DEFAULT_PARTS, *, merged: bool = False, fp8_only: bool = True

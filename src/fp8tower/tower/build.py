@@ -550,6 +550,9 @@ def build_tower(
             weights = [random_fp8_weight(lin.n, lin.k, scheme, std=std, act_scale=act,
                                          seed=seed, slot=index[lin.name], device=device)
                        for lin in g.members]
+            # No bias, even where the spec's linear has one (LinearSpec.bias: Qwen2's q/k/v,
+            # attention_bias / mlp_bias): such a GEMM poses the bias-free key here, the -bias
+            # one in the model (`tune --model` tunes the model's; `--in-context` refuses it)
             if g.merged:
                 module = MergedFp8Linear.from_weights(weights, [lin.name for lin in g.members],
                                                       merge_mode, backend=backend)
