@@ -366,8 +366,9 @@ def main(argv=None):
             torch.cuda.empty_cache()
         save()
 
-    # Tower chains at M = 1: every weight read once per replay (2 sets x 9 shapes).
+    # Tower chains at M = 1: every weight read once per replay (2 sets x the shapes).
     shapes = [tuple(map(int, s.split("x"))) for s in SHAPES]
+    gemms = 2 * len(shapes)  # GEMMs a replay runs: each shape of each weight set once
     chain_arms = {Scheme.WEIGHT_ONLY: ("base", "wo_f16", "wo_split8", "wo_split8_pt"),
                   Scheme.PER_TENSOR: ("cublaslt", "base", "best_measured"),
                   Scheme.CHANNEL_TOKEN: ("cublaslt", "base", "pdl", "pdl_pf2", "best_measured"),
@@ -398,10 +399,10 @@ def main(argv=None):
                         if between:
                             calls.append(lambda x=xs[k]: x.mul_(1.0))
                 row = {"scheme": scheme.value, "m": m, "arm": arm, "elementwise_between": between,
-                       "gemms": 18, "bytes": total}
+                       "gemms": gemms, "bytes": total}
                 if arm == "best_measured":
                     row["chosen"] = chosen
-                row.update(timed_chain(calls, total, ceiling, gemms=18, runs=2,
+                row.update(timed_chain(calls, total, ceiling, gemms=gemms, runs=2,
                                        cold=2 * sum(n * k for n, k in shapes) > L2_FACTOR * l2))
                 res["chains"].append(row)
                 print({k: v for k, v in row.items() if k != "chosen"}, flush=True)

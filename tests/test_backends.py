@@ -52,6 +52,53 @@ def test_reference_matches_float64(scheme, m):
     assert sqnr_db(_ref64(x, w), out) >= MIN_DB
 
 
+def _by_hand64(x, w):
+    """x.double() @ W.T in float64, W = w.data times its scales expanded here (per-tensor
+    scalar, per-row vector, 128x128 blocks by index), not by formats.dequantize*."""
+    n, k = w.shape
+    s = w.scale.double()
+    if w.scheme is Scheme.BLOCK128:
+        s = s[torch.arange(n)[:, None] // 128, torch.arange(k)[None, :] // 128]
+    else:
+        s = s.reshape(-1, 1)  # (1, 1) or (N, 1)
+    return x.double() @ (w.data.double() * s).T
+
+
+@pytest.mark.parametrize("case", ["per_tensor", "per_tensor_vector", "channel_token",
+                                  "block128", "weight_only"])
+@pytest.mark.parametrize("m", MS)
+def test_reference_equals_the_float64_product_dequantized_by_hand(case, m):
+    """The oracle against an independent float64 product (test_reference_matches_float64
+    compares it with itself). x on the FP8 grid times 2^-4 (bf16 holds it: quantizing x
+    gives back x itself), each token (channel_token) or 1x128 group (block128) then scaled by
+    its own power of two, so each has its own dynamic scale; weight scales rounded to bf16
+    (the reference dequantizes W in fp32: FP8 times an 8-bit scale is exact there). The
+    float64 reference equals x.double() @ (w.data * scales expanded by hand).T to 1e-12
+    relative; the float32 reference backend scores >= 120 dB against it (137-150 measured)."""
+    n, k = 200, 328  # partial blocks in both directions
+    scheme = Scheme.parse(case.removesuffix("_vector"))
+    act = 2.0**-4 if scheme is Scheme.PER_TENSOR else None
+    w = quantize_weight(random_weight(n, k, seed=m), scheme, act_scale=act)
+    if case == "per_tensor_vector":  # an exact merge's (N,) vector
+        w.scale = torch.linspace(0.5, 2.0, n) * w.scale
+    w.scale = w.scale.bfloat16().float()
+    if scheme is Scheme.WEIGHT_ONLY:
+        x = torch.randn(m, k, generator=torch.Generator().manual_seed(m)).bfloat16()
+    else:
+        x = exact_activations(m, k, scheme, 2.0**-4, seed=m)
+        rows, cols = torch.arange(m)[:, None], torch.arange(k)[None, :]
+        if scheme is Scheme.CHANNEL_TOKEN:
+            x = (x * 2.0 ** (rows % 4)).bfloat16()
+        elif scheme is Scheme.BLOCK128:
+            x = (x * 2.0 ** ((rows + cols // 128) % 4)).bfloat16()
+    want = _by_hand64(x, w)
+    got = _ref64(x, w)
+    err = float(torch.linalg.vector_norm(got - want) / torch.linalg.vector_norm(want))
+    assert err <= 1e-12, f"{case} M={m}: relative error {err:.3g}"
+    out = _run_poisoned(backends.get("reference"), x, w)
+    assert sqnr_db(want, out) >= 120
+
+
 TRITON_CONFIGS = [
     {"block_n": 32, "block_k": 128, "split_k": 1, "num_warps": 4, "num_stages": 2},
     {"block_n": 64, "block_k": 128, "split_k": 3, "num_warps": 4, "num_stages": 2},
@@ -70,6 +117,41 @@ def test_triton_contract(interpret, scheme, m, cfg):
     out = _run_poisoned(be, x, w, config=cfg)
     db = sqnr_db(_ref64(x, w), out)
     assert db >= MIN_DB, f"{scheme} M={m}: {db:.1f} dB"
+
+
+@pytest.mark.parametrize("scheme", [Scheme.PER_TENSOR, Scheme.CHANNEL_TOKEN, Scheme.BLOCK128],
+                         ids=str)
+def test_triton_wide_and_deep_tiles_interpreted(interpret, scheme):
+    """The tiles only the GPU tests ran (test_gpu.py's priority configs), on the interpreter:
+    at M = 8 the untuned default and the priority_configs of an 8192x8192 problem that are
+    the BLOCK_K 512 deep tile (deep_default: the default of per_tensor and channel_token;
+    deep_unsplit) or the BLOCK_N 128 wide one (wide_in_gemm: per_tensor, block128; for
+    channel_token, which wide_in_gemm leaves out, the same tile of the tuner's space, in both
+    of its x modes). Each runs a 256x1024 GEMM with exact activations: >= 120 dB against the
+    float64 reference (144-147 dB measured; the contract's 40 dB would pass a 1% error)."""
+    from fp8tower.kernels import configs as kc
+
+    m, n, k = 8, 256, 1024
+
+    def problem(s):
+        return GemmProblem(m, 8192, 8192, s, capability=(9, 0),
+                           static_act_scale=s is Scheme.PER_TENSOR)
+
+    p = problem(scheme)
+    cfgs = [c for c in [kc.default_config(p), *kc.priority_configs(p)]
+            if c["block_n"] == 128 or c["block_k"] == 512]
+    if scheme is Scheme.CHANNEL_TOKEN:
+        pt = problem(Scheme.PER_TENSOR)
+        (wide,) = kc.wide_in_gemm(pt, kc.configs(pt))
+        tile = ("block_n", "block_k", "split_k", "num_warps", "num_stages", "pdl")
+        cfgs += [c for c in kc.configs(p) if all(c.get(f) == wide.get(f) for f in tile)]
+    assert {(c["block_n"], c["block_k"]) for c in cfgs} == {(64, 512), (128, 256)}, cfgs
+    w, x = _weight(n, k, scheme, seed=m), _x(m, k, scheme, seed=m)
+    ref = _ref64(x, w)
+    be = backends.get("triton")
+    for cfg in cfgs:
+        db = sqnr_db(ref, _run_poisoned(be, x, w, config=cfg))
+        assert db >= 120, f"{scheme} {cfg}: {db:.1f} dB"
 
 
 @pytest.mark.parametrize("prequant", [True, False])

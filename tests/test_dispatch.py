@@ -443,16 +443,23 @@ def test_cli_tune_poses_the_keys_the_models_tower_runs(scheme, arm):
     """`fp8tower tune --model M --merged` tuned per_tensor merge groups under the scalar-scale
     key, while a merged per_tensor module carries one scale per shard (a channel-scale key):
     the keys the model ran were tuned only at their first call (found 2026-12-02, the 27B's
-    cache). Now the keys it tunes are the tower's own, no more, no less."""
+    cache). Now the keys it tunes are the tower's own, no more, no less. block128 merged:
+    tiny-hybrid's groups (gdn_in 320+192, qkv 384+96+96) cannot merge exactly (a block row
+    would straddle two members), so its tower is refused, and convert keeps such a group's
+    members unmerged: tune poses the unmerged tower's keys, not the groups' (it posed those,
+    keys no model runs)."""
     from fp8tower.cli.tune import _gemms_from, tune_problems
     from fp8tower.formats import Scheme
+    from fp8tower.nn.merged import MergeError
     from fp8tower.problem import m_bucket
     from fp8tower.tower.build import build_tower
 
-    if (scheme, arm) == ("block128", "merged"):
-        pytest.skip("tiny-hybrid's shards are not 128-aligned: no exact block128 merge")
     s = Scheme.parse(scheme)
     gemms, _ = _gemms_from("tiny-hybrid", None, arm == "merged", "gdn,attention")
+    if (scheme, arm) == ("block128", "merged"):
+        with pytest.raises(MergeError, match="not a multiple of 128"):
+            build_tower("tiny-hybrid", scheme=scheme, arm=arm, device="cpu")
+        arm = "unmerged"  # what such a model runs
     for m in (1, 3):
         tower = build_tower("tiny-hybrid", scheme=scheme, arm=arm, m=m, device="cpu")
         want = {p.key() for p in tower.gemm_problems()}
@@ -462,6 +469,37 @@ def test_cli_tune_poses_the_keys_the_models_tower_runs(scheme, arm):
         assert got == want, (got ^ want)
     if scheme == "per_tensor" and arm == "merged":
         assert any("-chs-" in k for k in want) and any("-chs-" not in k for k in want)
+
+
+def test_cli_tune_poses_a_block128_group_merged_where_it_merges_exactly():
+    """tune_problems follows nn/merged.py's rule: a block128 group whose members but the last
+    have N a multiple of 128 merges (its key), any other runs as its members (their keys, its
+    bias each); the other schemes merge every group."""
+    from fp8tower.cli.tune import tune_problems
+    from fp8tower.formats import Scheme, quantize_weight
+    from fp8tower.nn.merged import MergeError, merge_weights
+
+    gemms = [(256, 512, (128, 128), False), (224, 512, (128, 96), False),
+             (320, 512, (96, 224), True), (64, 512, (), False)]
+    merges = []
+    for _, k, members, _ in gemms[:3]:
+        try:
+            merge_weights([quantize_weight(torch.randn(n, k), Scheme.BLOCK128) for n in members])
+            merges.append(True)
+        except MergeError:
+            merges.append(False)
+    assert merges == [True, True, False]
+
+    def posed(scheme):
+        return {(p.n, p.k, p.has_bias) for p in tune_problems(
+            gemms, [scheme], [1], act_dtype=torch.bfloat16, out_dtype=torch.bfloat16,
+            capability=None)}
+
+    assert posed(Scheme.BLOCK128) == {(256, 512, False), (224, 512, False), (96, 512, True),
+                                      (224, 512, True), (64, 512, False)}
+    for scheme in (Scheme.PER_TENSOR, Scheme.CHANNEL_TOKEN):
+        assert posed(scheme) == {(256, 512, False), (224, 512, False), (320, 512, True),
+                                 (64, 512, False)}
 
 
 # ----------------------------------------------------------------------------- GPU

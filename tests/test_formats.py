@@ -1,3 +1,5 @@
+import math
+
 import pytest
 import torch
 
@@ -192,6 +194,20 @@ def test_sqnr_nan_is_minus_inf():
     b[3] = float("nan")
     assert sqnr_db(a, b) == float("-inf")
     assert sqnr_db(a, a) == float("inf")
+
+
+@pytest.mark.parametrize(("ref", "out", "db"), [
+    ([1.0] * 100, [1.01] * 100, 40.0),  # |ref| 10, |err| 0.1
+    ([1.0] * 100, [1.1] * 100, 20.0),
+    ([3.0, 4.0], [3.0, 4.005], 60.0),  # |ref| 5, |err| 0.005
+    ([3.0, 4.0], [0.0, 0.0], 0.0),
+    ([3.0, 4.0], [-3.0, -4.0], -20 * math.log10(2)),
+    ([[1.0, 0.0]], [[1.0], [1e-3]], 60.0),  # the same count of elements, another shape
+], ids=["40dB", "20dB", "60dB", "zeros", "negated", "reshaped"])
+def test_sqnr_db_is_the_norm_ratio_in_decibels(ref, out, db):
+    """sqnr_db = 20 log10(|ref| / |ref - out|) over all elements, on known errors."""
+    ref, out = torch.tensor(ref, dtype=torch.float64), torch.tensor(out, dtype=torch.float64)
+    assert sqnr_db(ref, out) == pytest.approx(db, abs=1e-9)
 
 
 def test_import_is_light():

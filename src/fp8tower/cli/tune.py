@@ -123,17 +123,22 @@ def _model_spec(model: str):
         raise _bad(str(e), param_hint="--model") from None
 
 
-def _model_gemms(spec, merged: bool | None, parts: str) -> list[tuple[int, int, bool, bool]]:
-    """The model's distinct GEMMs as (N, K, run by a merge group, adds a bias: Qwen2's q/k/v,
-    attention_bias / mlp_bias); parts that name none (e.g. 'other', or gdn of a model without
-    GDN layers) are refused: they would filter nothing (dispatch) or tune nothing."""
+Gemm = tuple[int, int, tuple[int, ...], bool]
+
+
+def _model_gemms(spec, merged: bool | None, parts: str) -> list[Gemm]:
+    """The model's distinct GEMMs as (N, K, its merge group's member Ns, () for a single
+    linear, adds a bias: Qwen2's q/k/v, attention_bias / mlp_bias); parts that name none
+    (e.g. 'other', or gdn of a model without GDN layers) are refused: they would filter
+    nothing (dispatch) or tune nothing."""
     modes = [False, True] if merged is None else [merged]
     parts_t = tuple(_csv(parts))
-    gemms: dict[tuple[int, int, bool, bool], None] = {}
+    gemms: dict[Gemm, None] = {}
     for mode in modes:
         try:
-            gemms.update(dict.fromkeys((g.n, g.k, g.merged, g.bias)
-                                       for g in spec.gemms(parts_t, merged=mode)))
+            gemms.update(dict.fromkeys(
+                (g.n, g.k, tuple(m.n for m in g.members) if g.merged else (), g.bias)
+                for g in spec.gemms(parts_t, merged=mode)))
         except ValueError as e:  # unknown part, or MLP of an MoE model
             raise _bad(str(e), param_hint="--parts") from None
     if not gemms:
@@ -147,16 +152,15 @@ def _model_gemms(spec, merged: bool | None, parts: str) -> list[tuple[int, int, 
     return list(gemms)
 
 
-def _gemms_from(model, shapes, merged, parts) -> tuple[list[tuple[int, int, bool, bool]],
-                                                         object]:
-    """(N, K, merged, bias) of the model's GEMMs, then of --shapes (never merged, no bias of
-    their own: --bias gives every key one), and the spec."""
+def _gemms_from(model, shapes, merged, parts) -> tuple[list[Gemm], object]:
+    """(N, K, merge group's member Ns, bias) of the model's GEMMs, then of --shapes (never
+    merged, no bias of their own: --bias gives every key one), and the spec."""
     spec = _model_spec(model) if model else None
-    out: dict[tuple[int, int, bool, bool], None] = {}
+    out: dict[Gemm, None] = {}
     if spec is not None:
         out.update(dict.fromkeys(_model_gemms(spec, merged, parts)))
     if shapes is not None:  # "" or ",": an error naming --shapes, not "no filter"
-        out.update(dict.fromkeys((n, k, False, False) for n, k in _parse_shapes(shapes)))
+        out.update(dict.fromkeys((n, k, (), False) for n, k in _parse_shapes(shapes)))
     return list(out), spec
 
 
@@ -168,22 +172,33 @@ def _shapes_from(model, shapes, merged, parts) -> tuple[list[tuple[int, int]], o
 def tune_problems(gemms, schemes, buckets, *, act_dtype, out_dtype, capability,
                   channel_scale: bool = False, static_act_scale: bool = True,
                   has_bias: bool = False) -> list:
-    """The dispatch keys ``fp8tower tune`` tunes: every (N, K, merged, bias) x scheme x M
+    """The dispatch keys ``fp8tower tune`` tunes: every (N, K, members, bias) x scheme x M
     bucket. per_tensor GEMMs of a merge group carry one weight scale per shard, an (N,) vector
     (as MergedFp8Linear builds it; a scalar only when every shard has the same one), so their
-    key is the channel-scale one; a GEMM with a bias (the model's: Qwen2's q/k/v, Llama's
-    attention_bias) poses the -bias key, as its converted layer's calls do; ``channel_scale``
-    gives every per_tensor key a vector; ``has_bias`` gives every key a bias."""
-    from ..formats import Scheme
+    key is the channel-scale one; a block128 group with a member but the last not a multiple
+    of 128 rows cannot merge exactly (nn/merged.py: a block row would straddle two members),
+    so convert and the loaders keep its members unmerged: their keys, not the group's; a GEMM
+    with a bias (the model's: Qwen2's q/k/v, Llama's attention_bias) poses the -bias key, as
+    its converted layer's calls do; ``channel_scale`` gives every per_tensor key a vector;
+    ``has_bias`` gives every key a bias."""
+    from ..formats import BLOCK, Scheme
     from ..problem import GemmProblem
+
+    def runs(gemm, s):  # what a model of scheme s runs for this GEMM
+        _, k, members, bias = gemm
+        if s is Scheme.BLOCK128 and any(x % BLOCK for x in members[:-1]):
+            return [(x, k, (), bias) for x in members]
+        return [gemm]
 
     problems = [
         GemmProblem(m=b, n=n, k=k, scheme=s, act_dtype=act_dtype, out_dtype=out_dtype,
                     capability=capability,
-                    channel_weight_scale=(channel_scale or grouped) and s is Scheme.PER_TENSOR,
+                    channel_weight_scale=(channel_scale or bool(members))
+                    and s is Scheme.PER_TENSOR,
                     static_act_scale=static_act_scale and s is Scheme.PER_TENSOR,
                     has_bias=has_bias or bias)
-        for (n, k, grouped, bias) in gemms for s in schemes for b in buckets
+        for gemm in gemms for s in schemes for (n, k, members, bias) in runs(gemm, s)
+        for b in buckets
     ]
     return list(dict.fromkeys(problems))
 
