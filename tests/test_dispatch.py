@@ -700,3 +700,36 @@ def test_in_context_marks_a_key_the_later_arm_re_decided_as_superseded(monkeypat
                    ("unmerged", "m1_n16_k5120"): None, ("merged", "m1_n16_k5120"): None}
     _print_context(rows)
     assert "b (superseded by merged)" in capsys.readouterr().out
+
+
+def test_in_context_skips_an_arm_that_cannot_be_built(monkeypatch, capsys):
+    """block128 shards of N not a multiple of 128 cannot merge exactly (MergeError): tune
+    poses the members' keys, and `--in-context` refines them in the unmerged arm and says
+    the merged one was skipped (it raised out of the whole tune before)."""
+    import fp8tower.tower.build
+    import fp8tower.tower.context
+    from fp8tower.cli.tune import _print_context, _refine_in_context
+    from fp8tower.formats import Scheme
+    from fp8tower.nn.merged import MergeError
+
+    class Tower:
+        arm = "unmerged"
+
+        def reconfigure(self, m=None):
+            pass
+
+    def build(spec, scheme, arm, **k):
+        if arm == "merged":
+            raise MergeError("shard 0 has N = 320, not a multiple of 128")
+        return Tower()
+
+    monkeypatch.setattr(fp8tower.tower.build, "build_tower", build)
+    monkeypatch.setattr(fp8tower.tower.context, "refine",
+                        lambda tower, advance=None: [{"key": "k1", "kept": "a",
+                                                      "candidates": [], "note": "x"}])
+    rows = _refine_in_context(None, [Scheme.BLOCK128], [1], None, "gdn,attention",
+                              progress=False)
+    assert [(r["arm"], r["key"]) for r in rows] == [("unmerged", "k1"), ("merged", "-")]
+    assert rows[1]["kept"] == "skipped: shard 0 has N = 320, not a multiple of 128"
+    _print_context(rows)
+    assert "skipped: shard 0 has N = 320" in " ".join(capsys.readouterr().out.split())

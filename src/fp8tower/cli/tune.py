@@ -486,6 +486,7 @@ def _refine_in_context(spec, schemes, buckets, merged, parts, *, progress: bool)
     on stderr, one line per key)."""
     import torch
 
+    from ..nn.merged import MergeError
     from ..tower.build import build_tower
     from ..tower.context import refine
 
@@ -498,8 +499,18 @@ def _refine_in_context(spec, schemes, buckets, merged, parts, *, progress: bool)
     decided: dict[str, dict] = {}
     for s in schemes:
         for arm in arms:
-            tower = build_tower(spec, scheme=s, arm=arm, backend="auto", m=buckets[0],
-                                parts=tuple(_csv(parts)))
+            try:
+                tower = build_tower(spec, scheme=s, arm=arm, backend="auto", m=buckets[0],
+                                    parts=tuple(_csv(parts)))
+            except MergeError as e:  # block128 shards of N not a multiple of 128: tune_problems
+                # posed the members' keys (the unmerged arm's), which that arm refines
+                rows.append({"scheme": s.value, "arm": arm, "m": "-", "key": "-",
+                             "kept": f"skipped: {e}", "candidates": [],
+                             "note": "the arm cannot be built"})
+                if progress:
+                    typer.echo(f"in context: {spec.name} {s.value} {arm}: skipped ({e})",
+                               err=True)
+                continue
             for b in buckets:
                 tower.reconfigure(m=b)
                 if progress:
