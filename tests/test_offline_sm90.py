@@ -229,6 +229,14 @@ def test_weight_only_split_at_m64_is_one_128_row_tile_without_spills(wo_mode):
     assert r["grid_programs"] == 16384 // 64  # one M tile: no second pass over W
 
 
+def _ptx_ops(script: str) -> dict:
+    """The PTX op counts (offline._ptx_summary) a compiling subprocess prints."""
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         env=_compile_env(), timeout=300, check=False)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return json.loads(out.stdout)
+
+
 _STANDIN = r"""
 import json, torch
 from triton.runtime.jit import MockTensor
@@ -247,11 +255,7 @@ def test_the_rows_standin_streams_16_bytes_a_load_without_pdl():
     """tower/standin.py's kernel on sm_90 (column slices of a 16384-wide output, as the
     merged 27B tower's GDN stand-in reads them): 16-byte loads and stores, no griddepcontrol
     (launched as a foreign kernel is)."""
-    env = _compile_env()
-    out = subprocess.run([sys.executable, "-c", _STANDIN], capture_output=True, text=True,
-                         env=env, timeout=300, check=False)
-    assert out.returncode == 0, out.stderr[-3000:]
-    ops = json.loads(out.stdout)
+    ops = _ptx_ops(_STANDIN)
     assert ops.get("ld.global.v4.b32") == 2 and ops.get("st.global.v4.b32") == 1, ops
     assert not any(op.startswith("griddepcontrol") for op in ops), ops
 
@@ -275,11 +279,7 @@ def test_the_rows_fp8_standin_streams_16_bytes_a_load_without_pdl():
     """The producer-fused stand-in (--standin rows_fp8) on sm_90: the same 16-byte loads as
     the rows stand-in, its 8 FP8 codes a thread stored at once, the hardware's saturating
     e4m3 conversion, no griddepcontrol (launched as a foreign producer is)."""
-    env = _compile_env()
-    out = subprocess.run([sys.executable, "-c", _STANDIN_FP8], capture_output=True, text=True,
-                         env=env, timeout=300, check=False)
-    assert out.returncode == 0, out.stderr[-3000:]
-    ops = json.loads(out.stdout)
+    ops = _ptx_ops(_STANDIN_FP8)
     assert ops.get("ld.global.v4.b32") == 2 and ops.get("st.global.v2.b32") == 1, ops
     assert ops.get("cvt.rn.satfinite.e4m3x2.f32") == 4, ops
     assert not any(op.startswith("griddepcontrol") for op in ops), ops

@@ -49,14 +49,20 @@ def _round_bf16_emulated(v):
 
 
 @triton.jit
-def _standin_rows_elementwise_add(a_ptr, b_ptr, y_ptr, K, stride_a, stride_b,
-                                  BLOCK: tl.constexpr, INTERPRET_BF16: tl.constexpr):
+def _row_sum(a_ptr, b_ptr, K, stride_a, stride_b, BLOCK: tl.constexpr):
+    """This program's (row, offsets, mask, a + b in fp32) of its BLOCK columns."""
     row = tl.program_id(0)
     offs = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < K
     a = tl.load(a_ptr + row * stride_a + offs, mask=mask).to(tl.float32)
     b = tl.load(b_ptr + row * stride_b + offs, mask=mask).to(tl.float32)
-    y = a + b
+    return row, offs, mask, a + b
+
+
+@triton.jit
+def _standin_rows_elementwise_add(a_ptr, b_ptr, y_ptr, K, stride_a, stride_b,
+                                  BLOCK: tl.constexpr, INTERPRET_BF16: tl.constexpr):
+    row, offs, mask, y = _row_sum(a_ptr, b_ptr, K, stride_a, stride_b, BLOCK)
     if INTERPRET_BF16:
         y = _round_bf16_emulated(y)
     tl.store(y_ptr + row * K + offs, y.to(y_ptr.dtype.element_ty), mask=mask)
@@ -92,12 +98,7 @@ def rows_add(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 def _standin_rows_elementwise_add_fp8(a_ptr, b_ptr, q_ptr, s_ptr, K, stride_a, stride_b,
                                       BLOCK: tl.constexpr, FMAX: tl.constexpr,
                                       INTERPRET_BF16: tl.constexpr):
-    row = tl.program_id(0)
-    offs = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
-    mask = offs < K
-    a = tl.load(a_ptr + row * stride_a + offs, mask=mask).to(tl.float32)
-    b = tl.load(b_ptr + row * stride_b + offs, mask=mask).to(tl.float32)
-    y = a + b
+    row, offs, mask, y = _row_sum(a_ptr, b_ptr, K, stride_a, stride_b, BLOCK)
     if INTERPRET_BF16:
         y = _round_bf16_emulated(y)
     else:  # the bf16 value the unfused stand-in stores, which its pre-pass then reads
