@@ -140,3 +140,14 @@ def test_tower_capture_rows_standin_needs_a_gpu(tmp_path, monkeypatch):
             "--steps", "2,6", "--out", tmp_path / "a")
     assert r.exit_code == 2 and "--standin rows runs a Triton kernel: it needs a CUDA GPU" in (
         error_line(r))
+
+
+def test_tower_capture_rows_fp8_standin_needs_per_tensor(tmp_path):
+    """--standin rows_fp8 quantizes with per_tensor's static scale: another scheme is refused
+    by name, before anything is built (as bench tower refuses it: cli/_common.check_standin)."""
+    r = run("capture", "--model", "tiny-hybrid", "--arm", "merged", "--standin", "rows_fp8",
+            "--scheme", "channel_token", "--steps", "2,6", "--out", tmp_path / "a")
+    assert r.exit_code == 2
+    assert ("--standin rows_fp8 quantizes with per_tensor's static activation scale; --scheme "
+            "channel_token: pass --scheme per_tensor") in error_line(r)
+    assert not (tmp_path / "a").exists()

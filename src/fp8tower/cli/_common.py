@@ -49,6 +49,24 @@ def at_least(lo: int):
     return check
 
 
+def check_standin(standin: str, kernels, schemes: list[str]) -> None:
+    """``--standin`` of bench tower / trace capture: one of ``kernels``; rows_fp8 quantizes
+    with per_tensor's static scale, so it serves per_tensor alone."""
+    if standin not in kernels:
+        raise fail(f"--standin {standin!r}: expected one of {', '.join(kernels)}")
+    if standin == "rows_fp8" and schemes != ["per_tensor"]:
+        raise fail(f"--standin rows_fp8 quantizes with per_tensor's static activation scale; "
+                   f"--scheme {','.join(schemes)}: pass --scheme per_tensor (rows serves every "
+                   "scheme)")
+
+
+def check_standin_device(standin: str, cuda: bool) -> None:
+    """A Triton stand-in needs a CUDA GPU, or the interpreter on the CPU."""
+    if standin != "torch" and not cuda and os.environ.get("TRITON_INTERPRET") != "1":
+        raise fail(f"--standin {standin} runs a Triton kernel: it needs a CUDA GPU (on the "
+                   "CPU, set TRITON_INTERPRET=1)")
+
+
 def csv(text: str) -> list[str]:
     """'a, b,,c' -> ['a', 'b', 'c']."""
     return [t.strip() for t in text.split(",") if t.strip()]

@@ -4,7 +4,6 @@ prints a rich table and writes the JSON record (the method: docs/performance.md)
 from __future__ import annotations
 
 import datetime
-import os
 import re
 import shlex
 import sys
@@ -13,7 +12,7 @@ from typing import Annotated
 
 import typer
 
-from ._common import at_least, check_json_path, write_json
+from ._common import at_least, check_json_path, check_standin, check_standin_device, write_json
 from ._common import console as _console
 from ._common import csv as _csv
 from ._common import fail as _fail
@@ -203,15 +202,8 @@ def tower(
     if not spec.linears(parts, fp8_only=True):
         raise _fail(f"{spec.name}: no FP8 linears to run (quantization_config method "
                     f"{spec.quant_method!r}); towers run FP8 checkpoints' linears")
-    if standin not in STANDIN_KERNELS:
-        raise _fail(f"--standin {standin!r}: expected one of {', '.join(STANDIN_KERNELS)}")
-    if standin == "rows_fp8" and scheme_list != ["per_tensor"]:
-        raise _fail(f"--standin rows_fp8 quantizes with per_tensor's static activation scale; "
-                    f"--scheme {','.join(scheme_list)}: pass --scheme per_tensor (rows serves "
-                    "every scheme)")
-    if standin != "torch" and not cuda and os.environ.get("TRITON_INTERPRET") != "1":
-        raise _fail(f"--standin {standin} runs a Triton kernel: it needs a CUDA GPU (on the "
-                    "CPU, set TRITON_INTERPRET=1)")
+    check_standin(standin, STANDIN_KERNELS, scheme_list)
+    check_standin_device(standin, cuda)
     if not cuda and backend_list is None:
         console.print(f"no CUDA GPU: backend {CPU_BACKENDS} (the CPU oracle); pass --backends "
                       "to choose others")

@@ -15,7 +15,7 @@ from typing import Annotated
 
 import typer
 
-from ._common import at_least, check_json_path
+from ._common import at_least, check_json_path, check_standin, check_standin_device
 from ._common import console as _console
 from ._common import fail as _fail
 from ._common import warn as _warn
@@ -425,24 +425,15 @@ def capture(
         get_spec(model)  # a clear --model error before anything is built
     except ConfigError as e:
         raise _fail(f"--model: {e}") from None
-    if standin not in STANDIN_KERNELS:
-        raise _fail(f"--standin {standin!r}: expected one of {', '.join(STANDIN_KERNELS)}")
-    if standin == "rows_fp8" and scheme_v is not Scheme.PER_TENSOR:
-        raise _fail(f"--standin rows_fp8 quantizes with per_tensor's static activation scale; "
-                    f"--scheme {scheme_v.value}: use rows")
+    check_standin(standin, STANDIN_KERNELS, [scheme_v.value])
     check_capture_dir(out, force)  # before the (slow) tower build
-
-    import os
 
     import torch
 
     from ..nn.merged import MergeError
     from ..tower.capture import capture_arm
 
-    if (standin != "torch" and not torch.cuda.is_available()
-            and os.environ.get("TRITON_INTERPRET") != "1"):
-        raise _fail(f"--standin {standin} runs a Triton kernel: it needs a CUDA GPU (on the "
-                    "CPU, set TRITON_INTERPRET=1)")
+    check_standin_device(standin, torch.cuda.is_available())
 
     from rich.console import Console
 
