@@ -437,6 +437,47 @@ def test_cli_tune_help_says_how_in_context_confirms_a_move():
             "challengers") in out
 
 
+@pytest.mark.parametrize("argv, says", [
+    (["--standin", "rows"], "--standin rows chooses the stand-ins of the step --in-context times"),
+    (["--in-context", "--standin", "rows_fp8", "--scheme", "per_tensor,block128"],
+     "--scheme per_tensor,block128: pass --scheme per_tensor"),
+    (["--in-context", "--standin", "rowz"], "--standin 'rowz': expected one of torch, rows"),
+])
+def test_cli_tune_standin_is_checked_before_any_gpu_work(argv, says):
+    """tune --standin: only with --in-context (it sets the step that re-ranks), one of the
+    tower's kernels, rows_fp8 for per_tensor alone; refused by name on any machine."""
+    res = CliRunner().invoke(app, ["tune", "--model", "tiny-hybrid", "--merged", *argv])
+    assert res.exit_code == 2, res.output
+    assert says in " ".join(res.output.split())
+
+
+def test_in_context_with_rows_fp8_steps_pose_the_fp8_x_keys(monkeypatch):
+    """Under --standin rows_fp8 the GEMMs after a stand-in read FP8 x: the steps pose those
+    keys (act dtype float8_e4m3fn), which `tune` then lists among its decisions; with torch's
+    stand-in the same GEMMs pose bf16 keys."""
+    import fp8tower.tower.context
+    from fp8tower.cli.tune import _refine_in_context
+    from fp8tower.formats import Scheme
+    from fp8tower.models import get_spec
+    from fp8tower.tower.build import standin_kernel
+
+    monkeypatch.setattr(fp8tower.tower.context, "refine", lambda tower, advance=None: [])
+    spec = get_spec("tiny-hybrid")
+
+    def stepped(kernel):
+        with standin_kernel(kernel):
+            _, problems = _refine_in_context(spec, [Scheme.PER_TENSOR], [1, 8], True,
+                                             "gdn,attention", progress=False)
+        return problems
+
+    fp8, plain = stepped("rows_fp8"), stepped("torch")
+    assert {p.m for p in fp8} == {1, 8} and len(fp8) == len(plain)
+    assert {str(p.act_dtype) for p in plain} == {"torch.bfloat16"}
+    assert {str(p.act_dtype) for p in fp8} == {"torch.float8_e4m3fn", "torch.bfloat16"}
+    # the same GEMMs, those after a stand-in posed with FP8 x
+    assert [(p.n, p.k) for p in fp8] == [(p.n, p.k) for p in plain]
+
+
 @pytest.mark.parametrize("scheme", ["per_tensor", "channel_token", "block128"])
 @pytest.mark.parametrize("arm", ["unmerged", "merged"])
 def test_cli_tune_poses_the_keys_the_models_tower_runs(scheme, arm):
@@ -681,6 +722,9 @@ def test_in_context_marks_a_key_the_later_arm_re_decided_as_superseded(monkeypat
         def reconfigure(self, m=None):
             pass
 
+        def gemm_problems(self):
+            return []
+
     def refine(tower, advance=None):
         decided = {"key": "m1_n5120_k6144", "was": "a", "ms_before": 2.0, "candidates": [{}]}
         only = "m1_n6144_k5120" if tower.arm == "unmerged" else "m1_n12288_k5120"
@@ -692,8 +736,8 @@ def test_in_context_marks_a_key_the_later_arm_re_decided_as_superseded(monkeypat
     monkeypatch.setattr(fp8tower.tower.build, "build_tower",
                         lambda spec, scheme, arm, **k: Tower(arm))
     monkeypatch.setattr(fp8tower.tower.context, "refine", refine)
-    rows = _refine_in_context(None, [Scheme.PER_TENSOR], [1], None, "gdn,attention",
-                              progress=False)
+    rows, _ = _refine_in_context(None, [Scheme.PER_TENSOR], [1], None, "gdn,attention",
+                                 progress=False)
     sup = {(r["arm"], r["key"]): r.get("superseded_by") for r in rows}
     assert sup == {("unmerged", "m1_n5120_k6144"): "merged", ("merged", "m1_n5120_k6144"): None,
                    ("unmerged", "m1_n6144_k5120"): None, ("merged", "m1_n12288_k5120"): None,
@@ -718,6 +762,9 @@ def test_in_context_skips_an_arm_that_cannot_be_built(monkeypatch, capsys):
         def reconfigure(self, m=None):
             pass
 
+        def gemm_problems(self):
+            return ["p"]
+
     def build(spec, scheme, arm, **k):
         if arm == "merged":
             raise MergeError("shard 0 has N = 320, not a multiple of 128")
@@ -727,9 +774,10 @@ def test_in_context_skips_an_arm_that_cannot_be_built(monkeypatch, capsys):
     monkeypatch.setattr(fp8tower.tower.context, "refine",
                         lambda tower, advance=None: [{"key": "k1", "kept": "a",
                                                       "candidates": [], "note": "x"}])
-    rows = _refine_in_context(None, [Scheme.BLOCK128], [1], None, "gdn,attention",
-                              progress=False)
+    rows, stepped = _refine_in_context(None, [Scheme.BLOCK128], [1], None, "gdn,attention",
+                                       progress=False)
     assert [(r["arm"], r["key"]) for r in rows] == [("unmerged", "k1"), ("merged", "-")]
+    assert stepped == ["p"]  # the built arm's problems only
     assert rows[1]["kept"] == "skipped: shard 0 has N = 320, not a multiple of 128"
     _print_context(rows)
     assert "skipped: shard 0 has N = 320" in " ".join(capsys.readouterr().out.split())

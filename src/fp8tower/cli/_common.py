@@ -49,6 +49,18 @@ def at_least(lo: int):
     return check
 
 
+# --standin of bench tower and tune --in-context; its kernels are tower.build.STANDIN_KERNELS
+# (not imported here: it pulls in torch; a test keeps them equal).
+STANDIN_HELP = (
+    "The stand-ins' kernel (the a + b between some GEMMs): torch (torch.add on the GEMM "
+    "outputs' column slices, the tower's definition: strided from M = 2, 2.6-2.8 us a call "
+    "on an H200 against 1.2 at M = 1), rows (one Triton kernel that reads each row at its "
+    "stride: the same bits, about the same cost at every M) or rows_fp8 (per_tensor only: "
+    "that kernel also quantizes the sum with the next GEMM's static scale, so the GEMM reads "
+    "FP8 x and runs no pre-pass, as an engine that fuses the quantization into the producer "
+    "does).")
+
+
 def check_standin(standin: str, kernels, schemes: list[str]) -> None:
     """``--standin`` of bench tower / trace capture: one of ``kernels``; rows_fp8 quantizes
     with per_tensor's static scale, so it serves per_tensor alone."""

@@ -12,7 +12,14 @@ from typing import Annotated
 
 import typer
 
-from ._common import at_least, check_json_path, check_standin, check_standin_device, write_json
+from ._common import (
+    STANDIN_HELP,
+    at_least,
+    check_json_path,
+    check_standin,
+    check_standin_device,
+    write_json,
+)
 from ._common import console as _console
 from ._common import csv as _csv
 from ._common import fail as _fail
@@ -22,22 +29,12 @@ app = typer.Typer(help="Benchmarks: the FP8 tower's decode step, arm by arm, sid
                   rich_markup_mode=None)
 
 
-
 @app.callback()
 def _group() -> None:
     """Benchmarks of the FP8 tower (a group even with one command: `bench tower`)."""
 
 
 SCHEMA = "fp8tower.bench.tower/1"
-# tower.build.STANDIN_KERNELS (not imported here: it pulls in torch; a test keeps them equal).
-STANDIN_HELP = (
-    "The stand-ins' kernel (the a + b between some GEMMs): torch (torch.add on the GEMM "
-    "outputs' column slices, the tower's definition: strided from M = 2, 2.6-2.8 us a call "
-    "on an H200 against 1.2 at M = 1), rows (one Triton kernel that reads each row at its "
-    "stride: the same bits, about the same cost at every M) or rows_fp8 (per_tensor only: "
-    "that kernel also quantizes the sum with the next GEMM's static scale, so the GEMM reads "
-    "FP8 x and runs no pre-pass, as an engine that fuses the quantization into the producer "
-    "does).")
 GPU_MODEL, CPU_MODEL = "qwen3.5-27b", "tiny-hybrid"
 GPU_BACKENDS, CPU_BACKENDS = "cublaslt,auto", "reference"
 RESULTS = Path("benchmarks/results")  # the default --json folder

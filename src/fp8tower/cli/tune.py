@@ -12,7 +12,7 @@ from typing import Annotated
 
 import typer
 
-from ._common import at_least, fail
+from ._common import STANDIN_HELP, at_least, check_standin, check_standin_device, fail
 
 app = typer.Typer(help="Per-shape autotuned dispatch: tune GEMM shapes, explain the choices.",
                   no_args_is_help=True, rich_markup_mode=None)
@@ -360,6 +360,10 @@ def tune(
         "pair of timings, tried for up to 3 challengers, fastest first "
         "(fp8tower.tower.context).")]
     = False,
+    standin: Annotated[str, typer.Option(
+        "--standin", help="With --in-context, the step's stand-ins: " + STANDIN_HELP
+        + " rows_fp8 makes the GEMMs after a stand-in read FP8 x: their own keys, tuned and "
+        "re-ranked in that step.")] = "torch",
     explain: Explain = False,
     as_json: Json = False,
 ) -> None:
@@ -373,6 +377,9 @@ def tune(
     if in_context and not model:
         raise _bad("--in-context times a model's decode step: give --model",
                    param_hint="--in-context")
+    if standin != "torch" and not in_context:
+        raise _bad(f"--standin {standin} chooses the stand-ins of the step --in-context times: "
+                   "add --in-context, or leave --standin out", param_hint="--standin")
     parts = _model_options(model, merged, parts)
     ms = _parse_ms(m)
     adt = _parse_dtype(act_dtype, "--act-dtype", ACT_DTYPES)
@@ -399,6 +406,9 @@ def tune(
     if scheme is None:
         scheme = (spec.scheme_hint if spec is not None else None) or ALL_SCHEMES
     schemes = _parse_schemes(scheme)
+    if in_context:
+        from ..tower.build import STANDIN_KERNELS
+        check_standin(standin, STANDIN_KERNELS, [s.value for s in schemes])
     if adt == torch.float8_e4m3fn:
         others = [s.value for s in schemes if s is not Scheme.PER_TENSOR]
         if others or not static_act_scale:
@@ -412,6 +422,7 @@ def tune(
         if m_bucket(x) != x:
             typer.echo(f"note: --m {x} tunes the key of its bucket, M = {m_bucket(x)} (it "
                        f"serves M = {m_bucket(x) // 2 + 1}-{m_bucket(x)})", err=True)
+    check_standin_device(standin, torch.cuda.is_available())
     if not torch.cuda.is_available():
         typer.echo("fp8tower tune: tuning needs a CUDA GPU, and none is visible here "
                    "(torch.cuda.is_available() is False). Run it on the GPU that will serve.",
@@ -443,9 +454,19 @@ def tune(
                       precompile=precompile)
     context_rows = []
     if in_context:
-        context_rows = _refine_in_context(spec, schemes, buckets, merged, parts, progress=True)
+        from ..tower.build import standin_kernel
+        with standin_kernel(standin):  # rows_fp8: the FP8-x keys, tuned by the tower's warm-up
+            context_rows, stepped = _refine_in_context(spec, schemes, buckets, merged, parts,
+                                                       progress=True)
         d = dispatch.default_dispatcher()  # the refined entries replace the tuned ones
         entries = [d.entries_for(e.problem).get(e.key, e) for e in entries]
+        # and the keys only the step poses (rows_fp8's FP8-x keys) join the decisions
+        known = {e.key for e in entries}
+        for p in stepped:
+            e = d.entries_for(p).get(p.key())
+            if e is not None and e.key not in known:
+                known.add(e.key)
+                entries.append(e)
     rows = sorted((_served_row(e) for e in entries), key=_sort_key)
     name = torch.cuda.get_device_name()
     if as_json:
@@ -481,9 +502,10 @@ def _served_row(entry) -> dict:
     return row
 
 
-def _refine_in_context(spec, schemes, buckets, merged, parts, *, progress: bool) -> list[dict]:
+def _refine_in_context(spec, schemes, buckets, merged, parts, *,
+                       progress: bool) -> tuple[list[dict], list]:
     """tower.context.refine over the model's tower per scheme, arm and M bucket (progress
-    on stderr, one line per key)."""
+    on stderr, one line per key); its rows, and the GemmProblems the steps ran."""
     import torch
 
     from ..nn.merged import MergeError
@@ -497,6 +519,7 @@ def _refine_in_context(spec, schemes, buckets, merged, parts, *, progress: bool)
     # stay (each step's ranking is evidence; skipping the later one would leave that step's
     # choice untimed) and the earlier row is marked superseded_by: <arm>, not reported as held.
     decided: dict[str, dict] = {}
+    stepped = []
     for s in schemes:
         for arm in arms:
             try:
@@ -513,6 +536,7 @@ def _refine_in_context(spec, schemes, buckets, merged, parts, *, progress: bool)
                 continue
             for b in buckets:
                 tower.reconfigure(m=b)
+                stepped += tower.gemm_problems()
                 if progress:
                     typer.echo(f"in context: {spec.name} {s.value} {arm} M={b}", err=True)
                 advance = (lambda what: typer.echo(f"  {what}", err=True)) if progress else None
@@ -525,7 +549,7 @@ def _refine_in_context(spec, schemes, buckets, merged, parts, *, progress: bool)
                     rows.append(row)
             del tower
             torch.cuda.empty_cache()
-    return rows
+    return rows, stepped
 
 
 def _print_context(rows: list[dict]) -> None:
