@@ -10,12 +10,15 @@
 # fp8:    per_tensor with --standin rows_fp8 tuned in context at M = 1 and 8 (its FP8-x keys
 #         tuned by the step's warm-up, then every key re-ranked in that step), then against
 #         --standin rows on the cache it started from, arm after arm twice;
+# ab:     rows_fp8 against rows on ONE cache (CACHE: call1's cache_fp8, its M = 1 and 8 keys
+#         re-ranked in the rows_fp8 step): the M = 16 and 32 FP8-x keys tuned in that step
+#         first, then both arms at M = 1, 8, 16, 32, arm after arm twice;
 # cold:   a tune from cold: empty tuning cache (CUTLASS built by nvcc) and an empty Triton
 #         cache, per_tensor, 7 M buckets.
 set -uo pipefail
 T0=$(date +%s)
 BUDGET=${BUDGET:-575}
-STEPS=${STEPS:-retune,tower,fp8,cold}
+STEPS=${STEPS:-retune,tower,fp8,ab,cold}
 NAME=${NAME:-call}
 left() { echo $(( BUDGET - ($(date +%s) - T0) )); }
 has() { [[ ",$STEPS," == *",$1,"* ]]; }
@@ -81,6 +84,17 @@ if has fp8; then
   for r in 1 2; do
     tower /tmp/rt pt_rows_$r 40 --m 1,8 --backends auto --scheme per_tensor --rounds 1 --standin rows
     tower /tmp/f8 pt_fp8_$r 40 --m 1,8 --backends auto --scheme per_tensor --rounds 1 --standin rows_fp8
+  done
+  python3 benchmarks/tower_rows.py "$O" > "$O/tower_rows.txt" 2>&1
+  pack
+fi
+if has ab; then
+  tune /tmp/rt tune_fp8_1632 150 --m 16,32 --scheme per_tensor --max-configs 4 --in-context \
+    --standin rows_fp8
+  keep /tmp/rt cache_ab
+  for r in 1 2; do
+    tower /tmp/rt ab_rows_$r 60 --m 1,8,16,32 --backends auto --scheme per_tensor --rounds 1 --standin rows
+    tower /tmp/rt ab_fp8_$r 60 --m 1,8,16,32 --backends auto --scheme per_tensor --rounds 1 --standin rows_fp8
   done
   python3 benchmarks/tower_rows.py "$O" > "$O/tower_rows.txt" 2>&1
   pack
