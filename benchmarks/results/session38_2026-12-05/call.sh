@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Session 38's device calls, most valuable first; every step packs $OUT/$NAME.tgz, so a call cut
 # short keeps what ran. Carry [".gpu/run"].
-#   OUT=$OUT NAME=call1 STEPS=retune,tower,fp8 bash benchmarks/results/session38_H200_2026-12-05/call.sh
+#   OUT=$OUT NAME=call1 STEPS=retune,tower,fp8 bash benchmarks/results/session38_2026-12-05/call.sh
 # CACHE: the cache the steps start from (default: session 37's, M = 32 retuned in context).
 # retune: the M = 8 and 16 keys of all three schemes retuned in context from CACHE
 #         (cache_retuned.json: the result, which later steps use);
