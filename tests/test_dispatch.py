@@ -543,6 +543,48 @@ def test_cli_tune_poses_a_block128_group_merged_where_it_merges_exactly():
                                  (64, 512, False)}
 
 
+@pytest.mark.parametrize("scheme", ["per_tensor", "channel_token", "block128"])
+@pytest.mark.parametrize("merged", ["--merged", "--unmerged", None])
+def test_cli_dispatch_model_lists_the_keys_tune_poses(tmp_path, scheme, merged):
+    """`fp8tower dispatch --model M --merged --scheme block128` listed the shapes of merge
+    groups that cannot merge exactly (tiny-hybrid's gdn_in 320+192, qkv 384+96+96: a block
+    row would straddle two members), keys no model runs, and not their members', the keys
+    `tune --model M --merged` poses and the model's calls look up. Now dispatch lists, per
+    scheme, exactly the keys tune poses for the same options (one rule: scheme_gemms)."""
+    from fp8tower.cli.tune import _gemms_from, tune_problems
+    from fp8tower.formats import Scheme
+
+    def posed(mode, schemes):
+        gemms, _ = _gemms_from("tiny-hybrid", None, mode, "gdn,attention")
+        return tune_problems(gemms, schemes, [1, 4], act_dtype=torch.bfloat16,
+                             out_dtype=torch.bfloat16, capability=(9, 0))
+
+    # the cache: every key tune poses for any options, and the groups' block128 keys too
+    gemms, _ = _gemms_from("tiny-hybrid", None, None, "gdn,attention")
+    groups = [GemmProblem(m=b, n=n, k=k, scheme="block128", capability=(9, 0), has_bias=bias)
+              for n, k, members, bias in gemms if members for b in (1, 4)]
+    assert groups  # tiny-hybrid has merge groups
+    entries = [entry_with({"reference": 10.0}, p) for p in posed(None, list(Scheme)) + groups]
+    path = tmp_path / "nvidia-h200.json"
+    tcache.DecisionCache(path, tcache.environment_meta("NVIDIA H200")).save(
+        {e.key: e for e in entries})
+
+    args = ["dispatch", "--file", str(path), "--json", "--model", "tiny-hybrid",
+            "--scheme", scheme] + ([merged] if merged else [])
+    res = CliRunner().invoke(app, args)
+    assert res.exit_code == 0, res.output
+    rows = json.loads(res.output)["decisions"]
+    listed = {r["key"] for r in rows}
+    mode = {"--merged": True, "--unmerged": False, None: None}[merged]
+    want = {p.key() for p in posed(mode, [Scheme.parse(scheme)])}
+    assert listed == want, (listed ^ want)
+    shapes = {(r["n"], r["k"]) for r in rows}
+    if scheme == "block128":  # the members' (320+192, 384+96+96), never the groups'
+        assert shapes == {(320, 256), (192, 256), (384, 256), (96, 256), (256, 192)}
+    elif merged == "--merged":
+        assert shapes == {(512, 256), (576, 256), (256, 192)}
+
+
 # ----------------------------------------------------------------------------- GPU
 
 

@@ -116,3 +116,52 @@ def test_a_bad_scale_in_load_state_dict_names_its_key(nested, name, bad):
     with pytest.raises(RuntimeError, match=rf"state_dict key {re.escape(key)}: .*must be finite "
                                            r"and > 0"):
         target.load_state_dict(sd)
+
+
+@pytest.mark.parametrize("name,bad,reword", [
+    ("input_scale", float("nan"), "the static activation scale: {}"),
+    ("weight_scale", 0.0, "act_scale is fine; {}"),
+])
+def test_a_bad_scale_is_named_by_its_field_not_its_message(monkeypatch, name, bad, reword):
+    """The key was guessed from the message ("act_scale" first: input_scale): a reworded
+    message named the wrong key. Now it follows the ScaleError's field."""
+    from fp8tower.nn import linear
+
+    real = linear.Fp8Weight
+
+    def reworded(*args, **kw):  # Fp8Weight's checks, the same error with another message
+        try:
+            return real(*args, **kw)
+        except ValueError as e:
+            e.args = (reword.format(e),)
+            raise
+
+    m = _fp8(act_scale=0.02)
+    sd = {k: v.clone() for k, v in m.state_dict().items()}
+    sd[name].fill_(bad)
+    monkeypatch.setattr(linear, "Fp8Weight", reworded)
+    with pytest.raises(RuntimeError, match=rf"state_dict key {name}: {reword[:10]}"):
+        m.load_state_dict(sd)
+
+
+@pytest.mark.parametrize("field,where", [
+    ("packed", "state_dict key layer.packed: odd"),  # a field with no buffer: as it is
+    (None, r"Fp8Linear\(.*\) \(state_dict prefix 'layer.'\): odd"),  # no field: the module
+])
+def test_a_load_error_without_a_known_field_guesses_no_key(monkeypatch, field, where):
+    from fp8tower.formats import ScaleError
+    from fp8tower.nn import linear
+
+    real = linear.Fp8Weight
+
+    def refusing(*args, check_values=True, **kw):
+        if check_values:
+            raise ValueError("odd") if field is None else ScaleError("odd", field)
+        return real(*args, check_values=check_values, **kw)
+
+    model = nn.Module()
+    model.layer = _fp8(act_scale=0.02)
+    sd = {k: v.clone() for k, v in model.state_dict().items()}
+    monkeypatch.setattr(linear, "Fp8Weight", refusing)
+    with pytest.raises(RuntimeError, match=where):
+        model.load_state_dict(sd)

@@ -162,6 +162,48 @@ def test_fp8weight_scale_must_be_floating_point():
         Fp8Weight(w.data, torch.ones(8, dtype=torch.int32), w.scheme)
 
 
+def _fp8weight_refusal(case):
+    w = quantize_weight(torch.randn(8, 16), "per_tensor")
+    data, scale = w.data, w.scale
+    kw = {
+        "scale shape": (data, torch.ones(3), "channel_token", None),
+        "scale value": (data, torch.zeros(8), "channel_token", None),
+        "scale dtype": (data, torch.ones(8, dtype=torch.int32), "channel_token", None),
+        "act shape": (data, scale, "per_tensor", torch.ones(2)),
+        "act scheme": (data, torch.ones(8), "channel_token", torch.tensor(0.5)),
+        "act value": (data, scale, "per_tensor", torch.tensor(-1.0)),
+        "act max": (data, scale, "per_tensor", torch.tensor(1e36)),
+        "act min": (data, scale, "per_tensor", torch.tensor(1e-40)),
+        "data": (data.float(), scale, "per_tensor", None),
+    }[case]
+    with pytest.raises(ValueError) as info:
+        Fp8Weight(*kw)
+    return info.value
+
+
+@pytest.mark.parametrize("case,field", [
+    ("scale shape", "scale"), ("scale value", "scale"), ("scale dtype", "scale"),
+    ("act shape", "act_scale"), ("act scheme", "act_scale"), ("act value", "act_scale"),
+    ("act max", "act_scale"), ("act min", "act_scale"),
+])
+def test_fp8weight_scale_refusals_name_their_field(case, field):
+    """A ScaleError (a ValueError) names the field, so a loader names its tensor by it."""
+    import pickle
+
+    from fp8tower.formats import ScaleError
+
+    e = _fp8weight_refusal(case)
+    assert isinstance(e, ScaleError) and e.field == field
+    again = pickle.loads(pickle.dumps(e))
+    assert (type(again), str(again), again.field) == (ScaleError, str(e), field)
+
+
+def test_fp8weight_data_refusal_is_no_scale_error():
+    from fp8tower.formats import ScaleError
+
+    assert not isinstance(_fp8weight_refusal("data"), ScaleError)
+
+
 def test_scale_values_checked_at_build_not_per_call(monkeypatch):
     """The check runs at construction; moving a weight or a call does not repeat it."""
     from fp8tower import formats

@@ -83,6 +83,18 @@ class Scheme(ChoiceEnum):
         return self is not Scheme.WEIGHT_ONLY
 
 
+class ScaleError(ValueError):
+    """Fp8Weight's refusal of one of its scales; ``field`` names it ("scale" or "act_scale"),
+    so a caller can name the tensor it read without parsing the message."""
+
+    def __init__(self, message: str, field: str):
+        super().__init__(message)
+        self.field = field
+
+    def __reduce__(self):  # pickles with its field (the default would drop it)
+        return type(self), (str(self), self.field)
+
+
 def check_scale_values(t: torch.Tensor, what: str) -> None:
     """A scale tensor must be floating point, finite and > 0 everywhere: a zero or negative
     scale flips or erases every output it touches, a NaN poisons them all. One pass over the
@@ -101,6 +113,14 @@ def check_scale_values(t: torch.Tensor, what: str) -> None:
             f"{what} must be finite and > 0, got {value}{where} "
             f"({int(bad.sum())} bad value(s) of {t.numel()})"
         )
+
+
+def _check_field(field: str, t: torch.Tensor, what: str) -> None:
+    """check_scale_values, its refusal as a ScaleError naming Fp8Weight's ``field``."""
+    try:
+        check_scale_values(t, what)
+    except ValueError as e:
+        raise ScaleError(str(e), field) from None
 
 
 def _values_checkable(*tensors: torch.Tensor | None) -> bool:
@@ -176,7 +196,8 @@ class Fp8Weight:
 
     Construction checks the shapes, and the scale values (finite, > 0: `check_scale_values`)
     unless ``check_values=False`` (a temporary view of tensors already checked) or while
-    tracing or capturing a CUDA graph.
+    tracing or capturing a CUDA graph. A refused scale raises :class:`ScaleError` (a
+    ValueError) naming its field.
     """
 
     data: torch.Tensor
@@ -196,32 +217,34 @@ class Fp8Weight:
         n, k = self.data.shape
         expected = expected_weight_scale_shapes(self.scheme, n, k)
         if tuple(self.scale.shape) not in expected:
-            raise ValueError(
+            raise ScaleError(
                 f"{self.scheme} weight scale for a {n}x{k} weight must have shape "
-                f"{' or '.join(str(s) for s in expected)}, got {tuple(self.scale.shape)}"
+                f"{' or '.join(str(s) for s in expected)}, got {tuple(self.scale.shape)}",
+                "scale",
             )
         if self.act_scale is not None and self.act_scale.numel() != 1:
-            raise ValueError(f"act_scale must be one value, got shape "
-                             f"{tuple(self.act_scale.shape)}")
+            raise ScaleError(f"act_scale must be one value, got shape "
+                             f"{tuple(self.act_scale.shape)}", "act_scale")
         if self.act_scale is not None and self.act_scale.dim() != 0:
             # one value in any shape ((1,) as checkpoints store it): held as the 0-dim tensor
             # every consumer expects (Fp8Linear's input_scale buffer, merges)
             self.act_scale = self.act_scale.reshape(())
         if self.act_scale is not None and self.scheme is not Scheme.PER_TENSOR:
             # every path would ignore it (their activations are quantized per token / group)
-            raise ValueError(f"act_scale (static activation scale) applies to per_tensor "
-                             f"only, not {self.scheme}")
+            raise ScaleError(f"act_scale (static activation scale) applies to per_tensor "
+                             f"only, not {self.scheme}", "act_scale")
         if check_values and _values_checkable(self.scale, self.act_scale):
-            check_scale_values(self.scale, f"{self.scheme} weight scale ({n}x{k} weight)")
+            _check_field("scale", self.scale, f"{self.scheme} weight scale ({n}x{k} weight)")
             if self.act_scale is not None:
-                check_scale_values(self.act_scale, "act_scale (static activation scale)")
+                _check_field("act_scale", self.act_scale, "act_scale (static activation scale)")
                 value = float(self.act_scale)
                 if value > ACT_SCALE_MAX:
-                    raise ValueError(f"act_scale (static activation scale) must be at most "
-                                     f"{ACT_SCALE_MAX:g}, got {value:g}")
+                    raise ScaleError(f"act_scale (static activation scale) must be at most "
+                                     f"{ACT_SCALE_MAX:g}, got {value:g}", "act_scale")
                 if value < ACT_SCALE_MIN:
-                    raise ValueError(f"act_scale (static activation scale) must be at least "
-                                     f"{ACT_SCALE_MIN:g} (fp32's smallest normal), got {value:g}")
+                    raise ScaleError(f"act_scale (static activation scale) must be at least "
+                                     f"{ACT_SCALE_MIN:g} (fp32's smallest normal), got {value:g}",
+                                     "act_scale")
 
     @property
     def shape(self) -> tuple[int, int]:

@@ -130,3 +130,39 @@ def test_nan_codes_in_an_fp8_weight_name_the_tensor(tmp_path, fmt):
     with pytest.raises(CheckpointError, match=rf"'{q}.weight': 1 FP8 code\(s\) are NaN .* "
                                               r"index \(1, 2\)"):
         ck.load_linear(q)
+
+
+def test_an_input_scale_refusal_names_its_tensor_whatever_the_message(tmp_path, monkeypatch):
+    """The tensor was guessed from the message ("act_scale" in it: the input scale, else the
+    weight): a reworded one named the weight. Now the ScaleError's field names it."""
+    from fp8tower.checkpoint import base
+
+    q = "model.layers.0.self_attn.q_proj"
+    spec = build("modelopt")
+    spec.tensors[f"{q}.input_scale"] = torch.tensor(1e36)
+    real = base.Fp8Weight
+
+    def reworded(*args, **kw):  # Fp8Weight's checks, the same error with another message
+        try:
+            return real(*args, **kw)
+        except ValueError as e:
+            e.args = ("the static input scale is out of range",)
+            raise
+
+    monkeypatch.setattr(base, "Fp8Weight", reworded)
+    with pytest.raises(CheckpointError, match=f"'{q}.input_scale': the static input scale"):
+        open_checkpoint(save(spec, tmp_path / "ck")).load_linear(q)
+
+
+def test_a_weight_scale_refusal_names_the_scale_tensor(tmp_path, monkeypatch):
+    from fp8tower.checkpoint import base
+    from fp8tower.formats import ScaleError
+
+    def refusing(*args, **kw):
+        raise ScaleError("odd", "scale")
+
+    q = "model.layers.0.self_attn.q_proj"
+    ck = open_checkpoint(save(build("modelopt"), tmp_path / "ck"))
+    monkeypatch.setattr(base, "Fp8Weight", refusing)
+    with pytest.raises(CheckpointError, match=f"'{q}.weight_scale': odd"):
+        ck.load_linear(q)

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import torch
 
-from ..formats import BLOCK, Fp8Weight, Scheme
+from ..formats import BLOCK, Fp8Weight, ScaleError, Scheme
 
 # each format's ignore-list rule, shared with fp8tower.models (a spec and its loader agree on
 # what is FP8): re-exported for the format modules
@@ -285,8 +285,9 @@ class Checkpoint:
                             f"at index {first}")
         try:
             return Fp8Weight(data, scale, spec.scheme, act)
-        except ValueError as e:
-            blame = spec.input_scale if act is not None and "act_scale" in str(e) else weight_name
+        except ValueError as e:  # a ScaleError names the Fp8Weight field: blame its tensor
+            field = e.field if isinstance(e, ScaleError) else None
+            blame = {"scale": spec.scale, "act_scale": spec.input_scale}.get(field) or weight_name
             raise self._err(self._reader.info(blame), str(e)) from None
 
     def _bias(self, fqn: str, device) -> torch.Tensor | None:

@@ -49,6 +49,23 @@ def at_least(lo: int):
     return check
 
 
+def tp_size(text: str | int) -> int:
+    """``--tp``: an integer >= 1, refused with the value named ('1.5', '0', 'x'); typer's own
+    int parsing said only "Input should be a valid integer". (typer passes the default, an
+    int, through the parser too.)"""
+    if isinstance(text, int) and not isinstance(text, bool):
+        value = text
+    else:
+        try:
+            value = int(str(text).strip())
+        except ValueError:
+            raise typer.BadParameter(f"{text!r}: expected an integer >= 1 (the "
+                                     "tensor-parallel size)") from None
+    if value < 1:
+        raise typer.BadParameter(f"{value}: expected an integer >= 1 (the tensor-parallel size)")
+    return value
+
+
 # --standin of bench tower and tune --in-context; its kernels are tower.build.STANDIN_KERNELS
 # (not imported here: it pulls in torch; a test keeps them equal).
 STANDIN_HELP = (

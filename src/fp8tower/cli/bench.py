@@ -18,6 +18,7 @@ from ._common import (
     check_json_path,
     check_standin,
     check_standin_device,
+    tp_size,
     write_json,
 )
 from ._common import console as _console
@@ -110,8 +111,9 @@ def _not_empty(**options: str | None) -> None:
 
 
 def _command(model, ms, arms, backends, schemes, merge_mode, include_mlp, replays, steps, seed,
-             standin="torch", rounds=1):
-    cmd = (f"fp8tower bench tower --model {model} --m {','.join(map(str, ms))} "
+             standin="torch", rounds=1, tp=1):
+    cmd = (f"fp8tower bench tower --model {model}{f' --tp {tp}' if tp > 1 else ''} "
+           f"--m {','.join(map(str, ms))} "
            f"--arms {','.join(arms)} --backends {','.join(backends)} "
            f"--scheme {','.join(schemes)} --merge-mode {merge_mode} --replays {replays} "
            f"--steps {steps} --rounds {rounds} --seed {seed} --standin {standin}")
@@ -137,6 +139,11 @@ def tower(
         "--merge-mode", help="Merged arm's scales: exact or requant_max.")] = "exact",
     include_mlp: Annotated[bool, typer.Option(
         "--include-mlp", help="Add the MLP linears (default: GDN + attention).")] = False,
+    tp: Annotated[int, typer.Option(
+        "--tp", parser=tp_size, metavar="N",
+        help="Tensor-parallel size: the tower of one GPU of a TP-N deployment (its linears "
+        "split as vLLM splits them: column-parallel N / tp, row-parallel K / tp; the "
+        "all-reduces are not run); a model that cannot be split so is refused.")] = 1,
     replays: Annotated[int, typer.Option(
         "--replays", callback=at_least(1), help="Timed replays (median).")] = 20,
     steps: Annotated[int, typer.Option(
@@ -152,8 +159,8 @@ def tower(
         "--standin", help=STANDIN_HELP)] = "torch",
     json_out: Annotated[Path | None, typer.Option(
         "--json", help="JSON path (overwritten if it exists); default benchmarks/results/"
-        "tower_<model>_<gpu-or-cpu>_<date>.json, with _<HHMMSS> (then -2, -3, ...) added when "
-        "that exists.")] = None,
+        "tower_<model>[_tp<N>]_<gpu-or-cpu>_<date>.json, with _<HHMMSS> (then -2, -3, ...) "
+        "added when that exists.")] = None,
 ) -> None:
     """Time the tower's decode step for every (scheme, arm, backend, M), side by side."""
     from dataclasses import asdict
@@ -164,7 +171,7 @@ def tower(
 
     from .. import backends, provenance
     from ..formats import Scheme
-    from ..models import ALL_PARTS, DEFAULT_PARTS, get_spec
+    from ..models import ALL_PARTS, DEFAULT_PARTS, TpError, get_spec
     from ..nn.merged import MergeMode
     from ..tower.bench import bench_tower
     from ..tower.build import ARMS, STANDIN_KERNELS, standin_kernel
@@ -186,9 +193,18 @@ def tower(
             raise _fail(f"--backends: cannot run on this machine: {'; '.join(cannot)}")
     try:
         mode = MergeMode.parse(merge_mode)
-        spec = get_spec(model)
+        spec = get_spec(model, tp=tp)
+    except TpError as e:  # a model that cannot be split into tp shards
+        raise _fail(f"--tp {tp}: {e}") from None
     except ValueError as e:
         raise _fail(str(e)) from None
+    if tp > 1 and "block128" in scheme_list:  # every rank's shard: whole 128x128 blocks
+        from ..models.tp import check_block_shards
+
+        try:
+            check_block_shards(spec.all_linears, tp, context=spec.name)
+        except ValueError as e:
+            raise _fail(f"--tp {tp} --scheme block128: {e}") from None
     if mode is not MergeMode.EXACT and "merged" not in arm_list:  # it changed nothing
         raise _fail(f"--merge-mode {mode.value} sets the merged arm's scales, but --arms "
                     f"{','.join(arm_list)} has no merged arm")
@@ -226,23 +242,26 @@ def tower(
                                backend_names=backend_names, ms=ms, parts=parts, merge_mode=mode,
                                replays=replays, steps=steps, rounds=rounds, seed=seed,
                                read_ceiling_gbps=ceiling, advance=advance)
-    console.print(_table(rows, spec.name, ceiling, not cuda))
+    title = spec.name + (f", one rank of tp {tp}" if tp > 1 else "")
+    console.print(_table(rows, title, ceiling, not cuda))
 
     gpu = torch.cuda.get_device_name() if cuda else None
     now = datetime.datetime.now(datetime.timezone.utc)
     if json_out is None:
         json_out = provenance.result_path(
-            RESULTS, f"tower_{_slug(spec.name)}_{_slug(gpu) if gpu else 'cpu'}", now)
+            RESULTS, f"tower_{_slug(spec.name)}{f'_tp{tp}' if tp > 1 else ''}_"
+            f"{_slug(gpu) if gpu else 'cpu'}", now)
     record = {
         "schema": SCHEMA,
         "model": spec.name,
+        "tp": tp,  # > 1: one rank's shards of a tensor-parallel deployment
         "device": "cuda" if cuda else "cpu",
         "gpu": gpu,
         "versions": provenance.record(),
         "date": now.isoformat(timespec="seconds"),
         # the model as given (a path stays a path: the command must run again as written)
         "command": _command(shlex.quote(str(model)), ms, arm_list, backend_names, scheme_list,
-                            mode.value, include_mlp, replays, steps, seed, standin, rounds),
+                            mode.value, include_mlp, replays, steps, seed, standin, rounds, tp),
         "argv": sys.argv,
         "read_ceiling_gbps": ceiling,
         "parts": list(parts),

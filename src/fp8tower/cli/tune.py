@@ -12,7 +12,14 @@ from typing import Annotated
 
 import typer
 
-from ._common import STANDIN_HELP, at_least, check_standin, check_standin_device, fail
+from ._common import (
+    STANDIN_HELP,
+    at_least,
+    check_standin,
+    check_standin_device,
+    fail,
+    tp_size,
+)
 
 app = typer.Typer(help="Per-shape autotuned dispatch: tune GEMM shapes, explain the choices.",
                   no_args_is_help=True, rich_markup_mode=None)
@@ -31,6 +38,12 @@ Parts = Annotated[str | None, typer.Option(
     "--parts", help="Model parts: gdn, attention, mlp, all (default: gdn,attention; needs "
     "--model).")]
 DEFAULT_PARTS = "gdn,attention"
+Tp = Annotated[int, typer.Option(
+    "--tp", parser=tp_size, metavar="N",
+    help="Tensor-parallel size: the GEMMs one GPU of a TP-N deployment runs, as vLLM splits "
+    "the model (column-parallel q/k/v, gate/up, GDN in_proj_* N / tp; row-parallel o_proj, "
+    "down_proj, GDN out_proj K / tp; kv heads replicated below tp); a model that cannot be "
+    "split so is refused, naming the value (needs --model).")]
 # What `fp8tower tune` accepts: fp8_linear's activation and output dtypes (nn/linear.py);
 # FP8 x only for per_tensor with its static scale, the only FP8 call fp8_linear admits.
 ACT_DTYPES = ("bfloat16", "float16", "float32", "float8_e4m3fn")
@@ -100,11 +113,12 @@ def _parse_dtype(text: str, hint: str, allowed: tuple[str, ...] = ACT_DTYPES):
     return getattr(torch, name)
 
 
-def _model_options(model, merged, parts) -> str:
-    """--parts (default gdn,attention); --merged/--unmerged and --parts select a model's
+def _model_options(model, merged, parts, tp: int = 1) -> str:
+    """--parts (default gdn,attention); --merged/--unmerged, --parts and --tp select a model's
     GEMMs, so without --model they are refused, not ignored."""
     if model is None:
-        given = [o for o, v in (("--merged/--unmerged", merged), ("--parts", parts))
+        given = [o for o, v in (("--merged/--unmerged", merged), ("--parts", parts),
+                                ("--tp", None if tp == 1 else tp))
                  if v is not None]
         if given:
             verb = "select" if len(given) > 1 else "selects"
@@ -114,13 +128,30 @@ def _model_options(model, merged, parts) -> str:
     return DEFAULT_PARTS if parts is None else parts
 
 
-def _model_spec(model: str):
-    from ..models import ConfigError, get_spec
+def _model_spec(model: str, tp: int = 1):
+    from ..models import ConfigError, TpError, get_spec
 
     try:
-        return get_spec(model)
+        return get_spec(model, tp=tp)
+    except TpError as e:  # a model that cannot be split into tp shards
+        raise _bad(str(e), param_hint="--tp") from None
     except ConfigError as e:
         raise _bad(str(e), param_hint="--model") from None
+
+
+def _check_block_shards(spec, schemes, fix: str) -> None:
+    """block128 at tp > 1: every rank's shard must hold whole 128x128 blocks (models/tp.py);
+    refused naming the linear and its value, before any tuning."""
+    from ..formats import Scheme
+    from ..models import TpError
+    from ..models.tp import check_block_shards
+
+    if spec is None or spec.tp == 1 or Scheme.BLOCK128 not in schemes:
+        return
+    try:
+        check_block_shards(spec.all_linears, spec.tp, context=spec.name)
+    except TpError as e:
+        raise _bad(f"{e} ({fix})", param_hint="--tp") from None
 
 
 Gemm = tuple[int, int, tuple[int, ...], bool]
@@ -131,14 +162,20 @@ def _model_gemms(spec, merged: bool | None, parts: str) -> list[Gemm]:
     linear, adds a bias: Qwen2's q/k/v, attention_bias / mlp_bias); parts that name none
     (e.g. 'other', or gdn of a model without GDN layers) are refused: they would filter
     nothing (dispatch) or tune nothing."""
+    from ..models.tp import ROW, role
+
     modes = [False, True] if merged is None else [merged]
     parts_t = tuple(_csv(parts))
     gemms: dict[Gemm, None] = {}
     for mode in modes:
         try:
-            gemms.update(dict.fromkeys(
-                (g.n, g.k, tuple(m.n for m in g.members) if g.merged else (), g.bias)
-                for g in spec.gemms(parts_t, merged=mode)))
+            for g in spec.gemms(parts_t, merged=mode):
+                members = tuple(m.n for m in g.members) if g.merged else ()
+                gemms[(g.n, g.k, members, g.bias)] = None
+                # at tp > 1 vLLM adds a row-parallel linear's bias on rank 0 only: the other
+                # ranks pose the bias-free key
+                if g.bias and spec.tp > 1 and not g.merged and role(g.members[0]) == ROW:
+                    gemms[(g.n, g.k, members, False)] = None
         except ValueError as e:  # unknown part, or MLP of an MoE model
             raise _bad(str(e), param_hint="--parts") from None
     if not gemms:
@@ -152,10 +189,11 @@ def _model_gemms(spec, merged: bool | None, parts: str) -> list[Gemm]:
     return list(gemms)
 
 
-def _gemms_from(model, shapes, merged, parts) -> tuple[list[Gemm], object]:
-    """(N, K, merge group's member Ns, bias) of the model's GEMMs, then of --shapes (never
-    merged, no bias of their own: --bias gives every key one), and the spec."""
-    spec = _model_spec(model) if model else None
+def _gemms_from(model, shapes, merged, parts, tp: int = 1) -> tuple[list[Gemm], object]:
+    """(N, K, merge group's member Ns, bias) of the model's GEMMs (one rank's shards at
+    tp > 1), then of --shapes (never merged, no bias of their own: --bias gives every key
+    one), and the spec."""
+    spec = _model_spec(model, tp) if model else None
     out: dict[Gemm, None] = {}
     if spec is not None:
         out.update(dict.fromkeys(_model_gemms(spec, merged, parts)))
@@ -164,9 +202,24 @@ def _gemms_from(model, shapes, merged, parts) -> tuple[list[Gemm], object]:
     return list(out), spec
 
 
-def _shapes_from(model, shapes, merged, parts) -> tuple[list[tuple[int, int]], object]:
-    gemms, spec = _gemms_from(model, shapes, merged, parts)
-    return list(dict.fromkeys((n, k) for n, k, *_ in gemms)), spec
+def scheme_gemms(gemms, scheme) -> list[Gemm]:
+    """The GEMMs a model of ``scheme`` runs for ``gemms`` (as _gemms_from lists them): each as
+    it is, but a block128 merge group with a member but the last not a multiple of 128 rows:
+    it cannot merge exactly (nn/merged.py: a block row would straddle two members), so convert
+    and the loaders keep its members unmerged: their GEMMs (the group's bias each), not the
+    group's. `tune` poses these GEMMs' keys and `dispatch` lists them: one rule, so the two
+    cannot disagree (dispatch --merged listed the group's block128 shape, a key no model runs,
+    and not its members')."""
+    from ..formats import BLOCK, Scheme
+
+    out: dict[Gemm, None] = {}
+    for gemm in gemms:
+        _, k, members, bias = gemm
+        if scheme is Scheme.BLOCK128 and any(x % BLOCK for x in members[:-1]):
+            out.update(dict.fromkeys((x, k, (), bias) for x in members))
+        else:
+            out[gemm] = None
+    return list(out)
 
 
 def tune_problems(gemms, schemes, buckets, *, act_dtype, out_dtype, capability,
@@ -181,14 +234,8 @@ def tune_problems(gemms, schemes, buckets, *, act_dtype, out_dtype, capability,
     with a bias (the model's: Qwen2's q/k/v, Llama's attention_bias) poses the -bias key, as
     its converted layer's calls do; ``channel_scale`` gives every per_tensor key a vector;
     ``has_bias`` gives every key a bias."""
-    from ..formats import BLOCK, Scheme
+    from ..formats import Scheme
     from ..problem import GemmProblem
-
-    def runs(gemm, s):  # what a model of scheme s runs for this GEMM
-        _, k, members, bias = gemm
-        if s is Scheme.BLOCK128 and any(x % BLOCK for x in members[:-1]):
-            return [(x, k, (), bias) for x in members]
-        return [gemm]
 
     problems = [
         GemmProblem(m=b, n=n, k=k, scheme=s, act_dtype=act_dtype, out_dtype=out_dtype,
@@ -197,7 +244,7 @@ def tune_problems(gemms, schemes, buckets, *, act_dtype, out_dtype, capability,
                     and s is Scheme.PER_TENSOR,
                     static_act_scale=static_act_scale and s is Scheme.PER_TENSOR,
                     has_bias=has_bias or bias)
-        for gemm in gemms for s in schemes for (n, k, members, bias) in runs(gemm, s)
+        for gemm in gemms for s in schemes for (n, k, members, bias) in scheme_gemms([gemm], s)
         for b in buckets
     ]
     return list(dict.fromkeys(problems))
@@ -313,6 +360,7 @@ def tune(
         f"{ALL_SCHEMES}).")] = None,
     merged: Merged = None,
     parts: Parts = None,
+    tp: Tp = 1,
     act_dtype: Annotated[str, typer.Option(
         "--act-dtype", help=f"Activation dtype: {', '.join(ACT_DTYPES)} (FP8: per_tensor with "
         "a static scale only, the FP8 call fp8_linear takes).")] = "bfloat16",
@@ -380,7 +428,7 @@ def tune(
     if standin != "torch" and not in_context:
         raise _bad(f"--standin {standin} chooses the stand-ins of the step --in-context times: "
                    "add --in-context, or leave --standin out", param_hint="--standin")
-    parts = _model_options(model, merged, parts)
+    parts = _model_options(model, merged, parts, tp)
     ms = _parse_ms(m)
     adt = _parse_dtype(act_dtype, "--act-dtype", ACT_DTYPES)
     odt = _parse_dtype(out_dtype, "--out-dtype", OUT_DTYPES)
@@ -396,7 +444,7 @@ def tune(
                 f"--in-context re-ranks the keys the model's decode step runs (bf16, static "
                 f"per_tensor scale, no bias), not the keys {', '.join(other)} make: tune "
                 "those without --in-context", param_hint="--in-context")
-    gemms, spec = _gemms_from(model, shapes, merged, parts)
+    gemms, spec = _gemms_from(model, shapes, merged, parts, tp)
     if in_context and any(bias for *_, bias in gemms):
         # the tower (tower/build.py) runs its GEMMs without the model's biases: it would
         # re-rank the bias-free keys, not the -bias ones this model's calls pose
@@ -406,6 +454,8 @@ def tune(
     if scheme is None:
         scheme = (spec.scheme_hint if spec is not None else None) or ALL_SCHEMES
     schemes = _parse_schemes(scheme)
+    _check_block_shards(spec, schemes, "--scheme " + ",".join(s.value for s in schemes)
+                        + ": tune the others with --scheme")
     if in_context:
         from ..tower.build import STANDIN_KERNELS
         check_standin(standin, STANDIN_KERNELS, [s.value for s in schemes])
@@ -581,19 +631,28 @@ def dispatch_cmd(
     scheme: Annotated[str | None, typer.Option("--scheme", help="Only these schemes.")] = None,
     merged: Merged = None,
     parts: Parts = None,
+    tp: Tp = 1,
     explain: Explain = False,
     as_json: Json = False,
 ) -> None:
     """Show the cached dispatch decisions (and with --explain, their evidence)."""
     import torch
 
+    from ..formats import Scheme
     from ..problem import m_bucket
     from ..tuning import cache as tcache
 
-    parts = _model_options(model, merged, parts)
-    nks, _ = _shapes_from(model, shapes, merged, parts)
+    parts = _model_options(model, merged, parts, tp)
+    gemms, spec = _gemms_from(model, shapes, merged, parts, tp)
+    # per scheme, the (N, K) its keys have: those `tune` poses for these options (a block128
+    # group that cannot merge exactly: its members', as the model runs them)
+    nks = {s.value: {(n, k) for n, k, *_ in scheme_gemms(gemms, s)} for s in Scheme}
     buckets = {m_bucket(x) for x in _parse_ms(m)} if m is not None else None
-    schemes = {s.value for s in _parse_schemes(scheme)} if scheme is not None else None
+    schemes = None
+    if scheme is not None:
+        parsed = _parse_schemes(scheme)
+        _check_block_shards(spec, parsed, f"--scheme {scheme}")
+        schemes = {s.value for s in parsed}
     if file is not None:
         if file.is_dir():
             raise _bad(f"{str(file)!r}: is a directory, not a cache file",
@@ -635,7 +694,7 @@ def dispatch_cmd(
         file_info.append({"path": str(path), "meta": f.meta, "checked": checked, "stale": stale})
         for entry in f.entries.values():
             p = entry.problem
-            if nks and (p.n, p.k) not in nks:
+            if gemms and (p.n, p.k) not in nks[p.scheme.value]:
                 continue
             if buckets is not None and p.m not in buckets:
                 continue

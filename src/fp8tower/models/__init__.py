@@ -12,7 +12,8 @@ stores them in FP8. Pure Python: no torch, no CUDA.
 Supported model_type values: Qwen3.5 / 3.6 hybrids (qwen3_5, qwen3_5_text; qwen3_5_moe and
 qwen3_next for GDN + attention only, their experts are out of scope), and Llama-style dense
 decoders (llama, qwen2, qwen3, mistral). See ``spec.py`` for names and inputs, ``quant.py``
-for how a quantization config decides FP8, ``qwen.py`` / ``llama.py`` for the shapes.
+for how a quantization config decides FP8, ``qwen.py`` / ``llama.py`` for the shapes,
+``tp.py`` for one tensor-parallel rank's shards (``get_spec(name, tp=N)``).
 """
 
 from .quant import QuantPolicy, parse_quant_config
@@ -25,6 +26,7 @@ from .registry import (
     tower_spec_from_config,
 )
 from .spec import ALL_PARTS, DEFAULT_PARTS, KINDS, ConfigError, GemmSpec, LinearSpec, TowerSpec
+from .tp import TpError
 
 __all__ = [
     "ALL_PARTS",
@@ -36,6 +38,7 @@ __all__ = [
     "LinearSpec",
     "QuantPolicy",
     "TowerSpec",
+    "TpError",
     "get_spec",
     "list_models",
     "load_config",

@@ -57,4 +57,6 @@ def build(f: Fields, model_type: str) -> dict:
 
     return {"hidden_size": hidden, "num_layers": num_layers,
             "layer_types": ("full_attention",) * num_layers, "linears": linears,
-            "intermediate_size": inter, "mlp_in_scope": True, "notes": []}
+            "intermediate_size": inter, "mlp_in_scope": True, "notes": [],
+            "tp_fields": {"num_attention_heads": heads, "num_key_value_heads": kv_heads,
+                          "intermediate_size": inter}}

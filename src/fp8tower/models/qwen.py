@@ -114,6 +114,14 @@ def build(f: Fields, model_type: str) -> dict:
         if dense_mlp:
             linears += mlp_linears(i, inter, hidden)
 
+    tp_fields = {}  # the values a tensor-parallel split must divide (models/tp.py)
+    if LINEAR in types:
+        tp_fields.update(linear_num_key_heads=nk, linear_num_value_heads=nv)
+    if FULL in types:
+        tp_fields.update(num_attention_heads=heads, num_key_value_heads=kv_heads)
+    if dense_mlp:
+        tp_fields["intermediate_size"] = inter
+
     notes = []
     if LINEAR in types:
         ab = "in_proj_ba" if next_style else "in_proj_b / in_proj_a"
@@ -128,4 +136,4 @@ def build(f: Fields, model_type: str) -> dict:
         notes.append(f"MTP draft layer(s) (mtp_num_hidden_layers={mtp}) are not included")
     return {"hidden_size": hidden, "num_layers": num_layers, "layer_types": types,
             "linears": linears, "intermediate_size": inter, "mlp_in_scope": dense_mlp,
-            "notes": notes}
+            "notes": notes, "tp_fields": tp_fields}

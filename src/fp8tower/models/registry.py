@@ -14,6 +14,7 @@ from . import llama, qwen
 from ._fields import Fields
 from .quant import parse_quant_config
 from .spec import ConfigError, TowerSpec
+from .tp import KV_HEADS, ROLES, ROW, check_block_shards, check_tp, shard
 
 BUILDERS = {**{t: qwen.build for t in qwen.MODEL_TYPES},
             **{t: llama.build for t in llama.MODEL_TYPES}}
@@ -91,13 +92,18 @@ def _names_only_modelopt(qc: Any) -> bool:
 
 
 def tower_spec_from_config(
-    config: dict[str, Any], *, name: str | None = None, quant_config: dict[str, Any] | None = None
+    config: dict[str, Any], *, name: str | None = None, quant_config: dict[str, Any] | None = None,
+    tp: int = 1,
 ) -> TowerSpec:
     """Build the decode-step TowerSpec of a HF config.json dict.
 
     ``quant_config`` (a quantization_config, or a ModelOpt hf_quant_config.json) overrides the
     config's own ``quantization_config``; with neither, the default FP8 policy applies.
+    ``tp`` > 1: the linears one GPU of a tensor-parallel deployment of that size runs
+    (``tp.py``: N / tp column-parallel, K / tp row-parallel, as vLLM splits them); a model that
+    cannot be split so raises a ``TpError`` naming the field and its value.
     """
+    tp = check_tp(tp)
     if not isinstance(config, dict):
         raise ConfigError("config", type(config).__name__, "a dict parsed from config.json")
     text, nested = text_config(config)
@@ -110,6 +116,7 @@ def tower_spec_from_config(
         raise ConfigError("model_type", model_type,
                           f"one of {', '.join(SUPPORTED_MODEL_TYPES)}", context=name)
     built = BUILDERS[model_type](Fields(text, name), model_type)
+    sharded = shard(built["linears"], tp, built["tp_fields"], context=name)
 
     notes = list(built["notes"])
     own_qc = config.get("quantization_config") or text.get("quantization_config")
@@ -124,8 +131,11 @@ def tower_spec_from_config(
     if policy.method is None:
         notes.append("no quantization config: FP8 follows the default policy")
     notes.append("lm_head and embeddings are not included")
-    linears = tuple(replace(lin, fp8=policy.is_fp8(lin.name, lin.fp8))
-                    for lin in built["linears"])
+    linears = tuple(replace(lin, fp8=policy.is_fp8(lin.name, lin.fp8)) for lin in sharded)
+    if tp > 1:
+        if policy.scheme_hint == "block128":  # the checkpoint's blocks must split whole
+            check_block_shards(linears, tp, context=name)
+        notes += _tp_notes(tp, built["tp_fields"], linears)
     return TowerSpec(
         name=name,
         model_type=model_type,
@@ -139,7 +149,25 @@ def tower_spec_from_config(
         quant_method=policy.method,
         scheme_hint=policy.scheme_hint,
         notes=tuple(notes),
+        tp=tp,
     )
+
+
+def _tp_notes(tp: int, fields: dict[str, int], linears: tuple) -> list[str]:
+    notes = [(f"tp {tp}: one GPU's shards, as vLLM splits them: column-parallel linears "
+              f"(q/k/v, gate/up, GDN in_proj_*) N / {tp}, row-parallel ones (o_proj, "
+              f"down_proj, GDN out_proj) K / {tp} (sizes the notes above give are the "
+              "model's, unsharded); the all-reduce after each row-parallel GEMM is not "
+              "modelled")]
+    kv = fields.get(KV_HEADS)
+    if kv is not None and kv < tp:
+        notes.append(f"num_key_value_heads {kv} < tp {tp}: each rank holds one kv head "
+                     "(k_proj / v_proj N = head_dim), replicated over "
+                     f"{tp // kv} ranks, as vLLM does")
+    if any(lin.bias and ROLES.get((lin.kind, lin.proj)) == ROW for lin in linears):
+        notes.append("vLLM adds a row-parallel linear's bias on rank 0 only: the other ranks "
+                     "run those GEMMs without it")
+    return notes
 
 
 def get_spec(
@@ -147,12 +175,15 @@ def get_spec(
     *,
     name: str | None = None,
     quant_config: dict[str, Any] | None = None,
+    tp: int = 1,
 ) -> TowerSpec:
-    """TowerSpec of a shipped model name or a config path.
+    """TowerSpec of a shipped model name or a config path (``tp``: one tensor-parallel rank's
+    shards, see :func:`tower_spec_from_config`).
 
     A checkpoint directory's ``hf_quant_config.json`` (ModelOpt) is used when config.json has
     no quantization_config, or one naming only the modelopt method, and none is passed.
     """
+    check_tp(tp)
     model, path = _resolve(name_or_path)
     config = load_config(name_or_path)
     if quant_config is None and path is not None:
@@ -161,4 +192,4 @@ def get_spec(
         own = config.get("quantization_config") or text.get("quantization_config")
         if hf_quant.is_file() and (not own or _names_only_modelopt(own)):
             quant_config = _parse_json(_read_text(hf_quant), str(hf_quant))
-    return tower_spec_from_config(config, name=name or model, quant_config=quant_config)
+    return tower_spec_from_config(config, name=name or model, quant_config=quant_config, tp=tp)

@@ -120,6 +120,9 @@ class TowerSpec:
     quant_method: str | None = None  # quantization_config's method; None: default policy
     scheme_hint: str | None = None  # per_tensor / channel_token / block128 / None
     notes: tuple[str, ...] = field(default=())
+    # tensor-parallel size: > 1, all_linears are one rank's shards (models/tp.py); the other
+    # fields (hidden_size, intermediate_size) stay the model's
+    tp: int = 1
 
     def module_name(self, linear: LinearSpec) -> str:
         return self.module_prefix + linear.name
@@ -189,6 +192,8 @@ class TowerSpec:
         head = (f"{self.name} ({self.model_type}): hidden {self.hidden_size}, {self.num_layers}"
                 f" layers ({types.count('linear_attention')} linear_attention,"
                 f" {types.count('full_attention')} full_attention)")
+        if self.tp > 1:
+            head += f", one rank of tp {self.tp}"
         tower = (f"parts {'+'.join(self._parts(parts))}: {len(self.gemms(parts))} FP8 GEMMs/step"
                  f" ({len(self.gemms(parts, merged=True))} merged),"
                  f" {self.fp8_bytes(parts):,} B/step, scheme_hint {self.scheme_hint}")

@@ -15,6 +15,7 @@ from ..formats import (
     ACT_SCALE_MIN,
     FP8_DTYPE,
     Fp8Weight,
+    ScaleError,
     Scheme,
     expected_weight_scale_shapes,
     quantize_weight,
@@ -234,6 +235,10 @@ class _PlanEntry:
         # plan launches on the storage it was built for (addresses, prepared copies)
         self.ptrs = tuple(0 if t is None else t.data_ptr()
                           for t in (weight, scale, input_scale, bias))
+
+
+# Fp8Weight's scale fields -> Fp8Linear's buffers (their state-dict keys)
+_SCALE_KEYS = {"scale": "weight_scale", "act_scale": "input_scale"}
 
 
 class Fp8Linear(nn.Module):
@@ -463,11 +468,13 @@ class Fp8Linear(nn.Module):
             try:
                 self._refresh()  # loaded values may differ: re-prepare (and check the scales)
             except ValueError as e:
-                # named by its state-dict key, as the dtype errors above: Fp8Weight's messages
-                # on the static activation scale begin "act_scale" (input_scale here), the
-                # others are the weight scale's (shapes were checked by torch before)
-                name = "input_scale" if str(e).startswith("act_scale") else "weight_scale"
-                error_msgs.append(f"state_dict key {prefix}{name}: {e}")
+                # named by its state-dict key, as the dtype errors above: a ScaleError's
+                # Fp8Weight field -> our buffer (an unknown field as it is); else the module
+                if isinstance(e, ScaleError):
+                    where = f"state_dict key {prefix}{_SCALE_KEYS.get(e.field, e.field)}"
+                else:
+                    where = f"{self._summary()} (state_dict prefix {prefix!r})"
+                error_msgs.append(f"{where}: {e}")
                 self._unchecked = True  # a forward checks them again (and refuses)
                 self._refresh(check_values=False)
         else:  # a shard without the scales (after to_empty: their memory may hold anything):
