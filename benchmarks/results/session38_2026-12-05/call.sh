@@ -3,7 +3,7 @@
 # short keeps what ran. Carry [".gpu/run"].
 #   OUT=$OUT NAME=call1 STEPS=retune,tower,fp8 bash benchmarks/results/session38_2026-12-05/call.sh
 # CACHE: the cache the steps start from (default: session 37's, M = 32 retuned in context).
-# retune: the M = 8 and 16 keys of all three schemes retuned in context from CACHE
+# retune: the M = 8 and 16 keys (RETUNE_M) of all three schemes retuned in context from CACHE
 #         (cache_retuned.json: the result, which later steps use);
 # tower:  #12's tower on it, M = 1, 8, 16, 32, all three schemes, 2 rounds: torch's stand-in
 #         (auto and cuBLASLt), then --standin rows (auto);
@@ -64,7 +64,7 @@ tune() {  # cache dir, name, limit, then tune options
   pack
 }
 if has retune; then
-  tune /tmp/rt retune 230 --m 8,16 --scheme per_tensor,channel_token,block128 --max-configs 4 \
+  tune /tmp/rt retune 230 --m ${RETUNE_M:-8,16} --scheme per_tensor,channel_token,block128 --max-configs 4 \
     --in-context --retune
   keep /tmp/rt cache_retuned
 fi
