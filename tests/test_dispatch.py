@@ -385,7 +385,7 @@ _DTYPES = "expected one of bfloat16, float16, float32"
       "--dynamic-act-scale"], "--act-dtype float8_e4m3fn with --dynamic-act-scale"),
     # model options without a model were ignored
     (["tune", "--shapes", "8x8", "--unmerged"], ("--merged/--unmerged selects the GEMMs of "
-     "--model; without --model they would be ignored")),
+     "--model; without --model it would be ignored")),
     (["tune", "--shapes", "8x8", "--parts", "mlp"], "--parts selects the GEMMs of --model"),
     (["dispatch", "--merged", "--parts", "mlp"], "--merged/--unmerged and --parts select"),
     # parts that name no FP8 GEMM of the model filtered nothing (dispatch) or tuned nothing

@@ -3,6 +3,7 @@ vLLM splits the model. Expected shapes are computed by hand from the configs' fi
 
 from __future__ import annotations
 
+import hashlib
 import json
 
 import pytest
@@ -11,6 +12,7 @@ from test_tuning import entry_with
 from typer.testing import CliRunner
 
 from fp8tower.cli import app
+from fp8tower.cli import bench as bench_cli
 from fp8tower.models import ALL_PARTS, LinearSpec, TpError, get_spec, list_models
 from fp8tower.models import tower_spec_from_config as from_config
 from fp8tower.models.tp import check_block_shards, shard
@@ -19,6 +21,18 @@ from fp8tower.tuning import cache as tcache
 
 BLOCK_FP8 = {"quant_method": "fp8", "weight_block_size": [128, 128],
              "activation_scheme": "dynamic", "fmt": "e4m3"}
+
+
+def moe(**kw) -> dict:
+    """A Qwen3.5-MoE text config (Qwen3.5-35B-A3B's widths, 4 layers): every modelled linear
+    holds whole blocks up to tp 8; the experts (512 wide) only up to tp 4."""
+    cfg = {"model_type": "qwen3_5_moe_text", "hidden_size": 2048, "num_hidden_layers": 4,
+           "full_attention_interval": 4, "linear_num_key_heads": 16,
+           "linear_key_head_dim": 128, "linear_num_value_heads": 32,
+           "linear_value_head_dim": 128, "num_attention_heads": 16, "num_key_value_heads": 2,
+           "head_dim": 256, "num_experts": 256, "moe_intermediate_size": 512,
+           "shared_expert_intermediate_size": 512}
+    return {**cfg, **kw}
 
 
 def llama(**kw) -> dict:
@@ -131,11 +145,37 @@ def test_gdn_shards_and_merge_groups():
 # ------------------------------------------------------------------- tp = 1
 
 
-@pytest.mark.parametrize("name", list_models())
+# sha256 of digest(get_spec(name)), computed with the code before --tp (f1e7ddf, the parent
+# of the commit that added models/tp.py)
+TP1_GOLDEN = {
+    "qwen3-8b": "ed78ebf97b38a8c2e12a689e3f077f037bd79d53c5041c5110c1f4aeeae9664b",
+    "qwen3.5-27b": "6e43d9884bd3eac6ea999c8272e31109701afcfe4f61f08e86ac93e843878638",
+    "tiny-hybrid": "2b5e9cc93bb8905d57bb069585687c1dbb0a6a63343eae5383c8d27b88542f3d",
+}
+
+
+def digest(spec) -> str:
+    """A canonical dump of the spec's summary and GEMMs (unmerged and merged, FP8 only and
+    all), hashed."""
+    parts = [("gdn", "attention")] + ([ALL_PARTS] if spec.mlp_in_scope else [])
+    dump = {"summary": [spec.summary(p) for p in parts], "gemms": [
+        [[g.name, g.n, g.k, g.layer, g.kind, g.input,
+          [[m.name, m.n, m.k, m.merge_group, m.fp8, m.bias] for m in g.members]]
+         for g in spec.gemms(p, merged=merged, fp8_only=fp8_only)]
+        for p in parts for merged in (False, True) for fp8_only in (True, False)]}
+    return hashlib.sha256(json.dumps(dump, sort_keys=True).encode()).hexdigest()
+
+
+def test_tp1_golden_covers_the_shipped_models():
+    assert sorted(TP1_GOLDEN) == list_models()
+
+
+@pytest.mark.parametrize("name", sorted(TP1_GOLDEN))
 def test_tp1_changes_nothing(name):
-    """The default: every spec, GEMM and merge group exactly as before (the keys `tune`
-    poses come from these)."""
+    """The default: every spec, GEMM and merge group exactly as before --tp (the keys `tune`
+    poses come from these): the digests the code before it gave."""
     spec = get_spec(name)
+    assert digest(spec) == digest(get_spec(name, tp=1)) == TP1_GOLDEN[name]
     assert spec.tp == 1 and get_spec(name, tp=1) == spec
     assert not any("tp " in n for n in spec.notes) and "of tp" not in spec.summary()
     parts = ALL_PARTS if spec.mlp_in_scope else ("gdn", "attention")
@@ -173,6 +213,12 @@ def test_tp_must_be_an_integer_at_least_1(bad):
     (llama(num_attention_heads=24, num_key_value_heads=4, hidden_size=3072,
            intermediate_size=6144), 6, "num_key_value_heads", 4),
     (llama(num_key_value_heads=4), 8, "num_key_value_heads", None),  # 4 % 8: divisor: fine
+    # kv >= tp: kv must be a multiple of tp (6 % 4 = 2), not only share a factor with it
+    (llama(num_attention_heads=24, num_key_value_heads=6, hidden_size=3072,
+           intermediate_size=6144), 4, "num_key_value_heads", 6),
+    # MoE expert widths: split over the ranks too (any scheme)
+    (moe(moe_intermediate_size=100), 8, "moe_intermediate_size", 100),
+    (moe(shared_expert_intermediate_size=100), 8, "shared_expert_intermediate_size", 100),
     (llama(intermediate_size=28680), 16, "intermediate_size", 28680),
 ])
 def test_a_split_vllm_refuses_is_refused_naming_the_values(cfg, tp, field, value):
@@ -198,16 +244,22 @@ def test_a_linear_of_unknown_role_is_refused():
 
 
 def test_block128_shards_must_hold_whole_blocks():
-    """vLLM refuses a block-FP8 split whose shard cuts a 128x128 block: a checkpoint of 128x128
-    blocks at that tp is refused with the linear and its per-rank size; where every shard
-    holds whole blocks it builds."""
+    """A rank's shard must hold whole 128x128 weight blocks (a cut block's one scale would span
+    two ranks' shards): a checkpoint of 128x128 blocks at a tp that cuts one is refused with
+    the linear and its per-rank size; where every shard holds whole blocks it builds."""
     # 16 q / 4 kv heads of 64: tp 4 leaves k_proj 64 rows a rank
     cfg = llama(hidden_size=1024, num_attention_heads=16, num_key_value_heads=4,
                 intermediate_size=2816, quantization_config=BLOCK_FP8)
     assert from_config(cfg, tp=2).scheme_hint == "block128"  # q 512, k/v 128, gate 1408
     with pytest.raises(TpError, match=r"layers\.0\.self_attn\.k_proj N per rank: got 64; "
-                       r"expected a multiple of 128 for block128 at tp 4"):
+                       r"expected a multiple of 128 for block128 at tp 4") as e:
         from_config(cfg, tp=4)
+    # the reason that holds whatever the engine; the checkpoint's blocks are fixed: --scheme
+    # cannot help, another tp can
+    assert ("a rank's shard must hold whole 128x128 weight blocks (a cut block's one scale "
+            "would span two ranks' shards); the checkpoint is block128: use another tp"
+            ) in str(e.value)
+    assert "vLLM" not in str(e.value) and "scheme" not in str(e.value).split("block128:")[-1]
     # the other schemes split it: no block to cut
     assert layer0(from_config(llama(hidden_size=1024, num_attention_heads=16,
                                     num_key_value_heads=4, intermediate_size=2816), tp=4)
@@ -222,6 +274,33 @@ def test_block128_shards_must_hold_whole_blocks():
     # Qwen3.5-27B's shards hold whole blocks at tp 2, 4 and 8
     for tp in (2, 4, 8):
         check_block_shards(get_spec("qwen3.5-27b", tp=tp).all_linears, tp)
+
+
+def test_block128_moe_experts_must_hold_whole_blocks():
+    """The experts are not modelled as GEMMs, but a block128 checkpoint's experts are split
+    too: moe_intermediate_size / tp and shared_expert_intermediate_size / tp must be multiples
+    of 128. Qwen3.5-35B-A3B's 512 at tp 8: 64 a rank (GDN in_proj_b / a / ba kept BF16, as
+    FP8 checkpoints keep them)."""
+    block = {**BLOCK_FP8, "modules_to_not_convert": ["in_proj_a", "in_proj_b", "in_proj_ba"]}
+    for tp in (2, 4):  # 256, 128 a rank
+        assert from_config(moe(quantization_config=block), tp=tp).tp == tp
+    with pytest.raises(TpError, match=r"moe_intermediate_size per rank \(512 / 8\): got 64; "
+                       r"expected a multiple of 128 for block128 at tp 8.*the checkpoint is "
+                       r"block128: use another tp"):
+        from_config(moe(quantization_config=block), tp=8)
+    with pytest.raises(TpError, match=r"shared_expert_intermediate_size per rank \(384 / 2\): "
+                       r"got 192; expected a multiple of 128"):
+        from_config(moe(shared_expert_intermediate_size=384, quantization_config=block),
+                    tp=2)
+    nxt = moe(model_type="qwen3_next", quantization_config=block)
+    with pytest.raises(TpError, match=r"moe_intermediate_size per rank \(512 / 8\): got 64"):
+        from_config(nxt, tp=8)
+    # other schemes: nothing to cut
+    assert from_config(moe(), tp=8).tp == 8
+    # a malformed width is refused where it is split, not at tp 1 (unchanged: not modelled)
+    assert from_config(moe(moe_intermediate_size="512")).tp == 1
+    with pytest.raises(TpError, match=r"moe_intermediate_size: got '512'; expected an integer >= 0"):
+        from_config(moe(moe_intermediate_size="512"), tp=2)
 
 
 def test_row_parallel_bias_is_rank_0s():
@@ -254,6 +333,8 @@ def run(*args, env=None):
     ("-1", "Invalid value for '--tp': -1: expected an integer >= 1"),
     ("1.5", "Invalid value for '--tp': '1.5': expected an integer >= 1"),
     ("two", "Invalid value for '--tp': 'two': expected an integer >= 1"),
+    ("1_0", "Invalid value for '--tp': '1_0': expected an integer >= 1"),  # int() takes it: 10
+    ("+2", "Invalid value for '--tp': '+2': expected an integer >= 1"),
     ("16", "--tp: qwen3.5-27b: num_attention_heads: got 24; expected a multiple of tp (16)"),
     ("3", "--tp: qwen3.5-27b: linear_num_key_heads: got 16; expected a multiple of tp (3)"),
 ])
@@ -265,18 +346,83 @@ def test_cli_tp_refusals_name_the_value(cmd, tp, says):
 def test_cli_tp_needs_a_model():
     for cmd in (["tune", "--shapes", "8x8"], ["dispatch"]):
         code, out = run(*cmd, "--tp", "2")
-        assert code == 2 and "--tp selects the GEMMs of --model" in out, out
+        assert code == 2 and ("--tp selects the GEMMs of --model; without --model it would be "
+                              "ignored: give --model or drop it") in out, out
 
 
-def test_cli_block128_split_is_refused():
+@pytest.mark.parametrize("cmd", ["tune", "dispatch"])
+def test_cli_tp_help_says_shapes_are_not_sharded(cmd):
+    code, out = run(cmd, "--help")
+    assert code == 0 and "--shapes are taken as given, not sharded" in out, out
+
+
+def test_cli_block128_split_is_refused(tmp_path):
     """tiny-hybrid at tp 2: in_proj_qkv 320 / 2 = 160 rows a rank, not whole blocks. Refused
-    for block128, also when block128 comes from tune's default schemes."""
-    for args in (["tune", "--scheme", "block128"], ["tune"],
+    where --scheme names block128; without --scheme, block128 is left out of the defaults with
+    a note (tune tunes the rest: here it reaches the GPU check)."""
+    for args in (["tune", "--scheme", "block128"], ["tune", "--scheme", "per_tensor,block128"],
                  ["dispatch", "--scheme", "block128"]):
         code, out = run(*args, "--model", "tiny-hybrid", "--tp", "2")
         assert code == 2 and ("layers.0.linear_attn.in_proj_qkv N per rank: got 160; expected "
                               "a multiple of 128 for block128 at tp 2") in out, out
+        assert "use another --tp, or leave block128 out of --scheme" in out, out
         assert "needs a CUDA GPU" not in out
+    code, out = run("tune", "--model", "tiny-hybrid", "--tp", "2")
+    assert ("note: --tp 2: block128 left out of the default schemes: tiny-hybrid: "
+            "layers.0.linear_attn.in_proj_qkv N per rank: got 160") in out, out
+    assert "--scheme per_tensor,channel_token,block128" not in out, out
+    if not torch.cuda.is_available():
+        assert code == 2 and "needs a CUDA GPU" in out, out
+    # an MoE model whose experts cannot hold blocks at this tp: the same
+    cfg = tmp_path / "moe" / "config.json"
+    cfg.parent.mkdir()
+    cfg.write_text(json.dumps(moe()))
+    code, out = run("dispatch", "--model", cfg, "--tp", "8", "--scheme", "block128")
+    assert code == 2 and "moe_intermediate_size per rank (512 / 8): got 64" in out, out
+
+
+def test_cli_tune_default_schemes_leave_block128_out(monkeypatch):
+    """tune --model tiny-hybrid --tp 2, no --scheme: tunes per_tensor and channel_token (the
+    GPU stubbed: the problems pretune gets), and its --json names tp."""
+    from fp8tower.tuning import tuner
+
+    posed = []
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *a: (9, 0))
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "NVIDIA H200")
+    monkeypatch.setattr(tuner, "pretune", lambda d, problems, **kw: posed.extend(problems) or [])
+    r = CliRunner().invoke(app, ["tune", "--model", "tiny-hybrid", "--tp", "2", "--m", "1",
+                                 "--no-ceiling", "--no-precompile", "--json"])
+    assert r.exit_code == 0, r.output
+    assert {p.scheme.value for p in posed} == {"per_tensor", "channel_token"}
+    rec = json.loads(r.stdout)
+    assert rec["tp"] == 2 and rec["decisions"] == []
+    r = CliRunner().invoke(app, ["tune", "--shapes", "256x256", "--m", "1", "--no-ceiling",
+                                 "--no-precompile", "--json"])
+    assert r.exit_code == 0 and "tp" not in json.loads(r.stdout), r.output
+
+
+def test_cli_dispatch_default_schemes_leave_block128_out(tmp_path):
+    """dispatch --model tiny-hybrid --tp 2 without --scheme: no block128 row (a key no rank of
+    that split runs), a note saying why; --json names tp where --model is given."""
+    path = tmp_path / "nvidia-h200.json"
+    entries = [entry_with({"cublaslt": 8.0}, GemmProblem(m=1, n=256, k=96, scheme=s,
+                                                         capability=(9, 0)))
+               for s in ("per_tensor", "block128")]
+    tcache.DecisionCache(path, tcache.environment_meta("NVIDIA H200")).save(
+        {e.key: e for e in entries})
+
+    def schemes(*args):
+        r = CliRunner().invoke(app, ["dispatch", "--file", str(path), "--json", *args])
+        assert r.exit_code == 0, r.output
+        rec = json.loads(r.stdout)
+        return sorted(d["scheme"] for d in rec["decisions"]), rec.get("tp"), r.output
+
+    assert schemes()[:2] == (["block128", "per_tensor"], None)
+    got, tp, out = schemes("--model", "tiny-hybrid", "--tp", "2")
+    assert got == ["per_tensor"] and tp == 2, out
+    assert "note: --tp 2: block128 left out of the default schemes" in out
+    assert schemes("--model", "tiny-hybrid")[:2] == ([], 1)  # tp 1 runs no 256x96
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="CPU behaviour: on a GPU tune tunes")
@@ -321,9 +467,37 @@ def test_cli_bench_tower_runs_one_ranks_tower(tmp_path):
     assert rec["tp"] == 2 and "--model tiny-hybrid --tp 2 " in rec["command"]
     (row,) = rec["rows"]
     assert row["status"] == "ok"
-    assert row["fp8_bytes"] == get_spec("tiny-hybrid", tp=2).fp8_bytes()
+    # tiny-hybrid (hidden 256) at tp 2, FP8 GDN + attention: GDN key_dim 2 * 32 = 64,
+    # value_dim 6 * 32 = 192: in_proj_qkv (2 * 64 + 192) / 2 = 160, in_proj_z 192 / 2 = 96,
+    # out_proj K 192 / 2 = 96 -> (160 + 96) * 256 + 256 * 96 = 90112 a layer, 3 layers 270336;
+    # attention q 4 * 48 * 2 / 2 = 192, k / v one kv head of 48 each (2 over 2 ranks),
+    # o_proj K 4 * 48 / 2 = 96 -> (192 + 48 + 48) * 256 + 256 * 96 = 98304. 368640 in all.
+    assert row["fp8_bytes"] == 368640
     code, text = run("bench", "tower", "--model", "tiny-hybrid", "--tp", "2", "--scheme",
                      "block128")
     assert code == 2 and "--tp 2 --scheme block128" in text and "got 160" in text, text
     code, text = run("bench", "tower", "--model", "qwen3.5-27b", "--tp", "3")
     assert code == 2 and "--tp 3: qwen3.5-27b: linear_num_key_heads: got 16" in text, text
+    assert "one rank of tp 2" in get_spec("tiny-hybrid", tp=2).summary()
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the CPU run (reference backend)")
+def test_cli_bench_tower_default_json_names_tp(tmp_path, monkeypatch):
+    monkeypatch.setattr(bench_cli, "RESULTS", tmp_path)
+    code, text = run("bench", "tower", "--model", "tiny-hybrid", "--tp", "2", "--m", "1",
+                     "--arms", "merged", "--backends", "reference", "--replays", "1",
+                     "--steps", "1", "--rounds", "1")
+    assert code == 0, text
+    (path,) = tmp_path.iterdir()
+    assert path.name.startswith("tower_tiny-hybrid_tp2_cpu_"), path.name
+    assert json.loads(path.read_text())["tp"] == 2
+
+
+def test_a_zero_shared_expert_width_means_none_at_any_tp():
+    """shared_expert_intermediate_size 0 (no shared expert) splits at every tp; a negative
+    width is refused, naming it."""
+    from fp8tower.models.tp import TpError, check_fields
+
+    check_fields(4, {"shared_expert_intermediate_size": 0, "moe_intermediate_size": 512})
+    with pytest.raises(TpError, match="shared_expert_intermediate_size.*-1"):
+        check_fields(4, {"shared_expert_intermediate_size": -1})

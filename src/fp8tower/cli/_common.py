@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -50,17 +51,16 @@ def at_least(lo: int):
 
 
 def tp_size(text: str | int) -> int:
-    """``--tp``: an integer >= 1, refused with the value named ('1.5', '0', 'x'); typer's own
-    int parsing said only "Input should be a valid integer". (typer passes the default, an
-    int, through the parser too.)"""
+    """``--tp``: an integer >= 1 in plain decimal digits, refused with the value named ('1.5',
+    '0', 'x', '1_0': int() reads that as 10); typer's own int parsing said only "Input should
+    be a valid integer". (typer passes the default, an int, through the parser too.)"""
     if isinstance(text, int) and not isinstance(text, bool):
         value = text
+    elif re.fullmatch(r"-?[0-9]+", str(text).strip()):
+        value = int(str(text).strip())
     else:
-        try:
-            value = int(str(text).strip())
-        except ValueError:
-            raise typer.BadParameter(f"{text!r}: expected an integer >= 1 (the "
-                                     "tensor-parallel size)") from None
+        raise typer.BadParameter(f"{text!r}: expected an integer >= 1 (the tensor-parallel "
+                                 "size)")
     if value < 1:
         raise typer.BadParameter(f"{value}: expected an integer >= 1 (the tensor-parallel size)")
     return value

@@ -202,7 +202,8 @@ def tower(
         from ..models.tp import check_block_shards
 
         try:
-            check_block_shards(spec.all_linears, tp, context=spec.name)
+            check_block_shards(spec.all_linears, tp, context=spec.name,
+                               fields=dict(spec.tp_fields))
         except ValueError as e:
             raise _fail(f"--tp {tp} --scheme block128: {e}") from None
     if mode is not MergeMode.EXACT and "merged" not in arm_list:  # it changed nothing

@@ -43,7 +43,8 @@ Tp = Annotated[int, typer.Option(
     help="Tensor-parallel size: the GEMMs one GPU of a TP-N deployment runs, as vLLM splits "
     "the model (column-parallel q/k/v, gate/up, GDN in_proj_* N / tp; row-parallel o_proj, "
     "down_proj, GDN out_proj K / tp; kv heads replicated below tp); a model that cannot be "
-    "split so is refused, naming the value (needs --model).")]
+    "split so is refused, naming the value (needs --model; --shapes are taken as given, not "
+    "sharded).")]
 # What `fp8tower tune` accepts: fp8_linear's activation and output dtypes (nn/linear.py);
 # FP8 x only for per_tensor with its static scale, the only FP8 call fp8_linear admits.
 ACT_DTYPES = ("bfloat16", "float16", "float32", "float8_e4m3fn")
@@ -121,10 +122,10 @@ def _model_options(model, merged, parts, tp: int = 1) -> str:
                                 ("--tp", None if tp == 1 else tp))
                  if v is not None]
         if given:
-            verb = "select" if len(given) > 1 else "selects"
-            raise _bad(f"{' and '.join(given)} {verb} the GEMMs of --model; "
-                       "without --model they would be ignored: give --model or "
-                       "drop them", param_hint=given[0])
+            verb, it = ("select", "they") if len(given) > 1 else ("selects", "it")
+            raise _bad(f"{' and '.join(given)} {verb} the GEMMs of --model; without --model "
+                       f"{it} would be ignored: give --model or drop "
+                       f"{'them' if it == 'they' else 'it'}", param_hint=given[0])
     return DEFAULT_PARTS if parts is None else parts
 
 
@@ -139,19 +140,41 @@ def _model_spec(model: str, tp: int = 1):
         raise _bad(str(e), param_hint="--model") from None
 
 
-def _check_block_shards(spec, schemes, fix: str) -> None:
-    """block128 at tp > 1: every rank's shard must hold whole 128x128 blocks (models/tp.py);
-    refused naming the linear and its value, before any tuning."""
-    from ..formats import Scheme
+def _block_split_error(spec):
+    """block128 at tp > 1: the TpError naming the first shard (or expert width) that would cut
+    a 128x128 block (models/tp.py); None where every rank holds whole blocks."""
     from ..models import TpError
     from ..models.tp import check_block_shards
 
-    if spec is None or spec.tp == 1 or Scheme.BLOCK128 not in schemes:
-        return
+    if spec is None or spec.tp == 1:
+        return None
     try:
-        check_block_shards(spec.all_linears, spec.tp, context=spec.name)
+        check_block_shards(spec.all_linears, spec.tp, context=spec.name,
+                           fields=dict(spec.tp_fields), fix=None)
     except TpError as e:
-        raise _bad(f"{e} ({fix})", param_hint="--tp") from None
+        return e
+    return None
+
+
+def _check_block_shards(spec, schemes, option: str) -> None:
+    """An explicit ``--scheme`` with block128 at a tp whose shards cannot hold whole blocks:
+    refused naming the linear and its value, before any tuning."""
+    from ..formats import Scheme
+
+    e = _block_split_error(spec) if Scheme.BLOCK128 in schemes else None
+    if e is not None:
+        raise _bad(f"{e}; use another --tp, or leave block128 out of {option}",
+                   param_hint="--tp")
+
+
+def _block_left_out(spec) -> bool:
+    """No --scheme given: block128 is left out of the default schemes (a note on stderr
+    naming why) where this tp's shards cannot hold whole blocks."""
+    e = _block_split_error(spec)
+    if e is not None:
+        typer.echo(f"note: --tp {spec.tp}: block128 left out of the default schemes: {e}",
+                   err=True)
+    return e is not None
 
 
 Gemm = tuple[int, int, tuple[int, ...], bool]
@@ -453,9 +476,11 @@ def tune(
                    "--in-context", param_hint="--in-context")
     if scheme is None:
         scheme = (spec.scheme_hint if spec is not None else None) or ALL_SCHEMES
+        if "block128" in _csv(scheme) and _block_left_out(spec):
+            scheme = ",".join(s for s in _csv(scheme) if s != "block128")
+    else:
+        _check_block_shards(spec, _parse_schemes(scheme), f"--scheme {scheme}")
     schemes = _parse_schemes(scheme)
-    _check_block_shards(spec, schemes, "--scheme " + ",".join(s.value for s in schemes)
-                        + ": tune the others with --scheme")
     if in_context:
         from ..tower.build import STANDIN_KERNELS
         check_standin(standin, STANDIN_KERNELS, [s.value for s in schemes])
@@ -520,8 +545,9 @@ def tune(
     rows = sorted((_served_row(e) for e in entries), key=_sort_key)
     name = torch.cuda.get_device_name()
     if as_json:
-        typer.echo(json.dumps({"gpu": name, "read_ceiling_gbps": gbps, "decisions": rows,
-                               "in_context": context_rows}, indent=2))
+        tp_key = {"tp": tp} if model else {}  # as bench tower's record
+        typer.echo(json.dumps({"gpu": name, **tp_key, "read_ceiling_gbps": gbps,
+                               "decisions": rows, "in_context": context_rows}, indent=2))
         return
     title = f"{name}: {len(rows)} tuned keys" + (f", read ceiling {gbps:.0f} GB/s" if gbps else "")
     _print_table(rows, explain=explain, title=title)
@@ -653,6 +679,8 @@ def dispatch_cmd(
         parsed = _parse_schemes(scheme)
         _check_block_shards(spec, parsed, f"--scheme {scheme}")
         schemes = {s.value for s in parsed}
+    elif _block_left_out(spec):  # as tune: its rows are keys no rank of this split runs
+        schemes = {s.value for s in Scheme} - {Scheme.BLOCK128.value}
     if file is not None:
         if file.is_dir():
             raise _bad(f"{str(file)!r}: is a directory, not a cache file",
@@ -705,7 +733,8 @@ def dispatch_cmd(
             rows.append(row)
     rows.sort(key=_sort_key)
     if as_json:
-        typer.echo(json.dumps({"files": file_info, "decisions": rows}, indent=2))
+        tp_key = {"tp": tp} if model else {}  # as bench tower's record
+        typer.echo(json.dumps({"files": file_info, **tp_key, "decisions": rows}, indent=2))
         return
     if not rows:
         where = ", ".join(str(p) for p in files) or f"{tcache.default_cache_dir()} (no files)"

@@ -25,6 +25,7 @@ from __future__ import annotations
 from ._fields import Fields
 from .blocks import attention_linears, linear, mlp_linears
 from .spec import LinearSpec
+from .tp import EXPERTS
 
 LINEAR, FULL = "linear_attention", "full_attention"
 LEGACY_LAYER_TYPES = {"mamba": LINEAR, "attention": FULL}  # HF's remap_legacy_layer_types
@@ -121,6 +122,8 @@ def build(f: Fields, model_type: str) -> dict:
         tp_fields.update(num_attention_heads=heads, num_key_value_heads=kv_heads)
     if dense_mlp:
         tp_fields["intermediate_size"] = inter
+    else:  # the experts' widths, as given: checked at tp > 1 only (tp.check_fields)
+        tp_fields.update({k: f.cfg[k] for k in EXPERTS if f.cfg.get(k) is not None})
 
     notes = []
     if LINEAR in types:

@@ -134,7 +134,8 @@ def tower_spec_from_config(
     linears = tuple(replace(lin, fp8=policy.is_fp8(lin.name, lin.fp8)) for lin in sharded)
     if tp > 1:
         if policy.scheme_hint == "block128":  # the checkpoint's blocks must split whole
-            check_block_shards(linears, tp, context=name)
+            check_block_shards(linears, tp, context=name, fields=built["tp_fields"],
+                               fix="the checkpoint is block128: use another tp")
         notes += _tp_notes(tp, built["tp_fields"], linears)
     return TowerSpec(
         name=name,
@@ -150,6 +151,7 @@ def tower_spec_from_config(
         scheme_hint=policy.scheme_hint,
         notes=tuple(notes),
         tp=tp,
+        tp_fields=tuple(built["tp_fields"].items()),
     )
 
 

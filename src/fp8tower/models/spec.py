@@ -123,6 +123,8 @@ class TowerSpec:
     # tensor-parallel size: > 1, all_linears are one rank's shards (models/tp.py); the other
     # fields (hidden_size, intermediate_size) stay the model's
     tp: int = 1
+    # the config values a split must divide, as (field, value): those models/tp.py checks
+    tp_fields: tuple[tuple[str, object], ...] = ()
 
     def module_name(self, linear: LinearSpec) -> str:
         return self.module_prefix + linear.name

@@ -13,10 +13,12 @@ A merge group is merged per rank from its sharded members (``TowerSpec.gemms``).
 each linear comes from its ``(kind, proj)`` (``ROLES``); a linear with no known role is
 refused, not guessed. The checks vLLM makes are made here, each naming the values:
 num_attention_heads divisible by tp, num_key_value_heads divisible by tp or tp by it, the GDN
-key and value heads and intermediate_size divisible by tp. block128 (128x128 weight blocks,
-vLLM's ``validate_fp8_block_shape``): every sharded dimension of an FP8 linear, N of a
-column-parallel one and K of a row-parallel one, must be a multiple of 128, or a rank's
-slice would cut a block (:func:`check_block_shards`).
+key and value heads, intermediate_size and the MoE expert widths (moe_intermediate_size,
+shared_expert_intermediate_size: experts are not modelled as GEMMs, but they are split too)
+divisible by tp. block128 (128x128 weight blocks, one scale each): every sharded dimension
+of an FP8 linear, N of a column-parallel one and K of a row-parallel one, and each expert
+width per rank must be a multiple of 128: a rank's shard must hold whole blocks, since a cut
+block's one scale would span two ranks' shards (:func:`check_block_shards`).
 """
 
 from __future__ import annotations
@@ -50,9 +52,12 @@ ROLES: dict[tuple[str, str], str] = {
     ("gdn", "out_proj"): ROW,
 }
 
+# MoE expert widths (Qwen3.5-MoE, Qwen3-Next): split over the ranks, not modelled as GEMMs;
+# builders pass them as config.json has them, checked only at tp > 1
+EXPERTS = ("moe_intermediate_size", "shared_expert_intermediate_size")
 # the config fields whose values a shard must divide, in the order they are checked
 DIVIDED = ("num_attention_heads", "linear_num_key_heads", "linear_num_value_heads",
-           "intermediate_size")
+           "intermediate_size") + EXPERTS
 KV_HEADS = "num_key_value_heads"
 
 
@@ -82,6 +87,9 @@ def check_fields(tp: int, fields: Mapping[str, int], context: str = "") -> None:
     """vLLM's divisibility checks for the config fields a spec's linears depend on."""
     for name in DIVIDED:
         value = fields.get(name)
+        if name in EXPERTS and value is not None and (  # 0: no such expert
+                isinstance(value, bool) or not isinstance(value, int) or value < 0):
+            raise TpError(name, value, "an integer >= 0", context=context)
         if value is not None and value % tp:
             raise TpError(name, value, f"a multiple of tp ({tp}): vLLM splits it evenly over "
                           "the tensor-parallel ranks", context=context)
@@ -125,18 +133,29 @@ def _divide(lin: LinearSpec, dim: str, value: int, by: int, context: str) -> int
     return value // by
 
 
-def check_block_shards(linears: Iterable[LinearSpec], tp: int, context: str = "") -> None:
+def check_block_shards(linears: Iterable[LinearSpec], tp: int, context: str = "",
+                       fields: Mapping[str, int] | None = None,
+                       fix: str | None = "use another tp or scheme") -> None:
     """block128 at tp > 1: each FP8 linear's sharded dimension (N of a column-parallel one,
-    K of a row-parallel one, per rank) must hold whole 128x128 blocks, as vLLM's block-quant
-    check requires; the first that does not is named with its value."""
+    K of a row-parallel one, per rank) and each MoE expert width per rank (``fields``, as
+    :func:`shard` takes them) must hold whole 128x128 blocks; the first that does not is named
+    with its value, then ``fix`` (what to change; None: nothing)."""
     if tp == 1:
         return
+
+    def refuse(what: str, value: int) -> TpError:
+        return TpError(what, value, f"a multiple of {BLOCK} for block128 at tp {tp}: a rank's "
+                       f"shard must hold whole {BLOCK}x{BLOCK} weight blocks (a cut block's "
+                       "one scale would span two ranks' shards)" + (f"; {fix}" if fix else ""),
+                       context=context)
+
     for lin in linears:
         if not lin.fp8:
             continue
         dim, value = ("K", lin.k) if role(lin) == ROW else ("N", lin.n)
         if value % BLOCK:
-            raise TpError(f"{lin.name} {dim} per rank", value,
-                          f"a multiple of {BLOCK} for block128 at tp {tp}: a rank's shard "
-                          "must hold whole 128x128 weight blocks (vLLM refuses this split); "
-                          "use another tp or scheme", context=context)
+            raise refuse(f"{lin.name} {dim} per rank", value)
+    for name in EXPERTS:  # not modelled as GEMMs: their per-rank width still cuts blocks
+        value = (fields or {}).get(name)
+        if isinstance(value, int) and value % tp == 0 and value // tp % BLOCK:
+            raise refuse(f"{name} per rank ({value} / {tp})", value // tp)
