@@ -24,6 +24,7 @@ import time
 
 import torch
 
+from fp8tower.formats import Scheme
 from fp8tower.tower import build
 
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
@@ -55,6 +56,11 @@ def main(argv=None) -> int:
         if a not in build.STANDIN_KERNELS:
             raise SystemExit(f"--arms: {a!r} is not one of {', '.join(build.STANDIN_KERNELS)}")
     schemes = parse_schemes(args.schemes)
+    if "rows_fp8" in arms and any(Scheme.parse(s) is not Scheme.PER_TENSOR for s in schemes):
+        # cli._common.check_standin's rule: refused here, not mid-run at the first other scheme
+        raise SystemExit(f"--arms rows_fp8 quantizes with per_tensor's static activation scale; "
+                         f"--schemes {args.schemes}: pass --schemes per_tensor (rows serves "
+                         "every scheme)")
     ms = parse_ms(args.m)
     if not torch.cuda.is_available():
         raise SystemExit("bench_standin.py needs a CUDA GPU")

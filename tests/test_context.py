@@ -95,7 +95,7 @@ def test_refine_keeps_what_the_step_says(interpret, fresh_dispatch, monkeypatch)
     assert rows[0]["key"] == target  # most bytes first
     by_key = {r["key"]: r for r in rows}
     assert by_key[target]["ms_after"] == 1.0 and by_key[target]["ms_before"] > 1.0
-    assert by_key[target]["confirm_ms"] == [1.1, 1.0]  # the move, timed again
+    assert by_key[target]["confirm_ms"] == [1.1, 1.0, 1.0, 1.1]  # the move, timed again
     for key, p in problems.items():
         entry = d.entries_for(p)[key]
         want = alt[key] if key == target else kc.default_config(p)
@@ -129,10 +129,10 @@ def test_a_fast_fluke_is_not_confirmed(interpret, fresh_dispatch, monkeypatch):
     monkeypatch.setattr(timing, "time_tower", _fluke_timer(problems, alt, {}))
     rows = context.refine(tower, steps=1, replays=1, rounds=1)
     for r in rows:
-        assert r["confirm_ms"] == [1.1, 1.2] and r["kept"] == r["was"], r["key"]
+        assert r["confirm_ms"] == [1.1, 1.2, 1.2, 1.1] and r["kept"] == r["was"], r["key"]
     for key, p in problems.items():
         assert d.entries_for(p)[key].config == kc.default_config(p)
-        assert d.entries_for(p)[key].context["confirm_ms"] == [1.1, 1.2]
+        assert d.entries_for(p)[key].context["confirm_ms"] == [1.1, 1.2, 1.2, 1.1]
 
 
 def test_two_rounds_average_a_fluke_away(interpret, fresh_dispatch, monkeypatch):
@@ -181,12 +181,12 @@ def test_a_failed_confirmation_tries_the_next_challenger(interpret, fresh_dispat
     monkeypatch.setattr(timing, "time_tower", fake_time_tower)
     row = next(r for r in context.refine(tower, steps=1, replays=1) if r["key"] == target)
     assert [c["ms"] for c in row["candidates"]] == [1.1, 0.9, 1.0]
-    assert row["confirms"] == [{"candidate": 1, "ms": [1.1, 1.2]},
-                               {"candidate": 2, "ms": [1.1, 1.0]}]
-    assert row["confirm_ms"] == [1.1, 1.0] and row["ms_after"] == 1.0
+    assert row["confirms"] == [{"candidate": 1, "ms": [1.1, 1.2, 1.2, 1.1]},
+                               {"candidate": 2, "ms": [1.1, 1.0, 1.0, 1.1]}]
+    assert row["confirm_ms"] == [1.1, 1.0, 1.0, 1.1] and row["ms_after"] == 1.0
     entry = d.entries_for(problems[target])[target]
     assert entry.config == real[target] and entry.context["confirms"] == row["confirms"]
-    assert fluke_timings == [0.9, 0.9, 1.2]
+    assert fluke_timings == [0.9, 0.9, 1.2, 1.2]
 
 
 def test_a_context_must_name_a_measured_candidate_it_timed():
@@ -224,3 +224,159 @@ def test_a_choice_never_timed_is_not_judged_against_another(interpret, fresh_dis
     rows = {r["key"]: r for r in context.refine(tower, steps=1, replays=1)}
     assert rows[key]["note"] == "its choice is not a timed candidate"
     assert d.entries_for(p)[key].config == untimed
+
+
+def _target_timer(problems, alt, target, ms):
+    """A fake step timer and refine's ``advance``: while ``target`` is refined, its n-th step
+    timing (from 0: two rounds of current and alternative, then the confirmation's four) is
+    ``ms(n, whether its alternative runs)``; every other key's step takes 1.0 ms."""
+    state = {"key": None, "n": 0}
+
+    def advance(what):
+        state["key"] = what.rsplit(" ", 1)[-1]
+
+    def fake_time_tower(t, *, replays, steps, **kw):
+        ms_ = 1.0
+        if state["key"] == target:
+            ms_ = ms(state["n"], dispatch.resolve(problems[target])[1] == alt[target])
+            state["n"] += 1
+        return timing.TowerTiming(ms_, ms_, ms_, replays, steps, "fake")
+
+    return fake_time_tower, advance
+
+
+def _refine_target(monkeypatch, ms):
+    """refine over the two-candidate tower with ``ms`` timing its heaviest key: that key's row,
+    and whether it moved to its alternative."""
+    tower, d, problems, alt = _tower_with_two_candidates()
+    target = max(problems, key=lambda k: sum(p.weight_bytes() for p in tower.gemm_problems()
+                                             if p.key() == k))
+    fake, advance = _target_timer(problems, alt, target, ms)
+    monkeypatch.setattr(timing, "time_tower", fake)
+    row = next(r for r in context.refine(tower, steps=1, replays=1, advance=advance)
+               if r["key"] == target)
+    return row, d.entries_for(problems[target])[target].config == alt[target]
+
+
+def test_a_drift_favours_no_candidate(interpret, fresh_dispatch, monkeypatch):
+    """A step timer that drifts (each timing 1/64 ms slower than the last), candidates the
+    same: every other round runs in reverse, so each candidate's mean takes the same drift
+    (in one order the first candidate would always look faster)."""
+    tower, *_ = _tower_with_two_candidates()
+    n = [0]
+
+    def drifting(t, *, replays, steps, **kw):
+        n[0] += 1
+        return timing.TowerTiming(1.0 + n[0] / 64, 0, 0, replays, steps, "fake")
+
+    monkeypatch.setattr(timing, "time_tower", drifting)
+    for r in context.refine(tower, steps=1, replays=1):
+        (current, other) = r["candidates"]
+        assert current["rounds"] != other["rounds"] and current["ms"] == other["ms"], r
+        assert r["kept"] == r["was"] and not r["confirms"]
+
+
+def test_a_gain_under_min_gain_is_not_confirmed_at_all(interpret, fresh_dispatch, monkeypatch):
+    """A challenger 0.1% faster in its rounds (under MIN_GAIN) is no challenger: no
+    confirmation is timed, though this one would show a 10% gain."""
+    row, moved = _refine_target(monkeypatch, lambda n, is_alt:
+                                (0.999 if n < 4 else 0.9) if is_alt else 1.0)
+    assert [c["ms"] for c in row["candidates"]] == [1.0, 0.999]
+    assert row["confirms"] == [] and row["kept"] == row["was"] and not moved
+
+
+def test_a_confirmation_must_show_min_gain(interpret, fresh_dispatch, monkeypatch):
+    """A challenger 10% faster in its rounds whose confirmation shows it 0.1% faster (under
+    MIN_GAIN) is not confirmed."""
+    row, moved = _refine_target(monkeypatch, lambda n, is_alt:
+                                (0.9 if n < 4 else 0.999) if is_alt else 1.0)
+    assert row["confirms"] == [{"candidate": 1, "ms": [1.0, 0.999, 0.999, 1.0]}]
+    assert row["kept"] == row["was"] and not moved
+
+
+def test_the_confirmation_is_abba(interpret, fresh_dispatch, monkeypatch):
+    """The confirmation times current, challenger, challenger, current and compares the means:
+    a timer drifting 1% faster per timing during it, the two the same, confirms nothing
+    (current then challenger alone read the drift as a 1% gain)."""
+    row, moved = _refine_target(monkeypatch, lambda n, is_alt:
+                                (0.9 if is_alt else 1.0) if n < 4 else 1.0 - 0.01 * (n - 4))
+    assert row["confirms"] == [{"candidate": 1, "ms": [1.0, 0.99, 0.98, 0.97]}]
+    assert row["kept"] == row["was"] and not moved
+
+
+def test_refine_records_the_stand_in_kernel_of_its_step(interpret, fresh_dispatch, monkeypatch):
+    """torch, rows and rows_fp8 steps re-rank the same bf16 keys: the entry and the rows say
+    which stand-in (and parts) the deciding step ran, or one step's decision reads as
+    another's."""
+    from fp8tower.tower.build import standin_kernel
+
+    tower, d, problems, _ = _tower_with_two_candidates()
+    monkeypatch.setattr(timing, "time_tower", lambda t, *, replays, steps, **kw:
+                        timing.TowerTiming(1.0, 1.0, 1.0, replays, steps, "fake"))
+    for kernel in ("rows", "torch"):
+        with standin_kernel(kernel):
+            rows = context.refine(tower, steps=1, replays=1)
+        for r in rows:
+            assert (r["standin"], r["parts"]) == (kernel, list(tower.parts)), r
+        for key, p in problems.items():
+            ctx = d.entries_for(p)[key].context
+            assert (ctx["standin"], ctx["parts"]) == (kernel, list(tower.parts))
+            assert Entry.from_json(key, d.entries_for(p)[key].to_json()).context == ctx
+
+
+def test_retuning_keeps_what_refine_installed(interpret, fresh_dispatch, monkeypatch):
+    """FP8TOWER_RETUNE=1: refine's warm-ups pretune the step, and retuning re-tuned every key
+    there, replacing the candidate refine had just installed before it was timed. A key this
+    dispatcher tuned (or chose in context) counts as tuned."""
+    from fp8tower.tuning import tuner
+
+    dispatch._default = dispatch.Dispatcher(tune=True, retune=True, persist=False)
+    tower, d, problems, alt = _tower_with_two_candidates()
+    tuned = []
+
+    def fake_tune(d, p, **kw):  # the per-GEMM tuning: it picks the default again
+        tuned.append(p.key())
+        e = _entry(p, [_m(kc.default_config(p), 10.0), _m(alt[p.key()], 10.2)])
+        d.accept(p, e)
+        return e
+
+    monkeypatch.setattr(tuner, "tune", fake_tune)
+    target = max(problems, key=lambda k: sum(p.weight_bytes() for p in tower.gemm_problems()
+                                             if p.key() == k))
+
+    def fake_time_tower(t, *, replays, steps, **kw):
+        ms = 1.0 if dispatch.resolve(problems[target])[1] == alt[target] else 1.1
+        return timing.TowerTiming(ms, ms, ms, replays, steps, "fake")
+
+    monkeypatch.setattr(timing, "time_tower", fake_time_tower)
+    row = next(r for r in context.refine(tower, steps=1, replays=1) if r["key"] == target)
+    assert tuned == []
+    assert [c["ms"] for c in row["candidates"]] == [1.1, 1.0] and row["ms_after"] == 1.0
+    assert d.entries_for(problems[target])[target].config == alt[target]
+
+
+@pytest.mark.filterwarnings("ignore:fp8tower. cached choice for .* ignored")  # the stuck key
+def test_refine_times_only_candidates_that_can_run_here(interpret, fresh_dispatch,
+                                                        monkeypatch):
+    """A candidate that cannot run here (CUTLASS on the CPU) would be timed as whatever
+    dispatch falls back on, under its own label: it is left out; a key whose choice cannot
+    run here is skipped, said so."""
+    tower = build_tower("tiny-hybrid", scheme="per_tensor", arm="merged", backend="auto",
+                        m=1, device="cpu")
+    d = dispatch.default_dispatcher()
+    problems = {p.key(): p for p in tower.gemm_problems()}
+    cut = {"tile": "64x32x128", "sched": "pf", "splits": 1}
+    stuck = next(iter(problems))
+    for key, p in problems.items():
+        base = kc.default_config(p)
+        other = next(c for c in kc.configs(p) if c != base)
+        cands = [_m(base, 10.0), _m(cut, 10.05, "cutlass"), _m(other, 10.2)]
+        e = _entry(p, cands, "cutlass", cut) if key == stuck else _entry(p, cands)
+        d.accept(p, e)
+    monkeypatch.setattr(timing, "time_tower", lambda t, *, replays, steps, **kw:
+                        timing.TowerTiming(1.0, 1.0, 1.0, replays, steps, "fake"))
+    rows = {r["key"]: r for r in context.refine(tower, steps=1, replays=1)}
+    assert rows[stuck]["note"].startswith("its choice cannot run here: ")
+    assert not rows[stuck]["candidates"] and d.entries_for(problems[stuck])[stuck].context is None
+    for key in problems.keys() - {stuck}:
+        assert [c["backend"] for c in rows[key]["candidates"]] == ["triton", "triton"], key

@@ -426,15 +426,103 @@ def test_cli_tune_help_says_what_max_configs_bounds():
 
 
 def test_cli_tune_help_says_how_in_context_confirms_a_move():
-    """It said "a move confirmed by a third timing"; tower.context confirms by a second pair
-    of timings, for up to CONFIRMS challengers."""
+    """It said "a move confirmed by a third timing", then "by a second pair of timings";
+    tower.context confirms by four (ABBA), for up to CONFIRMS challengers."""
     from fp8tower.tower.context import CONFIRMS
 
     res = CliRunner().invoke(app, ["tune", "--help"])
     out = " ".join(res.output.split())
-    assert "third timing" not in out
-    assert (f"a move confirmed by a second pair of timings, tried for up to {CONFIRMS} "
-            "challengers") in out
+    assert "third timing" not in out and "second pair" not in out
+    assert ("a move confirmed by four more timings (current, challenger, challenger, "
+            f"current), tried for up to {CONFIRMS} challengers") in out
+
+
+def test_cli_tune_in_context_needs_a_gpu_whatever_the_stand_in(monkeypatch):
+    """tune needs a GPU: with --standin rows it advised the CPU interpreter
+    (check_standin_device's "on the CPU, set TRITON_INTERPRET=1"), which tune cannot use."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    res = CliRunner().invoke(app, ["tune", "--model", "tiny-hybrid", "--merged", "--in-context",
+                                   "--standin", "rows"])
+    out = " ".join(res.output.split())
+    assert res.exit_code == 2 and "tuning needs a CUDA GPU" in out, out
+    assert "TRITON_INTERPRET" not in out
+
+
+def test_cli_tune_in_context_tail(monkeypatch, interpret):
+    """tune --in-context --standin rows_fp8 on the CPU (the CUDA check, pretune and refine
+    faked): each step is refined under its stand-in, and the keys only the steps pose (FP8
+    x) are tuned first with tune's own options (they were left to the warm-up's default
+    pretune, or to nothing where the policy forbids tuning), then listed once each."""
+    import fp8tower.tower.context
+    from fp8tower.kernels import configs as kc
+    from fp8tower.tower import build
+    from fp8tower.tuning.cache import Entry, Measurement
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *a: None)  # CPU keys
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "Fake GPU")
+    real_build = build.build_tower
+    monkeypatch.setattr(build, "build_tower", lambda *a, **k: real_build(*a, **k, device="cpu"))
+    calls = []
+
+    def fake_pretune(d, problems, **kw):
+        problems = list(problems)
+        calls.append(([p.key() for p in problems], kw))
+        out = []
+        for p in problems:
+            base = kc.default_config(p)
+            out.append(Entry(p, "triton", base, "2026-12-01",
+                             [Measurement("triton", base, 10.0, 10.0, 0.0, 1.0)]))
+            d.accept(p, out[-1])
+        return out
+
+    refined = []
+
+    def fake_refine(tower, advance=None):
+        d = dispatch.default_dispatcher()
+        refined.append((build.STANDIN_KERNEL,
+                        {str(p.act_dtype).removeprefix("torch.") for p in tower.gemm_problems()},
+                        [p.key() for p in tower.gemm_problems() if d.entries_for(p).get(p.key())
+                         is None]))
+        return []
+
+    monkeypatch.setattr(tuner, "pretune", fake_pretune)
+    monkeypatch.setattr(fp8tower.tower.context, "refine", fake_refine)
+    res = CliRunner().invoke(app, [
+        "tune", "--model", "tiny-hybrid", "--merged", "--scheme", "per_tensor", "--m", "1,8",
+        "--in-context", "--standin", "rows_fp8", "--no-ceiling", "--max-configs", "3", "--full",
+        "--no-precompile", "--retune", "--json"])
+    assert res.exit_code == 0, res.output
+    # each step refined under rows_fp8 (its FP8-x keys posed), every key tuned by then
+    assert refined == [("rows_fp8", {"bfloat16", "float8_e4m3fn"}, [])] * 2
+    want = {"retune": True, "read_ceiling_gbps": None, "max_configs": 3, "full": True,
+            "precompile": False}
+    assert [kw for _, kw in calls] == [want] * 3  # tune's keys, then each step's own
+    step_keys = set(calls[1][0] + calls[2][0])
+    assert step_keys and all("float8_e4m3fn" in k for k in step_keys)
+    assert not any("float8" in k for k in calls[0][0])
+    listed = [r["key"] for r in json.loads(res.stdout)["decisions"]]
+    assert sorted(k for k in listed if "float8" in k) == sorted(step_keys)  # once each
+    assert len(listed) == len(set(listed)) == len(set(calls[0][0])) + len(step_keys)
+
+
+def test_context_tables_say_which_stand_in_decided(capsys):
+    """Rows and entries of torch, rows and rows_fp8 steps re-rank the same keys: the tables
+    name the stand-in kernel (not recorded by older entries: '-', or nothing)."""
+    from fp8tower.cli.tune import _context_step, _print_context
+
+    rows = [{"scheme": "per_tensor", "arm": "merged", "m": 1, "key": k, "kept": "a",
+             "candidates": [], **extra}
+            for k, extra in (("k_new", {"standin": "rows_fp8"}), ("k_old", {}))]
+    _print_context(rows)
+    lines = capsys.readouterr().out.splitlines()
+    assert "stand-in" in next(ln for ln in lines if "scheme" in ln)
+    assert "rows_fp8" in next(ln for ln in lines if "k_new" in ln)
+    assert " - " in next(ln for ln in lines if "k_old" in ln)
+    assert _context_step({"step": "tiny-hybrid merged M=1", "standin": "rows"}) == \
+        "tiny-hybrid merged M=1, stand-in rows"
+    assert _context_step({"step": "tiny-hybrid merged M=1"}) == "tiny-hybrid merged M=1"
 
 
 @pytest.mark.parametrize("argv, says", [

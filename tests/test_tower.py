@@ -186,6 +186,27 @@ def test_cuda_only_paths_fail_clearly_on_the_cpu():
         tower.replay()
 
 
+def test_a_warm_up_under_another_stand_in_kernel_is_stale():
+    """A tower warmed (and captured) under one stand-in kernel and run under another ran the
+    old warm state and graph: other kernels, and with rows_fp8 other dispatch keys, which that
+    warm-up never resolved. Not warm then, and the graph dropped."""
+    from fp8tower.tower.build import standin_kernel
+
+    tower = build_tower(SPEC, arm="merged")
+    tower.warmup(1)
+    tower._graph = graph = object()  # as a capture leaves it (CUDA only)
+    assert tower.warm and tower._graph is graph
+    with standin_kernel("rows_fp8"):
+        assert not tower.warm and tower._graph is None
+        with pytest.raises(RuntimeError, match="no captured graph"):
+            tower.replay()
+    assert not tower.warm  # the warm-up's state went with the graph
+    tower.warmup(1)
+    tower._graph = graph
+    with standin_kernel("rows"), pytest.raises(RuntimeError, match="another stand-in kernel"):
+        tower.replay()
+
+
 def test_reconfigure_and_unservable():
     tower = build_tower(SPEC, arm="merged")
     tower.warmup(1)

@@ -82,6 +82,21 @@ def test_pretune_explores_the_smallest_bucket_whatever_the_order_given():
     assert by_m[8].seeded_from == by_m[16].seeded_from == by_m[1].key
 
 
+def test_retuning_pretune_skips_keys_this_dispatcher_tuned():
+    """FP8TOWER_RETUNE=1 (retune=True) re-tunes cached keys once per process: a second pretune
+    (a tower's warm-up runs one every call) re-tuned them all again, replacing choices made
+    since (an in-context candidate being timed); explicit retune=True the same."""
+    clock = FakeClock()
+    d = Dispatcher(candidates=[fake_backend("fast", clock, {"default": 10.0, "f1": 5.0})],
+                   timer=FakeTimer(clock), tune=True, retune=True, persist=False)
+    problems = [cpu_problem(m=1), cpu_problem(m=2)]
+    first = tuner.pretune(d, problems, progress=False, precompile=False)
+    assert d.stats["tuned"] == 2
+    for retune in (None, True):
+        again = tuner.pretune(d, problems, progress=False, precompile=False, retune=retune)
+        assert d.stats["tuned"] == 2 and again == first
+
+
 def _real_backend(name, clock, times, wrong=()):
     """A fake timed by ``times`` whose outputs are the reference's, except the configs in
     ``wrong`` (zeros)."""

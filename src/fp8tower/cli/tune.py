@@ -16,7 +16,6 @@ from ._common import (
     STANDIN_HELP,
     at_least,
     check_standin,
-    check_standin_device,
     fail,
     tp_size,
 )
@@ -346,7 +345,7 @@ def _print_table(rows: list[dict], *, explain: bool, title: str) -> None:
                 f"{r['measured']} ok, {len(r['failed'])} failed, {pruned} pruned"
                 + (f", seeded from M={r['seeded_from'].split('_')[0][1:]}"
                    if r.get("seeded_from") else "")
-                + (f", chosen in context ({r['context'].get('step')})"
+                + (f", chosen in context ({_context_step(r['context'])})"
                    if r.get("context") else ""),
             ]
         else:
@@ -362,6 +361,13 @@ def _print_table(rows: list[dict], *, explain: bool, title: str) -> None:
         for r in rows:
             for f in r["failed"]:
                 console.print(f"failed {r['key']} {_cand(f)}: {f['error']}", markup=False)
+
+
+def _context_step(context: dict) -> str:
+    """The step an in-context choice was made in, with its stand-in kernel (entries written
+    before it was recorded have none)."""
+    standin = context.get("standin")
+    return str(context.get("step")) + (f", stand-in {standin}" if standin else "")
 
 
 def _sort_key(row: dict):
@@ -427,9 +433,9 @@ def tune(
         "--in-context",
         help="Then re-rank each key's few best candidates by the model's whole decode step "
         "(its FP8 tower with random weights, CUDA graph; needs --model): one pass per scheme, "
-        "arm and M bucket, the step timed twice per candidate and a move confirmed by a second "
-        "pair of timings, tried for up to 3 challengers, fastest first "
-        "(fp8tower.tower.context).")]
+        "arm and M bucket, the step timed twice per candidate and a move confirmed by four more "
+        "timings (current, challenger, challenger, current), tried for up to 3 challengers, "
+        "fastest first (fp8tower.tower.context).")]
     = False,
     standin: Annotated[str, typer.Option(
         "--standin", help="With --in-context, the step's stand-ins: " + STANDIN_HELP
@@ -497,7 +503,8 @@ def tune(
         if m_bucket(x) != x:
             typer.echo(f"note: --m {x} tunes the key of its bucket, M = {m_bucket(x)} (it "
                        f"serves M = {m_bucket(x) // 2 + 1}-{m_bucket(x)})", err=True)
-    check_standin_device(standin, torch.cuda.is_available())
+    # no check_standin_device: tune needs a GPU whatever the stand-in (its advice, the CPU
+    # interpreter, would not serve here)
     if not torch.cuda.is_available():
         typer.echo("fp8tower tune: tuning needs a CUDA GPU, and none is visible here "
                    "(torch.cuda.is_available() is False). Run it on the GPU that will serve.",
@@ -530,9 +537,21 @@ def tune(
     context_rows = []
     if in_context:
         from ..tower.build import standin_kernel
-        with standin_kernel(standin):  # rows_fp8: the FP8-x keys, tuned by the tower's warm-up
+        tuned = {p.key() for p in problems}
+
+        def pretune_step(step_problems) -> None:
+            # the keys only a step poses (rows_fp8's FP8-x keys): tuned as tune's own, not by
+            # the warm-up's default pretune (which the policy may forbid: nothing to compare)
+            todo = [p for p in step_problems if p.key() not in tuned]
+            tuned.update(p.key() for p in todo)
+            if todo:
+                pretune(dispatch.default_dispatcher(), todo, retune=True if retune else None,
+                        read_ceiling_gbps=gbps, max_configs=max_configs, full=full,
+                        precompile=precompile)
+
+        with standin_kernel(standin):  # rows_fp8: the steps pose the FP8-x keys
             context_rows, stepped = _refine_in_context(spec, schemes, buckets, merged, parts,
-                                                       progress=True)
+                                                       progress=True, pretune_step=pretune_step)
         d = dispatch.default_dispatcher()  # the refined entries replace the tuned ones
         entries = [d.entries_for(e.problem).get(e.key, e) for e in entries]
         # and the keys only the step poses (rows_fp8's FP8-x keys) join the decisions
@@ -578,10 +597,12 @@ def _served_row(entry) -> dict:
     return row
 
 
-def _refine_in_context(spec, schemes, buckets, merged, parts, *,
-                       progress: bool) -> tuple[list[dict], list]:
+def _refine_in_context(spec, schemes, buckets, merged, parts, *, progress: bool,
+                       pretune_step=None) -> tuple[list[dict], list]:
     """tower.context.refine over the model's tower per scheme, arm and M bucket (progress
-    on stderr, one line per key); its rows, and the GemmProblems the steps ran."""
+    on stderr, one line per key); its rows, and the GemmProblems the steps ran.
+    ``pretune_step(problems)``, given, is called with each step's problems before it is
+    refined (tune tunes there the keys its own pretune did not)."""
     import torch
 
     from ..nn.merged import MergeError
@@ -615,6 +636,8 @@ def _refine_in_context(spec, schemes, buckets, merged, parts, *,
                 stepped += tower.gemm_problems()
                 if progress:
                     typer.echo(f"in context: {spec.name} {s.value} {arm} M={b}", err=True)
+                if pretune_step is not None:
+                    pretune_step(tower.gemm_problems())
                 advance = (lambda what: typer.echo(f"  {what}", err=True)) if progress else None
                 for r in refine(tower, advance=advance):
                     row = {"scheme": s.value, "arm": arm, "m": b, **r}
@@ -633,13 +656,14 @@ def _print_context(rows: list[dict]) -> None:
     from rich.text import Text
 
     table = Table(title=Text("in context: ms per decode step with each key's choice"))
-    for col in ("scheme", "arm", "M", "key", "kept", "ms before", "ms after", "timed"):
+    for col in ("scheme", "arm", "M", "stand-in", "key", "kept", "ms before", "ms after",
+                "timed"):
         table.add_column(col, justify="right" if col in ("M", "ms before", "ms after", "timed")
                          else "left")
     for r in rows:
         kept = (r["kept"] or "-") + (f" (superseded by {r['superseded_by']})"
                                      if r.get("superseded_by") else "")
-        cells = [r["scheme"], r["arm"], str(r["m"]), r["key"], kept,
+        cells = [r["scheme"], r["arm"], str(r["m"]), r.get("standin", "-"), r["key"], kept,
                  f"{r['ms_before']:.4f}" if "ms_before" in r else "-",
                  f"{r['ms_after']:.4f}" if "ms_after" in r else "-", str(len(r["candidates"]))]
         table.add_row(*(Text(c) for c in cells))

@@ -282,6 +282,9 @@ class Tower:
     _graph: object = None
     _graph_steps: int = 0
     _warm: bool = False
+    # the STANDIN_KERNEL the warm-up (and so the graph) ran: another one runs other kernels
+    # and, with rows_fp8, poses other dispatch keys, which that warm-up did not resolve
+    _standin: str | None = None
 
     def __repr__(self) -> str:
         return (f"Tower({self.spec.name}, arm={self.arm}, scheme={self.scheme.value}, "
@@ -364,6 +367,11 @@ class Tower:
             self.static_x = _step_input(self.spec, m, self.device, self.dtype, self.seed)
         self._graph, self.static_y, self._warm = None, None, False
 
+    def _drop_if_stale(self) -> None:
+        """Forget the warm-up and graph made under another stand-in kernel."""
+        if self._standin != STANDIN_KERNEL:
+            self._graph, self.static_y, self._warm = None, None, False
+
     def warmup(self, steps: int = 2) -> None:
         """Eager steps: dispatch resolves (and on a GPU tunes, when allowed) every GEMM, Triton
         compiles, split-K scratch is allocated; then every GEMM's dispatch is checked resolved.
@@ -388,7 +396,8 @@ class Tower:
                 self.step(self.static_x)
         for p in self.gemm_problems():
             self._resolve(p)
-        self._warm = True
+        self._drop_if_stale()  # a graph of another stand-in kernel
+        self._warm, self._standin = True, STANDIN_KERNEL
 
     def capture(self, steps: int = 1, *, early: bool | None = None):
         """A CUDA graph of ``steps`` chained decode steps from ``static_x`` to ``static_y``;
@@ -399,7 +408,7 @@ class Tower:
                                "(run Tower.step eagerly)")
         if steps < 1:
             raise ValueError(f"steps must be >= 1, got {steps}")
-        if not self._warm:
+        if not self.warm:
             self.warmup()
         self._graph = None
         misses = dispatch.stats().get("capture_misses", 0)
@@ -416,13 +425,17 @@ class Tower:
 
     def replay(self, n: int = 1) -> None:
         """Replay the captured graph ``n`` times (``n * graph_steps`` decode steps)."""
+        self._drop_if_stale()
         if self._graph is None:
-            raise RuntimeError("no captured graph: call Tower.capture() first")
+            raise RuntimeError("no captured graph (or one of another stand-in kernel): call "
+                               "Tower.capture() first")
         for _ in range(n):
             self._graph.replay()
 
     @property
     def warm(self) -> bool:
+        """Warmed up under the current STANDIN_KERNEL (under another: not, graph dropped)."""
+        self._drop_if_stale()
         return self._warm
 
     @property

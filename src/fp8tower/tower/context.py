@@ -12,9 +12,12 @@ bytes per step first. For each key it times the whole step (CUDA graph, cold L2:
 timing.time_tower) with each of the key's :func:`shortlist` candidates, in two rounds (the
 second in reverse order; a candidate's step time is the mean of its two), and keeps the
 fastest unless the current choice is within MIN_GAIN of it; a move must show the same gain
-again in a second pair of timings, tried for up to CONFIRMS challengers, fastest first. The
-entry records the step times (``Entry.context``) and is saved like any tuning. A key shared
-by several GEMMs of the step (every layer's out_proj) is judged by all of them at once.
+again in four more timings, current, challenger, challenger, current (ABBA: a linear drift
+favours neither), tried for up to CONFIRMS challengers, fastest first. Only candidates that
+can run here are timed (dispatch would serve another under a timed one's label). The entry
+records the step times and the step (its stand-in kernel and parts: ``Entry.context``) and
+is saved like any tuning. A key shared by several GEMMs of the step (every layer's
+out_proj) is judged by all of them at once.
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ MIN_GAIN = 0.003  # a step this much faster (0.3%) to move a key off its current
 # the key kept its choice, and CUTLASS (2.190 as the tower ran it in session 15, against
 # 2.222) was never confirmed. Hence two rounds, and the next challenger confirmed in turn.
 ROUNDS = 2
-CONFIRMS = 3  # challengers (fastest first) given a confirmation pair
+CONFIRMS = 3  # challengers (fastest first) given a confirmation (ABBA)
 
 
 def launch_kind(c: Measurement) -> tuple:
@@ -48,14 +51,16 @@ def launch_kind(c: Measurement) -> tuple:
             bool(cfg.get("fused_amax")))
 
 
-def shortlist(entry: Entry, top: int = TOP, kinds: int = KINDS) -> list[Measurement]:
+def shortlist(entry: Entry, top: int = TOP, kinds: int = KINDS,
+              runnable: Callable[[Measurement], bool] | None = None) -> list[Measurement]:
     """The candidates :func:`refine` times for ``entry``: its current choice, its ``top``
     fastest, then the fastest of each other launch kind (:func:`launch_kind`) within
-    KIND_RATIO of the fastest, at most ``kinds`` in all. The chain ranks launch kinds least
+    KIND_RATIO of the fastest, at most ``kinds`` in all; only those ``runnable`` accepts
+    (default: all). The chain ranks launch kinds least
     reliably: H200 2026-12-01 (results/early_launch_H200_2026-12-01/call3), per_tensor
     5120x6144 M=1 timed 11.53 us as a PDL pre-pass pair and 12.03 us quantizing x in the
     GEMM, but the 27B step ran 2.331 and 2.273 ms with them."""
-    ranked = entry.ranked()
+    ranked = [c for c in entry.ranked() if runnable is None or runnable(c)]
     current = next((c for c in ranked
                     if (c.backend, c.config) == (entry.backend, entry.config)), None)
     out = [current] if current is not None else []
@@ -78,7 +83,7 @@ def refine(tower, *, top: int = TOP, steps: int = 8, replays: int = 10, rounds: 
     if rounds < 1:
         raise ValueError(f"rounds must be >= 1, got {rounds}")
     from ..tuning.tuner import save
-    from . import timing
+    from . import build, timing
 
     d = dispatch.default_dispatcher()
 
@@ -88,6 +93,11 @@ def refine(tower, *, top: int = TOP, steps: int = 8, replays: int = 10, rounds: 
         return timing.time_tower(tower, replays=replays, steps=steps).ms_per_step
 
     tower.warmup()
+    # the step is the stand-in kernel's too: torch, rows and rows_fp8 steps re-rank the same
+    # bf16 keys, and the entry must say which one decided
+    step = {"standin": build.STANDIN_KERNEL}
+    if getattr(tower, "parts", None) is not None:
+        step["parts"] = list(tower.parts)
     weight: dict[str, int] = {}
     problems = {}
     for p in tower.gemm_problems():
@@ -97,17 +107,29 @@ def refine(tower, *, top: int = TOP, steps: int = 8, replays: int = 10, rounds: 
     for key in sorted(weight, key=weight.get, reverse=True):
         p = problems[key]
         entry = d.entries_for(p).get(key)
-        cands = shortlist(entry, top) if entry is not None else []
         if advance:
             advance(f"{tower.spec.name} M={tower.m} {key}")
+        if entry is not None and entry.ranked():
+            # a candidate that cannot run here (FP8TOWER_BACKENDS, unavailable, a config no
+            # longer offered) would be timed as whatever dispatch falls back on
+            why = d._runnable(p, entry.backend, entry.config)[1]
+            if why is not None:
+                rows.append({"key": key, "kept": f"{entry.backend}[{entry.config}]", **step,
+                             "candidates": [], "note": f"its choice cannot run here: {why}"})
+                continue
+
+        def runnable(c: Measurement, p=p) -> bool:
+            return d._runnable(p, c.backend, c.config)[0] is not None
+
+        cands = shortlist(entry, top, runnable=runnable) if entry is not None else []
         if len(cands) < 2:
-            rows.append({"key": key, "kept": None if not cands else cands[0].label,
+            rows.append({"key": key, "kept": None if not cands else cands[0].label, **step,
                          "candidates": [], "note": "nothing to compare"})
             continue
         if (cands[0].backend, cands[0].config) != (entry.backend, entry.config):
             # the choice (e.g. set by hand or by a rule) was never timed among them: a move
             # would be judged against another candidate, not against what runs now
-            rows.append({"key": key, "kept": f"{entry.backend}[{entry.config}]",
+            rows.append({"key": key, "kept": f"{entry.backend}[{entry.config}]", **step,
                          "candidates": [], "note": "its choice is not a timed candidate"})
             continue
 
@@ -122,24 +144,25 @@ def refine(tower, *, top: int = TOP, steps: int = 8, replays: int = 10, rounds: 
             by_round.append([got[i] for i in range(len(cands))])
         times = [sum(ts) / len(ts) for ts in zip(*by_round)]
         # Challengers that beat the current choice by MIN_GAIN, fastest first. A move is
-        # confirmed by a second pair of timings, current then challenger: a single step
-        # timing was once 2.7% fast and not reproduced (H200 2026-12-01,
-        # results/early_launch_H200_2026-12-01/call6, qwen3-8b per_tensor merged).
+        # confirmed by four more timings, current, challenger, challenger, current, compared
+        # by the means of each (ABBA: current-then-challenger alone favoured whichever a
+        # drift favours): a single step timing was once 2.7% fast and not reproduced (H200
+        # 2026-12-01, results/early_launch_H200_2026-12-01/call6, qwen3-8b per_tensor merged).
         challengers = sorted((i for i in range(1, len(cands))
                               if times[0] > times[i] * (1 + MIN_GAIN)), key=times.__getitem__)
         best, confirms = 0, []
         for i in challengers[:CONFIRMS]:
-            pair = [timed(cands[0]), timed(cands[i])]
-            confirms.append({"candidate": i, "ms": [round(t, 4) for t in pair]})
-            if pair[0] > pair[1] * (1 + MIN_GAIN):
+            abba = [timed(cands[0]), timed(cands[i]), timed(cands[i]), timed(cands[0])]
+            confirms.append({"candidate": i, "ms": [round(t, 4) for t in abba]})
+            if (abba[0] + abba[3]) / 2 > (abba[1] + abba[2]) / 2 * (1 + MIN_GAIN):
                 best = i
                 break
-        ctx = {"step": f"{tower.spec.name} {tower.arm} M={tower.m}", "date": now_iso(),
+        ctx = {"step": f"{tower.spec.name} {tower.arm} M={tower.m}", **step, "date": now_iso(),
                "ms_per_step": [{"backend": c.backend, "config": c.config, "ms": round(t, 4),
                                 "rounds": [round(ts[i], 4) for ts in by_round]}
                                for i, (c, t) in enumerate(zip(cands, times))]}
         if confirms:
-            # current, challenger: the pair that decided (the last one timed)
+            # current, challenger, challenger, current: the timings that decided (the last)
             ctx["confirm_ms"] = confirms[-1]["ms"]
             ctx["confirms"] = confirms
         final = dataclasses.replace(entry, backend=cands[best].backend,
@@ -147,7 +170,7 @@ def refine(tower, *, top: int = TOP, steps: int = 8, replays: int = 10, rounds: 
         cache = d.accept(p, final)
         if cache is not None:
             save(cache, final)
-        rows.append({"key": key, "kept": cands[best].label, "was": cands[0].label,
+        rows.append({"key": key, "kept": cands[best].label, "was": cands[0].label, **step,
                      "ms_before": round(times[0], 4), "ms_after": round(times[best], 4),
                      "confirm_ms": ctx.get("confirm_ms"), "confirms": confirms,
                      "candidates": ctx["ms_per_step"]})

@@ -169,7 +169,8 @@ def pretune(
     full: bool = False,
     precompile: bool = True,
 ) -> list[Entry]:
-    """Tune each distinct key (skipping valid cached ones unless retuning); the entries.
+    """Tune each distinct key (skipping valid cached ones unless retuning, and when retuning
+    those this dispatcher tuned already: ``d.is_fresh``); the entries.
 
     Entries that measured nothing (every candidate failed) are returned but not cached.
     Keys are tuned in bucket order within each shape, so M = 1 is explored and M = 2..16
@@ -187,7 +188,10 @@ def pretune(
 
     def cached(p: GemmProblem) -> Entry | None:
         entry = d.entries_for(p).get(p.key())
-        if entry is None or retune or d.choice(p, entry) is None or d.narrower(p, entry):
+        # retuning skips a key this dispatcher already tuned (or chose in context): a tower's
+        # warm-up pretunes on every call, and would replace that choice before it is timed
+        if entry is None or (retune and not d.is_fresh(p.key())) or \
+                d.choice(p, entry) is None or d.narrower(p, entry):
             return None
         return entry
 
