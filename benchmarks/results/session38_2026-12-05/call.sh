@@ -13,6 +13,11 @@
 # ab:     rows_fp8 against rows on ONE cache (CACHE: call1's cache_fp8, its M = 1 and 8 keys
 #         re-ranked in the rows_fp8 step): the M = 16 and 32 FP8-x keys tuned in that step
 #         first, then both arms at M = 1, 8, 16, 32, arm after arm twice;
+# ab2:    (for the next session) the like-for-like A/B: rows and rows_fp8 each tuned in its own
+#         step (--in-context --standin, M = AB_M, default 1,8,16,32), in separate caches from
+#         CACHE, then the two towers arm after arm twice;
+# gputests: the GPU tests of the areas session 38's audit fixes changed (tower, in-context
+#         tuning, dispatch, tuning), 14 workers;
 # cold:   a tune from cold: empty tuning cache (CUTLASS built by nvcc) and an empty Triton
 #         cache, per_tensor, 7 M buckets.
 set -uo pipefail
@@ -95,6 +100,29 @@ if has ab; then
   for r in 1 2; do
     tower /tmp/rt ab_rows_$r 60 --m 1,8,16,32 --backends auto --scheme per_tensor --rounds 1 --standin rows
     tower /tmp/rt ab_fp8_$r 60 --m 1,8,16,32 --backends auto --scheme per_tensor --rounds 1 --standin rows_fp8
+  done
+  python3 benchmarks/tower_rows.py "$O" > "$O/tower_rows.txt" 2>&1
+  pack
+fi
+if has gputests; then
+  s0=$(date +%s)
+  timeout $(( $(left) - 5 )) python3 -m pytest -q -m gpu -p no:cacheprovider -n 14 --timeout 150 \
+    -rfE tests/test_tower.py tests/test_context.py tests/test_dispatch.py tests/test_tuning.py \
+    tests/test_tuning_audit2.py tests/test_tp.py > "$O/gputests.log" 2>&1
+  echo "gputests rc=$? s=$(( $(date +%s) - s0 ))" | tee -a "$O/status.txt"
+  tail -3 "$O/gputests.log" >> "$O/status.txt"
+  pack
+fi
+if has ab2; then
+  fresh /tmp/ra && fresh /tmp/rf
+  tune /tmp/ra tune_rows 170 --m ${AB_M:-1,8,16,32} --scheme per_tensor --max-configs 4 \
+    --in-context --standin rows
+  tune /tmp/rf tune_rows_fp8 170 --m ${AB_M:-1,8,16,32} --scheme per_tensor --max-configs 4 \
+    --in-context --standin rows_fp8
+  keep /tmp/ra cache_rows && keep /tmp/rf cache_rows_fp8
+  for r in 1 2; do
+    tower /tmp/ra ab2_rows_$r 60 --m ${AB_M:-1,8,16,32} --backends auto --scheme per_tensor --rounds 1 --standin rows
+    tower /tmp/rf ab2_fp8_$r 60 --m ${AB_M:-1,8,16,32} --backends auto --scheme per_tensor --rounds 1 --standin rows_fp8
   done
   python3 benchmarks/tower_rows.py "$O" > "$O/tower_rows.txt" 2>&1
   pack
