@@ -501,3 +501,33 @@ def test_a_zero_shared_expert_width_means_none_at_any_tp():
     check_fields(4, {"shared_expert_intermediate_size": 0, "moe_intermediate_size": 512})
     with pytest.raises(TpError, match="shared_expert_intermediate_size.*-1"):
         check_fields(4, {"shared_expert_intermediate_size": -1})
+
+
+def test_trace_capture_tp_records_it_and_report_compares_one_tp_only(tmp_path):
+    """trace capture --tp captures one rank's tower: the manifest says tp 2 and its GEMMs are
+    the shard's; report refuses to pair it with a tp 1 capture (another model's GEMMs), naming both."""
+    from fp8tower.cli import app
+
+    run = CliRunner().invoke
+    caps = {}
+    for tp in (1, 2):
+        caps[tp] = tmp_path / f"tp{tp}"
+        r = run(app, ["trace", "capture", "--model", "tiny-hybrid", "--arm", "merged",
+                      "--steps", "2,6", "--tp", str(tp), "--out", str(caps[tp])])
+        assert r.exit_code == 0, r.output
+    man = {tp: json.loads((caps[tp] / "manifest.json").read_text()) for tp in (1, 2)}
+    assert "tp" not in man[1]["meta"] and man[2]["meta"]["tp"] == 2
+    def shapes(tp):
+        return {op["label"]: (op["n"], op["k"]) for op in man[tp]["ops"]
+                if op["label"] in ("gdn.in_proj_qkv+in_proj_z", "gdn.out_proj")}
+
+    # the GDN's in_proj_qkv 320 + in_proj_z 192 rows, column-parallel: 160 + 96 per rank; its
+    # out_proj's K 192, row-parallel: 96 per rank
+    assert shapes(1) == {"gdn.in_proj_qkv+in_proj_z": (512, 256), "gdn.out_proj": (256, 192)}
+    assert shapes(2) == {"gdn.in_proj_qkv+in_proj_z": (256, 256), "gdn.out_proj": (256, 96)}
+    r = run(app, ["trace", "report", str(caps[1]), str(caps[2])])
+    assert r.exit_code != 0
+    assert "one rank of tp 2" in " ".join(r.output.split())
+    r = run(app, ["trace", "capture", "--model", "tiny-hybrid", "--arm", "merged", "--scheme",
+                  "block128", "--tp", "2", "--out", str(tmp_path / "b")])
+    assert r.exit_code != 0 and "--tp 2" in r.output and "128" in r.output

@@ -15,7 +15,7 @@ from typing import Annotated
 
 import typer
 
-from ._common import at_least, check_json_path, check_standin, check_standin_device
+from ._common import at_least, check_json_path, check_standin, check_standin_device, tp_size
 from ._common import console as _console
 from ._common import fail as _fail
 from ._common import warn as _warn
@@ -404,6 +404,10 @@ def capture(
                           "rows_fp8 (per_tensor: that kernel also quantizes for the next GEMM); "
                           "see fp8tower bench tower --help.")
     ] = "torch",
+    tp: Annotated[int, typer.Option(
+        "--tp", parser=tp_size, metavar="N",
+        help="Tensor-parallel size: the tower of one GPU of a TP-N deployment (as bench tower "
+        "--tp; recorded in the manifest, and report compares only captures of one tp).")] = 1,
 ) -> None:
     """Capture a two-length trace pair of a model's FP8 tower (the GPU, or the CPU's ops).
 
@@ -413,7 +417,8 @@ def capture(
 
     from ..backends import BackendError
     from ..formats import Scheme
-    from ..models import ConfigError, get_spec
+    from ..models import ConfigError, TpError, get_spec
+    from ..models.tp import check_block_shards
     from ..trace.capture import check_capture_dir
 
     short_long = _parse_steps(steps)
@@ -422,7 +427,12 @@ def capture(
     except ValueError as e:
         raise _fail(f"--scheme: {e}") from None
     try:
-        get_spec(model)  # a clear --model error before anything is built
+        spec = get_spec(model, tp=tp)  # a clear --model / --tp error before anything is built
+        if scheme_v is Scheme.BLOCK128:
+            check_block_shards(spec.all_linears, tp, context=spec.name,
+                               fields=dict(spec.tp_fields))
+    except TpError as e:
+        raise _fail(f"--tp {tp}: {e}") from None
     except ConfigError as e:
         raise _fail(f"--model: {e}") from None
     check_standin(standin, STANDIN_KERNELS, [scheme_v.value])
@@ -443,7 +453,7 @@ def capture(
                 f"capturing {model} {arm.value} M={m}: build, warm-up, then "
                 f"{short_long[0]} and {short_long[1]} profiled steps"):
             result = capture_arm(
-                model=model, arm=arm.value, backend=backend, m=m, steps=short_long,
+                model=spec, arm=arm.value, backend=backend, m=m, steps=short_long,
                 out_dir=out, scheme=scheme_v, force=force, standin=standin,
             )
     except BackendError as e:

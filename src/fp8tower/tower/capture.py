@@ -88,5 +88,7 @@ def _capture(tower, arm, backend, m, steps, out_dir, force, graph, standin):
         "gemms_per_step": tower.gemm_count(), "fp8_bytes_per_step": tower.fp8_bytes(),
         "read_ceiling_gbps": ceiling, "standin": standin,
     }
+    if tower.spec.tp > 1:  # one tensor-parallel rank's shards (absent: tp 1, as before)
+        meta["tp"] = tower.spec.tp
     return capture_pair(run_steps, ops, steps, out_dir, meta, eager_ops=tower.op_calls(),
                         device=tower.device.type, force=force)

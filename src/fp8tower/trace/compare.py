@@ -100,9 +100,12 @@ def _check_one_model(a: Attribution, b: Attribution, keys=("model", "m")) -> Non
     manifests name different models (or M, among ``keys``) are refused; an arm that names
     none (a map-file arm) is taken as given."""
     named = [k for k in keys if all(x.meta.get(k) not in (None, "") for x in (a, b))]
-    if any(a.meta[k] != b.meta[k] for k in named):
+    # one tensor-parallel rank's shards (trace capture --tp) are another model's GEMMs
+    if any(a.meta[k] != b.meta[k] for k in named) or a.meta.get("tp", 1) != b.meta.get("tp", 1):
         a_is, b_is = (
-            f"{x.arm} is {x.meta.get('model') or 'an unnamed model'} at M = {x.meta.get('m', '?')}"
+            f"{x.arm} is {x.meta.get('model') or 'an unnamed model'}"
+            + (f" (one rank of tp {x.meta['tp']})" if x.meta.get("tp", 1) != 1 else "")
+            + f" at M = {x.meta.get('m', '?')}"
             for x in (a, b)
         )
         raise TraceError(f"cannot compare arms of different models or M: {a_is}, {b_is}"
