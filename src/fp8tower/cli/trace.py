@@ -453,7 +453,8 @@ def capture(
                 f"capturing {model} {arm.value} M={m}: build, warm-up, then "
                 f"{short_long[0]} and {short_long[1]} profiled steps"):
             result = capture_arm(
-                model=spec if tp > 1 else model, arm=arm.value,  # the shards: their spec backend=backend, m=m, steps=short_long,
+                model=spec if tp > 1 else model,  # at tp > 1 the shards' spec
+                arm=arm.value, backend=backend, m=m, steps=short_long,
                 out_dir=out, scheme=scheme_v, force=force, standin=standin,
             )
     except BackendError as e:
