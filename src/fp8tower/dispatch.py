@@ -289,7 +289,7 @@ class Dispatcher:
             return "tuned without tile-major weights (FP8TOWER_TILE_MAJOR=0)"
         return None
 
-    def _runnable(self, problem: GemmProblem, backend: str, config: Any):
+    def runnable(self, problem: GemmProblem, backend: str, config: Any):
         """((backend, native config), None) if it can run here, else (None, why not)."""
         b = next((b for b in self.pool() if b.name == backend), None)
         if b is None:
@@ -311,7 +311,7 @@ class Dispatcher:
         (Entry.fallbacks), else per GEMM; else None."""
         if not entry.ranked():
             return None  # a tuning where everything failed
-        hit, why = self._runnable(problem, entry.backend, entry.config)
+        hit, why = self.runnable(problem, entry.backend, entry.config)
         if hit is not None:
             return hit
         fallback, instead = None, ""
@@ -319,7 +319,7 @@ class Dispatcher:
         # taken out of its space fell back on the fastest per GEMM, a Triton config that the
         # entry's own 27B step had timed 5% slower; per_tensor's tower went 2.190 -> 2.222 ms.
         for c, step_ms in entry.fallbacks():
-            fallback = self._runnable(problem, c.backend, c.config)[0]
+            fallback = self.runnable(problem, c.backend, c.config)[0]
             if fallback is not None:
                 where = f"{step_ms:.4f} ms per step in its context" if step_ms is not None \
                     else f"{c.median_us:.2f} us measured"

@@ -198,14 +198,12 @@ def tower(
         raise _fail(f"--tp {tp}: {e}") from None
     except ValueError as e:
         raise _fail(str(e)) from None
-    if tp > 1 and "block128" in scheme_list:  # every rank's shard: whole 128x128 blocks
-        from ..models.tp import check_block_shards
+    if "block128" in scheme_list:  # every rank's shard: whole 128x128 blocks
+        from ..models.tp import block_split_error
 
-        try:
-            check_block_shards(spec.all_linears, tp, context=spec.name,
-                               fields=dict(spec.tp_fields))
-        except ValueError as e:
-            raise _fail(f"--tp {tp} --scheme block128: {e}") from None
+        e = block_split_error(spec)
+        if e is not None:
+            raise _fail(f"--tp {tp} --scheme block128: {e}")
     if mode is not MergeMode.EXACT and "merged" not in arm_list:  # it changed nothing
         raise _fail(f"--merge-mode {mode.value} sets the merged arm's scales, but --arms "
                     f"{','.join(arm_list)} has no merged arm")

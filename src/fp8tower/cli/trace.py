@@ -418,7 +418,7 @@ def capture(
     from ..backends import BackendError
     from ..formats import Scheme
     from ..models import ConfigError, TpError, get_spec
-    from ..models.tp import check_block_shards
+    from ..models.tp import block_split_error
     from ..trace.capture import check_capture_dir
 
     short_long = _parse_steps(steps)
@@ -428,9 +428,9 @@ def capture(
         raise _fail(f"--scheme: {e}") from None
     try:
         spec = get_spec(model, tp=tp)  # a clear --model / --tp error before anything is built
-        if scheme_v is Scheme.BLOCK128:
-            check_block_shards(spec.all_linears, tp, context=spec.name,
-                               fields=dict(spec.tp_fields))
+        split = block_split_error(spec) if scheme_v is Scheme.BLOCK128 else None
+        if split is not None:
+            raise split
     except TpError as e:
         raise _fail(f"--tp {tp}: {e}") from None
     except ConfigError as e:

@@ -139,28 +139,14 @@ def _model_spec(model: str, tp: int = 1):
         raise _bad(str(e), param_hint="--model") from None
 
 
-def _block_split_error(spec):
-    """block128 at tp > 1: the TpError naming the first shard (or expert width) that would cut
-    a 128x128 block (models/tp.py); None where every rank holds whole blocks."""
-    from ..models import TpError
-    from ..models.tp import check_block_shards
-
-    if spec is None or spec.tp == 1:
-        return None
-    try:
-        check_block_shards(spec.all_linears, spec.tp, context=spec.name,
-                           fields=dict(spec.tp_fields), fix=None)
-    except TpError as e:
-        return e
-    return None
-
-
 def _check_block_shards(spec, schemes, option: str) -> None:
     """An explicit ``--scheme`` with block128 at a tp whose shards cannot hold whole blocks:
     refused naming the linear and its value, before any tuning."""
     from ..formats import Scheme
+    from ..models.tp import block_split_error
 
-    e = _block_split_error(spec) if Scheme.BLOCK128 in schemes else None
+    e = (block_split_error(spec, fix=None)
+         if spec is not None and Scheme.BLOCK128 in schemes else None)
     if e is not None:
         raise _bad(f"{e}; use another --tp, or leave block128 out of {option}",
                    param_hint="--tp")
@@ -169,7 +155,9 @@ def _check_block_shards(spec, schemes, option: str) -> None:
 def _block_left_out(spec) -> bool:
     """No --scheme given: block128 is left out of the default schemes (a note on stderr
     naming why) where this tp's shards cannot hold whole blocks."""
-    e = _block_split_error(spec)
+    from ..models.tp import block_split_error
+
+    e = block_split_error(spec, fix=None) if spec is not None else None
     if e is not None:
         typer.echo(f"note: --tp {spec.tp}: block128 left out of the default schemes: {e}",
                    err=True)

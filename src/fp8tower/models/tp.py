@@ -159,3 +159,14 @@ def check_block_shards(linears: Iterable[LinearSpec], tp: int, context: str = ""
         value = (fields or {}).get(name)
         if isinstance(value, int) and value % tp == 0 and value // tp % BLOCK:
             raise refuse(f"{name} per rank ({value} / {tp})", value // tp)
+
+
+def block_split_error(spec, fix: str | None = "use another tp or scheme") -> TpError | None:
+    """:func:`check_block_shards` of a TowerSpec built at its ``tp`` (its shards and expert
+    widths): the TpError, or None where every rank holds whole blocks (always at tp 1)."""
+    try:
+        check_block_shards(spec.all_linears, spec.tp, context=spec.name,
+                           fields=dict(spec.tp_fields), fix=fix)
+    except TpError as e:
+        return e
+    return None

@@ -112,14 +112,14 @@ def refine(tower, *, top: int = TOP, steps: int = 8, replays: int = 10, rounds: 
         if entry is not None and entry.ranked():
             # a candidate that cannot run here (FP8TOWER_BACKENDS, unavailable, a config no
             # longer offered) would be timed as whatever dispatch falls back on
-            why = d._runnable(p, entry.backend, entry.config)[1]
+            why = d.runnable(p, entry.backend, entry.config)[1]
             if why is not None:
                 rows.append({"key": key, "kept": f"{entry.backend}[{entry.config}]", **step,
                              "candidates": [], "note": f"its choice cannot run here: {why}"})
                 continue
 
         def runnable(c: Measurement, p=p) -> bool:
-            return d._runnable(p, c.backend, c.config)[0] is not None
+            return d.runnable(p, c.backend, c.config)[0] is not None
 
         cands = shortlist(entry, top, runnable=runnable) if entry is not None else []
         if len(cands) < 2:
