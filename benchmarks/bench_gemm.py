@@ -13,7 +13,10 @@ writes JSON under benchmarks/results/.
 
 Arms: backend names, ``auto`` (the tuned dispatch: cache hit, else it tunes now),
 ``untuned`` (what ``auto`` serves with no cache entry and FP8TOWER_TUNE=0: the dispatcher's
-safe default, issue #12's "never slower than cuBLASLt by more than 2%, tuned or not"), and
+safe default, issue #12's "never slower than cuBLASLt by more than 2%, tuned or not"),
+``rule`` (the safe default as on the GPUs its rule was measured on,
+dispatch.UNTUNED_RULE_GPUS, whatever this GPU: on any other GPU ``untuned`` is cuBLASLt, and
+this arm measures whether the rule would hold there), and
 Triton variants of the default config (``variant_config``: pair, deep, deep_own, nodeep), and
 any Triton arm with some of its config's keys overridden: ``triton[split_k=8]``,
 ``deep[num_stages=3,block_k=256]`` (``parse_override``). With
@@ -180,12 +183,13 @@ def variant_config(name: str, p: GemmProblem) -> dict | None:
     return configs.deep_tile(p, own if name == "deep_own" else pair)
 
 
-def arm_choice(name: str, p: GemmProblem, untuned):
+def arm_choice(name: str, p: GemmProblem, untuned, rule=None):
     """(backend, config, the backend's name if the arm chose it) of one arm, or (None, the
-    reason it cannot serve, None)."""
+    reason it cannot serve, None). ``untuned``: this GPU's dispatcher (no tuning); ``rule``:
+    one as on a GPU of dispatch.UNTUNED_RULE_GPUS (``rule_dispatcher``)."""
     base, over = parse_override(name)
     if over:
-        be, cfg, chosen = arm_choice(base, p, untuned)
+        be, cfg, chosen = arm_choice(base, p, untuned, rule)
         if be is None or be.name != "triton":  # auto's other choices run as they are
             return be, cfg, chosen
         return be, {**cfg, **over}, chosen
@@ -197,8 +201,8 @@ def arm_choice(name: str, p: GemmProblem, untuned):
     if name == "auto":  # the tuned dispatch (cache hit, else tunes now)
         be, cfg = dispatch.resolve(p, "auto")
         return be, cfg, be.name
-    if name == "untuned":  # no cache entry, no tuning: the safe default
-        be, cfg = untuned.safe_default(p)
+    if name in ("untuned", "rule"):  # no cache entry, no tuning: the safe default
+        be, cfg = (untuned if name == "untuned" else rule).safe_default(p)
         return be, cfg, be.name
     be = backends.get(name)
     reason = be.unavailable_reason() or be.check(p)
@@ -207,14 +211,21 @@ def arm_choice(name: str, p: GemmProblem, untuned):
     return be, be.default_config(p), None
 
 
-def precompile(names, problems, untuned, console):
+def rule_dispatcher() -> dispatch.Dispatcher:
+    """A dispatcher that never tunes and serves the untuned default as on the GPUs its rule
+    was measured on (the ``rule`` arm)."""
+    return dispatch.Dispatcher(tune=False, persist=False,
+                               gpu_name=min(dispatch.UNTUNED_RULE_GPUS))
+
+
+def precompile(names, problems, untuned, console, rule=None):
     """Build the Triton configs the arms will launch, in parallel processes, first."""
     jobs = []
     for p in problems:
         for name in names:
             if name == "auto":
                 continue
-            be, cfg, _ = arm_choice(name, p, untuned)
+            be, cfg, _ = arm_choice(name, p, untuned, rule)
             if be is not None and be.precompile is not None and be.name == "triton":
                 jobs.append((dataclasses.replace(p, m=p.bucket), cfg))
     if jobs:
@@ -269,7 +280,8 @@ def main(argv=None):
     ap.add_argument("--m", default="1,2,4,8,16,32,64")
     ap.add_argument("--schemes", default="per_tensor,channel_token,block128,weight_only")
     ap.add_argument("--backends", default="cublaslt,triton",
-                    help="backend names, auto (tuned), untuned (the safe default), "
+                    help="backend names, auto (tuned), untuned (the safe default), rule (the "
+                    "safe default as on the GPUs its rule was measured on), "
                     "pair / deep / deep_own / nodeep (Triton variants of the default: "
                     "variant_config), a Triton arm with config keys overridden: "
                     "triton[split_k=8,num_stages=3]")
@@ -287,7 +299,7 @@ def main(argv=None):
     names = split_arms(args.backends)
     for b in names:
         base, _ = parse_override(b)  # a malformed override fails here, before any timing
-        if base not in ("auto", "untuned", *VARIANTS):
+        if base not in ("auto", "untuned", "rule", *VARIANTS):
             backends.get(base)  # so do unknown names
     if args.prepass_group is not None:
         try:
@@ -300,6 +312,7 @@ def main(argv=None):
     ms = [int(v) for v in args.m.split(",")]
     shapes, roles = parse_shapes(args.shapes)
     untuned = dispatch.Dispatcher(tune=False, persist=False)
+    rule = rule_dispatcher()
     console = Console()
     t0 = time.time()
     ceilings = read_ceiling()
@@ -310,7 +323,8 @@ def main(argv=None):
     if args.precompile:
         precompile(names, [GemmProblem(m, n, k, sc, capability=cap,
                                        static_act_scale=sc is Scheme.PER_TENSOR)
-                           for sc in schemes for n, k in shapes for m in ms], untuned, console)
+                           for sc in schemes for n, k in shapes for m in ms], untuned, console,
+                   rule)
     rows = []
     for scheme in schemes:
         for n, k in shapes:
@@ -325,7 +339,7 @@ def main(argv=None):
                 for name in names:
                     row = {"scheme": scheme.value, "n": n, "k": k, "m": m, "backend": name,
                            "role": roles.get(f"{n}x{k}", ""), "bytes": p.bytes_moved()}
-                    be, cfg, chosen = arm_choice(name, p, untuned)
+                    be, cfg, chosen = arm_choice(name, p, untuned, rule)
                     if be is None:
                         rows.append({**row, "skipped": cfg})
                         continue

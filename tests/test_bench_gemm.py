@@ -10,6 +10,7 @@ import pytest
 import torch
 from test_tuning import FakeClock, cpu_problem, fake_backend
 
+from fp8tower import dispatch
 from fp8tower.dispatch import Dispatcher
 
 _PATH = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_gemm.py"
@@ -44,6 +45,25 @@ def test_untuned_arm_is_the_dispatchers_safe_default():
     untuned = Dispatcher(candidates=[slow, fast], tune=False, persist=False)
     be, _, chosen = bench.arm_choice("untuned", p, untuned)
     assert (be.name, chosen) == ("fast", "fast")
+
+
+def test_rule_arm_is_the_safe_default_as_on_the_rules_gpu(monkeypatch):
+    """"rule" serves what the untuned default serves on a GPU of UNTUNED_RULE_GPUS, on any
+    GPU: on another one "untuned" is cuBLASLt and "rule" still the rule's choice."""
+    from fp8tower.problem import GemmProblem
+
+    clock = FakeClock()
+    triton = fake_backend("triton", clock, {"default": 1.0})
+    cublaslt = fake_backend("cublaslt", clock, {"default": 2.0})
+    real = dispatch.Dispatcher
+    monkeypatch.setattr(dispatch, "Dispatcher", lambda **kw: real(
+        candidates=[triton, cublaslt], **kw))
+    p = GemmProblem(1, 5120, 6144, cpu_problem().scheme, capability=(9, 0))
+    other = dispatch.Dispatcher(tune=False, persist=False, gpu_name="NVIDIA H100 80GB HBM3")
+    rule = bench.rule_dispatcher()
+    assert rule._device_name() in dispatch.UNTUNED_RULE_GPUS
+    assert bench.arm_choice("untuned", p, other, rule)[2] == "cublaslt"
+    assert bench.arm_choice("rule", p, other, rule)[2] == "triton"
 
 
 def test_variant_arms_are_the_default_tile_taken_other_ways():

@@ -250,3 +250,28 @@ def test_capture_refuses_a_bad_read_ceiling_before_capturing(tmp_path):
             capture_pair(rs, ops, (1, 2), tmp_path / "c", {"arm": "x", "read_ceiling_gbps": bad},
                          device="cpu")
     assert not (tmp_path / "c").exists()
+
+
+def test_a_capture_whose_event_times_are_not_a_step_time_stays_readable(tmp_path):
+    """The long run timed no longer than the short one (a shared GPU: session 39's tiny tower
+    under 14 test workers, 0.362 / 0.278 ms): the capture records no event times and says
+    why, instead of writing a manifest read_manifest refuses."""
+    rs, ops, _ = fake_workload()
+
+    def shorter_when_longer(n):
+        rs(n)
+        return 1.0 / n
+
+    res = capture_pair(shorter_when_longer, ops, (2, 4), tmp_path / "c", {"arm": "x"},
+                       device="cpu", warmup_steps=0)
+    m = read_manifest(tmp_path / "c")
+    assert m.event_ms is None and res.manifest.event_ms is None
+    assert "0.2500 ms" in m.meta["event_ms_dropped"] and "0.5000 ms" in m.meta["event_ms_dropped"]
+    att = attribute(load_arm(tmp_path / "c"))
+    assert att.event_ms_per_step is None
+    assert any(n.startswith("event_ms: the long run's") for n in att.notes)
+    # consistent times are kept, with no such note
+    res = capture_pair(lambda n: (rs(n), 0.01 * n)[1], ops, (2, 4), tmp_path / "d", {"arm": "x"},
+                       device="cpu", warmup_steps=0)
+    assert res.manifest.event_ms == pytest.approx((0.02, 0.04))
+    assert "event_ms_dropped" not in read_manifest(tmp_path / "d").meta

@@ -446,6 +446,8 @@ def attribute(arm: Arm, ceiling_gbps: float | None = None) -> Attribution:
         notes += [
             f"{trace.path}: {p} (kernels were dropped?)" for p in graph_replay_problems(trace)
         ]
+    if arm.manifest is not None and arm.manifest.meta.get("event_ms_dropped"):
+        notes.append(f"event_ms: {arm.manifest.meta['event_ms_dropped']}")
     notes = list(dict.fromkeys(arm.short.notes + arm.long.notes + notes))
     event = None
     if arm.manifest is not None and arm.manifest.event_ms is not None:

@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# Session 39's device calls (carry [".gpu/run"]); every step packs $OUT/$NAME.tgz, so a call cut
+# short keeps what ran.
+#   OUT=$OUT NAME=call2 STEPS=untuned,traces bash benchmarks/results/session39_2026-12-05/call.sh
+# untuned: the untuned default against cuBLASLt on session 19's 29 shapes (Llama-3.1, Qwen3,
+#          the 27B's) x M = 1-64 x the three W8A8 schemes, with an empty tuning cache: the rule
+#          was measured on H200s; does it hold on this card?
+# rule:    the same against the untuned rule as on the H200 (bench_gemm's arm rule: what untuned
+#          serves on the GPUs the rule was measured on), RULE_RUNS runs (run order effects);
+# traces:  the paired trace (8 / 136 steps) of the merged 27B tower, per_tensor, M = 1, on
+#          call 1's caches (tuned in context on this card): torch's and rows' stand-ins on
+#          cache_rows, rows_fp8 on cache_rows_fp8; each attributed (us a call beyond the
+#          bytes), then rows against rows_fp8 compared;
+# suite:   the whole GPU test suite (pytest -m gpu, 14 workers), as session 38's gpu_tests.sh.
+set -uo pipefail
+T0=$(date +%s)
+BUDGET=${BUDGET:-580}
+STEPS=${STEPS:-untuned,traces}
+NAME=${NAME:-call}
+R=benchmarks/results/session39_2026-12-05
+left() { echo $(( BUDGET - ($(date +%s) - T0) )); }
+has() { [[ ",$STEPS," == *",$1,"* ]]; }
+lim() { local l=$(( $(left) - 5 )); [ "$l" -lt "$1" ] && echo "$l" || echo "$1"; }
+FINAL=${OUT:-out}
+O=$FINAL/$NAME
+mkdir -p "$O" .gpu/run/cache
+pack() { tar czf "$FINAL/$NAME.tgz" -C "$FINAL" "$NAME"; }
+tar xJf .gpu/run/prebuilt.tar.xz -C .gpu/run/cache
+. benchmarks/device_wheels.sh
+install_wheels .gpu/run "$O/status.txt"
+export PYTHONPATH=$PWD/src:/tmp/site PYTHONUNBUFFERED=1
+nvidia-smi --query-gpu=name,clocks.mem,clocks.max.sm --format=csv > "$O/gpu.txt" 2>&1
+echo "steps=$STEPS" >> "$O/status.txt"
+fresh() {  # dir cache: the carried libraries and CACHE restamped for this machine and tree
+  rm -rf "$1" && mkdir -p "$1" && cp -r .gpu/run/cache/. "$1"/
+  [ -z "${2:-}" ] || python3 benchmarks/restamp_cache.py "$2" "$1" >> "$O/restamp.log" 2>&1
+}
+SHAPES=6144x4096,4096x4096,1024x4096,28672x4096,4096x14336,24576x4096,4096x12288,10240x5120
+SHAPES=$SHAPES,5120x8192,51200x5120,5120x25600,10240x8192,8192x8192,57344x8192,8192x28672
+SHAPES=$SHAPES,1280x8192,8192x1024,7168x8192,8192x3584,5120x2048,2048x4096
+SHAPES=$SHAPES,16384x5120,14336x5120,5120x6144,6144x5120,12288x5120,1024x5120,34816x5120,5120x17408
+if has untuned; then
+  fresh /tmp/un
+  s0=$(date +%s)
+  FP8TOWER_CACHE_DIR=/tmp/un FP8TOWER_TUNE=0 timeout "$(lim ${UNTUNED_S:-300})" \
+    python3 benchmarks/bench_gemm.py --shapes "$SHAPES" --m ${UNTUNED_M:-1,2,4,8,16,32,64} \
+    --schemes ${UNTUNED_SCHEMES:-per_tensor,channel_token,block128} --backends cublaslt,untuned \
+    --precompile --replays 10 --json "$O/untuned.json" > "$O/untuned.log" 2>&1
+  echo "untuned rc=$? s=$(( $(date +%s) - s0 ))" | tee -a "$O/status.txt"
+  pack
+fi
+if has rule; then
+  fresh /tmp/un
+  for r in $(seq 1 ${RULE_RUNS:-2}); do
+    s0=$(date +%s)
+    FP8TOWER_CACHE_DIR=/tmp/un FP8TOWER_TUNE=0 timeout "$(lim ${RULE_S:-200})" \
+      python3 benchmarks/bench_gemm.py --shapes "$SHAPES" --m ${UNTUNED_M:-1,2,4,8,16,32,64} \
+      --schemes ${UNTUNED_SCHEMES:-per_tensor,channel_token,block128} --backends cublaslt,rule \
+      --precompile --replays 10 --json "$O/rule_$r.json" > "$O/rule_$r.log" 2>&1
+    echo "rule $r rc=$? s=$(( $(date +%s) - s0 ))" | tee -a "$O/status.txt"
+    grep -A40 "slower than" "$O/rule_$r.log" | head -40 >> "$O/status.txt"
+    pack
+  done
+fi
+if has traces; then
+  fresh /tmp/tr "$R/call1/cache_rows_nvidia-h100-80gb-hbm3.json"
+  fresh /tmp/tf "$R/call1/cache_rows_fp8_nvidia-h100-80gb-hbm3.json"
+  for arm in torch:/tmp/tr rows:/tmp/tr rows_fp8:/tmp/tf; do
+    st=${arm%%:*}; dir=${arm#*:}
+    FP8TOWER_CACHE_DIR=$dir FP8TOWER_TUNE=0 timeout "$(lim 120)" python3 -m fp8tower trace capture \
+      --model qwen3.5-27b --arm merged --backend auto --m 1 --scheme per_tensor --standin "$st" \
+      --out "/tmp/trace_$st" > "$O/capture_$st.log" 2>&1
+    echo "capture $st rc=$? t=$(( $(date +%s) - T0 ))" | tee -a "$O/status.txt"
+    cp "/tmp/trace_$st/manifest.json" "$O/manifest_$st.json" 2>/dev/null
+    timeout "$(lim 60)" python3 -m fp8tower trace attribute "/tmp/trace_$st" \
+      --json "$O/attr_$st.json" > "$O/attr_$st.log" 2>&1
+    echo "attribute $st rc=$?" | tee -a "$O/status.txt"
+    pack
+  done
+  timeout "$(lim 90)" python3 -m fp8tower trace report /tmp/trace_rows /tmp/trace_rows_fp8 \
+    --html "$O/report_rows_vs_rows_fp8.html" --json "$O/report_rows_vs_rows_fp8.json" \
+    > "$O/report.log" 2>&1
+  echo "report rc=$?" | tee -a "$O/status.txt"
+  pack
+fi
+if has suite; then
+  fresh /tmp/gt
+  s0=$(date +%s)
+  FP8TOWER_CACHE_DIR=/tmp/gt timeout "$(lim 400)" python3 -m pytest -q -m gpu -p no:cacheprovider \
+    -n 14 --timeout 150 -rfE --durations=15 tests --ignore tests/test_nonfinite.py \
+    > "$O/pytest.log" 2>&1
+  echo "suite rc=$? s=$(( $(date +%s) - s0 ))" | tee -a "$O/status.txt"
+  tail -4 "$O/pytest.log" >> "$O/status.txt"
+  pack
+fi
+pack
+echo "total t=$(( $(date +%s) - T0 ))"
+cat "$O/status.txt"
