@@ -14,9 +14,9 @@ writes JSON under benchmarks/results/.
 Arms: backend names, ``auto`` (the tuned dispatch: cache hit, else it tunes now),
 ``untuned`` (what ``auto`` serves with no cache entry and FP8TOWER_TUNE=0: the dispatcher's
 safe default, issue #12's "never slower than cuBLASLt by more than 2%, tuned or not"),
-``rule`` (the safe default as on the GPUs its rule was measured on,
-dispatch.UNTUNED_RULE_GPUS, whatever this GPU: on any other GPU ``untuned`` is cuBLASLt, and
-this arm measures whether the rule would hold there), and
+``rule`` (the safe default as on an H200, the GPU its rule was first measured on, whatever
+this GPU: on a GPU outside dispatch.UNTUNED_RULE_GPUS ``untuned`` is cuBLASLt, and this arm
+measures whether the H200's rule would hold there), and
 Triton variants of the default config (``variant_config``: pair, deep, deep_own, nodeep), and
 any Triton arm with some of its config's keys overridden: ``triton[split_k=8]``,
 ``deep[num_stages=3,block_k=256]`` (``parse_override``). With
@@ -186,7 +186,7 @@ def variant_config(name: str, p: GemmProblem) -> dict | None:
 def arm_choice(name: str, p: GemmProblem, untuned, rule=None):
     """(backend, config, the backend's name if the arm chose it) of one arm, or (None, the
     reason it cannot serve, None). ``untuned``: this GPU's dispatcher (no tuning); ``rule``:
-    one as on a GPU of dispatch.UNTUNED_RULE_GPUS (``rule_dispatcher``)."""
+    one as on an H200 (``rule_dispatcher``)."""
     base, over = parse_override(name)
     if over:
         be, cfg, chosen = arm_choice(base, p, untuned, rule)
@@ -211,11 +211,13 @@ def arm_choice(name: str, p: GemmProblem, untuned, rule=None):
     return be, be.default_config(p), None
 
 
+RULE_GPU = "NVIDIA H200"  # the ``rule`` arm's GPU (one of dispatch.UNTUNED_RULE_GPUS)
+
+
 def rule_dispatcher() -> dispatch.Dispatcher:
-    """A dispatcher that never tunes and serves the untuned default as on the GPUs its rule
-    was measured on (the ``rule`` arm)."""
-    return dispatch.Dispatcher(tune=False, persist=False,
-                               gpu_name=min(dispatch.UNTUNED_RULE_GPUS))
+    """A dispatcher that never tunes and serves the untuned default as on an H200 (the
+    ``rule`` arm)."""
+    return dispatch.Dispatcher(tune=False, persist=False, gpu_name=RULE_GPU)
 
 
 def precompile(names, problems, untuned, console, rule=None):
@@ -281,7 +283,7 @@ def main(argv=None):
     ap.add_argument("--schemes", default="per_tensor,channel_token,block128,weight_only")
     ap.add_argument("--backends", default="cublaslt,triton",
                     help="backend names, auto (tuned), untuned (the safe default), rule (the "
-                    "safe default as on the GPUs its rule was measured on), "
+                    "safe default as on an H200), "
                     "pair / deep / deep_own / nodeep (Triton variants of the default: "
                     "variant_config), a Triton arm with config keys overridden: "
                     "triton[split_k=8,num_stages=3]")

@@ -351,6 +351,33 @@ def test_triton_split_default():
     assert split(64, 5120, 6144, Scheme.BLOCK128) == 3  # 6 steps a split: as before
 
 
+def test_triton_untuned_rule_on_the_h100_sxm():
+    """The H100 SXM takes the H200's rule and defers where its own measurement (session 39,
+    results/session39_2026-12-05/call3/rule_*.json) had the default > 2% behind cuBLASLt."""
+    from fp8tower.backends.triton_gemm import H100_SXM, untuned_defers_to
+
+    def rule(m, n, k, scheme=Scheme.PER_TENSOR, gpu=H100_SXM):
+        return untuned_defers_to(GemmProblem(m, n, k, scheme), gpu)
+
+    # the one-wave fallback tile past M = 1: 28672x4096 0.97x on the H100 (kept on the H200)
+    assert rule(2, 28672, 4096) == rule(16, 34816, 5120) == "cublaslt"
+    assert rule(2, 28672, 4096, gpu="NVIDIA H200") is None
+    # a split wave-fit default at M = 16 (10240x5120 0.975x), not at M = 8 (0.991x)
+    assert rule(16, 10240, 5120) == rule(16, 10240, 8192) == "cublaslt"
+    assert rule(8, 10240, 5120) is None and rule(16, 10240, 5120, gpu="NVIDIA H200") is None
+    # channel_token at M = 64 split over more than one wave (10240x5120 0.945x) only
+    assert rule(64, 10240, 5120, Scheme.CHANNEL_TOKEN) == "cublaslt"
+    assert rule(64, 8192, 8192, Scheme.CHANNEL_TOKEN) is None  # 0.97 waves: 1.10x
+    assert rule(32, 10240, 5120, Scheme.CHANNEL_TOKEN) is None  # 1.25x
+    # the plain tile at K >= 8192 from M = 8 (held-out 14336x8192 0.977x); K <= 5120 kept
+    assert rule(8, 14336, 8192) == rule(16, 14336, 8192) == "cublaslt"
+    assert rule(4, 14336, 8192) is rule(16, 14336, 5120) is rule(8, 16384, 5120) is None
+    # everything the H200's rule defers, the H100 defers too; the deep tile is kept
+    assert rule(1, 28672, 4096) == rule(32, 10240, 5120) == "cublaslt"
+    assert rule(8, 4096, 4096) is rule(1, 5120, 6144) is None
+    assert rule(1, 4096, 4096, Scheme.WEIGHT_ONLY) is None
+
+
 def test_triton_untuned_defers_to_cublaslt():
     """The untuned rule (triton_gemm.untuned_defers_to): cuBLASLt where the Triton default
     lost on the H200 (27B tower shapes and 21 of other families), Triton elsewhere;

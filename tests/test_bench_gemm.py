@@ -40,7 +40,7 @@ def test_untuned_arm_is_the_dispatchers_safe_default():
     clock = FakeClock()
     fast = fake_backend("fast", clock, {"default": 1.0})
     slow = fake_backend("slow", clock, {"default": 2.0})
-    slow = dataclasses.replace(slow, untuned_defers_to=lambda p: "fast")
+    slow = dataclasses.replace(slow, untuned_defers_to=lambda p, gpu=None: "fast")
     p = cpu_problem(m=4)
     untuned = Dispatcher(candidates=[slow, fast], tune=False, persist=False)
     be, _, chosen = bench.arm_choice("untuned", p, untuned)
@@ -48,8 +48,8 @@ def test_untuned_arm_is_the_dispatchers_safe_default():
 
 
 def test_rule_arm_is_the_safe_default_as_on_the_rules_gpu(monkeypatch):
-    """"rule" serves what the untuned default serves on a GPU of UNTUNED_RULE_GPUS, on any
-    GPU: on another one "untuned" is cuBLASLt and "rule" still the rule's choice."""
+    """"rule" serves what the untuned default serves on an H200, on any GPU: on one outside
+    UNTUNED_RULE_GPUS "untuned" is cuBLASLt and "rule" still the H200 rule's choice."""
     from fp8tower.problem import GemmProblem
 
     clock = FakeClock()
@@ -59,9 +59,9 @@ def test_rule_arm_is_the_safe_default_as_on_the_rules_gpu(monkeypatch):
     monkeypatch.setattr(dispatch, "Dispatcher", lambda **kw: real(
         candidates=[triton, cublaslt], **kw))
     p = GemmProblem(1, 5120, 6144, cpu_problem().scheme, capability=(9, 0))
-    other = dispatch.Dispatcher(tune=False, persist=False, gpu_name="NVIDIA H100 80GB HBM3")
+    other = dispatch.Dispatcher(tune=False, persist=False, gpu_name="NVIDIA L40S")
     rule = bench.rule_dispatcher()
-    assert rule._device_name() in dispatch.UNTUNED_RULE_GPUS
+    assert rule._device_name() == "NVIDIA H200" and "NVIDIA H200" in dispatch.UNTUNED_RULE_GPUS
     assert bench.arm_choice("untuned", p, other, rule)[2] == "cublaslt"
     assert bench.arm_choice("rule", p, other, rule)[2] == "triton"
 

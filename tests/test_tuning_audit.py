@@ -38,7 +38,7 @@ def sm90(m=4, n=64, k=32, scheme="per_tensor", **kw) -> GemmProblem:
     return GemmProblem(m=m, n=n, k=k, scheme=scheme, capability=(9, 0), **kw)
 
 
-def named_pair(clock, rule=lambda p: None):
+def named_pair(clock, rule=lambda p, gpu=None: None):
     """Fakes named as the registry's first two: 'triton' (with ``rule`` as its
     untuned_defers_to) and 'cublaslt' (the BASELINE)."""
     tri = dataclasses.replace(fake_backend("triton", clock, {"default": 5.0}),
@@ -55,7 +55,7 @@ def test_the_untuned_rule_is_evaluated_at_the_bucket_not_the_call_m():
     clock = FakeClock()
     seen = []
 
-    def rule(p):
+    def rule(p, gpu=None):
         seen.append(p.m)
         return "cublaslt" if p.m >= 32 else None
 
@@ -224,15 +224,22 @@ def test_fp8_weight_only_tuning_operands_are_refused_by_name():
 # ----------------------------------------------------------- 5. the rule's own GPU
 
 
-def test_the_untuned_rule_applies_only_on_the_gpu_it_was_measured_on():
-    """Its wave math is the H200's (132 SMs); elsewhere cuBLASLt serves untuned where it
+def test_the_untuned_rule_applies_only_on_the_gpus_it_was_measured_on():
+    """Its wave math is the H200's and the H100 SXM's (132 SMs), each GPU's name passed to
+    the rule (the H100 has deferrals of its own); elsewhere cuBLASLt serves untuned where it
     can, weight_only (no cuBLASLt path) takes Triton's default."""
     clock = FakeClock()
-    pair = named_pair(clock, rule=lambda p: None)  # the rule keeps Triton
-    on_h200 = Dispatcher(candidates=pair, tune=False, persist=False, gpu_name=H200)
-    assert on_h200.resolve(sm90(scheme="channel_token"))[0].name == "triton"
-    other = Dispatcher(candidates=pair, tune=False, persist=False,
-                       gpu_name="NVIDIA H100 80GB HBM3")
+    asked = []
+
+    def keeps_triton(p, gpu=None):
+        asked.append(gpu)
+
+    pair = named_pair(clock, rule=keeps_triton)
+    for gpu in (H200, "NVIDIA H100 80GB HBM3"):
+        on = Dispatcher(candidates=pair, tune=False, persist=False, gpu_name=gpu)
+        assert on.resolve(sm90(scheme="channel_token"))[0].name == "triton"
+    assert asked == [H200, "NVIDIA H100 80GB HBM3"]
+    other = Dispatcher(candidates=pair, tune=False, persist=False, gpu_name="NVIDIA H100 PCIe")
     assert other.resolve(sm90(scheme="channel_token"))[0].name == "cublaslt"
     pair[1] = dataclasses.replace(pair[1], check=lambda p: (
         "cuBLASLt FP8 GEMMs need FP8 on both operands" if p.scheme is Scheme.WEIGHT_ONLY
@@ -240,7 +247,7 @@ def test_the_untuned_rule_applies_only_on_the_gpu_it_was_measured_on():
     other = Dispatcher(candidates=pair, tune=False, persist=False, gpu_name="NVIDIA L40S")
     assert other.resolve(sm90(scheme="weight_only"))[0].name == "triton"
     # CPU problems (the interpreter, tests) keep the rule
-    cpu = Dispatcher(candidates=named_pair(clock, rule=lambda p: "cublaslt"), tune=False,
+    cpu = Dispatcher(candidates=named_pair(clock, rule=lambda p, gpu=None: "cublaslt"), tune=False,
                      persist=False)
     assert cpu.resolve(cpu_problem())[0].name == "cublaslt"
 

@@ -4,9 +4,9 @@
   problem raises :class:`~fp8tower.backends.BackendError` with the reason.
 - ``auto``: the in-process memo (a dict lookup: the hot path of every ``fp8_linear`` call),
   else this GPU's tuning cache file (loaded once), else tune now when allowed, else the safe
-  default (:meth:`Dispatcher.safe_default`: on the H200 the first able backend in registry
-  order or the one its measured ``untuned_defers_to`` rule names; on other GPUs and for
-  prefill, cuBLASLt where it can serve).
+  default (:meth:`Dispatcher.safe_default`: on the H200 and the H100 SXM the first able
+  backend in registry order or the one its measured ``untuned_defers_to`` rule names; on
+  other GPUs and for prefill, cuBLASLt where it can serve).
 - Tuning is allowed on a CUDA device unless ``FP8TOWER_TUNE=0``; never on the CPU. Above
   problem.MAX_DECODE_M (M > 64, prefill) a miss is not tuned implicitly: a serving call
   would otherwise stop to tune at each new power-of-two prompt length. Such keys are tuned
@@ -64,8 +64,11 @@ def _capturing() -> bool:
 BASELINE = "cublaslt"
 # The GPUs the backends' ``untuned_defers_to`` rules were measured on (device names exactly as
 # torch reports them): triton_gemm's rule rests on H200 runs (results/split_k_H200_2026-12-01/,
-# deep_default_H200_2026-12-02/) and its wave math on the H200's 132 SMs (configs.H200_SMS).
-UNTUNED_RULE_GPUS = frozenset({"NVIDIA H200"})
+# deep_default_H200_2026-12-02/) and its wave math on the H200's 132 SMs (configs.H200_SMS);
+# the H100 SXM (132 SMs too) was measured against it on the same 29 shapes x M = 1-64 in
+# session 39 (results/session39_2026-12-05/call3/rule_*.json: 7 of 609 cells more than 2%
+# behind cuBLASLt, which its own deferrals send there; triton_gemm.H100_SXM).
+UNTUNED_RULE_GPUS = frozenset({"NVIDIA H200", "NVIDIA H100 80GB HBM3"})
 
 
 def tune_command(problem: GemmProblem) -> str:
@@ -137,14 +140,14 @@ class Dispatcher:
         """What serves ``problem`` untuned, with the default config at its bucket's M (where
         the rules and defaults were measured, and what a tuning of the key times):
 
-        - a CUDA problem on a GPU of UNTUNED_RULE_GPUS (the H200), M <= MAX_DECODE_M, and
-          any CPU problem (interpreter, tests): the first able backend in fallback order,
-          or the able backend its ``untuned_defers_to`` names (Triton -> cuBLASLt where its
-          default lost on the H200);
+        - a CUDA problem on a GPU of UNTUNED_RULE_GPUS (the H200, the H100 SXM), M <=
+          MAX_DECODE_M, and any CPU problem (interpreter, tests): the first able backend in
+          fallback order, or the able backend its ``untuned_defers_to`` names for this GPU
+          (Triton -> cuBLASLt where its default lost there);
         - a CUDA problem on any other GPU, or of M > MAX_DECODE_M (prefill, where the
           Triton kernels are decode kernels): BASELINE (cuBLASLt) where it can serve, else
-          the first able backend. The Triton defaults and the rule's wave math are H200 facts
-          (132 SMs); nothing measured says they do not lose to cuBLASLt elsewhere.
+          the first able backend. The Triton defaults and the rule's wave math were measured
+          on 132-SM cards; nothing measured says they do not lose to cuBLASLt elsewhere.
           weight_only has no cuBLASLt path (bf16 activations): its Triton default serves
           there unmeasured; tune it (``fp8tower tune``).
 
@@ -165,7 +168,8 @@ class Dispatcher:
         if problem.on_cuda and not self.untuned_rule_applies(problem):
             other = BASELINE
         else:
-            other = first.untuned_defers_to(at)  # an evidence rule, e.g. -> cuBLASLt
+            # an evidence rule, e.g. -> cuBLASLt; per GPU where the GPUs differ
+            other = first.untuned_defers_to(at, self._device_name() if problem.on_cuda else None)
         alt = next((a for a in self.pool() if a.name == other), None) if other else None
         if alt is not None and self.able(alt, problem) is None:
             return alt, alt.default_config(at)

@@ -7,6 +7,11 @@
 #          was measured on H200s; does it hold on this card?
 # rule:    the same against the untuned rule as on the H200 (bench_gemm's arm rule: what untuned
 #          serves on the GPUs the rule was measured on), RULE_RUNS runs (run order effects);
+# heldout: the H100's own rule (dispatch.UNTUNED_RULE_GPUS now holds it: "untuned") and the
+#          H200's ("rule") against cuBLASLt on 20 shapes that rule_* did not measure
+#          (tensor-parallel shards of Llama-3.1-70B, Qwen3.5-27B and Qwen3-8B; DeepSeek-V3's),
+#          M = 1-64, the three W8A8 schemes;
+# ooms:    the suite's three tests that ran out of memory beside 13 other workers, alone;
 # traces:  the paired trace (8 / 136 steps) of the merged 27B tower, per_tensor, M = 1, on
 #          call 1's caches (tuned in context on this card): torch's and rows' stand-ins on
 #          cache_rows, rows_fp8 on cache_rows_fp8; each attributed (us a call beyond the
@@ -61,6 +66,34 @@ if has rule; then
     grep -A40 "slower than" "$O/rule_$r.log" | head -40 >> "$O/status.txt"
     pack
   done
+fi
+if has heldout; then
+  HELD=8192x4096,28672x8192,8192x14336,2560x8192,8192x2048,14336x8192,8192x7168,8192x5120
+  HELD=$HELD,5120x3072,7168x5120,4096x5120,5120x1536,3584x5120,3072x4096,4096x2048,12288x4096
+  HELD=$HELD,4096x6144,1536x7168,4096x7168,18432x7168
+  # HELD2 (call5): after call4 added one deferral, 18 more shapes none of the rule's runs had
+  # measured (Llama-3.2-3B, Qwen2.5-14B / 72B, Gemma-2-9B / 27B, Phi-3-medium)
+  [ -n "${HELD2:-}" ] && HELD=5120x3072,3072x3072,16384x3072,3072x8192,27648x5120,5120x13824,59136x8192,8192x29568,28672x3584,3584x14336,3584x4096,13824x5120,35840x5120,5120x17920,7680x5120,4608x36864,6144x4608,4608x4096
+  fresh /tmp/un
+  s0=$(date +%s)
+  FP8TOWER_CACHE_DIR=/tmp/un FP8TOWER_TUNE=0 timeout "$(lim ${HELD_S:-240})" \
+    python3 benchmarks/bench_gemm.py --shapes "$HELD" --m ${UNTUNED_M:-1,2,4,8,16,32,64} \
+    --schemes ${UNTUNED_SCHEMES:-per_tensor,channel_token,block128} --backends cublaslt,untuned,rule \
+    --precompile --replays 10 --json "$O/heldout.json" > "$O/heldout.log" 2>&1
+  echo "heldout rc=$? s=$(( $(date +%s) - s0 ))" | tee -a "$O/status.txt"
+  grep -A40 "slower than" "$O/heldout.log" | head -40 >> "$O/status.txt"
+  pack
+fi
+if has ooms; then
+  fresh /tmp/gt
+  FP8TOWER_CACHE_DIR=/tmp/gt timeout "$(lim 150)" python3 -m pytest -q -p no:cacheprovider -rfE \
+    "tests/test_gpu.py::test_backends_vs_reference[1-per_tensor-34816x5120]" \
+    "tests/test_gpu.py::test_backends_vs_reference[1-per_tensor-5120x17408]" \
+    "tests/test_gpu.py::test_weight_only_split_prepass_vs_reference[64-34816x5120]" \
+    > "$O/ooms.log" 2>&1
+  echo "ooms rc=$?" | tee -a "$O/status.txt"
+  tail -2 "$O/ooms.log" >> "$O/status.txt"
+  pack
 fi
 if has traces; then
   fresh /tmp/tr "$R/call1/cache_rows_nvidia-h100-80gb-hbm3.json"

@@ -77,8 +77,10 @@ class Backend:
     layout_variants: Callable[[GemmProblem, Any], list] = field(default=lambda problem, config: [])
     precompile: Callable[[list], Any] | None = None
     # The name of a backend that serves the problem faster when nothing is tuned, or None
-    # (dispatch's safe default follows it when that backend can serve).
-    untuned_defers_to: Callable[[GemmProblem], str | None] = field(default=lambda problem: None)
+    # (dispatch's safe default follows it when that backend can serve). Called with the
+    # problem and the GPU's name (dispatch.UNTUNED_RULE_GPUS; None for a CPU problem).
+    untuned_defers_to: Callable[[GemmProblem, str | None], str | None] = field(
+        default=lambda problem, gpu=None: None)
 
     def is_available(self) -> bool:
         return self.unavailable_reason() is None

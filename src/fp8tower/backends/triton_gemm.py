@@ -27,11 +27,13 @@ from ..kernels.configs import (
     SCHEME_ID,
     block_m_for,
     configs,
+    deep_default,
     default_config,
     one_wave_fallback,
     priority_configs,
     refinements,
     split_per_token,
+    wave_fit_default,
     waves,
     x_is_fp8,
 )
@@ -66,9 +68,15 @@ def _check(p: GemmProblem) -> str | None:
     return None
 
 
-def untuned_defers_to(p: GemmProblem) -> str | None:
+# The H100 SXM, as torch names it: 132 SMs like the H200, 3.35 TB/s of HBM3 against 4.8.
+H100_SXM = "NVIDIA H100 80GB HBM3"
+
+
+def untuned_defers_to(p: GemmProblem, gpu: str | None = None) -> str | None:
     """The backend to serve ``p`` instead of this one when nothing is tuned (dispatch's
-    safe default): cuBLASLt where the Triton default lost to it on the H200 (2026-12-01,
+    safe default) on the GPU named ``gpu`` (dispatch.UNTUNED_RULE_GPUS; None: the CPU, which
+    takes the H200's rule): the H200's rule, and on the H100 SXM its own deferrals too
+    (``_h100_defers``). The H200's: cuBLASLt where the Triton default lost to it there (2026-12-01,
     results/split_k_H200_2026-12-01/call{1,2,3,5}/untuned.json: 21 shapes of Llama-3.1 8B / 70B
     (+ TP8 shards), Qwen3 8B / 32B / 30B-A3B x M = 1-64, each default against cuBLASLt):
     - per_tensor with a grid over one wave (51200x5120 0.92x at M = 8, 57344x8192 0.95x at
@@ -93,6 +101,8 @@ def untuned_defers_to(p: GemmProblem) -> str | None:
     cuBLASLt cannot lose to it."""
     if p.scheme is Scheme.WEIGHT_ONLY:
         return None  # cuBLASLt cannot serve it
+    if gpu == H100_SXM and _h100_defers(p):
+        return "cublaslt"
     if p.m >= 64 and p.k <= 1024:
         return "cublaslt"
     if p.scheme is Scheme.CHANNEL_TOKEN:
@@ -108,6 +118,39 @@ def untuned_defers_to(p: GemmProblem) -> str | None:
     if p.scheme is Scheme.BLOCK128 and over_one_wave and p.m >= 64:
         return "cublaslt"
     return None
+
+
+def _h100_defers(p: GemmProblem) -> bool:
+    """Where the Triton default that the H200's rule keeps lost to cuBLASLt by more than 2% on
+    the H100 SXM (session 39, results/session39_2026-12-05/call3/rule_{1,2}.json: the 29 shapes
+    x M = 1-64 x three schemes, two runs; the rule kept Triton in 536 of 609 cells, 1.32x
+    cuBLASLt at the median, 0.945x at worst):
+    - per_tensor on the one-wave fallback tile (BLOCK_K 128) at M >= 2, which the H200's rule
+      keeps there: 28672x4096 0.968-0.974x at M = 2-16 (34816x5120 ran 1.05-1.06x: deferred
+      with it, as at M = 1 on the H200);
+    - per_tensor at M >= 16 on a split wave-fit default (the tile moved to 3 stages, split
+      K): 10240x5120 0.975x, 10240x8192 0.977-0.979x (0.991-1.016x at M = 2-8);
+    - channel_token at M >= 64 where the default splits K over more than one wave (the
+      split pays its reduction and fills no wave; ``waves``: 1.21): 10240x5120 0.945-0.948x
+      (10240x8192 1.020-1.022x, deferred with it; on the H200 0.96-1.01x); its other split
+      defaults at M = 64 (0.24-0.97 waves) ran 1.10-1.84x.
+    - per_tensor at M >= 8 on the plain default tile (unsplit, one wave, not the deep tile)
+      with K >= 8192: 14336x8192 0.977-0.978x at M = 8 / 16 (0.984-0.986x at M = 2 / 4), of
+      20 shapes the rule had not been measured on (call4/heldout.json; its other 416 cells
+      within 2%, Triton in 372 of them at 1.40x cuBLASLt at the median). The plain tile at
+      K <= 5120 ran 1.01-1.06x.
+    Its other cells lost at most 1.2% (per_tensor 5120x8192 at M = 4)."""
+    if p.scheme is Scheme.PER_TENSOR and p.m >= 2 and one_wave_fallback(p):
+        return True
+    cfg = default_config(p)
+    if p.scheme is Scheme.PER_TENSOR and p.m >= 8 and p.k >= 8192 and cfg["split_k"] == 1 \
+            and not wave_fit_default(p) and deep_default(p) is None and waves(cfg, p) <= 1.0:
+        return True
+    if cfg["split_k"] < 2:
+        return False
+    if p.scheme is Scheme.PER_TENSOR:
+        return p.m >= 16 and wave_fit_default(p)
+    return p.scheme is Scheme.CHANNEL_TOKEN and p.m >= 64 and waves(cfg, p) > 1.0
 
 
 def _prepare(weight: Fp8Weight) -> dict:

@@ -311,6 +311,13 @@ def one_wave_fallback(p: GemmProblem) -> bool:
         and deep_default(p) is None
 
 
+def wave_fit_default(p: GemmProblem) -> bool:
+    """Whether ``default_config`` moved the default tile onto a one-wave variant of itself
+    (``wave_fits``: fewer stages or another split; e.g. 10240x5120 at M <= 16, 3 stages)."""
+    cfg, base = default_config(p), _tile_default(p)
+    return cfg != base and deep_default(p) is None and not one_wave_fallback(p)
+
+
 def programs_per_sm(cfg: dict, p: GemmProblem) -> int:
     """Programs of ``cfg`` resident per SM, from pipelined shared memory: the binding limit
     for the BLOCK_N 64 x BLOCK_K 256 tiles, whose compiled sizes this matches within 3%
