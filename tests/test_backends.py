@@ -372,6 +372,16 @@ def test_triton_untuned_rule_on_the_h100_sxm():
     # the plain tile at K >= 8192 from M = 8 (held-out 14336x8192 0.977x); K <= 5120 kept
     assert rule(8, 14336, 8192) == rule(16, 14336, 8192) == "cublaslt"
     assert rule(4, 14336, 8192) is rule(16, 14336, 5120) is rule(8, 16384, 5120) is None
+    # block128 at M = 64, split 2, K ending on half a BLOCK_K step (8192x29568 0.95x); whole
+    # steps, split 3 or M = 32 kept (1.02-1.16x)
+    assert rule(64, 8192, 29568, Scheme.BLOCK128) == rule(64, 8192, 29312, Scheme.BLOCK128) \
+        == "cublaslt"
+    assert rule(64, 8192, 29440, Scheme.BLOCK128) is rule(64, 5120, 29568, Scheme.BLOCK128) \
+        is rule(32, 8192, 29568, Scheme.BLOCK128) is None
+    # each guard keeps measured wins on Triton: the deep tile at K >= 8192 (4096x14336 at
+    # M = 8, 1.148x), a split plain tile (1280x8192 at M = 8, 1.106x), a split tile that is
+    # not a wave-fit move (1024x4096 at M = 16, 1.194x)
+    assert rule(8, 4096, 14336) is rule(8, 1280, 8192) is rule(16, 1024, 4096) is None
     # everything the H200's rule defers, the H100 defers too; the deep tile is kept
     assert rule(1, 28672, 4096) == rule(32, 10240, 5120) == "cublaslt"
     assert rule(8, 4096, 4096) is rule(1, 5120, 6144) is None

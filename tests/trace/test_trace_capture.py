@@ -270,6 +270,13 @@ def test_a_capture_whose_event_times_are_not_a_step_time_stays_readable(tmp_path
     att = attribute(load_arm(tmp_path / "c"))
     assert att.event_ms_per_step is None
     assert any(n.startswith("event_ms: the long run's") for n in att.notes)
+    # times that are no times (a caller's run_steps): dropped the same way
+    for bad in (float("inf"), float("nan"), -0.1):
+        out = tmp_path / f"bad{bad}"
+        capture_pair(lambda n, b=bad: (rs(n), b if n == 4 else 0.01)[1], ops, (2, 4), out,
+                     {"arm": "x"}, device="cpu", warmup_steps=0)
+        m = read_manifest(out)
+        assert m.event_ms is None and "not finite times >= 0" in m.meta["event_ms_dropped"]
     # consistent times are kept, with no such note
     res = capture_pair(lambda n: (rs(n), 0.01 * n)[1], ops, (2, 4), tmp_path / "d", {"arm": "x"},
                        device="cpu", warmup_steps=0)

@@ -135,14 +135,23 @@ def _h100_defers(p: GemmProblem) -> bool:
       (10240x8192 1.020-1.022x, deferred with it; on the H200 0.96-1.01x); its other split
       defaults at M = 64 (0.24-0.97 waves) ran 1.10-1.84x.
     - per_tensor at M >= 8 on the plain default tile (unsplit, one wave, not the deep tile)
-      with K >= 8192: 14336x8192 0.977-0.978x at M = 8 / 16 (0.984-0.986x at M = 2 / 4), of
-      20 shapes the rule had not been measured on (call4/heldout.json; its other 416 cells
-      within 2%, Triton in 372 of them at 1.40x cuBLASLt at the median). The plain tile at
-      K <= 5120 ran 1.01-1.06x.
-    Its other cells lost at most 1.2% (per_tensor 5120x8192 at M = 4)."""
+      with K >= 8192: 14336x8192 0.977-0.978x at M = 8 / 16 (0.984-0.986x at M = 2 / 4), one
+      of 20 shapes the rule had not been measured on (call4/heldout.json: Triton in 372 of
+      its 420 cells, 1.40x cuBLASLt at the median). The plain tile at K <= 5120 ran
+      1.01-1.06x. This class rests on that one shape.
+    - block128 at M >= 64 on a split-2 default whose K ends on half a BLOCK_K step:
+      8192x29568 (Qwen2.5-72B's down_proj, 231 blocks of 128) 0.949x in call5/heldout.json,
+      0.954x and 8192x29312 0.950x in call6/kstep.json, where the whole-step neighbours
+      8192x29440 / 29696 / 28672 ran 1.02-1.06x and 5120x29568 (split 3) 1.16x.
+    Its other measured cells lost at most 1.7% (per_tensor 3072x3072 at M = 8, 0.983-0.985x;
+    14336x8192 at M = 2 / 4, 0.984-0.987x). The deferrals give up some measured wins: e.g. per_tensor 3072x8192 at M = 16
+    1.149x, 2560x8192 1.077x, 34816x5120 at M = 2-16 1.05-1.06x (call5, call4, rule_*)."""
     if p.scheme is Scheme.PER_TENSOR and p.m >= 2 and one_wave_fallback(p):
         return True
     cfg = default_config(p)
+    if p.scheme is Scheme.BLOCK128 and p.m >= 64 and cfg["split_k"] == 2 \
+            and p.k % cfg["block_k"] != 0:
+        return True
     if p.scheme is Scheme.PER_TENSOR and p.m >= 8 and p.k >= 8192 and cfg["split_k"] == 1 \
             and not wave_fit_default(p) and deep_default(p) is None and waves(cfg, p) <= 1.0:
         return True

@@ -19,6 +19,7 @@ On a CPU-only machine the same pipeline runs on the profiler's CPU op events: th
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import re
 import shutil
@@ -202,10 +203,16 @@ def capture_pair(
 
 
 def _inconsistent_event_ms(event_ms: list[float | None]) -> str | None:
-    """Why the two runs' CUDA-event times cannot be a step time (the longer run not longer,
-    which a manifest must not hold: manifest.read_manifest refuses it), or None."""
+    """Why the two runs' CUDA-event times cannot be a step time (not finite numbers >= 0, or
+    the longer run not longer: manifest.read_manifest refuses a manifest that holds them),
+    or None."""
     short_ms, long_ms = event_ms
-    if short_ms is None or long_ms is None or long_ms > short_ms:
+    if short_ms is None or long_ms is None:
+        return None
+    if not all(math.isfinite(t) and t >= 0 for t in (short_ms, long_ms)):
+        return (f"the CUDA-event times ({short_ms} / {long_ms} ms) are not finite times >= 0; "
+                f"the event times were not recorded (the kernels' times are unaffected)")
+    if long_ms > short_ms:
         return None
     return (f"the long run's CUDA-event time ({long_ms:.4f} ms) was not more than the short "
             f"run's ({short_ms:.4f} ms): the GPU was shared or the steps too short to time; "
