@@ -807,7 +807,8 @@ def test_untuned_default_follows_untuned_defers_to():
     to (Triton -> cuBLASLt where its default lost), and keeps its own when that cannot serve."""
     clock = FakeClock()
     slow, fast, never = three(clock)
-    slow = dataclasses.replace(slow, untuned_defers_to=lambda p, gpu=None: "fast" if p.m >= 32 else None)
+    slow = dataclasses.replace(
+        slow, untuned_defers_to=lambda p, gpu=None: "fast" if p.m >= 32 else None)
     d = Dispatcher(candidates=[slow, fast, never], tune=False, persist=False)
     assert d.resolve(cpu_problem())[0].name == "slow"
     assert d.resolve(dataclasses.replace(cpu_problem(), m=32))[0].name == "fast"

@@ -11,9 +11,11 @@
 #          H200's ("rule") against cuBLASLt on 20 shapes that rule_* did not measure
 #          (tensor-parallel shards of Llama-3.1-70B, Qwen3.5-27B and Qwen3-8B; DeepSeek-V3's),
 #          M = 1-64, the three W8A8 schemes;
+# losers:  (for an H200) the cells the H100 rule defers, and their neighbours, against cuBLASLt
+#          with the H200's rule (untuned = rule there): do the H100's deferrals hold on it?
 # ooms:    the suite's three tests that ran out of memory beside 13 other workers, alone;
 # traces:  the paired trace (8 / 136 steps) of the merged 27B tower, per_tensor, M = 1, on
-#          call 1's caches (tuned in context on this card): torch's and rows' stand-ins on
+#          call 1's caches (tuned in context on this card; TRACE_ROWS_CACHE, TRACE_FP8_CACHE): torch's and rows' stand-ins on
 #          cache_rows, rows_fp8 on cache_rows_fp8; each attributed (us a call beyond the
 #          bytes), then rows against rows_fp8 compared;
 # suite:   the whole GPU test suite (pytest -m gpu, 14 workers), as session 38's gpu_tests.sh.
@@ -84,6 +86,19 @@ if has heldout; then
   grep -A40 "slower than" "$O/heldout.log" | head -40 >> "$O/status.txt"
   pack
 fi
+if has losers; then
+  LOSE=28672x4096,34816x5120,10240x5120,10240x8192,14336x8192,28672x8192,3072x4096,3072x3072
+  LOSE=$LOSE,28672x3584,8192x29568,8192x29312,8192x29440,5120x29568,3072x8192,2560x8192
+  fresh /tmp/un
+  s0=$(date +%s)
+  FP8TOWER_CACHE_DIR=/tmp/un FP8TOWER_TUNE=0 timeout "$(lim 200)" \
+    python3 benchmarks/bench_gemm.py --shapes "$LOSE" --m 1,2,8,16,32,64 \
+    --schemes per_tensor,channel_token,block128 --backends cublaslt,untuned,rule \
+    --precompile --replays 10 --json "$O/losers.json" > "$O/losers.log" 2>&1
+  echo "losers rc=$? s=$(( $(date +%s) - s0 ))" | tee -a "$O/status.txt"
+  grep -A40 "slower than" "$O/losers.log" | head -40 >> "$O/status.txt"
+  pack
+fi
 if has ooms; then
   fresh /tmp/gt
   FP8TOWER_CACHE_DIR=/tmp/gt timeout "$(lim 150)" python3 -m pytest -q -p no:cacheprovider -rfE \
@@ -96,8 +111,8 @@ if has ooms; then
   pack
 fi
 if has traces; then
-  fresh /tmp/tr "$R/call1/cache_rows_nvidia-h100-80gb-hbm3.json"
-  fresh /tmp/tf "$R/call1/cache_rows_fp8_nvidia-h100-80gb-hbm3.json"
+  fresh /tmp/tr "${TRACE_ROWS_CACHE:-$R/call1/cache_rows_nvidia-h100-80gb-hbm3.json}"
+  fresh /tmp/tf "${TRACE_FP8_CACHE:-$R/call1/cache_rows_fp8_nvidia-h100-80gb-hbm3.json}"
   for arm in torch:/tmp/tr rows:/tmp/tr rows_fp8:/tmp/tf; do
     st=${arm%%:*}; dir=${arm#*:}
     FP8TOWER_CACHE_DIR=$dir FP8TOWER_TUNE=0 timeout "$(lim 120)" python3 -m fp8tower trace capture \

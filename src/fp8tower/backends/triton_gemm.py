@@ -68,7 +68,8 @@ def _check(p: GemmProblem) -> str | None:
     return None
 
 
-# The H100 SXM, as torch names it: 132 SMs like the H200, 3.35 TB/s of HBM3 against 4.8.
+# The H100 SXM, as torch names it: 132 SMs like the H200; its read ceiling measured 3.15 TB/s
+# (sessions 38-39) against the H200's 4.44-4.57.
 H100_SXM = "NVIDIA H100 80GB HBM3"
 
 
@@ -144,8 +145,9 @@ def _h100_defers(p: GemmProblem) -> bool:
       0.954x and 8192x29312 0.950x in call6/kstep.json, where the whole-step neighbours
       8192x29440 / 29696 / 28672 ran 1.02-1.06x and 5120x29568 (split 3) 1.16x.
     Its other measured cells lost at most 1.7% (per_tensor 3072x3072 at M = 8, 0.983-0.985x;
-    14336x8192 at M = 2 / 4, 0.984-0.987x). The deferrals give up some measured wins: e.g. per_tensor 3072x8192 at M = 16
-    1.149x, 2560x8192 1.077x, 34816x5120 at M = 2-16 1.05-1.06x (call5, call4, rule_*)."""
+    14336x8192 at M = 2 / 4, 0.984-0.987x). The deferrals give up some measured wins: e.g.
+    per_tensor 3072x8192 at M = 16 1.149x, 2560x8192 1.077x, 34816x5120 at M = 2-16
+    1.05-1.06x (call5, call4, rule_*)."""
     if p.scheme is Scheme.PER_TENSOR and p.m >= 2 and one_wave_fallback(p):
         return True
     cfg = default_config(p)
