@@ -3,6 +3,19 @@
 from __future__ import annotations
 
 
+def untuned_default(gpu_name: str | None) -> str:
+    """What ``auto`` serves a decode GEMM with no tuned choice on the GPU named ``gpu_name``."""
+    from ..dispatch import UNTUNED_RULE_GPUS
+
+    if gpu_name is None:
+        return "no GPU (CPU problems take the H200's measured rule)"
+    if gpu_name in UNTUNED_RULE_GPUS:
+        return (f"the rule measured on this GPU ({gpu_name}): Triton's defaults, cuBLASLt where "
+                "they lost to it; `fp8tower tune` measures each shape")
+    return ("cuBLASLt (no untuned rule measured on this GPU; weight_only: Triton's default); "
+            "`fp8tower tune` measures each shape")
+
+
 def info() -> None:
     """Versions (torch, triton, CUDA), the GPU, and each backend: available or why not."""
     import platform
@@ -37,6 +50,7 @@ def info() -> None:
                        f"L2 {getattr(p, 'L2_cache_size', 0) / 1e6:.0f} MB)")
     else:
         rows["gpu"] = "none (no CUDA device visible)"
+    rows["untuned default"] = untuned_default(None if gpu is None else p.name)
     console = Console()
     table = Table(title="fp8tower info", show_header=False)
     for k, val in rows.items():
