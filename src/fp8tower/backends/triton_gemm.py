@@ -127,7 +127,7 @@ def _h100_defers(p: GemmProblem) -> bool:
     x M = 1-64 x three schemes, two runs; the rule kept Triton in 536 of 609 cells, 1.32x
     cuBLASLt at the median, 0.945x at worst):
     - per_tensor on the one-wave fallback tile (BLOCK_K 128) at M >= 2, which the H200's rule
-      keeps there: 28672x4096 0.968-0.974x at M = 2-16 (34816x5120 ran 1.05-1.06x: deferred
+      keeps there: 28672x4096 0.968-0.974x at M = 2-16 (34816x5120 ran 1.05-1.07x: deferred
       with it, as at M = 1 on the H200);
     - per_tensor at M >= 16 on a split wave-fit default (the tile moved to 3 stages, split
       K): 10240x5120 0.975x, 10240x8192 0.977-0.979x (0.991-1.016x at M = 2-8);
@@ -136,10 +136,10 @@ def _h100_defers(p: GemmProblem) -> bool:
       (10240x8192 1.020-1.022x, deferred with it; on the H200 0.96-1.01x); its other split
       defaults at M = 64 (0.24-0.97 waves) ran 1.10-1.84x.
     - per_tensor at M >= 8 on the plain default tile (unsplit, one wave, not the deep tile)
-      with K >= 8192: 14336x8192 0.977-0.978x at M = 8 / 16 (0.984-0.986x at M = 2 / 4), one
+      with K >= 8192: 14336x8192 0.977-0.978x at M = 8 / 16 (0.984-0.987x at M = 2 / 4), one
       of 20 shapes the rule had not been measured on (call4/heldout.json: Triton in 372 of
       its 420 cells, 1.40x cuBLASLt at the median). The plain tile at K <= 5120 ran
-      1.01-1.06x. This class rests on that one shape.
+      1.01-1.06x at M = 8 / 16, 1.06-1.20x at M = 32 / 64. This class rests on that one shape.
     - block128 at M >= 64 on a split-2 default whose K ends on half a BLOCK_K step:
       8192x29568 (Qwen2.5-72B's down_proj, 231 blocks of 128) 0.949x in call5/heldout.json,
       0.954x and 8192x29312 0.950x in call6/kstep.json, where the whole-step neighbours
@@ -147,7 +147,7 @@ def _h100_defers(p: GemmProblem) -> bool:
     Its other measured cells lost at most 1.7% (per_tensor 3072x3072 at M = 8, 0.983-0.985x;
     14336x8192 at M = 2 / 4, 0.984-0.987x). The deferrals give up some measured wins: e.g.
     per_tensor 3072x8192 at M = 16 1.149x, 2560x8192 1.077x, 34816x5120 at M = 2-16
-    1.05-1.06x (call5, call4, rule_*)."""
+    1.05-1.07x (call5, call4, rule_*)."""
     if p.scheme is Scheme.PER_TENSOR and p.m >= 2 and one_wave_fallback(p):
         return True
     cfg = default_config(p)
