@@ -73,8 +73,8 @@ if has heldout; then
   HELD=8192x4096,28672x8192,8192x14336,2560x8192,8192x2048,14336x8192,8192x7168,8192x5120
   HELD=$HELD,5120x3072,7168x5120,4096x5120,5120x1536,3584x5120,3072x4096,4096x2048,12288x4096
   HELD=$HELD,4096x6144,1536x7168,4096x7168,18432x7168
-  # HELD2 (call5): after call4 added one deferral, 18 more shapes none of the rule's runs had
-  # measured (Llama-3.2-3B, Qwen2.5-14B / 72B, Gemma-2-9B / 27B, Phi-3-medium)
+  # HELD2 (call5): after call4 added one deferral, 18 shapes (17 new: 5120x3072 repeats) the rule
+  # had not been run on (Llama-3.2-3B, Qwen2.5-14B / 72B, Gemma-2-9B / 27B, Phi-3-medium)
   [ -n "${HELD2:-}" ] && HELD=5120x3072,3072x3072,16384x3072,3072x8192,27648x5120,5120x13824,59136x8192,8192x29568,28672x3584,3584x14336,3584x4096,13824x5120,35840x5120,5120x17920,7680x5120,4608x36864,6144x4608,4608x4096
   fresh /tmp/un
   s0=$(date +%s)
