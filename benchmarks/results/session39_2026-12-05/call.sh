@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Session 39's device calls (carry [".gpu/run"]); every step packs $OUT/$NAME.tgz, so a call cut
-# short keeps what ran.
+# Session 39's device calls; every step packs $OUT/$NAME.tgz, so a call cut short keeps what
+# ran. Calls 1-3 carried [".gpu/run"]; since this session's results the tree is too large for
+# that: carry ".gpu/run/prebuilt.tar.xz" and the wheels a step needs (the CUTLASS one; suite:
+# pytest_timeout, pytest_xdist, execnet).
 #   OUT=$OUT NAME=call2 STEPS=untuned,traces bash benchmarks/results/session39_2026-12-05/call.sh
 # untuned: the untuned default against cuBLASLt on session 19's 29 shapes (Llama-3.1, Qwen3,
 #          the 27B's) x M = 1-64 x the three W8A8 schemes, with an empty tuning cache: the rule

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # NOT RUN (prepared in session 39, when every call got an H100): for the next call that gets an
-# H200. Carry [".gpu/run"]. From the repository root: OUT=$OUT bash benchmarks/results/session39_2026-12-05/next_h200.sh
+# H200. Carry [".gpu/run/prebuilt.tar.xz", ".gpu/run/whl/nvidia_cutlass-4.2.0.0-py3-none-any.whl"]
+# (the whole .gpu/run, 24 MB, with the 43 MB tracked tree passes the device's 64 MiB).
+# From the repository root: OUT=$OUT bash benchmarks/results/session39_2026-12-05/next_h200.sh
 # 1. rows and rows_fp8 each tuned in its own step on the H200 (session 38's call.sh, ab2:
 #    from session 37's H200 cache, per_tensor, M = 1, 8, 16, 32), the two towers alternated:
 #    #12's per_tensor M = 1 step with the producer-fused stand-in, and its M ratios;
