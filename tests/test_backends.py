@@ -369,12 +369,17 @@ def test_triton_untuned_rule_on_the_h100_sxm():
     assert rule(64, 10240, 5120, Scheme.CHANNEL_TOKEN) == "cublaslt"
     assert rule(64, 8192, 8192, Scheme.CHANNEL_TOKEN) is None  # 0.97 waves: 1.10x
     assert rule(32, 10240, 5120, Scheme.CHANNEL_TOKEN) is None  # 1.25x
-    # the plain tile at K >= 8192 from M = 8 (held-out 14336x8192 0.977x); K <= 5120 kept
-    assert rule(8, 14336, 8192) == rule(16, 14336, 8192) == "cublaslt"
+    assert rule(64, 9216, 7168, Scheme.CHANNEL_TOKEN) == "cublaslt"  # held out: 0.925x
+    # the plain tile at K >= 8192 is kept (session 40 dropped that deferral: 14336x8192
+    # 1.019-1.021x at M = 8 / 16, 12288x28672 1.066-1.101x, session40/call1-2)
+    assert rule(8, 14336, 8192) is rule(16, 14336, 8192) is rule(16, 12288, 28672) is None
     assert rule(4, 14336, 8192) is rule(16, 14336, 5120) is rule(8, 16384, 5120) is None
     # block128 at M = 64, split 2, K ending on half a BLOCK_K step (8192x29568 0.95x); whole
     # steps, split 3 or M = 32 kept (1.02-1.16x)
     assert rule(64, 8192, 29568, Scheme.BLOCK128) == rule(64, 8192, 29312, Scheme.BLOCK128) \
+        == "cublaslt"
+    # ... and on shapes it was not fitted on (session 40: 0.952x / 0.962x)
+    assert rule(64, 8192, 13696, Scheme.BLOCK128) == rule(64, 6144, 13696, Scheme.BLOCK128) \
         == "cublaslt"
     assert rule(64, 8192, 29440, Scheme.BLOCK128) is rule(64, 5120, 29568, Scheme.BLOCK128) \
         is rule(32, 8192, 29568, Scheme.BLOCK128) is None

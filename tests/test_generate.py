@@ -228,3 +228,38 @@ def test_bench_generate_merged_arm_runs(tmp_path):
     assert any("sibling groups merged" in n and not n.startswith("0 of") for n in merged["notes"])
     # the same calibrated scales, merged exactly: the unmerged arm's logits within noise
     assert abs(merged["logits_sqnr_db_vs_bf16"] - rows["fp8:per_tensor"]["logits_sqnr_db_vs_bf16"]) < 1
+
+
+def test_interleaved_arms_that_outgrow_memory_name_one_at_a_time(monkeypatch):
+    """Interleaved, every arm is held at once: where the next one no longer fits (8 arms of
+    Qwen3-8B on an 80 GB H100, session 40), the error names the arms held and the way out
+    (--one-at-a-time), not only the model that did not fit; one at a time, those arms run."""
+    import fp8tower.hf.generate as gen
+    import fp8tower.hf.random_model as rm
+
+    calls = []
+
+    def free(device):  # room for the first model only
+        calls.append(device)
+        return 10**12 if len(calls) == 1 else 1000
+
+    monkeypatch.setattr(rm, "free_bytes", free)
+    kw = dict(context=4, steps=1, device="cpu", backend="reference", graph=False,
+              command="test", rounds=1)
+    with pytest.raises(rm.NotEnoughMemory, match=r"arm bf16: .*which has 0\.0 GB free: use a "
+                       r"GPU or a smaller model.*1 arm\(s\) built before it held for the "
+                       r"interleaved rounds \(fp8:per_tensor\): pass --one-at-a-time"):
+        gen.bench_generate("tiny-hybrid", ["bf16", "fp8:per_tensor"], [1], **kw)
+    monkeypatch.setattr(rm, "free_bytes", lambda device: 10**12)
+    rec = gen.bench_generate("tiny-hybrid", ["bf16", "fp8:per_tensor"], [1], interleave=False,
+                             **kw)
+    assert [r["arm"] for r in rec["rows"]] == ["bf16", "fp8:per_tensor"]
+
+
+def test_a_model_too_big_for_a_gpu_is_not_told_to_use_a_gpu(monkeypatch):
+    import fp8tower.hf.random_model as rm
+
+    monkeypatch.setattr(rm, "free_bytes", lambda device: 1000)
+    with pytest.raises(rm.NotEnoughMemory, match="use a smaller model .* or a GPU with more "
+                                                 "memory"):
+        rm.random_model(rm.text_config("tiny-hybrid"), "cuda")

@@ -27,7 +27,6 @@ from ..kernels.configs import (
     SCHEME_ID,
     block_m_for,
     configs,
-    deep_default,
     default_config,
     one_wave_fallback,
     priority_configs,
@@ -135,27 +134,32 @@ def _h100_defers(p: GemmProblem) -> bool:
       split pays its reduction and fills no wave; ``waves``: 1.21): 10240x5120 0.945-0.948x
       (10240x8192 1.020-1.022x, deferred with it; on the H200 0.96-1.01x); its other split
       defaults at M = 64 (0.24-0.97 waves) ran 1.10-1.84x.
-    - per_tensor at M >= 8 on the plain default tile (unsplit, one wave, not the deep tile)
-      with K >= 8192: 14336x8192 0.977-0.978x at M = 8 / 16 (0.984-0.987x at M = 2 / 4), one
-      of 20 shapes the rule had not been measured on (call4/heldout.json: Triton in 372 of
-      its 420 cells, 1.40x cuBLASLt at the median). The plain tile at K <= 5120 ran
-      1.01-1.06x at M = 8 / 16, 1.06-1.20x at M = 32 / 64. This class rests on that one shape.
     - block128 at M >= 64 on a split-2 default whose K ends on half a BLOCK_K step:
       8192x29568 (Qwen2.5-72B's down_proj, 231 blocks of 128) 0.949x in call5/heldout.json,
       0.954x and 8192x29312 0.950x in call6/kstep.json, where the whole-step neighbours
-      8192x29440 / 29696 / 28672 ran 1.02-1.06x and 5120x29568 (split 3) 1.16x.
+      8192x29440 / 29696 / 28672 ran 1.02-1.06x and 5120x29568 (split 3) 1.16x; then on two
+      shapes it was not fitted on (session 40, results/session40_2026-12-05/call1/
+      heldout.json): 8192x13696 0.952x, 6144x13696 0.962x (GLM-4-9B's K).
+    Held out (session 40, call1/heldout.json, 26 shapes of Mistral-Large-2, Llama-3.1-405B
+    TP8, Command-R+, Yi-1.5-34B, Gemma-3-27B, GLM-4-9B; this rule, with the deferral below
+    dropped, its 12 cells timed as the arm "rule"): Triton in 474 of 546 cells, 1.24x cuBLASLt at the median, none more than 1.3%
+    behind (0.987x); the H200's rule lost there on channel_token 9216x7168 at M = 64 (0.925x),
+    caught by the M >= 64 split deferral above, and on the two block128 cells above.
+    Dropped in session 40: per_tensor's plain default tile with K >= 8192 at M >= 8, fitted on
+    one held-out shape (14336x8192 0.977-0.978x at M = 8 / 16 in session 39's call4). On the
+    6 held-out shapes of that class the tile ran 1.012-1.120x (call1), and on N = 12288 /
+    14336 / 16384 x K = 8192-12288 at M = 2-16, three runs, 0.991-1.045x (call2/kgrid_*.json),
+    14336x8192 itself 1.019-1.021x at M = 8 / 16 (the same config 43.8 us against 45.1 in
+    session 39, cuBLASLt 44.7 against 44.1): its loss was within two H100s' spread.
     Its other measured cells lost at most 1.7% (per_tensor 3072x3072 at M = 8, 0.983-0.985x;
-    14336x8192 at M = 2 / 4, 0.984-0.987x). The deferrals give up some measured wins: e.g.
-    per_tensor 3072x8192 at M = 16 1.149x, 2560x8192 1.077x, 34816x5120 at M = 2-16
-    1.05-1.07x (call5, call4, rule_*)."""
+    14336x8192 at M = 2 / 4, 0.984-0.987x in session 39). The deferrals give up some measured
+    wins: e.g. per_tensor 3072x8192 at M = 16 1.149x, 2560x8192 1.077x, 34816x5120 at
+    M = 2-16 1.05-1.07x (call5, call4, rule_*); 3584x12288 at M = 16 1.081x (session 40)."""
     if p.scheme is Scheme.PER_TENSOR and p.m >= 2 and one_wave_fallback(p):
         return True
     cfg = default_config(p)
     if p.scheme is Scheme.BLOCK128 and p.m >= 64 and cfg["split_k"] == 2 \
             and p.k % cfg["block_k"] != 0:
-        return True
-    if p.scheme is Scheme.PER_TENSOR and p.m >= 8 and p.k >= 8192 and cfg["split_k"] == 1 \
-            and not wave_fit_default(p) and deep_default(p) is None and waves(cfg, p) <= 1.0:
         return True
     if cfg["split_k"] < 2:
         return False

@@ -352,8 +352,23 @@ def run_arms(model_name: str, arms: list[str], *, batch: int, context: int, step
                 eager_round(live, device)
             done(live)
     else:
+        from .random_model import NotEnoughMemory
+
         order = sorted(arms, key=lambda a: a == "bf16")  # stable: bf16 last, others as given
-        lives = [build_arm(model_name, arm, **kw) for arm in order]
+        lives = []
+        for arm in order:
+            try:
+                lives.append(build_arm(model_name, arm, **kw))
+            except NotEnoughMemory as e:
+                if not lives:
+                    raise
+                n, held = len(lives), ", ".join(lv.res.arm for lv in lives)
+                lives.clear()  # free what was built before the error reaches the user
+                raise NotEnoughMemory(
+                    f"arm {arm}: {e}, with the {n} arm(s) built before it "
+                    f"held for the interleaved rounds ({held}): pass --one-at-a-time (one arm "
+                    "held at a time; its eager rounds then run arm after arm) or fewer --arms"
+                ) from None
         ready = [lv for lv in lives if lv.res.skipped is None and lv.res.logits_finite]
         for _ in range(rounds):
             for lv in ready:

@@ -62,6 +62,11 @@ def text_config(name: str, layers: int | None = None):
                          f"model_type {model_type!r} of {name}: {e}") from None
 
 
+class NotEnoughMemory(ValueError):
+    """A model's weights would not fit the memory free on its device (raised before any of
+    them is allocated)."""
+
+
 def free_bytes(device: torch.device) -> int | None:
     """Memory free for new tensors on ``device``: the GPU's free memory, or on the CPU the
     kernel's MemAvailable, capped by a cgroup v2 limit (a container's); None if unknown."""
@@ -100,9 +105,12 @@ def random_model(config, device: torch.device | str, *, dtype: torch.dtype = tor
     need = sum(p.numel() * p.element_size() for p in model.parameters())  # tied ones once
     free = free_bytes(torch.device(device))
     if free is not None and need > free:  # before allocating: else the OOM is a traceback
-        raise ValueError(f"{type(model).__name__} of this config needs {need / 1e9:.1f} GB of "
-                         f"{dtype} weights on {device}, which has {free / 1e9:.1f} GB free: "
-                         "use a GPU or a smaller model (e.g. tiny-hybrid)")
+        hint = ("a smaller model (e.g. tiny-hybrid) or a GPU with more memory"
+                if torch.device(device).type == "cuda"
+                else "a GPU or a smaller model (e.g. tiny-hybrid)")
+        raise NotEnoughMemory(f"{type(model).__name__} of this config needs {need / 1e9:.1f} GB "
+                              f"of {dtype} weights on {device}, which has {free / 1e9:.1f} GB "
+                              f"free: use {hint}")
     g = torch.Generator(device=device).manual_seed(seed)
     drawn: dict[int, nn.Parameter] = {}  # a tied parameter (tie_word_embeddings) drawn once
     for mod in model.modules():
