@@ -244,8 +244,8 @@ def test_interleaved_arms_that_outgrow_memory_name_one_at_a_time(monkeypatch):
         return 10**12 if len(calls) == 1 else 1000
 
     monkeypatch.setattr(rm, "free_bytes", free)
-    kw = dict(context=4, steps=1, device="cpu", backend="reference", graph=False,
-              command="test", rounds=1)
+    kw = {"context": 4, "steps": 1, "device": "cpu", "backend": "reference", "graph": False,
+          "command": "test", "rounds": 1}
     with pytest.raises(rm.NotEnoughMemory, match=r"arm bf16: .*which has 0\.0 GB free: use a "
                        r"GPU or a smaller model.*1 arm\(s\) built before it held for the "
                        r"interleaved rounds \(fp8:per_tensor\): pass --one-at-a-time"):
