@@ -227,33 +227,57 @@ def test_bench_generate_merged_arm_runs(tmp_path):
     assert merged["skipped"] is None and merged["eager_ms"] > 0
     assert any("sibling groups merged" in n and not n.startswith("0 of") for n in merged["notes"])
     # the same calibrated scales, merged exactly: the unmerged arm's logits within noise
-    assert abs(merged["logits_sqnr_db_vs_bf16"] - rows["fp8:per_tensor"]["logits_sqnr_db_vs_bf16"]) < 1
+    assert abs(merged["logits_sqnr_db_vs_bf16"]
+               - rows["fp8:per_tensor"]["logits_sqnr_db_vs_bf16"]) < 1
 
 
 def test_interleaved_arms_that_outgrow_memory_name_one_at_a_time(monkeypatch):
     """Interleaved, every arm is held at once: where the next one no longer fits (8 arms of
     Qwen3-8B on an 80 GB H100, session 40), the error names the arms held and the way out
-    (--one-at-a-time), not only the model that did not fit; one at a time, those arms run."""
+    (--one-at-a-time), and frees them; one at a time, the same memory runs every arm. Memory
+    here: room for one and a half models, less the models alive."""
+    import gc
+    import weakref
+
     import fp8tower.hf.generate as gen
     import fp8tower.hf.random_model as rm
 
-    calls = []
+    alive = weakref.WeakSet()
+    real = rm.random_model
 
-    def free(device):  # room for the first model only
-        calls.append(device)
-        return 10**12 if len(calls) == 1 else 1000
+    def tracked(*a, **k):
+        model = real(*a, **k)
+        alive.add(model)
+        return model
 
-    monkeypatch.setattr(rm, "free_bytes", free)
+    one = sum(p.numel() * p.element_size()
+              for p in real(rm.text_config("tiny-hybrid"), "cpu").parameters())
+    gc.collect()
+    monkeypatch.setattr(rm, "random_model", tracked)
+    monkeypatch.setattr(rm, "free_bytes", lambda device: int(1.5 * one) - one * len(alive))
     kw = {"context": 4, "steps": 1, "device": "cpu", "backend": "reference", "graph": False,
           "command": "test", "rounds": 1}
-    with pytest.raises(rm.NotEnoughMemory, match=r"arm bf16: .*which has 0\.0 GB free: use a "
-                       r"GPU or a smaller model.*1 arm\(s\) built before it held for the "
-                       r"interleaved rounds \(fp8:per_tensor\): pass --one-at-a-time"):
-        gen.bench_generate("tiny-hybrid", ["bf16", "fp8:per_tensor"], [1], **kw)
-    monkeypatch.setattr(rm, "free_bytes", lambda device: 10**12)
-    rec = gen.bench_generate("tiny-hybrid", ["bf16", "fp8:per_tensor"], [1], interleave=False,
-                             **kw)
-    assert [r["arm"] for r in rec["rows"]] == ["bf16", "fp8:per_tensor"]
+    arms = ["bf16", "fp8:per_tensor", "fp8:channel_token"]
+    with pytest.raises(rm.NotEnoughMemory, match=r"arm fp8:channel_token does not fit beside "
+                       r"the 1 arm\(s\) built before it and held for the interleaved rounds "
+                       r"\(fp8:per_tensor\): .*which has [\d.]+ GB free.*Pass --one-at-a-time"):
+        gen.bench_generate("tiny-hybrid", arms, [1], **kw)
+    assert len(alive) == 0  # freed
+    rec = gen.bench_generate("tiny-hybrid", arms, [1], interleave=False, **kw)
+    assert [r["arm"] for r in rec["rows"]] == arms and len(alive) == 0
+
+
+def test_a_first_arm_too_big_is_not_told_to_go_one_at_a_time(monkeypatch):
+    """Nothing held: --one-at-a-time would not help, so the error is the model's own."""
+    import fp8tower.hf.generate as gen
+    import fp8tower.hf.random_model as rm
+
+    monkeypatch.setattr(rm, "free_bytes", lambda device: 1000)
+    with pytest.raises(rm.NotEnoughMemory) as err:
+        gen.bench_generate("tiny-hybrid", ["bf16", "fp8:per_tensor"], [1], context=4, steps=1,
+                           device="cpu", backend="reference", graph=False, command="test",
+                           rounds=1)
+    assert "one-at-a-time" not in str(err.value) and str(err.value).startswith("Qwen")
 
 
 def test_a_model_too_big_for_a_gpu_is_not_told_to_use_a_gpu(monkeypatch):

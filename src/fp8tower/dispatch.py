@@ -68,7 +68,9 @@ BASELINE = "cublaslt"
 # the H100 SXM (132 SMs too) was measured against it on the same 29 shapes x M = 1-64 in
 # session 39 (results/session39_2026-12-05/call3/rule_*.json: 7 of 609 cells more than 2%
 # behind cuBLASLt, which its own deferrals send there; triton_gemm.H100_SXM), then on 42
-# shapes it was not fitted on (call4-6), where two more classes lost and are deferred.
+# shapes it was not fitted on (call4-6), where two more classes lost: the block128 one is
+# deferred; the plain-tile one was dropped in session 40, after 52 more held-out shapes
+# (results/session40_2026-12-05/).
 # One GPU model per process: the memo is keyed by the problem, not the device's name.
 UNTUNED_RULE_GPUS = frozenset({"NVIDIA H200", "NVIDIA H100 80GB HBM3"})
 

@@ -35,12 +35,13 @@ STEPS=${STEPS:-heldout,suite}
 NAME=${NAME:-call}
 left() { echo $(( BUDGET - ($(date +%s) - T0) )); }
 has() { [[ ",$STEPS," == *",$1,"* ]]; }
-lim() { local l=$(( $(left) - 5 )); [ "$l" -lt "$1" ] && echo "$l" || echo "$1"; }
+# a step's time limit: at most $1, at least 1 s (timeout 0 would mean none)
+lim() { local l=$(( $(left) - 5 )); [ "$l" -lt 1 ] && l=1; [ "$l" -lt "$1" ] && echo "$l" || echo "$1"; }
 FINAL=${OUT:-out}
 O=$FINAL/$NAME
 mkdir -p "$O" .gpu/run/cache
 pack() { tar czf "$FINAL/$NAME.tgz" -C "$FINAL" "$NAME"; }
-tar xJf .gpu/run/prebuilt.tar.xz -C .gpu/run/cache
+tar xJf .gpu/run/prebuilt.tar.xz -C .gpu/run/cache || echo "prebuilt.tar.xz missing" >> "$O/status.txt"
 . benchmarks/device_wheels.sh
 install_wheels .gpu/run "$O/status.txt"
 export PYTHONPATH=$PWD/src:/tmp/site PYTHONUNBUFFERED=1

@@ -315,13 +315,17 @@ def finish(live: _Live, device: torch.device, graph: bool) -> GenerateResult:
     if res.skipped is None and not res.logits_finite:
         res.notes.append("prefill logits not finite: the arm is broken, so it was not timed")
     live.model = live.cache = live.step = None  # free the weights
-    # and the model's reference cycles now: left to the collector, the next arm's eager
-    # steps would pay for scanning them (later arms ran slower, one at a time, in
-    # results/profile_eager_qwen3-8b_H200_2026-12-01.json)
+    _release(device)
+    return res
+
+
+def _release(device: torch.device) -> None:
+    """Free what dropped models held now: their reference cycles (left to the collector, the
+    next arm's eager steps would pay for scanning them: later arms ran slower, one at a time,
+    in results/profile_eager_qwen3-8b_H200_2026-12-01.json) and the allocator's cached blocks."""
     gc.collect()
     if device.type == "cuda":
         torch.cuda.empty_cache()
-    return res
 
 
 def run_arms(model_name: str, arms: list[str], *, batch: int, context: int, steps: int,
@@ -359,16 +363,20 @@ def run_arms(model_name: str, arms: list[str], *, batch: int, context: int, step
         for arm in order:
             try:
                 lives.append(build_arm(model_name, arm, **kw))
-            except NotEnoughMemory as e:
-                if not lives:
+            except (NotEnoughMemory, torch.cuda.OutOfMemoryError) as e:
+                # every arm first builds the same bf16 model: where the first fitted alone,
+                # this one does too, so only the arms held beside it are in the way
+                held = [lv.res.arm for lv in lives if lv.model is not None]
+                if not held:
                     raise
-                n, held = len(lives), ", ".join(lv.res.arm for lv in lives)
-                lives.clear()  # free what was built before the error reaches the user
+                lives.clear()  # free them before the error reaches the user
+                _release(device)
+                why = str(e).splitlines()[0] if str(e) else type(e).__name__
                 raise NotEnoughMemory(
-                    f"arm {arm}: {e}, with the {n} arm(s) built before it "
-                    f"held for the interleaved rounds ({held}): pass --one-at-a-time (one arm "
-                    "held at a time; its eager rounds then run arm after arm) or fewer --arms"
-                ) from None
+                    f"arm {arm} does not fit beside the {len(held)} arm(s) built before it and "
+                    f"held for the interleaved rounds ({', '.join(held)}): {why}. Pass "
+                    "--one-at-a-time (one arm held at a time; its eager rounds then run arm "
+                    "after arm) or fewer --arms") from None
         ready = [lv for lv in lives if lv.res.skipped is None and lv.res.logits_finite]
         for _ in range(rounds):
             for lv in ready:

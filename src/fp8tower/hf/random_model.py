@@ -68,10 +68,12 @@ class NotEnoughMemory(ValueError):
 
 
 def free_bytes(device: torch.device) -> int | None:
-    """Memory free for new tensors on ``device``: the GPU's free memory, or on the CPU the
-    kernel's MemAvailable, capped by a cgroup v2 limit (a container's); None if unknown."""
+    """Memory free for new tensors on ``device``: the GPU's free memory and the blocks torch's
+    allocator caches unused, or on the CPU the kernel's MemAvailable, capped by a cgroup v2
+    limit (a container's); None if unknown."""
     if device.type == "cuda":
-        return torch.cuda.mem_get_info(device)[0]
+        unused = torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device)
+        return torch.cuda.mem_get_info(device)[0] + unused
     if device.type != "cpu":
         return None
     free = None
