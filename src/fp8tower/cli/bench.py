@@ -369,11 +369,14 @@ def generate(
                                       + (f", graph {r.graph_ms:.2f}" if r.graph_ms else "")),
                                    highlight=False)
 
+    def note(text: str) -> None:  # interleaved arms are all built before the first finishes
+        Console(stderr=True).print(text, style="dim", highlight=False)
+
     try:
         record = bench_generate(model, arm_list, batches, context=context, steps=steps,
                                 device="cuda" if cuda else "cpu", backend=backend,
                                 graph=graph and cuda, command=command, rounds=rounds,
-                                interleave=interleave, progress=progress)
+                                interleave=interleave, progress=progress, note=note)
     except ImportError as e:
         raise _fail(f"bench generate needs transformers (pip install transformers): {e}") from None
     except ValueError as e:

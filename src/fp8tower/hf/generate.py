@@ -330,11 +330,13 @@ def _release(device: torch.device) -> None:
 
 def run_arms(model_name: str, arms: list[str], *, batch: int, context: int, steps: int,
              rounds: int, device: torch.device, backend: str, graph: bool, interleave: bool,
-             config=None, progress=None) -> list[GenerateResult]:
+             config=None, progress=None, note=None) -> list[GenerateResult]:
     """Every arm at one batch size. Interleaved: all arms are built first (bf16 last: it is
     the largest), then ``rounds`` eager rounds go arm after arm, so drifts of the host (clock,
     cache, allocator state) fall on every arm alike; the eager time is the median round. Not
-    interleaved: one arm at a time (for models too large to hold every arm at once)."""
+    interleaved: one arm at a time (for models too large to hold every arm at once).
+    ``progress(result)`` is called as each arm finishes, ``note(text)`` as each interleaved
+    arm is built (minutes, for a large model, before any arm finishes)."""
     kw = {"batch": batch, "context": context, "steps": steps, "rounds": rounds,
           "device": device, "backend": backend, "config": config}
     if len(set(arms)) != len(arms):
@@ -360,7 +362,8 @@ def run_arms(model_name: str, arms: list[str], *, batch: int, context: int, step
 
         order = sorted(arms, key=lambda a: a == "bf16")  # stable: bf16 last, others as given
         lives = []
-        for arm in order:
+        for i, arm in enumerate(order):
+            t0 = time.perf_counter()
             try:
                 lives.append(build_arm(model_name, arm, **kw))
             except (NotEnoughMemory, torch.cuda.OutOfMemoryError) as e:
@@ -377,6 +380,9 @@ def run_arms(model_name: str, arms: list[str], *, batch: int, context: int, step
                     f"held for the interleaved rounds ({', '.join(held)}): {why}. Pass "
                     "--one-at-a-time (one arm held at a time; its eager rounds then run arm "
                     "after arm) or fewer --arms") from None
+            if note is not None:
+                note(f"built {arm} (batch {batch}, {i + 1} of {len(order)}) in "
+                     f"{time.perf_counter() - t0:.0f} s")
         ready = [lv for lv in lives if lv.res.skipped is None and lv.res.logits_finite]
         for _ in range(rounds):
             for lv in ready:
@@ -461,7 +467,7 @@ def gdn_kernels() -> dict[str, str]:
 
 def bench_generate(model: str, arms: list[str], batches: list[int], *, context: int, steps: int,
                    device: str, backend: str, graph: bool, command: str, rounds: int = 5,
-                   interleave: bool = True, progress=None) -> dict:
+                   interleave: bool = True, progress=None, note=None) -> dict:
     """Every (arm, batch); the JSON record (schema ``SCHEMA``). See :func:`run_arms`."""
     dev = torch.device(device)
     from .random_model import text_config
@@ -471,7 +477,8 @@ def bench_generate(model: str, arms: list[str], batches: list[int], *, context: 
     for batch in batches:
         results += run_arms(model, arms, batch=batch, context=context, steps=steps,
                             rounds=rounds, device=dev, backend=backend, graph=graph,
-                            interleave=interleave, config=config, progress=progress)
+                            interleave=interleave, config=config, progress=progress,
+                            note=note)
     base = {r.batch: r for r in results if r.arm == "bf16" and r.skipped is None}
     rows = []
     for r in results:
