@@ -49,7 +49,14 @@ def fp8_linear_ref(
 def _run(
     x, weight, packed, *, act_scale=None, bias=None, out_dtype=torch.bfloat16, config=None, out=None
 ):
-    y = fp8_linear_ref(x, weight, act_scale=act_scale, bias=bias, out_dtype=out_dtype)
+    # float64 on the CPU: there float32 BLAS sums K in an order that depends on N (a Xeon with
+    # AVX-512 / AMX, 2026-12-05: rows 0-199 of a 312-row product differed from the 200-row
+    # product's by 1.5e-5), so a merged layer's output could differ from its shards' in the
+    # last bit; in float64 each product of two dequantized float32 values is exact and the
+    # sum's order moves the result by ~1e-14 relative, below any output dtype's rounding.
+    compute = torch.float64 if x.device.type == "cpu" else torch.float32
+    y = fp8_linear_ref(x, weight, act_scale=act_scale, bias=bias, out_dtype=out_dtype,
+                       compute_dtype=compute)
     return y if out is None else out.copy_(y)
 
 
@@ -57,7 +64,8 @@ BACKEND = Backend(
     name="reference",
     # The oracle launches generic aten kernels; it is never the backend a trace verifies.
     kernel_family=r".*",
-    description="dequantize + float32 matmul; the correctness oracle (any device)",
+    description="dequantize + float32 matmul (float64 on the CPU); the correctness oracle "
+                "(any device)",
     unavailable_reason=lambda: None,
     check=lambda problem: None,
     prepare=lambda weight: None,
