@@ -144,8 +144,9 @@ def _h100_defers(p: GemmProblem) -> bool:
     TP8, Command-R+, Yi-1.5-34B, Gemma-3-27B, GLM-4-9B; this rule, with the deferral below
     dropped: its 12 cells timed as the arm "rule", the H200's rule, which runs the same
     default config there): Triton in 474 of 546 cells, 1.24x cuBLASLt at the median, none
-    more than 1.3% behind (0.987x); the H200's rule lost there on channel_token 9216x7168 at M = 64 (0.925x),
-    caught by the M >= 64 split deferral above, and on the two block128 cells above.
+    more than 1.3% behind (0.987x); the H200's rule lost there on channel_token 9216x7168 at
+    M = 64 (0.925x), caught by the M >= 64 split deferral above, and on the two block128
+    cells above.
     Dropped in session 40: per_tensor's plain default tile with K >= 8192 at M >= 8, fitted on
     one held-out shape (14336x8192 0.977-0.978x at M = 8 / 16 in session 39's call4). On the
     6 held-out shapes of that class the tile ran 1.012-1.120x (call1), and on N = 12288 /
