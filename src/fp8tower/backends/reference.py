@@ -1,4 +1,4 @@
-"""Reference backend: dequantize both operands and multiply in float32 (or float64).
+"""Reference backend: dequantize both operands and multiply in float32 (float64 on the CPU).
 
 The correctness oracle: runs on any device, never fast. It quantizes activations exactly as
 the scheme says (formats.quantize_activation), so other backends are compared with it on the
@@ -27,9 +27,18 @@ def fp8_linear_ref(
     act_scale: torch.Tensor | None = None,
     bias: torch.Tensor | None = None,
     out_dtype: torch.dtype = torch.bfloat16,
-    compute_dtype: torch.dtype = torch.float32,
+    compute_dtype: torch.dtype | None = None,
 ) -> torch.Tensor:
-    """y = deq(quant(x)) @ deq(W).T (+ bias), computed in ``compute_dtype``."""
+    """y = deq(quant(x)) @ deq(W).T (+ bias), computed in ``compute_dtype``: by default float64
+    on the CPU, float32 elsewhere.
+
+    Why float64 on the CPU: there float32 BLAS sums K in an order that depends on N (a Xeon
+    with AVX-512 / AMX, 2026-12-05: rows 0-199 of a 312-row product differed from the 200-row
+    product's by 1.5e-5), so a merged layer's output differed from its shards' in the last
+    bit; in float64 each product of two dequantized float32 values is exact and the sum's
+    order moves the result by ~1e-14 relative, below any output dtype's rounding."""
+    if compute_dtype is None:
+        compute_dtype = torch.float64 if x.device.type == "cpu" else torch.float32
     scheme = weight.scheme
     if x.dtype == FP8_DTYPE:  # quantized already: its scales as the scheme shapes them
         if act_scale is None:
@@ -49,14 +58,7 @@ def fp8_linear_ref(
 def _run(
     x, weight, packed, *, act_scale=None, bias=None, out_dtype=torch.bfloat16, config=None, out=None
 ):
-    # float64 on the CPU: there float32 BLAS sums K in an order that depends on N (a Xeon with
-    # AVX-512 / AMX, 2026-12-05: rows 0-199 of a 312-row product differed from the 200-row
-    # product's by 1.5e-5), so a merged layer's output could differ from its shards' in the
-    # last bit; in float64 each product of two dequantized float32 values is exact and the
-    # sum's order moves the result by ~1e-14 relative, below any output dtype's rounding.
-    compute = torch.float64 if x.device.type == "cpu" else torch.float32
-    y = fp8_linear_ref(x, weight, act_scale=act_scale, bias=bias, out_dtype=out_dtype,
-                       compute_dtype=compute)
+    y = fp8_linear_ref(x, weight, act_scale=act_scale, bias=bias, out_dtype=out_dtype)
     return y if out is None else out.copy_(y)
 
 
