@@ -39,6 +39,7 @@ import torch
 from torch import nn
 
 from .. import graph_edges
+from . import random_model as _rm  # looked up at call time: tests replace its functions
 
 SCHEMA = "fp8tower.bench.generate/1"
 ARM_HELP = ("bf16, fp8:<scheme>[:merged] (scheme: per_tensor, channel_token, block128, "
@@ -238,12 +239,10 @@ def build_arm(model_name: str, arm: str, *, batch: int, context: int, steps: int
     """Build the model, convert it to ``arm``, prefill (timed) and take WARM eager steps."""
     from transformers import StaticCache
 
-    from .random_model import random_model, text_config
-
     live = _Live(GenerateResult(arm, batch, context, steps))
     res = live.res
-    config = config if config is not None else text_config(model_name)
-    model = random_model(config, device)
+    config = config if config is not None else _rm.text_config(model_name)
+    model = _rm.random_model(config, device)
     # every position a step can reach: warm-up, the eager rounds, the graph's warm-up,
     # capture and timed replays
     max_len = context + WARM + rounds * steps + 3 * WARM + steps + 8
@@ -358,15 +357,13 @@ def run_arms(model_name: str, arms: list[str], *, batch: int, context: int, step
                 eager_round(live, device)
             done(live)
     else:
-        from .random_model import NotEnoughMemory
-
         order = sorted(arms, key=lambda a: a == "bf16")  # stable: bf16 last, others as given
         lives = []
         for i, arm in enumerate(order):
             t0 = time.perf_counter()
             try:
                 lives.append(build_arm(model_name, arm, **kw))
-            except (NotEnoughMemory, torch.cuda.OutOfMemoryError) as e:
+            except (_rm.NotEnoughMemory, torch.cuda.OutOfMemoryError) as e:
                 # every arm first builds the same bf16 model: where the first fitted alone,
                 # this one does too, so only the arms held beside it are in the way
                 held = [lv.res.arm for lv in lives if lv.model is not None]
@@ -375,7 +372,7 @@ def run_arms(model_name: str, arms: list[str], *, batch: int, context: int, step
                 lives.clear()  # free them before the error reaches the user
                 _release(device)
                 why = str(e).splitlines()[0] if str(e) else type(e).__name__
-                raise NotEnoughMemory(
+                raise _rm.NotEnoughMemory(
                     f"arm {arm} does not fit beside the {len(held)} arm(s) built before it and "
                     f"held for the interleaved rounds ({', '.join(held)}): {why}. Pass "
                     "--one-at-a-time (one arm held at a time; its eager rounds then run arm "
@@ -470,9 +467,7 @@ def bench_generate(model: str, arms: list[str], batches: list[int], *, context: 
                    interleave: bool = True, progress=None, note=None) -> dict:
     """Every (arm, batch); the JSON record (schema ``SCHEMA``). See :func:`run_arms`."""
     dev = torch.device(device)
-    from .random_model import text_config
-
-    config = text_config(model)
+    config = _rm.text_config(model)
     results = []
     for batch in batches:
         results += run_arms(model, arms, batch=batch, context=context, steps=steps,
