@@ -9,8 +9,11 @@ def exact_activations(m: int, k: int, scheme: Scheme, scale: float = 0.05, seed:
                       dtype: torch.dtype = torch.bfloat16):
     """Random (m, k) activations in ``dtype`` whose quantization under ``scheme`` gives FP8
     grid values with no rounding the CPU interpreter gets wrong: its fp32 -> fp8 cast is
-    wrong when rounding carries into the exponent (DESIGN.md), so in-kernel quantization is
-    tested on the CPU with these; the GPU tests use general random activations.
+    wrong when rounding carries into the exponent (DESIGN.md), and it rounds ties away from
+    zero where torch and the GPU round them to even (17 -> 18 against 16, 232 -> 240
+    against 224; triton 3.9, 2026-12-05), so in-kernel quantization is tested on the CPU
+    with these (grid values: no rounding, no ties); the GPU tests use general random
+    activations.
 
     Built in ``dtype``, not cast to it afterwards: grid values g times s, rounded to
     ``dtype``, then, where |g| is a power of two and x / s fell below it, moved one ``dtype``

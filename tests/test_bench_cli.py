@@ -101,6 +101,9 @@ def test_cpu_defaults_and_default_json_path(tmp_path, monkeypatch):
     (("--model", "nope"), "model: got 'nope'; expected a shipped name"),
     (("--m", "0"), "--m '0': expected positive integers"),
     (("--merge-mode", "max"), "unknown merge mode 'max': expected one of exact, requant_max"),
+    (("--merge-mode", "requant_max", "--scheme", "per_tensor,channel_token"),
+     ("--merge-mode requant_max applies to per_tensor only (the other schemes have "
+      "per-channel or per-block scales already), but --scheme has channel_token")),
     (("--standin", "fused"), "--standin 'fused': expected one of torch, rows, rows_fp8"),
     (("--standin", "rows_fp8", "--scheme", "per_tensor,block128"),
      ("--standin rows_fp8 quantizes with per_tensor's static activation scale; --scheme "

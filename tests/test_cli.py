@@ -72,7 +72,7 @@ def test_an_integer_out_of_range_is_named(args, value, lo):
     assert res.exit_code == 2 and f"{value}: expected an integer >= {lo}" in out, out
 
 
-def test_info_says_what_serves_untuned_on_each_gpu():
+def test_info_says_what_serves_untuned_on_each_gpu(monkeypatch):
     """The measured rule on the GPUs it was measured on, cuBLASLt elsewhere (dispatch's
     safe_default); a user reads which one applies from `fp8tower info`."""
     from fp8tower.cli.info import untuned_default
@@ -80,6 +80,10 @@ def test_info_says_what_serves_untuned_on_each_gpu():
     assert "rule measured on this GPU" in untuned_default("NVIDIA H100 80GB HBM3")
     assert "rule measured on this GPU" in untuned_default("NVIDIA H200")
     assert untuned_default("NVIDIA H100 PCIe").startswith("cuBLASLt")
-    assert untuned_default(None).startswith("no GPU")
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    assert untuned_default(None).startswith("no GPU: the reference backend")
+    monkeypatch.setenv("TRITON_INTERPRET", "1")  # dispatch then resolves CPU problems to Triton
+    assert untuned_default(None).startswith("no GPU: the Triton kernels, interpreted")
+    monkeypatch.delenv("TRITON_INTERPRET")
     r = CliRunner().invoke(app, ["info"], env={"COLUMNS": "250"})
     assert r.exit_code == 0 and "untuned default" in r.output

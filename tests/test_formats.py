@@ -368,3 +368,71 @@ def test_per_token_scale_is_the_abs_max():
     q, s = quantize_act_per_token(x)
     assert torch.equal(s, amax_scale(x.abs().amax(1)))
     assert float(q[0, 7].float() * s[0]) == -10.0
+
+
+def test_replace_and_reassignment_drop_the_prepared_forms():
+    """dataclasses.replace and a reassigned field give a weight whose prepared forms are
+    made from its own tensors (2026-12-05 audit: both kept the old ones, and the Triton
+    backend computed with the old scale, 0.5x the reference for a doubled one)."""
+    import dataclasses
+
+    from fp8tower import fp8_linear
+
+    w = quantize_weight(torch.randn(16, 160), "channel_token")
+    x = torch.randn(2, 160)
+    y = fp8_linear(x, w, backend="reference")
+    w.packed["sentinel"] = object()  # what a backend's prepare leaves
+    w2 = dataclasses.replace(w, scale=w.scale * 2)
+    assert w2.packed == {} and "sentinel" in w.packed
+    torch.testing.assert_close(fp8_linear(x, w2, backend="reference"), 2 * y)
+    w.scale = w.scale * 2
+    assert w.packed == {}
+    torch.testing.assert_close(fp8_linear(x, w, backend="reference"), 2 * y)
+    # checked as construction checks: a refused value leaves the weight as it was
+    good = w.scale
+    with pytest.raises(ValueError, match="finite and > 0"):
+        w.scale = torch.full((16,), float("nan"))
+    assert w.scale is good
+    with pytest.raises(ValueError, match="must have shape"):
+        w.data = w.data[:8]
+    assert w.shape == (16, 160)
+    # the compiled op's registry (keyed by the tensors' addresses) forgets the old ones
+    from fp8tower.nn import ops
+
+    ops.register(w)
+    before = w.scale
+    w.scale = w.scale * 0.5
+    assert ops.weight_for(w.data, before, None, w.scheme) is not w
+    assert ops.register(w) is w and ops.weight_for(w.data, w.scale, None, w.scheme) is w
+
+
+def test_fp8weight_refuses_an_empty_weight():
+    with pytest.raises(ValueError, match=r"N and K > 0, got shape \(0, 16\)"):
+        Fp8Weight(torch.zeros(0, 16, dtype=FP8_DTYPE), torch.ones(0), "channel_token")
+
+
+@pytest.mark.parametrize("value", [-1.0, 0.0, float("nan"), 1e-45])
+def test_fp8_linear_checks_a_cpu_tensor_act_scale(value):
+    """A CPU tensor act_scale is read without a GPU sync: checked as a number is (2026-12-05
+    audit: -1 gave Triton -14336 against the reference's 32, 0 gave zeros)."""
+    from fp8tower import fp8_linear
+
+    w = quantize_weight(torch.ones(8, 32), "per_tensor")
+    with pytest.raises(ValueError, match="act_scale must"):
+        fp8_linear(torch.ones(2, 32), w, act_scale=torch.tensor(value))
+
+
+def test_fp8_linear_checks_a_weight_scale_edited_in_place():
+    """An in-place edit is seen by its version counter: the new values are checked once, and
+    refused on every call until they are fixed."""
+    from fp8tower import fp8_linear
+
+    x = torch.ones(2, 32)
+    w = quantize_weight(torch.ones(8, 32), "per_tensor", act_scale=0.01)
+    y = fp8_linear(x, w)
+    w.act_scale.fill_(-0.01)
+    for _ in range(2):
+        with pytest.raises(ValueError, match="act_scale .*finite and > 0"):
+            fp8_linear(x, w)
+    w.act_scale.fill_(0.01)
+    torch.testing.assert_close(fp8_linear(x, w), y)

@@ -69,6 +69,19 @@ def test_bench_generate_unknown_arm_is_one_line(tmp_path):
     assert "unknown arm 'fp9'" in res.output
 
 
+def test_bench_generate_refuses_a_backend_that_cannot_run_here(tmp_path, monkeypatch):
+    """Before any model is built, as bench tower --backends (2026-12-05 audit: --backend
+    triton on a CPU failed after the build, on the prefill's key)."""
+    from fp8tower import backends
+
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    if backends.get("cublaslt").unavailable_reason() is None:
+        pytest.skip("cuBLASLt runs here")
+    res, _ = _generate(tmp_path, "--context", "4", "--steps", "1", "--backend", "cublaslt")
+    assert res.exit_code == 2
+    assert "--backend cublaslt: cannot run on this machine" in " ".join(res.output.split())
+
+
 def test_bench_generate_one_at_a_time(tmp_path):
     res, rec = _generate(tmp_path, "--context", "4", "--steps", "1", "--rounds", "2",
                          "--one-at-a-time", "--arms", "fp8:block128,bf16")
@@ -92,6 +105,31 @@ def test_bench_generate_transformers_fp8_arm_runs_or_says_why(tmp_path):
         assert "transformers" in row["skipped"]
     else:
         assert row["linears_swapped"] == 31 and row["eager_ms"] > 0
+
+
+@pytest.mark.parametrize("arm", ["transformers:block128", "torchao:per_tensor"])
+def test_an_arm_that_cannot_run_builds_no_model(monkeypatch, arm):
+    """An arm whose library or kernel is missing is skipped before its bf16 model is built
+    (session 41: transformers:block128's 16.4 GB model did not fit beside six arms on an
+    80 GB card, where the arm would have been skipped anyway)."""
+    import torch
+
+    from fp8tower.hf import generate, random_model
+
+    def missing():
+        raise generate.ArmSkipped("not here (test)")
+
+    monkeypatch.setattr(generate, "_transformers_fp8", missing)
+    monkeypatch.setattr(generate, "_torchao_float8", missing)
+
+    def no_build(*a, **k):
+        raise AssertionError("built a model for an arm that cannot run")
+
+    monkeypatch.setattr(random_model, "random_model", no_build)
+    live = generate.build_arm("tiny-hybrid", arm, batch=1, context=4, steps=1, rounds=1,
+                              device=torch.device("cpu"), backend="auto")
+    assert live.res.skipped == "not here (test)" and live.model is None
+    assert generate.arm_unavailable("bf16") is None
 
 
 def test_transformers_fp8_swap_holds_our_block128_weights(monkeypatch):
@@ -292,3 +330,23 @@ def test_a_model_too_big_for_a_gpu_is_not_told_to_use_a_gpu(monkeypatch):
     with pytest.raises(rm.NotEnoughMemory, match="use a smaller model .* or a GPU with more "
                                                  "memory"):
         rm.random_model(rm.text_config("tiny-hybrid"), "cuda")
+
+
+@pytest.mark.parametrize("edit,match", [
+    (lambda c: c.pop("hidden_size"), "hidden_size: missing; expected a positive integer"),
+    (lambda c: c.update(hidden_size="256"), "hidden_size: got '256'; expected a positive"),
+])
+def test_random_model_config_fields_are_checked_as_the_towers(tmp_path, edit, match):
+    """A config.json missing a field the decode step needs (or with a wrong type) is refused
+    naming it, as `bench tower` refuses it (2026-12-05 audit: transformers' default
+    hidden_size 4096 was taken silently, and a string gave a raw validation traceback)."""
+    from importlib.resources import files
+
+    from fp8tower.hf.random_model import text_config
+
+    cfg = json.loads((files("fp8tower.models") / "configs" / "qwen3-8b.json").read_text())
+    edit(cfg)
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg))
+    with pytest.raises(ValueError, match=match):
+        text_config(str(path))

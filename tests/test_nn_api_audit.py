@@ -71,6 +71,31 @@ def test_load_state_dict_with_assign_keeps_float32_scales():
     assert m.weight_scale.dtype == m.input_scale.dtype == torch.float32
 
 
+@pytest.mark.parametrize("assign", [False, True])
+def test_load_state_dict_takes_a_checkpoints_scale_shapes(assign):
+    """compressed-tensors stores channel scales (N, 1) and scalars (1,): the same values in
+    the module's (N,) and () shapes (2026-12-05 audit: torch's bare "size mismatch");
+    another shape of as many values is still refused."""
+    src = Fp8Linear.from_linear(_lin(), "channel_token")
+    sd = {k: v.clone() for k, v in src.state_dict().items()}
+    sd["weight_scale"] = sd["weight_scale"].reshape(-1, 1) * 2
+    m = Fp8Linear(64, 32, "channel_token", bias=True)
+    m.load_state_dict(sd, assign=assign)
+    assert m.weight_scale.shape == (32,)
+    torch.testing.assert_close(m.weight_scale, src.weight_scale * 2)
+    x = torch.randn(2, 64)
+    torch.testing.assert_close(m(x) - m.bias, 2 * (src(x) - src.bias))
+    per_tensor = Fp8Linear.from_linear(_lin(), "per_tensor", act_scale=0.02)
+    sd = {k: v.reshape(1) if v.dim() == 0 else v for k, v in per_tensor.state_dict().items()}
+    m = Fp8Linear(64, 32, "per_tensor", bias=True, static_input_scale=True)
+    m.load_state_dict(sd, assign=assign)
+    assert m.weight_scale.shape == m.input_scale.shape == ()
+    sd = {k: v.clone() for k, v in src.state_dict().items()}
+    sd["weight_scale"] = sd["weight_scale"].reshape(4, 8)
+    with pytest.raises(RuntimeError, match="size mismatch for weight_scale"):
+        Fp8Linear(64, 32, "channel_token", bias=True).load_state_dict(sd)
+
+
 def test_merged_out_dtype_reaches_the_merged_linear():
     mm = merge_linears([Fp8Linear.from_linear(_lin(n), "channel_token", backend="reference")
                         for n in (16, 32)])

@@ -105,6 +105,25 @@ def test_scales_that_require_grad_are_refused():
         fp8_linear(torch.randn(2, K), w, backend="reference")
 
 
+@pytest.mark.parametrize("scheme", list(Scheme))
+@pytest.mark.parametrize("buffer", ["weight_scale", "input_scale"])
+def test_a_module_scale_that_requires_grad_is_refused_on_the_planned_path(scheme, buffer):
+    """Fp8Linear's planned call refuses it as fp8_linear does (2026-12-05 audit: the plan ran,
+    and on the reference backend weight_scale got a gradient; a GPU kernel gives none)."""
+    if buffer == "input_scale" and scheme is not Scheme.PER_TENSOR:
+        pytest.skip("a static input scale is per_tensor's only")
+    lin = nn.Linear(K, N)
+    act = {"act_scale": 0.05} if buffer == "input_scale" else {}
+    m = Fp8Linear.from_linear(lin, scheme, backend="reference", **act)
+    x = torch.randn(2, K)
+    m(x)  # the plan exists
+    getattr(m, buffer).requires_grad_(True)
+    with pytest.raises(ValueError, match=f"{buffer} requires grad"):
+        m(x)
+    with torch.no_grad():
+        m(x)
+
+
 def test_merged_views_pass_gradients():
     a, b = _module(Scheme.CHANNEL_TOKEN, "reference"), _module(Scheme.CHANNEL_TOKEN, "reference")
     with torch.no_grad():

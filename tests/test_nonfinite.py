@@ -3,9 +3,11 @@ takes x, and Fp8Linear's planned call give a non-finite output exactly where the
 does, and the reference's values elsewhere.
 
 What the reference does (formats.quantize_activation, then dequantized x @ W): a NaN in a
-token's row (channel_token), group (block128) or anywhere (per_tensor) makes that token's
-row NaN; per_tensor's static scale saturates an inf to +-448 (a finite row); a dynamic
-scale of an inf is inf, so that row is NaN (0 * inf); weight_only multiplies x as it is
+token's row (channel_token), group (block128) or anywhere (per_tensor with a static scale)
+makes that token's row NaN; per_tensor's dynamic scale is the amax of the whole batch, so a
+NaN anywhere makes it NaN and every row of the batch NaN; per_tensor's static scale
+saturates an inf to +-448 (a finite row); a dynamic scale of an inf is inf, so that row is
+NaN (0 * inf); weight_only multiplies x as it is
 (+-inf or NaN; our split makes the row NaN: non-finite either way). Until 2026-12-01 the
 Triton quantization's clamp returned a bound for a NaN, so such rows came out finite
 (results/cluster_split_H200_2026-12-01/call6/tests.log). The CPU interpreter cannot test

@@ -527,7 +527,9 @@ def test_trace_capture_tp_records_it_and_report_compares_one_tp_only(tmp_path):
     assert shapes(2) == {"gdn.in_proj_qkv+in_proj_z": (256, 256), "gdn.out_proj": (256, 96)}
     r = run(app, ["trace", "report", str(caps[1]), str(caps[2])])
     assert r.exit_code != 0
-    assert "one rank of tp 2" in " ".join(r.output.split())
+    text = " ".join(r.output.split())
+    assert "one rank of tp 2" in text and "cannot compare captures of different --tp" in text
+    assert "--other-m" not in text  # it would refuse them too
     r = run(app, ["trace", "capture", "--model", "tiny-hybrid", "--arm", "merged", "--scheme",
                   "block128", "--tp", "2", "--out", str(tmp_path / "b")])
     assert r.exit_code != 0 and "--tp 2" in r.output and "128" in r.output

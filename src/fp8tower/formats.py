@@ -204,7 +204,9 @@ class Fp8Weight:
     scale: torch.Tensor
     scheme: Scheme
     act_scale: torch.Tensor | None = None
-    packed: dict = field(default_factory=dict, repr=False, compare=False)
+    # init=False: dataclasses.replace(w, scale=s) builds a fresh cache (sharing w's gave the
+    # new weight w's prepared data: 0.5x the reference for a doubled scale; 2026-12-05 audit)
+    packed: dict = field(default_factory=dict, init=False, repr=False, compare=False)
     check_values: InitVar[bool] = True
 
     def __post_init__(self, check_values: bool) -> None:
@@ -215,6 +217,8 @@ class Fp8Weight:
                 f"of shape {tuple(self.data.shape)}"
             )
         n, k = self.data.shape
+        if n == 0 or k == 0:  # as quantize_weight refuses it (no GEMM serves it)
+            raise ValueError(f"Fp8Weight.data must have N and K > 0, got shape {(n, k)}")
         expected = expected_weight_scale_shapes(self.scheme, n, k)
         if tuple(self.scale.shape) not in expected:
             raise ScaleError(
@@ -233,18 +237,50 @@ class Fp8Weight:
             # every path would ignore it (their activations are quantized per token / group)
             raise ScaleError(f"act_scale (static activation scale) applies to per_tensor "
                              f"only, not {self.scheme}", "act_scale")
-        if check_values and _values_checkable(self.scale, self.act_scale):
-            _check_field("scale", self.scale, f"{self.scheme} weight scale ({n}x{k} weight)")
-            if self.act_scale is not None:
-                _check_field("act_scale", self.act_scale, "act_scale (static activation scale)")
-                value = float(self.act_scale)
-                if value > ACT_SCALE_MAX:
-                    raise ScaleError(f"act_scale (static activation scale) must be at most "
-                                     f"{ACT_SCALE_MAX:g}, got {value:g}", "act_scale")
-                if value < ACT_SCALE_MIN:
-                    raise ScaleError(f"act_scale (static activation scale) must be at least "
-                                     f"{ACT_SCALE_MIN:g} (fp32's smallest normal), got {value:g}",
-                                     "act_scale")
+        if check_values:
+            self.check_scales()
+        object.__setattr__(self, "_built", True)
+
+    def check_scales(self) -> None:
+        """Refuse scale values no backend computes with (:class:`ScaleError`): not finite,
+        not > 0, an act_scale outside ACT_SCALE_MIN..ACT_SCALE_MAX. Reads the scales (a
+        device sync on a GPU); does nothing while tracing or capturing a CUDA graph."""
+        if not _values_checkable(self.scale, self.act_scale):
+            return
+        n, k = self.data.shape
+        _check_field("scale", self.scale, f"{self.scheme} weight scale ({n}x{k} weight)")
+        if self.act_scale is not None:
+            _check_field("act_scale", self.act_scale, "act_scale (static activation scale)")
+            value = float(self.act_scale)
+            if value > ACT_SCALE_MAX:
+                raise ScaleError(f"act_scale (static activation scale) must be at most "
+                                 f"{ACT_SCALE_MAX:g}, got {value:g}", "act_scale")
+            if value < ACT_SCALE_MIN:
+                raise ScaleError(f"act_scale (static activation scale) must be at least "
+                                 f"{ACT_SCALE_MIN:g} (fp32's smallest normal), got {value:g}",
+                                 "act_scale")
+
+    def __setattr__(self, name: str, value) -> None:
+        """A field reassigned after construction (``w.scale = s``): the backends' prepared
+        forms (``packed``) and the compiled op's registration were made from the old
+        tensors, so they are dropped, and the weight is checked again as construction checks
+        it (2026-12-05 audit: the Triton backend went on with the old scale). Where a new
+        shape needs data and scale together, build a new one: ``dataclasses.replace``."""
+        if name not in _FIELDS or not self.__dict__.get("_built"):
+            object.__setattr__(self, name, value)
+            return
+        old = self.__dict__.get(name)
+        object.__setattr__(self, name, value)
+        for forget in ON_REASSIGN:
+            forget(self)
+        object.__setattr__(self, "packed", {})
+        object.__setattr__(self, "_built", False)  # __post_init__'s own assignments: plain
+        try:
+            self.__post_init__(True)
+        except ValueError:
+            object.__setattr__(self, name, old)  # refused: the weight stays as it was
+            object.__setattr__(self, "_built", True)
+            raise
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -287,6 +323,12 @@ class Fp8Weight:
 
     def dequantize(self, dtype: torch.dtype = torch.float32) -> torch.Tensor:
         return dequantize(self, dtype)
+
+
+_FIELDS = ("data", "scale", "scheme", "act_scale")  # what Fp8Weight.__setattr__ guards
+# Called with a weight whose field was reassigned: registries keyed by its old tensors drop
+# it (nn/ops.py adds its own; this module imports nothing of the layers above it).
+ON_REASSIGN: list = []
 
 
 # The one table of weight scale shapes per scheme, for an (N, K) weight: every accepted

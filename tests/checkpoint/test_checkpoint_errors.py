@@ -27,6 +27,12 @@ def _set(name, value):
     return f
 
 
+def _rename(old, new):
+    def f(spec):
+        spec.tensors[new] = spec.tensors.pop(old)
+    return f
+
+
 def _add(name, value):
     def f(spec):
         spec.tensors[name] = value
@@ -65,6 +71,13 @@ CASES = [
     ("missing block scale", "block_fp8", "", _drop(f"{Q}.weight_scale_inv"), "open",
      (rf"missing scale: expected tensor '{Q}.weight_scale_inv' \(block128 scale of shape "
       r"\[2, 2\]\)")),
+    ("block scale under the multiplier's name", "block_fp8", "",
+     _rename(f"{Q}.weight_scale_inv", f"{Q}.weight_scale"), "open",
+     (rf"missing scale: expected tensor '{Q}.weight_scale_inv' .*; the checkpoint has "
+      rf"'{Q}.weight_scale' instead")),
+    ("channel scale under the inverse's name", "compressed_tensors", "FP8_DYNAMIC",
+     _rename(f"{Q}.weight_scale", f"{Q}.weight_scale_inv"), "open",
+     rf"expected tensor '{Q}.weight_scale' .*; the checkpoint has '{Q}.weight_scale_inv' instead"),
     ("block scale wrong shape", "block_fp8", "", _set(f"{Q}.weight_scale_inv", lambda t: t[:1]),
      "open", rf"tensor '{Q}.weight_scale_inv': scale must have shape \[2, 2\], got \[1, 2\]"),
     ("channel scale wrong shape", "compressed_tensors", "FP8_DYNAMIC",
@@ -210,8 +223,12 @@ def test_fp8_tensors_without_quant_config(tmp_path):
 
 
 def test_not_a_checkpoint(tmp_path):
-    with pytest.raises(CheckpointError, match="not a directory"):
+    with pytest.raises(CheckpointError, match="nope: no such file or directory .*downloads "
+                       "nothing"):
         open_checkpoint(tmp_path / "nope")
+    (tmp_path / "afile").write_text("x")
+    with pytest.raises(CheckpointError, match="afile: not a directory"):
+        open_checkpoint(tmp_path / "afile")
     with pytest.raises(CheckpointError, match=r"config.json: missing"):
         open_checkpoint(tmp_path)
     (tmp_path / "config.json").write_text("{}")

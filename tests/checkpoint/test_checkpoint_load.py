@@ -351,3 +351,21 @@ def test_compressed_tensors_weight_only_loads(tmp_path, preset):
         assert w.scheme is Scheme.WEIGHT_ONLY and w.scale.shape == (w.n,), fqn
         assert w.act_scale is None
         assert torch.equal(w.dequantize(), expand_ref(q, s)), fqn
+
+
+def test_compressed_tensors_class_target_is_linear_only(tmp_path):
+    """A module-name target that merely contains "linear" (a GDN ``linear_attn`` module, a
+    vision ``linear_fc1``) names that module, not the class: the other Linears keep the
+    group that targets "Linear" (2026-12-05 audit: they took the weight-only group's scheme,
+    and their activations went unquantized)."""
+    spec = build("compressed_tensors", preset="FP8_DYNAMIC")
+    groups = spec.config["quantization_config"]["config_groups"]
+    weight_only = json.loads(json.dumps(groups["group_0"]))
+    weight_only["input_activations"] = None
+    weight_only["targets"] = ["model.layers.0.mlp.down_proj", "model.visual.merger.linear_fc1"]
+    groups["group_1"] = groups.pop("group_0")
+    spec.config["quantization_config"]["config_groups"] = {"group_0": weight_only, **groups}
+    ck = open_checkpoint(save(spec, tmp_path))
+    assert ck.scheme_for("model.layers.0.mlp.down_proj") is Scheme.WEIGHT_ONLY
+    assert ck.scheme_for("model.layers.0.self_attn.q_proj") is Scheme.CHANNEL_TOKEN
+    assert ck.scheme_for("model.layers.1.mlp.down_proj") is Scheme.CHANNEL_TOKEN

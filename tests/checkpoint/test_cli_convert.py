@@ -41,6 +41,10 @@ def test_unquantized_with_scheme(tmp_path):
     r = _run(src, "--scheme", "channel_token")
     assert r.exit_code == 0, r.output
     assert "unquantized" in r.output and "channel_token" in r.output
+    assert "nothing is quantized without --scheme" not in " ".join(r.output.split())
+    r = _run(src)  # without a scheme: 0 quantized linears, and what to pass
+    assert r.exit_code == 0, r.output
+    assert "nothing is quantized without --scheme" in " ".join(r.output.split())
 
 
 @pytest.mark.parametrize("scheme", [(), ("--scheme", "per_tensor")])
@@ -57,7 +61,7 @@ def test_unquantized_lm_head_and_embeddings_are_not_in_an_ignore_list(tmp_path, 
 
 
 @pytest.mark.parametrize("make,args,match", [
-    (None, (), "not a directory"),
+    (None, (), "no such file or directory"),
     (lambda p: (p / "config.json").write_text("{not json"), (), "not valid JSON"),
     (lambda p: (p / "config.json").unlink(), (), "config.json: missing"),
     (None, ("--scheme", "fp4"), "unknown scheme 'fp4'"),

@@ -138,12 +138,14 @@ class CompressedTensorsCheckpoint(Checkpoint):
 
     def group_for(self, fqn: str) -> _Group | None:
         """The group whose targets name the module (exactly or by ``re:``) first, else the
-        first whose targets name its class (any target containing "Linear")."""
+        first whose targets name its class, ``Linear`` (as models/quant.ct_priority matches:
+        a module name that merely contains "linear", e.g. ``...linear_attn.in_proj_qkv``,
+        gave every Linear no group names that group's scheme; 2026-12-05 audit)."""
         for g in self.groups:
             if any(match_exact_or_regex(fqn, t) for t in g.targets):
                 return g
         for g in self.groups:
-            if any(not t.startswith("re:") and "linear" in t.lower() for t in g.targets):
+            if "Linear" in g.targets:
                 return g
         return None
 

@@ -100,6 +100,12 @@ class CheckpointReader:
 
     def __init__(self, path: str | Path):
         self.path = Path(path).expanduser()
+        if not self.path.exists():
+            # a Hub id ("Qwen/Qwen3-8B-FP8") lands here too: nothing is downloaded
+            raise CheckpointError(f"{self.path}: no such file or directory (expected a local "
+                                  "checkpoint folder with config.json and *.safetensors; "
+                                  "fp8tower downloads nothing: fetch a Hub model first, e.g. "
+                                  "with `hf download`)")
         if not self.path.is_dir():
             raise CheckpointError(f"{self.path}: not a directory (expected a checkpoint folder "
                                   "with config.json and *.safetensors)")

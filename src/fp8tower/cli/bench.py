@@ -136,7 +136,8 @@ def tower(
         "--scheme", help="Comma list of per_tensor, channel_token, block128, weight_only.")
                       ] = "per_tensor",
     merge_mode: Annotated[str, typer.Option(
-        "--merge-mode", help="Merged arm's scales: exact or requant_max.")] = "exact",
+        "--merge-mode",
+        help="Merged arm's scales: exact or requant_max (per_tensor only).")] = "exact",
     include_mlp: Annotated[bool, typer.Option(
         "--include-mlp", help="Add the MLP linears (default: GDN + attention).")] = False,
     tp: Annotated[int, typer.Option(
@@ -207,6 +208,12 @@ def tower(
     if mode is not MergeMode.EXACT and "merged" not in arm_list:  # it changed nothing
         raise _fail(f"--merge-mode {mode.value} sets the merged arm's scales, but --arms "
                     f"{','.join(arm_list)} has no merged arm")
+    if mode is MergeMode.REQUANT_MAX and any(s != "per_tensor" for s in scheme_list):
+        # every merged row was skipped (merged.py refuses it), and the run exited 0
+        others = ",".join(s for s in scheme_list if s != "per_tensor")
+        raise _fail(f"--merge-mode requant_max applies to per_tensor only (the other schemes "
+                    f"have per-channel or per-block scales already), but --scheme has {others}: "
+                    "give --scheme per_tensor, or drop --merge-mode")
     parts = ALL_PARTS if include_mlp else DEFAULT_PARTS
     if include_mlp and not spec.mlp_in_scope:
         raise _fail(f"--include-mlp: {spec.name} ({spec.model_type}) has a mixture-of-experts "
@@ -353,6 +360,10 @@ def generate(
     if backend not in backends.names() + ["auto"]:  # before any model is built
         raise _fail(f"unknown backend {backend!r} in --backend: expected one of "
                     f"{', '.join(backends.names() + ['auto'])}")
+    if backend != "auto" and any(a.startswith("fp8:") for a in arm_list):
+        why = backends.get(backend).unavailable_reason()
+        if why is not None:  # as bench tower --backends refuses it (it failed after the build)
+            raise _fail(f"--backend {backend}: cannot run on this machine: {why}")
     if not cuda and backend == "auto":
         backend = CPU_BACKENDS
     check_json_path(json_out if json_out is not None else RESULTS / "generate.json")

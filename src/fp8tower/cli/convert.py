@@ -64,6 +64,11 @@ def _print(info: dict, written: dict | None) -> None:
         act = "static" if is_static else ("none" if scheme == "weight_only" else "dynamic")
         st.add_row(pat, scheme, act, str(n))
     con.print(st)
+    if info["format"] == "unquantized" and not info["schemes"]:
+        # opened without a scheme: nothing would be quantized (2026-12-05 audit: no hint)
+        con.print("a bf16 checkpoint: nothing is quantized without --scheme (per_tensor, "
+                  "channel_token, block128 or weight_only), which quantizes its linears at "
+                  "load")
     experts = info.get("moe_experts_not_converted") or {}
     if experts:  # checkpoint/base.py describe(): fp8tower does not convert MoE experts yet
         con.print(f"MoE expert linears: {len(experts)} in FP8, not converted by fp8tower "

@@ -7,8 +7,14 @@ def untuned_default(gpu_name: str | None) -> str:
     """What ``auto`` serves a decode GEMM with no tuned choice on the GPU named ``gpu_name``."""
     from ..dispatch import UNTUNED_RULE_GPUS
 
-    if gpu_name is None:
-        return "no GPU (CPU problems take the H200's measured rule)"
+    if gpu_name is None:  # what dispatch.resolve gives a CPU problem
+        import os
+
+        if os.environ.get("TRITON_INTERPRET") == "1":
+            return ("no GPU: the Triton kernels, interpreted (TRITON_INTERPRET=1, for tests; "
+                    "the interpreter's fp32 -> FP8 cast is wrong where rounding carries into "
+                    "the exponent, so numbers come from the reference backend)")
+        return "no GPU: the reference backend (the float oracle)"
     if gpu_name in UNTUNED_RULE_GPUS:
         return (f"the rule measured on this GPU ({gpu_name}): Triton's defaults, cuBLASLt where "
                 "they lost to it; `fp8tower tune` measures each shape")

@@ -162,15 +162,14 @@ def apply_arm(model: nn.Module, arm: str, backend: str, calib) -> tuple[int, lis
             return count, [f"{len(done)} of {len(records) - kept} sibling groups merged"]
         return count, []
     if parts[0] == "torchao":
-        try:
-            from torchao.quantization import (
-                Float8DynamicActivationFloat8WeightConfig,
-                PerRow,
-                PerTensor,
-                quantize_,
-            )
-        except ImportError as e:
-            raise ArmSkipped(f"torchao float8 is not importable here ({e})") from None
+        _torchao_float8()
+        from torchao.quantization import (
+            Float8DynamicActivationFloat8WeightConfig,
+            PerRow,
+            PerTensor,
+            quantize_,
+        )
+
         gran = PerRow() if parts[1] == "per_row" else PerTensor()
         decoder = {id(m) for _, m in decoder_linears(model)}
         quantize_(model, Float8DynamicActivationFloat8WeightConfig(granularity=gran),
@@ -179,12 +178,16 @@ def apply_arm(model: nn.Module, arm: str, backend: str, calib) -> tuple[int, lis
     return swap_transformers_fp8(model), [f"transformers {_version('transformers')} FP8Linear"]
 
 
-def swap_transformers_fp8(model: nn.Module) -> int:
-    """transformers' own FP8 path for block128 (FineGrainedFP8: Qwen/DeepSeek FP8
-    checkpoints): its FP8Linear, 128x128 weight blocks, dynamic per-token-group activations,
-    with our block128 quantization of the weights (weight_scale_inv is the dequantization
-    multiplier, as in those checkpoints). Its matmul comes from the kernels hub
-    (``kernels-community/finegrained-fp8``) or DeepGEMM; where neither loads, ArmSkipped."""
+def _torchao_float8() -> None:
+    """ArmSkipped where torchao's float8 quantization is not importable."""
+    try:
+        from torchao.quantization import Float8DynamicActivationFloat8WeightConfig  # noqa: F401
+    except ImportError as e:
+        raise ArmSkipped(f"torchao float8 is not importable here ({e})") from None
+
+
+def _transformers_fp8():
+    """transformers' finegrained_fp8 module with its matmul kernel loaded, else ArmSkipped."""
     try:
         from transformers.integrations import finegrained_fp8 as tf8
     except ImportError as e:
@@ -193,8 +196,34 @@ def swap_transformers_fp8(model: nn.Module) -> int:
         try:
             tf8.load_finegrained_fp8_kernel()
         except Exception as e:  # noqa: BLE001 - a hub download, an import, a build mismatch
-            raise ArmSkipped(f"transformers' FP8 matmul kernel does not load here: "
-                             f"{str(e).splitlines()[0][:200]}") from None
+            first = str(e).splitlines()[0]
+            raise ArmSkipped("transformers' FP8 matmul kernel does not load here: "
+                             + (first if len(first) <= 300 else first[:299] + "…")) from None
+    return tf8
+
+
+def arm_unavailable(arm: str) -> str | None:
+    """Why ``arm`` cannot run here, found before its model is built (None: it may). Session
+    41 (H100 80 GB, batch 8, every default arm interleaved): transformers:block128 built its
+    16.4 GB bf16 model only to find its kernel missing, and that build ran out of memory."""
+    parts = check_arm(arm)
+    try:
+        if parts[0] == "torchao":
+            _torchao_float8()
+        elif parts[0] == "transformers":
+            _transformers_fp8()
+    except ArmSkipped as e:
+        return str(e)
+    return None
+
+
+def swap_transformers_fp8(model: nn.Module) -> int:
+    """transformers' own FP8 path for block128 (FineGrainedFP8: Qwen/DeepSeek FP8
+    checkpoints): its FP8Linear, 128x128 weight blocks, dynamic per-token-group activations,
+    with our block128 quantization of the weights (weight_scale_inv is the dequantization
+    multiplier, as in those checkpoints). Its matmul comes from the kernels hub
+    (``kernels-community/finegrained-fp8``) or DeepGEMM; where neither loads, ArmSkipped."""
+    tf8 = _transformers_fp8()
     from ..formats import quantize_weight
 
     count = 0
@@ -241,6 +270,9 @@ def build_arm(model_name: str, arm: str, *, batch: int, context: int, steps: int
 
     live = _Live(GenerateResult(arm, batch, context, steps))
     res = live.res
+    res.skipped = arm_unavailable(arm)
+    if res.skipped is not None:
+        return live
     config = config if config is not None else _rm.text_config(model_name)
     model = _rm.random_model(config, device)
     # every position a step can reach: warm-up, the eager rounds, the graph's warm-up,

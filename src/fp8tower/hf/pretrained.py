@@ -287,7 +287,7 @@ def merge_groups_of(names: Iterable[str], model_type: str | None) -> list[dict]:
 def _exact_merge_reason(ck, members: list[str], scheme: Scheme) -> str | None:
     """Why an exact merge of these quantized members would fail (merge.py's rules), from
     the headers and the static input scales (a scalar each)."""
-    from ..formats import BLOCK
+    from ..formats import BLOCK, check_scale_values
 
     specs = [ck.linear_spec(m) for m in members]
     if scheme is Scheme.BLOCK128:
@@ -296,6 +296,17 @@ def _exact_merge_reason(ck, members: list[str], scheme: Scheme) -> str | None:
         if bad:
             return (f"block128: {', '.join(bad)} not a multiple of {BLOCK} (a block row "
                     "would straddle two members)")
+    # scale values loading would refuse (formats.check_scale_values): not mergeable, and not
+    # loadable; said here, where "requant_max merges with their max" was said of NaN input
+    # scales and a negative weight scale passed (2026-12-05 audit)
+    for m, s in zip(members, specs):
+        for name in (s.scale, s.input_scale):
+            if name is None:
+                continue
+            try:
+                check_scale_values(ck.load_tensor(name).float(), name)
+            except ValueError as e:
+                return f"{m.rpartition('.')[2]}: {e} (loading refuses it)"
     static = [s.input_scale is not None for s in specs]
     if any(static) and not all(static):
         return "members mix static and dynamic input scales"
@@ -313,8 +324,9 @@ def describe(path, *, scheme: Scheme | str | None = None) -> dict:
     groups ``convert`` would form, each ``"merge"`` (all members FP8, one scheme), ``"keep"``
     with the reason, or ``"stored merged"`` (an fp8tower checkpoint holding it as one tensor).
     The reasons are those of an exact merge (fp8tower.nn.merged), checked from the headers and
-    the static input scales alone (no weight is read): members not all quantized, mixed
-    schemes, block128 members not 128-aligned, static input scales that differ."""
+    the scales alone (no weight is read): members not all quantized, mixed schemes, block128
+    members not 128-aligned, a scale loading refuses (not finite, not > 0), static input
+    scales that differ."""
     if hasattr(path, "load_linear"):
         ck = getattr(path, "stored", path)
     else:

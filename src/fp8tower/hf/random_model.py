@@ -23,11 +23,14 @@ def text_config(name: str, layers: int | None = None):
     import transformers
 
     from ..models import ConfigError
-    from ..models.registry import SUPPORTED_MODEL_TYPES, load_config
+    from ..models.registry import SUPPORTED_MODEL_TYPES, load_config, tower_spec_from_config
     from ..models.registry import text_config as text_part
     from ..provenance import package_version
 
     raw = load_config(name)
+    # the fields a decode step needs, checked as `bench tower` checks them (naming the field):
+    # a missing hidden_size took transformers' default (4096) here (2026-12-05 audit)
+    tower_spec_from_config(raw, name=str(name))
     text, nested = text_part(raw)
     d = {k: v for k, v in text.items() if not k.startswith("_")}
     if layers is not None:
@@ -57,9 +60,19 @@ def text_config(name: str, layers: int | None = None):
                          f"{model_type!r} (the text decoder of {name})")
     try:
         return transformers.AutoConfig.for_model(model_type, **d)
-    except (KeyError, ValueError) as e:
+    except (KeyError, ValueError, TypeError, *_strict_dataclass_errors()) as e:
         raise ValueError(f"transformers {package_version('transformers')} cannot build "
                          f"model_type {model_type!r} of {name}: {e}") from None
+
+
+def _strict_dataclass_errors() -> tuple[type[Exception], ...]:
+    """huggingface_hub's field validation error (a wrong type in config.json), where it has
+    one (it is no ValueError)."""
+    try:
+        from huggingface_hub.errors import StrictDataclassError
+    except ImportError:
+        return ()
+    return (StrictDataclassError,)
 
 
 class NotEnoughMemory(ValueError):

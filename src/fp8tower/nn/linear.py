@@ -17,6 +17,7 @@ from ..formats import (
     Fp8Weight,
     ScaleError,
     Scheme,
+    _values_checkable,
     expected_weight_scale_shapes,
     quantize_weight,
 )
@@ -69,6 +70,8 @@ def _validate(
             raise ValueError(f"a static act_scale only applies to per_tensor, not {weight.scheme}")
         if act_scale.numel() != 1:
             raise ValueError(f"act_scale must be one value, got shape {tuple(act_scale.shape)}")
+        if act_scale.device.type == "cpu" and _values_checkable(act_scale):
+            _check_act_scale(float(act_scale), act_scale)  # no GPU sync to read it
     if bias is not None:
         check_bias(bias, weight.n, weight.device)
 
@@ -88,8 +91,9 @@ def fp8_linear(
     scale overriding ``weight.act_scale`` (per_tensor only). ``out_dtype``: bfloat16,
     float16 or float32, default x's dtype (bfloat16 for FP8 x). ``bias``: a contiguous
     (N,) floating tensor on the weight's device. A number ``act_scale`` must be finite and
-    within formats.ACT_SCALE_MIN..ACT_SCALE_MAX (a Python check, no sync); of a tensor only
-    the size is checked (reading it would sync the GPU on every call).
+    within formats.ACT_SCALE_MIN..ACT_SCALE_MAX (a Python check, no sync), and so must a
+    CPU tensor's; of a GPU tensor only the size is checked (reading it would sync the GPU on
+    every call).
 
     As ``F.linear``: under ``torch.autocast`` a float x is cast to the autocast dtype (so is
     the default output); x on a CUDA device other than the current one runs on its own; a
@@ -170,14 +174,20 @@ _ACT_SCALES: dict[tuple[float, torch.device], torch.Tensor] = {}
 _ACT_SCALES_MAX = 256
 
 
-def _act_scale_tensor(act_scale, device: torch.device, capturing: bool) -> torch.Tensor:
-    value = float(act_scale)
+def _check_act_scale(value: float, given) -> None:
+    """A static act_scale's value, as Fp8Weight checks its own (``given``: as the caller
+    passed it, for the message)."""
     if not (math.isfinite(value) and 0 < value <= ACT_SCALE_MAX):
         raise ValueError(f"act_scale must be a finite number > 0 and at most "
-                         f"{ACT_SCALE_MAX:g}, got {act_scale!r}")
+                         f"{ACT_SCALE_MAX:g}, got {given!r}")
     if value < ACT_SCALE_MIN:  # as formats refuses it: subnormal or 0 in float32
         raise ValueError(f"act_scale must be at least {ACT_SCALE_MIN:g} (fp32's smallest "
-                         f"normal), got {act_scale!r}")
+                         f"normal), got {given!r}")
+
+
+def _act_scale_tensor(act_scale, device: torch.device, capturing: bool) -> torch.Tensor:
+    value = float(act_scale)
+    _check_act_scale(value, act_scale)
     key = (value, device)
     t = _ACT_SCALES.get(key)
     if t is None:
@@ -239,6 +249,10 @@ class _PlanEntry:
 
 # Fp8Weight's scale fields -> Fp8Linear's buffers (their state-dict keys)
 _SCALE_KEYS = {"scale": "weight_scale", "act_scale": "input_scale"}
+
+
+def _squeezed(shape: torch.Size) -> tuple[int, ...]:
+    return tuple(d for d in shape if d != 1)
 
 
 class Fp8Linear(nn.Module):
@@ -456,6 +470,12 @@ class Fp8Linear(nn.Module):
                 error_msgs.append(f"state_dict key {prefix}{name} has dtype {t.dtype}: expected "
                                   "a floating dtype (scales are stored as float32)")
                 return
+            buf = self._buffers.get(name)
+            if (name in ("weight_scale", "input_scale") and buf is not None
+                    and t.shape != buf.shape and _squeezed(t.shape) == _squeezed(buf.shape)):
+                # the same values in a checkpoint's shape: compressed-tensors' (N, 1) channel
+                # scales, a (1,) scalar (torch's own check said only "size mismatch")
+                state_dict[prefix + name] = t.reshape(buf.shape)
         super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing_keys,
                                       unexpected_keys, error_msgs)
         for name in ("weight_scale", "input_scale"):  # assign=True keeps the given tensors
@@ -503,19 +523,20 @@ class Fp8Linear(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.use_plans and not torch.compiler.is_compiling():
             # The eager hot path: a cached launch plan for this input (plan.py). First, what
-            # a plan does not serve: a gradient, autocast, x on another CUDA device than the
-            # current one (one attribute read each, one C call, two for CUDA x).
+            # a plan does not serve: a gradient (for x, the bias, or a scale: refused),
+            # autocast, x on another CUDA device than the current one (one attribute read
+            # each, one C call, two for CUDA x).
             b = self._buffers
-            bias = b["bias"]
+            bias, w, s, i = b["bias"], b["weight"], b["weight_scale"], b["input_scale"]
             if x.requires_grad or _ANY_AUTOCAST() or (
                     x.is_cuda and x.get_device() != _CURRENT_DEVICE()) or (
-                    bias is not None and bias.requires_grad):
+                    bias is not None and bias.requires_grad) or s.requires_grad or (
+                    i is not None and i.requires_grad):
                 y, x = self._forward_special(x)
                 if y is not None:
                     return y
             e = self._plans.get((x.shape, x.dtype, x.device))
             if e is not None:
-                w, s, i = b["weight"], b["weight_scale"], b["input_scale"]
                 p = e.ptrs
                 if (e.weight is w and e.scale is s and e.input_scale is i and e.bias is bias
                         and e.generation == dispatch._generation
@@ -542,6 +563,16 @@ class Fp8Linear(nn.Module):
             with torch.autocast(x.device.type, enabled=False):
                 return self.forward(x.to(cast)), x
         bias = self._buffers["bias"]
+        if torch.is_grad_enabled():
+            # a scale that wants a gradient is refused, as fp8_linear refuses it (2026-12-05
+            # audit: the plan ran, and the reference backend's torch ops gave it one)
+            for name in ("weight_scale", "input_scale"):
+                t = self._buffers[name]
+                if t is not None and t.requires_grad:
+                    raise ValueError(f"{self._summary()}: {name} requires grad, but there is no "
+                                     "gradient for the FP8 weight or its scales (only for x "
+                                     "and the bias): call requires_grad_(False) on it, or run "
+                                     "under torch.no_grad()")
         if (x.requires_grad or (bias is not None and bias.requires_grad)) \
                 and torch.is_grad_enabled():  # a bias alone may train (BitFit)
             return self._forward_unplanned(x), x

@@ -28,7 +28,7 @@ from torch import Tensor
 
 from .. import dispatch
 from ..backends import Backend, other_cuda_device
-from ..formats import Fp8Weight, Scheme
+from ..formats import ON_REASSIGN, Fp8Weight, Scheme
 from ..problem import GemmProblem
 
 _LIVE: dict[tuple, weakref.ref] = {}
@@ -83,6 +83,9 @@ def forget(weight: Fp8Weight | None) -> None:
             del _LIVE[key]
 
 
+ON_REASSIGN.append(forget)  # a reassigned field: the registration by the old tensors goes
+
+
 def refresh_if_edited(weight: Fp8Weight, now: tuple | None = None) -> None:
     """Clear a registered weight's prepared forms if its tensors were edited in place since
     they were prepared: ``now``, the version counters of the tensors the call got (default:
@@ -93,6 +96,10 @@ def refresh_if_edited(weight: Fp8Weight, now: tuple | None = None) -> None:
         now = versions(weight.data, weight.scale, weight.act_scale)
     if now != weight._ops_versions:
         weight.packed.clear()
+        # edited in place: its new values are checked once, as a new weight's (2026-12-05
+        # audit: act_scale.fill_(-0.01) ran, Triton -143.36 against the reference's 30.72);
+        # refused, the versions stay old and every call refuses it again
+        weight.check_scales()
         weight._ops_versions = now
 
 

@@ -108,5 +108,11 @@ def _check_one_model(a: Attribution, b: Attribution, keys=("model", "m")) -> Non
             + f" at M = {x.meta.get('m', '?')}"
             for x in (a, b)
         )
+        tp_only = (a.meta.get("tp", 1) != b.meta.get("tp", 1)
+                   and not any(a.meta[k] != b.meta[k] for k in named))
+        if tp_only:  # --other-m would refuse it too: say what differs
+            raise TraceError(f"cannot compare captures of different --tp: {a_is}, {b_is} (a "
+                             "rank's shards are other GEMMs than the whole model's; compare "
+                             "captures of one tp)")
         raise TraceError(f"cannot compare arms of different models or M: {a_is}, {b_is}"
                          + (" (--other-m compares one model at two M)" if "m" in keys else ""))
