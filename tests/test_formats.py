@@ -396,10 +396,20 @@ def test_replace_and_reassignment_drop_the_prepared_forms():
     with pytest.raises(ValueError, match="must have shape"):
         w.data = w.data[:8]
     assert w.shape == (16, 160)
+    # a refusal of another kind leaves the weight as it was, its checks on
+    with pytest.raises(TypeError, match="act_scale must be a torch.Tensor or None, got float"):
+        w.act_scale = 0.02
+    assert w.act_scale is None
+    with pytest.raises(ValueError, match="finite and > 0"):
+        w.scale = torch.full((16,), -1.0)
     # the compiled op's registry (keyed by the tensors' addresses) forgets the old ones
     from fp8tower.nn import ops
 
     ops.register(w)
+    w.packed["sentinel"] = object()
+    with pytest.raises(ValueError):  # refused: still registered, its prepared forms kept
+        w.scale = torch.full((16,), float("inf"))
+    assert "sentinel" in w.packed and ops.weight_for(w.data, w.scale, None, w.scheme) is w
     before = w.scale
     w.scale = w.scale * 0.5
     assert ops.weight_for(w.data, before, None, w.scheme) is not w
@@ -422,7 +432,7 @@ def test_fp8_linear_checks_a_cpu_tensor_act_scale(value):
         fp8_linear(torch.ones(2, 32), w, act_scale=torch.tensor(value))
 
 
-def test_fp8_linear_checks_a_weight_scale_edited_in_place():
+def test_fp8_linear_checks_scales_edited_in_place():
     """An in-place edit is seen by its version counter: the new values are checked once, and
     refused on every call until they are fixed."""
     from fp8tower import fp8_linear
@@ -436,3 +446,6 @@ def test_fp8_linear_checks_a_weight_scale_edited_in_place():
             fp8_linear(x, w)
     w.act_scale.fill_(0.01)
     torch.testing.assert_close(fp8_linear(x, w), y)
+    w.scale.mul_(-1)
+    with pytest.raises(ValueError, match="weight scale .*finite and > 0"):
+        fp8_linear(x, w)

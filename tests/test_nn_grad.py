@@ -106,7 +106,7 @@ def test_scales_that_require_grad_are_refused():
 
 
 @pytest.mark.parametrize("scheme", list(Scheme))
-@pytest.mark.parametrize("buffer", ["weight_scale", "input_scale"])
+@pytest.mark.parametrize("buffer", ["weight", "weight_scale", "input_scale"])
 def test_a_module_scale_that_requires_grad_is_refused_on_the_planned_path(scheme, buffer):
     """Fp8Linear's planned call refuses it as fp8_linear does (2026-12-05 audit: the plan ran,
     and on the reference backend weight_scale got a gradient; a GPU kernel gives none)."""
@@ -115,8 +115,10 @@ def test_a_module_scale_that_requires_grad_is_refused_on_the_planned_path(scheme
     lin = nn.Linear(K, N)
     act = {"act_scale": 0.05} if buffer == "input_scale" else {}
     m = Fp8Linear.from_linear(lin, scheme, backend="reference", **act)
+    m.use_plans = True  # whatever FP8TOWER_PLAN says
     x = torch.randn(2, K)
     m(x)  # the plan exists
+    assert m._plans
     getattr(m, buffer).requires_grad_(True)
     with pytest.raises(ValueError, match=f"{buffer} requires grad"):
         m(x)

@@ -210,6 +210,12 @@ class Fp8Weight:
     check_values: InitVar[bool] = True
 
     def __post_init__(self, check_values: bool) -> None:
+        for name in ("data", "scale", "act_scale"):
+            t = getattr(self, name)
+            if not isinstance(t, torch.Tensor) and not (name == "act_scale" and t is None):
+                raise TypeError(f"Fp8Weight.{name} must be a torch.Tensor"
+                                + (" or None" if name == "act_scale" else "")
+                                + f", got {type(t).__name__}")
         self.scheme = Scheme.parse(self.scheme)
         if self.data.dtype != FP8_DTYPE or self.data.dim() != 2:
             raise ValueError(
@@ -271,16 +277,17 @@ class Fp8Weight:
             return
         old = self.__dict__.get(name)
         object.__setattr__(self, name, value)
-        for forget in ON_REASSIGN:
-            forget(self)
-        object.__setattr__(self, "packed", {})
         object.__setattr__(self, "_built", False)  # __post_init__'s own assignments: plain
         try:
             self.__post_init__(True)
-        except ValueError:
+        except BaseException:
             object.__setattr__(self, name, old)  # refused: the weight stays as it was
             object.__setattr__(self, "_built", True)
             raise
+        # accepted: what was made from the old tensors goes
+        for forget in ON_REASSIGN:
+            forget(self)
+        object.__setattr__(self, "packed", {})
 
     @property
     def shape(self) -> tuple[int, int]:

@@ -4,9 +4,9 @@
 # .gpu/run/whl). From the repository root:
 #   OUT=$OUT bash benchmarks/results/session41_2026-12-05/call2.sh
 # On an H200: session 39's next_h200.sh (as call1.sh).
-# On anything else: the GPU suite on this session's code (the audit fixes: Fp8Weight's
-# reassigned fields, checked act_scale values), then `bench generate`'s default arms at
-# batch 8, interleaved (call1 ran batch 1: they fit 80 GB).
+# On anything else: `bench generate`'s default arms at batch 8, interleaved (call1 ran batch
+# 1), then the GPU suite on this session's code (the numerics audit's fixes: Fp8Weight's
+# reassigned fields, checked act_scale values); call.sh runs its steps in that order.
 set -uo pipefail
 GPU=$(nvidia-smi --query-gpu=name --format=csv,noheader)
 echo "gpu: $GPU"

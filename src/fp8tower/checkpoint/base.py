@@ -188,9 +188,11 @@ class Checkpoint:
             # the other convention's name beside it (weight_scale is a multiplier, as
             # ModelOpt and compressed-tensors store it; weight_scale_inv, block FP8's name)
             other = (sname[:-len("_inv")] if sname.endswith("_inv") else sname + "_inv")
-            hint = (f"; the checkpoint has {other!r} instead: another format's name (its "
-                    "config.json's quantization_config says which format this is)"
-                    if r.has(other) else "")
+            hint = (f"; the checkpoint has {other!r} instead, the name "
+                    + ("block FP8 (Qwen / DeepSeek) checkpoints" if other.endswith("_inv")
+                       else "ModelOpt and compressed-tensors")
+                    + " give it: config.json's quantization_config does not match how these "
+                    "tensors were saved" if r.has(other) else "")
             raise self._err(w, f"missing scale: expected tensor {sname!r} ({scheme} scale of "
                                f"shape {shapes}){hint}")
         self._check_scale_meta(r.info(sname), self._stored_scale_shapes(fqn, scheme, n, k))

@@ -138,9 +138,10 @@ class CompressedTensorsCheckpoint(Checkpoint):
 
     def group_for(self, fqn: str) -> _Group | None:
         """The group whose targets name the module (exactly or by ``re:``) first, else the
-        first whose targets name its class, ``Linear`` (as models/quant.ct_priority matches:
-        a module name that merely contains "linear", e.g. ``...linear_attn.in_proj_qkv``,
-        gave every Linear no group names that group's scheme; 2026-12-05 audit)."""
+        first whose targets name its class: exactly ``Linear``, as models/quant.ct_priority's
+        class match (2026-12-05 audit: any target containing "linear" counted, so a group
+        naming one module such as ``...linear_attn.in_proj_qkv`` gave its scheme to every
+        Linear no group named)."""
         for g in self.groups:
             if any(match_exact_or_regex(fqn, t) for t in g.targets):
                 return g

@@ -209,7 +209,7 @@ def tower(
         raise _fail(f"--merge-mode {mode.value} sets the merged arm's scales, but --arms "
                     f"{','.join(arm_list)} has no merged arm")
     if mode is MergeMode.REQUANT_MAX and any(s != "per_tensor" for s in scheme_list):
-        # every merged row was skipped (merged.py refuses it), and the run exited 0
+        # those schemes' merged rows were all skipped (merged.py refuses it), the run exit 0
         others = ",".join(s for s in scheme_list if s != "per_tensor")
         raise _fail(f"--merge-mode requant_max applies to per_tensor only (the other schemes "
                     f"have per-channel or per-block scales already), but --scheme has {others}: "

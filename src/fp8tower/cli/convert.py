@@ -25,7 +25,7 @@ lm_head, embeddings, vision towers), the sibling groups fp8tower merges into one
 a group cannot merge), and the bytes per dtype. --write-merged OUT_DIR writes fp8tower's own
 checkpoint with those groups stored merged (per-member scales; fp8tower.from_pretrained reads
 it back, transformers' own loader does not). Nothing is loaded into a model; only headers and
-scalar scales are read unless --write-merged is given."""
+the merge groups' scales are read unless --write-merged is given."""
 
 
 def _pattern(name: str) -> str:
@@ -66,7 +66,8 @@ def _print(info: dict, written: dict | None) -> None:
     con.print(st)
     if info["format"] == "unquantized" and not info["schemes"]:
         # opened without a scheme: nothing would be quantized (2026-12-05 audit: no hint)
-        con.print("a bf16 checkpoint: nothing is quantized without --scheme (per_tensor, "
+        con.print("an unquantized (bf16 / fp16 / fp32) checkpoint: nothing is quantized "
+                  "without --scheme (per_tensor, "
                   "channel_token, block128 or weight_only), which quantizes its linears at "
                   "load")
     experts = info.get("moe_experts_not_converted") or {}

@@ -13,7 +13,8 @@ def untuned_default(gpu_name: str | None) -> str:
         if os.environ.get("TRITON_INTERPRET") == "1":
             return ("no GPU: the Triton kernels, interpreted (TRITON_INTERPRET=1, for tests; "
                     "the interpreter's fp32 -> FP8 cast is wrong where rounding carries into "
-                    "the exponent, so numbers come from the reference backend)")
+                    "the exponent, so their numbers can differ from the reference backend's: "
+                    "pass backend reference for those)")
         return "no GPU: the reference backend (the float oracle)"
     if gpu_name in UNTUNED_RULE_GPUS:
         return (f"the rule measured on this GPU ({gpu_name}): Triton's defaults, cuBLASLt where "

@@ -196,7 +196,7 @@ def _transformers_fp8():
         try:
             tf8.load_finegrained_fp8_kernel()
         except Exception as e:  # noqa: BLE001 - a hub download, an import, a build mismatch
-            first = str(e).splitlines()[0]
+            first = (str(e).splitlines() or [type(e).__name__])[0]
             raise ArmSkipped("transformers' FP8 matmul kernel does not load here: "
                              + (first if len(first) <= 300 else first[:299] + "…")) from None
     return tf8
@@ -204,8 +204,9 @@ def _transformers_fp8():
 
 def arm_unavailable(arm: str) -> str | None:
     """Why ``arm`` cannot run here, found before its model is built (None: it may). Session
-    41 (H100 80 GB, batch 8, every default arm interleaved): transformers:block128 built its
-    16.4 GB bf16 model only to find its kernel missing, and that build ran out of memory."""
+    41 (H100 80 GB, every default arm interleaved): at batch 1 transformers:block128 built
+    its 16.4 GB bf16 model only to find its kernel missing; at batch 8 that model was refused
+    for memory, the error naming an arm that could not have run anyway."""
     parts = check_arm(arm)
     try:
         if parts[0] == "torchao":

@@ -286,8 +286,8 @@ def merge_groups_of(names: Iterable[str], model_type: str | None) -> list[dict]:
 
 def _exact_merge_reason(ck, members: list[str], scheme: Scheme) -> str | None:
     """Why an exact merge of these quantized members would fail (merge.py's rules), from
-    the headers and the static input scales (a scalar each)."""
-    from ..formats import BLOCK, check_scale_values
+    the headers and the scales (weight and static input scales; no weight is read)."""
+    from ..formats import ACT_SCALE_MAX, ACT_SCALE_MIN, BLOCK, check_scale_values
 
     specs = [ck.linear_spec(m) for m in members]
     if scheme is Scheme.BLOCK128:
@@ -303,8 +303,13 @@ def _exact_merge_reason(ck, members: list[str], scheme: Scheme) -> str | None:
         for name in (s.scale, s.input_scale):
             if name is None:
                 continue
+            t = ck.load_tensor(name).float()
             try:
-                check_scale_values(ck.load_tensor(name).float(), name)
+                check_scale_values(t, name)
+                if name == s.input_scale and not ACT_SCALE_MIN <= float(t.reshape(-1)[0]) \
+                        <= ACT_SCALE_MAX:
+                    raise ValueError(f"{name} {float(t.reshape(-1)[0]):g} is outside "
+                                     f"{ACT_SCALE_MIN:g}..{ACT_SCALE_MAX:g}")
             except ValueError as e:
                 return f"{m.rpartition('.')[2]}: {e} (loading refuses it)"
     static = [s.input_scale is not None for s in specs]

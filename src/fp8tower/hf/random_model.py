@@ -23,15 +23,22 @@ def text_config(name: str, layers: int | None = None):
     import transformers
 
     from ..models import ConfigError
-    from ..models.registry import SUPPORTED_MODEL_TYPES, load_config, tower_spec_from_config
+    from ..models.registry import (
+        BUILDERS,
+        SUPPORTED_MODEL_TYPES,
+        load_config,
+        tower_spec_from_config,
+    )
     from ..models.registry import text_config as text_part
     from ..provenance import package_version
 
     raw = load_config(name)
-    # the fields a decode step needs, checked as `bench tower` checks them (naming the field):
-    # a missing hidden_size took transformers' default (4096) here (2026-12-05 audit)
-    tower_spec_from_config(raw, name=str(name))
     text, nested = text_part(raw)
+    if (text.get("model_type") or raw.get("model_type")) in BUILDERS:
+        # the fields its tower reads, checked as `bench tower` checks them (naming the
+        # field): a missing hidden_size took transformers' default (4096) here (2026-12-05
+        # audit). Other model types (MoE, Gemma, Phi) are built by transformers as they are.
+        tower_spec_from_config(raw, name=str(name))
     d = {k: v for k, v in text.items() if not k.startswith("_")}
     if layers is not None:
         total = d.get("num_hidden_layers")

@@ -201,9 +201,10 @@ def _split8_parts(xs, INTERPRET: tl.constexpr):
 def _wo_split8_step(w, x, INTERPRET: tl.constexpr):
     """WO_MODE 2: x = 2^s (q1 + q2 / 32) with q1, q2 FP8 (per token, per K step), two FP8
     MMAs with W straight from shared memory (no upcast at all). Exact for every element
-    >= 2^-15 of its row's max in the step: x * 2^s has 8 significant bits, q1 keeps the top
-    4 (rounded), and the residual is a multiple of x's ulp within half of q1's ulp, i.e.
-    j * ulp with |j| <= 8: one more e4m3 value after * 32 (normal or subnormal)."""
+    >= 2^-14 of its row's max in the step (not 2^-15: 2^-8 (1 + 2^-7) under a max of 128
+    comes back inexact; 2026-12-05 audit): x * 2^s has 8 significant bits, q1 keeps the
+    top 4 (rounded), and the residual is a multiple of x's ulp within half of q1's ulp,
+    i.e. j * ulp with |j| <= 8: one more e4m3 value after * 32 (normal or subnormal)."""
     xf = x.to(tl.float32)
     down, up = _pow2_row_scales(xf, 7)  # max |x * down| in [128, 256): inside e4m3's 448
     q1, q2 = _split8_parts(xf * down[:, None], INTERPRET)

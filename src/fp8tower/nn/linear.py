@@ -210,6 +210,7 @@ def _capturing(x: torch.Tensor) -> bool:
 _IS_CAPTURING = getattr(torch._C, "_cuda_isCurrentStreamCapturing", lambda: False)
 # torch.is_autocast_enabled() for any device, one C call
 _ANY_AUTOCAST = torch._C._is_any_autocast_enabled
+_GRAD_ENABLED = torch._C.is_grad_enabled  # torch.is_grad_enabled(), one C call
 _CURRENT_DEVICE = backends.current_device
 
 
@@ -523,15 +524,16 @@ class Fp8Linear(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.use_plans and not torch.compiler.is_compiling():
             # The eager hot path: a cached launch plan for this input (plan.py). First, what
-            # a plan does not serve: a gradient (for x, the bias, or a scale: refused),
-            # autocast, x on another CUDA device than the current one (one attribute read
-            # each, one C call, two for CUDA x).
+            # a plan does not serve: in grad mode, a tensor that wants a gradient (x or the
+            # bias: the op's formula; the weight or a scale: refused), autocast, x on another
+            # CUDA device than the current one (one C call each, attribute reads).
             b = self._buffers
             bias, w, s, i = b["bias"], b["weight"], b["weight_scale"], b["input_scale"]
-            if x.requires_grad or _ANY_AUTOCAST() or (
-                    x.is_cuda and x.get_device() != _CURRENT_DEVICE()) or (
-                    bias is not None and bias.requires_grad) or s.requires_grad or (
-                    i is not None and i.requires_grad):
+            if (_GRAD_ENABLED() and (
+                    x.requires_grad or w.requires_grad or s.requires_grad
+                    or (bias is not None and bias.requires_grad)
+                    or (i is not None and i.requires_grad))) or _ANY_AUTOCAST() or (
+                    x.is_cuda and x.get_device() != _CURRENT_DEVICE()):
                 y, x = self._forward_special(x)
                 if y is not None:
                     return y
@@ -566,7 +568,7 @@ class Fp8Linear(nn.Module):
         if torch.is_grad_enabled():
             # a scale that wants a gradient is refused, as fp8_linear refuses it (2026-12-05
             # audit: the plan ran, and the reference backend's torch ops gave it one)
-            for name in ("weight_scale", "input_scale"):
+            for name in ("weight", "weight_scale", "input_scale"):
                 t = self._buffers[name]
                 if t is not None and t.requires_grad:
                     raise ValueError(f"{self._summary()}: {name} requires grad, but there is no "

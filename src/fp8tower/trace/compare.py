@@ -108,9 +108,7 @@ def _check_one_model(a: Attribution, b: Attribution, keys=("model", "m")) -> Non
             + f" at M = {x.meta.get('m', '?')}"
             for x in (a, b)
         )
-        tp_only = (a.meta.get("tp", 1) != b.meta.get("tp", 1)
-                   and not any(a.meta[k] != b.meta[k] for k in named))
-        if tp_only:  # --other-m would refuse it too: say what differs
+        if a.meta.get("tp", 1) != b.meta.get("tp", 1):  # --other-m refuses it too
             raise TraceError(f"cannot compare captures of different --tp: {a_is}, {b_is} (a "
                              "rank's shards are other GEMMs than the whole model's; compare "
                              "captures of one tp)")
