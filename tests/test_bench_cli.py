@@ -92,6 +92,10 @@ def test_cpu_defaults_and_default_json_path(tmp_path, monkeypatch):
     path = tmp_path / "benchmarks" / "results" / f"tower_tiny-hybrid_cpu_{date}.json"
     rec = json.loads(path.read_text())
     assert {r["backend"] for r in rec["rows"]} == {"reference"}
+    # written as benchmarks/compact_results.py stores results: run from the repository root,
+    # it lands under benchmarks/results/, which CI checks (2026-12-05: an indented one failed)
+    text = path.read_text(encoding="utf-8")
+    assert text == json.dumps(rec, separators=(",", ":"), ensure_ascii=False) + "\n"
 
 
 @pytest.mark.parametrize("args,message", [

@@ -101,11 +101,15 @@ def csv(text: str) -> list[str]:
     return [t.strip() for t in text.split(",") if t.strip()]
 
 
-def write_json(path: Path, record, indent: int = 1) -> None:
-    """Write ``record`` as JSON (parent folders made); an OSError is one ``error:`` line."""
+def write_json(path: Path, record, indent: int | None = 1) -> None:
+    """Write ``record`` as JSON (parent folders made); an OSError is one ``error:`` line.
+    ``indent=None``: no whitespace, as benchmarks/compact_results.py stores results (a bench
+    run from the repository root writes under benchmarks/results/, which CI checks)."""
+    text = (json.dumps(record, indent=indent) if indent is not None
+            else json.dumps(record, separators=(",", ":"), ensure_ascii=False))
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(record, indent=indent) + "\n")
+        path.write_text(text + "\n", encoding="utf-8")
     except OSError as e:
         raise fail(f"cannot write {path}: {e.strerror or e}") from None
 

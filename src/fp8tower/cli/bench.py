@@ -282,7 +282,7 @@ def tower(
         "timing": "cpu-eager wall clock" if not cuda else "CUDA events around graph replays",
         "rows": [asdict(r) for r in rows],
     }
-    write_json(json_out, record)
+    write_json(json_out, record, indent=None)
     console.print(f"wrote {json_out}")
 
 
@@ -421,5 +421,5 @@ def generate(
         json_out = provenance.result_path(
             RESULTS, f"generate_{_slug(model)}_{_slug(record['gpu']) if record['gpu'] else 'cpu'}",
             record["date"])
-    write_json(json_out, record)
+    write_json(json_out, record, indent=None)
     console.print(f"wrote {json_out}")
