@@ -67,9 +67,8 @@ def _print(info: dict, written: dict | None) -> None:
     if info["format"] == "unquantized" and not info["schemes"]:
         # opened without a scheme: nothing would be quantized (2026-12-05 audit: no hint)
         con.print("an unquantized (bf16 / fp16 / fp32) checkpoint: nothing is quantized "
-                  "without --scheme (per_tensor, "
-                  "channel_token, block128 or weight_only), which quantizes its linears at "
-                  "load")
+                  "without --scheme (per_tensor, channel_token, block128 or weight_only), "
+                  "which quantizes its linears at load")
     experts = info.get("moe_experts_not_converted") or {}
     if experts:  # checkpoint/base.py describe(): fp8tower does not convert MoE experts yet
         con.print(f"MoE expert linears: {len(experts)} in FP8, not converted by fp8tower "

@@ -330,8 +330,8 @@ def describe(path, *, scheme: Scheme | str | None = None) -> dict:
     with the reason, or ``"stored merged"`` (an fp8tower checkpoint holding it as one tensor).
     The reasons are those of an exact merge (fp8tower.nn.merged), checked from the headers and
     the scales alone (no weight is read): members not all quantized, mixed schemes, block128
-    members not 128-aligned, a scale loading refuses (not finite, not > 0), static input
-    scales that differ."""
+    members not 128-aligned, a scale loading refuses (not finite, not > 0, an input scale
+    out of range), static input scales that differ."""
     if hasattr(path, "load_linear"):
         ck = getattr(path, "stored", path)
     else:

@@ -37,7 +37,7 @@ def text_config(name: str, layers: int | None = None):
     if (text.get("model_type") or raw.get("model_type")) in BUILDERS:
         # the fields its tower reads, checked as `bench tower` checks them (naming the
         # field): a missing hidden_size took transformers' default (4096) here (2026-12-05
-        # audit). Other model types (MoE, Gemma, Phi) are built by transformers as they are.
+        # audit). Other types (qwen3_moe, gemma2, phi3, ...) are built by transformers as given.
         tower_spec_from_config(raw, name=str(name))
     d = {k: v for k, v in text.items() if not k.startswith("_")}
     if layers is not None:
