@@ -103,6 +103,10 @@ def test_bench_generate_transformers_fp8_arm_runs_or_says_why(tmp_path):
     assert row["arm"] == "transformers:block128"
     if row["skipped"] is not None:
         assert "transformers" in row["skipped"]
+        # interleaved: said as it is skipped, not "built"
+        out = " ".join(res.output.split())
+        assert "skipped transformers:block128 (batch 1, 1 of 2): transformers" in out
+        assert "built transformers:block128" not in out
     else:
         assert row["linears_swapped"] == 31 and row["eager_ms"] > 0
 

@@ -115,6 +115,17 @@ def check_scale_values(t: torch.Tensor, what: str) -> None:
         )
 
 
+def check_act_scale_range(value: float, what: str) -> None:
+    """A static activation scale's value must lie in ACT_SCALE_MIN..ACT_SCALE_MAX (a larger
+    one overflows the quantization's reciprocal, a smaller one is subnormal or 0 in
+    float32); ``what`` names it in the ValueError."""
+    if value > ACT_SCALE_MAX:
+        raise ValueError(f"{what} must be at most {ACT_SCALE_MAX:g}, got {value:g}")
+    if value < ACT_SCALE_MIN:
+        raise ValueError(f"{what} must be at least {ACT_SCALE_MIN:g} (fp32's smallest normal), "
+                         f"got {value:g}")
+
+
 def _check_field(field: str, t: torch.Tensor, what: str) -> None:
     """check_scale_values, its refusal as a ScaleError naming Fp8Weight's ``field``."""
     try:
@@ -257,14 +268,11 @@ class Fp8Weight:
         _check_field("scale", self.scale, f"{self.scheme} weight scale ({n}x{k} weight)")
         if self.act_scale is not None:
             _check_field("act_scale", self.act_scale, "act_scale (static activation scale)")
-            value = float(self.act_scale)
-            if value > ACT_SCALE_MAX:
-                raise ScaleError(f"act_scale (static activation scale) must be at most "
-                                 f"{ACT_SCALE_MAX:g}, got {value:g}", "act_scale")
-            if value < ACT_SCALE_MIN:
-                raise ScaleError(f"act_scale (static activation scale) must be at least "
-                                 f"{ACT_SCALE_MIN:g} (fp32's smallest normal), got {value:g}",
-                                 "act_scale")
+            try:
+                check_act_scale_range(float(self.act_scale), "act_scale (static activation "
+                                      "scale)")
+            except ValueError as e:
+                raise ScaleError(str(e), "act_scale") from None
 
     def __setattr__(self, name: str, value) -> None:
         """A field reassigned after construction (``w.scale = s``): the backends' prepared

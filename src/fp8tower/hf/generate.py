@@ -28,6 +28,7 @@ transformers is imported lazily (optional dependency).
 
 from __future__ import annotations
 
+import functools
 import gc
 import math
 import statistics
@@ -186,6 +187,7 @@ def _torchao_float8() -> None:
         raise ArmSkipped(f"torchao float8 is not importable here ({e})") from None
 
 
+@functools.cache  # arm_unavailable, then the swap: one kernel load (a failure is not cached)
 def _transformers_fp8():
     """transformers' finegrained_fp8 module with its matmul kernel loaded, else ArmSkipped."""
     try:
@@ -411,8 +413,10 @@ def run_arms(model_name: str, arms: list[str], *, batch: int, context: int, step
                     "--one-at-a-time (one arm held at a time; its eager rounds then run arm "
                     "after arm) or fewer --arms") from None
             if note is not None:
+                skipped = lives[-1].res.skipped
                 note(f"built {arm} (batch {batch}, {i + 1} of {len(order)}) in "
-                     f"{time.perf_counter() - t0:.0f} s")
+                     f"{time.perf_counter() - t0:.0f} s" if skipped is None else
+                     f"skipped {arm} (batch {batch}, {i + 1} of {len(order)}): {skipped}")
         ready = [lv for lv in lives if lv.res.skipped is None and lv.res.logits_finite]
         for _ in range(rounds):
             for lv in ready:

@@ -12,12 +12,12 @@ from ..backends import Backend
 from ..formats import (
     ACT_DTYPES,
     ACT_SCALE_MAX,
-    ACT_SCALE_MIN,
     FP8_DTYPE,
     Fp8Weight,
     ScaleError,
     Scheme,
     _values_checkable,
+    check_act_scale_range,
     expected_weight_scale_shapes,
     quantize_weight,
 )
@@ -180,9 +180,7 @@ def _check_act_scale(value: float, given) -> None:
     if not (math.isfinite(value) and 0 < value <= ACT_SCALE_MAX):
         raise ValueError(f"act_scale must be a finite number > 0 and at most "
                          f"{ACT_SCALE_MAX:g}, got {given!r}")
-    if value < ACT_SCALE_MIN:  # as formats refuses it: subnormal or 0 in float32
-        raise ValueError(f"act_scale must be at least {ACT_SCALE_MIN:g} (fp32's smallest "
-                         f"normal), got {given!r}")
+    check_act_scale_range(value, "act_scale")  # as formats refuses it: subnormal or 0 in fp32
 
 
 def _act_scale_tensor(act_scale, device: torch.device, capturing: bool) -> torch.Tensor:
