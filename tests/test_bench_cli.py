@@ -210,3 +210,18 @@ def test_configs_a_tower_cannot_run_are_one_line(tmp_path, config, args, message
     r = run("tower", "--model", str(tmp_path / "config.json"), "--m", "1", *args)
     assert r.exit_code == 2, r.output
     assert message in " ".join(r.output.split()) and "Traceback" not in r.output
+
+
+def test_a_gpu_sized_model_on_the_cpu_is_said_up_front():
+    """`bench generate --model qwen3-8b` on a CPU printed nothing for 170 s (building 16 GB
+    of weights), `bench tower --model qwen3.5-27b` nothing for minutes: each now says the
+    size first. The CPU-sized model says nothing."""
+    from rich.console import Console
+
+    from fp8tower.cli.bench import _cpu_size_note
+
+    for model, said in (("qwen3-8b", "qwen3-8b's 16.4 GB of bf16 weights"), ("tiny-hybrid", "")):
+        console = Console(record=True, width=200)
+        _cpu_size_note(console, model)
+        text = console.export_text()
+        assert (said in text and "expect minutes" in text) if said else text == "", text

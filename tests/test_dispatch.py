@@ -392,8 +392,11 @@ _DTYPES = "expected one of bfloat16, float16, float32"
     *[([cmd, "--model", model, "--parts", parts],
        f"'{parts}' names no FP8 GEMMs of {model}; expected one or more of {kinds}")
       for cmd in ("tune", "dispatch") for model, parts, kinds in (
-          ("qwen3.5-27b", "other", "gdn, attention, mlp"),
-          ("qwen3-8b", "gdn", "attention, mlp"))],
+          ("qwen3-8b", "gdn", "attention, mlp"),)],
+    # "other" is a LinearSpec kind no tower models: not offered as a part
+    *[([cmd, "--model", "qwen3.5-27b", "--parts", "other"],
+       ("parts: got 'other'; expected one or more of gdn, attention, mlp (comma-separated), "
+        "or 'all'")) for cmd in ("tune", "dispatch")],
     # --in-context re-ranks the model step's keys, not those the flags make
     *[(["tune", "--model", "qwen3.5-27b", "--in-context", *flag],
        f"not the keys {' '.join(flag)} make") for flag in (

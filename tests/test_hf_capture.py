@@ -6,6 +6,7 @@ benchmarks/capture_model_h200.sh)."""
 from __future__ import annotations
 
 import pytest
+import torch
 
 from fp8tower.hf.capture import GEMM_KERNELS, align, label_of
 from fp8tower.trace.attribute import OpRow
@@ -98,6 +99,10 @@ def test_model_ops_group_runs_and_expected_from_modules():
     qkv = mo.ops[0]
     assert (qkv.n, qkv.k) == (320, 256)  # tiny-hybrid's in_proj_qkv
     assert qkv.bytes == 320 * 256 + 4 + 2 * 256 + 2 * 320  # FP8 weight + scale + x + y
+    # a bias is read too, as GemmProblem.bytes_moved counts it (it was left out here)
+    lin = model.get_submodule("model.layers.0.linear_attn.in_proj_qkv")
+    lin.bias = torch.zeros(320, dtype=torch.bfloat16)
+    assert model_ops(model, names, fqns, m=1).ops[0].bytes == qkv.bytes + 2 * 320
     exp = {e["label"]: e["modules"] for e in mo.expected}
     # tiny-hybrid: 3 GDN layers, 1 attention layer, 4 MLPs
     assert exp["layers.*.linear_attn.in_proj_qkv"] == 3
@@ -130,6 +135,8 @@ def test_launch_checks_fail_on_wrong_gemm_count_and_low_share():
     assert not missing[0].ok and "no such op row" in missing[0].message()
 
 
+# transformers 5.25 deprecates past_key_values= for cache= (hf/random_model.cache_kwarg)
+@pytest.mark.filterwarnings("error:.*past_key_values.*:FutureWarning")
 def test_capture_tiny_hybrid_on_cpu(tmp_path):
     """The whole path on the CPU: eager steps, module ranges, manifest, attribution."""
     from fp8tower.hf.capture import capture_model

@@ -158,7 +158,8 @@ class Dispatcher:
         The rule is evaluated at the bucket: its thresholds are at power-of-two M. At the call's
         M it kept at M = 17-31 and 33-63 the Triton defaults it sends to cuBLASLt at 32 and 64
         (0.64-0.98x there, untuned_defers_to's evidence): per_tensor 10240x5120 M = 24 ->
-        triton, M = 32 -> cublaslt (/tmp/audit_tune/a4_safe_default.py, 2026-12-05)."""
+        triton, M = 32 -> cublaslt (2026-12-05 audit; pinned by tests/test_tuning_audit.py's
+        test_the_untuned_rule_is_evaluated_at_the_bucket_not_the_call_m)."""
         at = problem if problem.m == problem.bucket else replace(problem, m=problem.bucket)
         reasons, first = [], None
         for b in self.pool():

@@ -37,8 +37,8 @@ FLAGS = ("FP8TOWER_TUNE", "FP8TOWER_RETUNE", "FP8TOWER_PLAN", "FP8TOWER_TILE_MAJ
 
 #: every FP8TOWER_* variable fp8tower or its tests read; another one set is a misspelling
 #: (FP8TOWER_RETUEN=1 passed silently), warned by :func:`check_flags`
-KNOWN = (*FLAGS, "FP8TOWER_CACHE_DIR", "FP8TOWER_BACKENDS", "FP8TOWER_LOG",
-         "FP8TOWER_REQUIRE_BROWSER", "FP8TOWER_FUZZ_EXAMPLES")
+USER_KNOWN = (*FLAGS, "FP8TOWER_CACHE_DIR", "FP8TOWER_BACKENDS", "FP8TOWER_LOG")
+KNOWN = (*USER_KNOWN, "FP8TOWER_REQUIRE_BROWSER", "FP8TOWER_FUZZ_EXAMPLES")  # + the tests' own
 _LEVELS = ("debug", "info", "warning", "error")
 _warned: set[str] = set()
 
@@ -55,7 +55,7 @@ def check_flags() -> None:
             close = difflib.get_close_matches(name, KNOWN, n=1)
             warnings.warn(f"{name} is not a variable fp8tower reads"
                           + (f" (did you mean {close[0]}?)" if close else
-                             f"; known: {', '.join(KNOWN[:-2])}"), RuntimeWarning, stacklevel=3)
+                             f"; known: {', '.join(USER_KNOWN)}"), RuntimeWarning, stacklevel=3)
     setup_logging()
 
 

@@ -78,10 +78,6 @@ class Scheme(ChoiceEnum):
     BLOCK128 = "block128"
     WEIGHT_ONLY = "weight_only"
 
-    @property
-    def quantizes_activations(self) -> bool:
-        return self is not Scheme.WEIGHT_ONLY
-
 
 class ScaleError(ValueError):
     """Fp8Weight's refusal of one of its scales; ``field`` names it ("scale" or "act_scale"),
@@ -116,9 +112,12 @@ def check_scale_values(t: torch.Tensor, what: str) -> None:
 
 
 def check_act_scale_range(value: float, what: str) -> None:
-    """A static activation scale's value must lie in ACT_SCALE_MIN..ACT_SCALE_MAX (a larger
-    one overflows the quantization's reciprocal, a smaller one is subnormal or 0 in
-    float32); ``what`` names it in the ValueError."""
+    """A static activation scale's value must be finite and lie in ACT_SCALE_MIN..ACT_SCALE_MAX
+    (a larger one overflows the quantization's reciprocal, a smaller one is subnormal or 0 in
+    float32); ``what`` names it in the ValueError. The one check of every place a static
+    scale comes in: Fp8Weight, quantize_weight, fp8_linear's number, checkpoint reports."""
+    if not (math.isfinite(value) and value > 0):
+        raise ValueError(f"{what} must be a finite number > 0, got {value}")
     if value > ACT_SCALE_MAX:
         raise ValueError(f"{what} must be at most {ACT_SCALE_MAX:g}, got {value:g}")
     if value < ACT_SCALE_MIN:
@@ -327,6 +326,8 @@ class Fp8Weight:
         return self.channel_scale()
 
     def nbytes(self) -> int:
+        """Bytes a GEMM reads of this weight: the FP8 data and the weight scale (the static
+        act_scale, 4 bytes, is counted with the activations)."""
         return self.data.numel() + self.scale.numel() * self.scale.element_size()
 
     def to(self, device: torch.device | str) -> Fp8Weight:
@@ -382,7 +383,10 @@ def weight_scale_bytes(scheme: Scheme, n: int, k: int, *, channel: bool = False)
 def quantize_weight(
     w: torch.Tensor, scheme: Scheme | str, *, act_scale: float | torch.Tensor | None = None
 ) -> Fp8Weight:
-    """Quantize a (N, K) high-precision weight to FP8 with the scheme's scales."""
+    """Quantize a (N, K) high-precision weight to FP8 with the scheme's scales (each the
+    amax of its tensor, row or 128x128 block over 448). ``act_scale``: per_tensor's static
+    activation scale, a number or one-element tensor in ACT_SCALE_MIN..ACT_SCALE_MAX (None:
+    x's scale is computed per call). A non-finite weight is refused."""
     scheme = Scheme.parse(scheme)
     if w.dim() != 2:
         raise ValueError(f"weight must be 2-D (N, K), got shape {tuple(w.shape)}")
@@ -418,12 +422,7 @@ def _as_scale_tensor(value: float | torch.Tensor, device: torch.device) -> torch
     if t.numel() != 1:
         raise ValueError(f"act_scale must be one value, got shape {tuple(t.shape)}")
     t = t.reshape(())
-    if not bool(torch.isfinite(t)) or float(t) <= 0 or float(t) > ACT_SCALE_MAX:
-        raise ValueError(f"act_scale must be a finite positive number at most "
-                         f"{ACT_SCALE_MAX:g}, got {float(t)}")
-    if float(t) < ACT_SCALE_MIN:
-        raise ValueError(f"act_scale must be at least {ACT_SCALE_MIN:g} (fp32's smallest "
-                         f"normal), got {float(t):g}")
+    check_act_scale_range(float(t), "act_scale")
     return t
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Iterable
 from fnmatch import fnmatchcase
 
 
@@ -25,6 +26,26 @@ def match_exact_or_regex(fqn: str, target: str) -> bool:
     if target.startswith("re:"):
         return _regex(target[3:]).match(fqn) is not None
     return target == fqn
+
+
+def ct_best_group(groups: Iterable[Iterable[str]], names: Iterable[str]) -> int | None:
+    """Which compressed-tensors config group quantized a module known by ``names``: the index
+    of the group with the best-ranked target, 0 an exact name, 1 a ``re:`` regex, 2 the class
+    ``Linear`` (compressed-tensors' own order when it applies a config, so the group that
+    wrote the module's tensors), config order breaking ties; None: no group targets it.
+    vLLM ranks an exact name and a regex alike, first in config order; the two differ only
+    where a regex group precedes an exact one for the same module."""
+    names = tuple(names)
+    best: tuple[int, int] | None = None
+    for i, targets in enumerate(groups):
+        for t in targets:
+            if t.startswith("re:"):
+                prio = 1 if any(_regex(t[3:]).match(n) for n in names) else None
+            else:
+                prio = 0 if t in names else 2 if t == "Linear" else None
+            if prio is not None and (best is None or prio < best[0]):
+                best = (prio, i)
+    return None if best is None else best[1]
 
 
 def match_modelopt(fqn: str, pattern: str) -> bool:

@@ -369,3 +369,34 @@ def test_compressed_tensors_class_target_is_linear_only(tmp_path):
     assert ck.scheme_for("model.layers.0.mlp.down_proj") is Scheme.WEIGHT_ONLY
     assert ck.scheme_for("model.layers.0.self_attn.q_proj") is Scheme.CHANNEL_TOKEN
     assert ck.scheme_for("model.layers.1.mlp.down_proj") is Scheme.CHANNEL_TOKEN
+
+
+def test_compressed_tensors_exact_name_outranks_an_earlier_regex(tmp_path):
+    """compressed-tensors applies a config's groups by rank, an exact module name before a
+    ``re:`` regex before the class ``Linear``, whatever their order in the config; the loader
+    took the first group in config order that named the module (2026-12-05 code audit), while
+    the tower specs ranked them: one rule now serves both (quant_rules.ct_best_group)."""
+    spec = build("compressed_tensors", preset="FP8_DYNAMIC")
+    groups = spec.config["quantization_config"]["config_groups"]
+    weight_only = json.loads(json.dumps(groups["group_0"]))
+    weight_only["input_activations"] = None
+    weight_only["targets"] = ["re:.*mlp.*"]
+    dynamic = groups.pop("group_0")
+    dynamic["targets"] = ["Linear", "model.layers.0.mlp.down_proj"]
+    spec.config["quantization_config"]["config_groups"] = {"group_0": weight_only,
+                                                           "group_1": dynamic}
+    ck = open_checkpoint(save(spec, tmp_path))
+    assert ck.scheme_for("model.layers.0.mlp.down_proj") is Scheme.CHANNEL_TOKEN  # exact
+    assert ck.scheme_for("model.layers.1.mlp.down_proj") is Scheme.WEIGHT_ONLY  # regex
+    assert ck.scheme_for("model.layers.0.self_attn.q_proj") is Scheme.CHANNEL_TOKEN  # class
+
+
+def test_ct_best_group_ranks_exact_regex_class():
+    from fp8tower.quant_rules import ct_best_group
+
+    groups = [["Linear"], ["re:.*mlp.*"], ["a.mlp.x"]]
+    assert ct_best_group(groups, ["a.mlp.x"]) == 2
+    assert ct_best_group(groups, ["a.mlp.y"]) == 1
+    assert ct_best_group(groups, ["a.attn.q"]) == 0
+    assert ct_best_group([["b"], ["c"]], ["a"]) is None
+    assert ct_best_group([["re:a"], ["re:a.b"]], ["a.b"]) == 0  # a tie: config order

@@ -37,12 +37,11 @@ from ..formats import Scheme
 from .base import Checkpoint, LoadedLinear
 from .reader import CheckpointError, CheckpointReader
 
-__all__ = ["FORMATS", "Checkpoint", "CheckpointError", "LoadedLinear", "check_scheme",
+__all__ = ["Checkpoint", "CheckpointError", "LoadedLinear", "check_scheme",
            "open_checkpoint"]
 
-FORMATS = ("modelopt", "compressed_tensors", "block_fp8", "fp8tower", "unquantized")
 _QUANT_METHODS = {"modelopt": "modelopt", "compressed-tensors": "compressed_tensors",
-                  "fp8": "block_fp8", "fp8tower": "fp8tower"}
+                  "fp8": "block_fp8", "fp8tower": "fp8tower"}  # native.QUANT_METHOD
 
 
 def open_checkpoint(path: str | Path, *, scheme: Scheme | str | None = None) -> Checkpoint:

@@ -28,6 +28,7 @@ from __future__ import annotations
 import re
 
 from ..formats import Scheme
+from ..quant_rules import ct_best_group
 from .base import Checkpoint, match_exact_or_regex
 from .reader import CheckpointError, CheckpointReader
 
@@ -137,18 +138,13 @@ class CompressedTensorsCheckpoint(Checkpoint):
             {"weights.strategy": ws, "input_activations.strategy": as_, "dynamic": dyn})
 
     def group_for(self, fqn: str) -> _Group | None:
-        """The group whose targets name the module (exactly or by ``re:``) first, else the
-        first whose targets name its class: exactly ``Linear``, as models/quant.ct_priority's
-        class match (2026-12-05 audit: any target containing "linear" counted, so a group
-        naming one module such as ``...linear_attn.in_proj_qkv`` gave its scheme to every
-        Linear no group named)."""
-        for g in self.groups:
-            if any(match_exact_or_regex(fqn, t) for t in g.targets):
-                return g
-        for g in self.groups:
-            if "Linear" in g.targets:
-                return g
-        return None
+        """The group that quantized module ``fqn``: its best-ranked target (exact name, then
+        ``re:`` regex, then the class ``Linear``), as the tower specs rank it
+        (quant_rules.ct_best_group). 2026-12-05 audits: any target containing "linear" counted
+        as the class, and a regex group listed before an exact one won here while the spec
+        took the exact one."""
+        i = ct_best_group((g.targets for g in self.groups), (fqn,))
+        return None if i is None else self.groups[i]
 
     def is_ignored(self, fqn: str) -> bool:
         return any(match_exact_or_regex(fqn, t) for t in self.ignore)

@@ -101,6 +101,17 @@ def csv(text: str) -> list[str]:
     return [t.strip() for t in text.split(",") if t.strip()]
 
 
+def parse_ms(text: str, option: str = "--m") -> list[int]:
+    """'1, 8,8,32' -> [1, 8, 32]: positive integers, each once, in the order given."""
+    try:
+        ms = [int(t) for t in csv(text)]
+    except ValueError:
+        raise fail(f"{option} {text!r}: expected positive integers, e.g. 1,8,32") from None
+    if not ms or min(ms) < 1:
+        raise fail(f"{option} {text!r}: expected positive integers, e.g. 1,8,32")
+    return list(dict.fromkeys(ms))
+
+
 def write_json(path: Path, record, indent: int | None = 1) -> None:
     """Write ``record`` as JSON (parent folders made); an OSError is one ``error:`` line.
     ``indent=None``: no whitespace, as benchmarks/compact_results.py stores results (a bench

@@ -24,6 +24,7 @@ from ._common import (
 from ._common import console as _console
 from ._common import csv as _csv
 from ._common import fail as _fail
+from ._common import parse_ms as _parse_ms
 
 app = typer.Typer(help="Benchmarks: the FP8 tower's decode step, arm by arm, side by side.",
                   no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
@@ -51,14 +52,19 @@ def _choices(text: str, valid: list[str], what: str, option: str) -> list[str]:
     return list(dict.fromkeys(values))
 
 
-def _parse_ms(text: str, option: str = "--m") -> list[int]:
+def _cpu_size_note(console, model: str) -> None:
+    """Say up front when ``model`` is large for a run on the CPU (over 1 GB of bf16 weights:
+    qwen3-8b's 16 GB took 170 s to build and 8 s a decode step on a 2-core machine)."""
+    from ..hf import random_model as rm
+
     try:
-        ms = [int(t) for t in _csv(text)]
-    except ValueError:
-        raise _fail(f"{option} {text!r}: expected positive integers, e.g. 1,8,32") from None
-    if not ms or min(ms) < 1:
-        raise _fail(f"{option} {text!r}: expected positive integers, e.g. 1,8,32")
-    return list(dict.fromkeys(ms))
+        gb = rm.model_bytes(rm.text_config(model)) / 1e9
+    except Exception:  # noqa: BLE001 - a bad config is reported where the run reads it
+        return
+    if gb > 1:
+        console.print(f"no CUDA GPU: {model}'s {gb:.1f} GB of bf16 weights are built and run "
+                      f"on the CPU for each arm: expect minutes (--model {CPU_MODEL} is sized "
+                      "for a CPU)", highlight=False)
 
 
 def _slug(text: str) -> str:
@@ -226,6 +232,10 @@ def tower(
     if not cuda and backend_list is None:
         console.print(f"no CUDA GPU: backend {CPU_BACKENDS} (the CPU oracle); pass --backends "
                       "to choose others")
+    if not cuda and spec.fp8_bytes(parts) > 1e9:  # the 27B's printed nothing for minutes
+        console.print(f"no CUDA GPU: {spec.name}'s tower quantizes and runs "
+                      f"{spec.fp8_bytes(parts) / 1e9:.1f} GB of FP8 weights on the CPU: expect "
+                      f"minutes (--model {CPU_MODEL} is sized for a CPU)", highlight=False)
     check_json_path(json_out if json_out is not None else RESULTS / "tower.json")  # before timing
 
     ceiling = None
@@ -366,6 +376,8 @@ def generate(
             raise _fail(f"--backend {backend}: cannot run on this machine: {why}")
     if not cuda and backend == "auto":
         backend = CPU_BACKENDS
+    if not cuda:  # a GPU-sized model on the CPU printed nothing for minutes
+        _cpu_size_note(console, model)
     check_json_path(json_out if json_out is not None else RESULTS / "generate.json")
     command = (f"fp8tower bench generate --model {shlex.quote(model)} "
                f"--arms {','.join(arm_list)} "

@@ -19,6 +19,8 @@ from ._common import (
     fail,
     tp_size,
 )
+from ._common import csv as _csv
+from ._common import parse_ms as _parse_ms
 
 app = typer.Typer(help="Per-shape autotuned dispatch: tune GEMM shapes, explain the choices.",
                   no_args_is_help=True, rich_markup_mode=None)
@@ -61,10 +63,6 @@ def _bad(message: str, param_hint: str) -> typer.Exit:
     return fail(f"{param_hint}: {message}")
 
 
-def _csv(text: str) -> list[str]:
-    return [t.strip() for t in text.split(",") if t.strip()]
-
-
 def _parse_shapes(text: str) -> list[tuple[int, int]]:
     out = []
     for item in _csv(text):
@@ -75,17 +73,6 @@ def _parse_shapes(text: str) -> list[tuple[int, int]]:
     if not out:  # "," or "": no shape at all, not "every shape"
         raise _bad(f"{text!r} names no shape (e.g. 10240x5120,1024x5120)", param_hint="--shapes")
     return out
-
-
-def _parse_ms(text: str) -> list[int]:
-    try:
-        ms = [int(t) for t in _csv(text)]
-    except ValueError:
-        raise _bad(f"{text!r}: expected integers, e.g. 1,2,4", param_hint="--m") \
-            from None
-    if not ms or min(ms) < 1:
-        raise _bad(f"{text!r}: expected positive integers", param_hint="--m")
-    return ms
 
 
 def _parse_schemes(text: str) -> list:

@@ -199,11 +199,16 @@ def _fp8_modules(model: nn.Module) -> dict[str, nn.Module]:
 
 
 def _gemm_info(mod: nn.Module, m: int) -> tuple[int, int, int, str]:
-    """(n, k, bytes one call moves, backend) of an FP8 module at M=m, bf16 in and out."""
+    """(n, k, bytes one call moves, backend) of an FP8 module at M=m, bf16 in and out: the
+    weight and its scales, x, y and the bias where there is one (as GemmProblem.bytes_moved
+    counts them for the tower)."""
     inner = getattr(mod, "linear", mod)
     w = inner.fp8_weight()
     n, k = w.n, w.k
-    return n, k, w.nbytes() + 2 * m * k + 2 * m * n, str(getattr(inner, "backend", "auto"))
+    bias = getattr(inner, "bias", None)
+    bias_bytes = bias.numel() * bias.element_size() if isinstance(bias, torch.Tensor) else 0
+    return (n, k, w.nbytes() + 2 * m * k + 2 * m * n + bias_bytes,
+            str(getattr(inner, "backend", "auto")))
 
 
 def _family(name: str) -> str:
@@ -216,7 +221,6 @@ def _family(name: str) -> str:
 class ModelOps:
     ops: list  # OpRecord
     expected: list[dict]
-    labelled_by_neighbour: int
 
 
 def model_ops(model: nn.Module, names: list[str], fqns: list[str], m: int = 1,
@@ -267,7 +271,7 @@ def model_ops(model: nn.Module, names: list[str], fqns: list[str], m: int = 1,
     gemm = GEMM_KERNELS if device == "cuda" else CPU_GEMM_OPS
     expected = [{"label": lb, "modules": c, "per_module": 1, "kernel_regex": gemm,
                  "what": "FP8 GEMM launches"} for lb, c in sorted(per_label.items())]
-    return ModelOps(ops, expected, 0)
+    return ModelOps(ops, expected)
 
 
 # ----------------------------------------------------------------------------- capture
@@ -334,7 +338,7 @@ def capture_model(
     check_capture_dir(out_dir, force)
     if eager_out is not None:
         check_capture_dir(eager_out, force)
-    from .random_model import random_model, text_config
+    from .random_model import cache_kwarg, random_model, text_config
 
     config = text_config(model_name, layers)
     model = random_model(config, dev, seed=seed)
@@ -354,17 +358,18 @@ def capture_model(
     g = torch.Generator(device="cpu").manual_seed(seed + 1)
     ids = torch.randint(0, config.vocab_size, (m, context), generator=g).to(dev)
     cache = StaticCache(config=config, max_cache_len=max_len)
+    kv = cache_kwarg(model)
     tok = torch.zeros(m, 1, dtype=torch.long, device=dev)
     pos = torch.tensor([context], device=dev)
 
     def step():
         with torch.profiler.record_function(MOD_PREFIX + STEP_LABEL):
-            out = model(input_ids=tok, past_key_values=cache, cache_position=pos, use_cache=True)
+            out = model(input_ids=tok, **{kv: cache}, cache_position=pos, use_cache=True)
             tok.copy_(out.logits[:, -1:].argmax(-1))
             pos.add_(1)
 
     with torch.inference_mode():
-        out = model(input_ids=ids, past_key_values=cache, use_cache=True,
+        out = model(input_ids=ids, **{kv: cache}, use_cache=True,
                     cache_position=torch.arange(context, device=dev))
         tok.copy_(out.logits[:, -1:].argmax(-1))
         # With a graph, the eager step only labels the replay's kernels: its plans must run

@@ -284,10 +284,11 @@ def build_arm(model_name: str, arm: str, *, batch: int, context: int, steps: int
     g = torch.Generator(device="cpu").manual_seed(1)
     ids = torch.randint(0, config.vocab_size, (batch, context), generator=g).to(device)
     cache = StaticCache(config=config, max_cache_len=max_len)
+    kv = _rm.cache_kwarg(model)
 
     def prefill():
         cache.reset()
-        out = model(input_ids=ids, past_key_values=cache, use_cache=True,
+        out = model(input_ids=ids, **{kv: cache}, use_cache=True,
                     cache_position=torch.arange(context, device=device))
         return out.logits[:, -1:]
 
@@ -309,7 +310,7 @@ def build_arm(model_name: str, arm: str, *, batch: int, context: int, steps: int
         pos = torch.tensor([context], device=device)
 
         def step(tok, pos):
-            out = model(input_ids=tok, past_key_values=cache, cache_position=pos, use_cache=True)
+            out = model(input_ids=tok, **{kv: cache}, cache_position=pos, use_cache=True)
             return out.logits[:, -1:].argmax(-1)
 
         for _ in range(WARM):

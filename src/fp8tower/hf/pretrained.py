@@ -198,7 +198,10 @@ def from_pretrained(
     ``key_mapping``: stored names -> the model's ({regex: replacement}); default: the family's
     (Qwen3.5: ``model.language_model.`` -> ``model.``; its ``model.visual.*`` and ``mtp.*``
     tensors are not part of the causal LM and are not read). One warning lists the stored tensors
-    the model did not use (but vision towers', ``mtp.*`` and KV-cache scales)."""
+    the model did not use (but vision towers', ``mtp.*`` and KV-cache scales).
+    ``merge``, ``backend``, ``requant_max``, ``filter``: as :func:`~fp8tower.convert`.
+    ``cls``: the transformers model class to build (default: ``AutoModelForCausalLM``'s
+    choice for the config), e.g. ``Qwen3_5ForConditionalGeneration`` with ``key_mapping={}``."""
     check_merge(merge)
     dtype = _check_dtype(dtype)
     ck = open_mapped(Path(path), scheme, key_mapping)

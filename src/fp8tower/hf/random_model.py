@@ -115,6 +115,31 @@ def free_bytes(device: torch.device) -> int | None:
     return free
 
 
+def cache_kwarg(model: nn.Module) -> str:
+    """The keyword ``model``'s forward takes its KV cache by: ``cache`` from transformers 5.25
+    (``past_key_values`` warns there, deprecated), ``past_key_values`` before (the GPU
+    machine's 5.17)."""
+    import inspect
+
+    return "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
+
+
+def weight_bytes(model: nn.Module) -> int:
+    """Bytes of ``model``'s parameters, tied ones once."""
+    return sum(p.numel() * p.element_size() for p in model.parameters())
+
+
+def model_bytes(config, dtype: torch.dtype = torch.bfloat16) -> int:
+    """Bytes of the weights of ``config``'s causal LM in ``dtype``, built on the meta device
+    (no memory; about a second for an 8B model)."""
+    import transformers
+
+    from .pretrained import params_on_meta
+
+    with params_on_meta():
+        return weight_bytes(transformers.AutoModelForCausalLM.from_config(config, dtype=dtype))
+
+
 def random_model(config, device: torch.device | str, *, dtype: torch.dtype = torch.bfloat16,
                  seed: int = 0) -> nn.Module:
     """The causal LM of ``config`` with N(0, 0.02) weights drawn on ``device``, in eval mode."""
@@ -124,7 +149,7 @@ def random_model(config, device: torch.device | str, *, dtype: torch.dtype = tor
 
     with params_on_meta():
         model = transformers.AutoModelForCausalLM.from_config(config, dtype=dtype)
-    need = sum(p.numel() * p.element_size() for p in model.parameters())  # tied ones once
+    need = weight_bytes(model)
     free = free_bytes(torch.device(device))
     if free is not None and need > free:  # before allocating: else the OOM is a traceback
         hint = ("a smaller model (e.g. tiny-hybrid) or a GPU with more memory"

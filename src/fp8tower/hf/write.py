@@ -235,9 +235,10 @@ def _write(ck, src: Path, dst: Path, mode: MergeMode, max_shard_bytes: int) -> d
     cfg = dict(ck.config)
     cfg.pop("compression_config", None)
     from .. import __version__
+    from ..checkpoint.native import FORMAT_VERSION, QUANT_METHOD
 
-    cfg["quantization_config"] = {
-        "quant_method": "fp8tower", "format_version": 1,
+    cfg["quantization_config"] = {  # what checkpoint/native.py reads
+        "quant_method": QUANT_METHOD, "format_version": FORMAT_VERSION,
         "producer": {"name": "fp8tower", "version": __version__},
         "source": {"format": ck.format, "path": str(src)},
         "merge_mode": mode.value,

@@ -39,10 +39,15 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from ..quant_rules import match_exact_or_regex, match_hf_not_convert, match_modelopt, modelopt_algo
+from ..quant_rules import (
+    ct_best_group,
+    match_exact_or_regex,
+    match_hf_not_convert,
+    match_modelopt,
+    modelopt_algo,
+)
 from .spec import ConfigError
 
-SCHEME_HINTS = ("per_tensor", "channel_token", "block128")
 NAME_PREFIXES = ("model.", "model.language_model.")
 FIELD = "quantization_config"
 Rule = Callable[[str, str], bool]  # (module name, entry) -> whether the entry names it
@@ -140,37 +145,26 @@ class Matcher:
     regexes: tuple[re.Pattern[str], ...] = ()  # "re:" entries: re.match against a name
 
     @classmethod
-    def of(cls, entries: Iterable[str], *, globs: bool = True) -> Matcher:
-        """``globs=False``: plain entries are exact names (compressed-tensors)."""
+    def of(cls, entries: Iterable[str]) -> Matcher:
         entries = list(entries)
         plain = [e for e in entries if not e.startswith("re:")]
-        wild = [e for e in plain if globs and any(c in e for c in "*?[")]
+        wild = [e for e in plain if any(c in e for c in "*?[")]
         return cls(
             frozenset(e for e in plain if e not in wild),
             tuple(re.compile(fnmatch.translate(e)) for e in wild),
             tuple(re.compile(e[3:]) for e in entries if e.startswith("re:")),
         )
 
-    def matches(self, names: Iterable[str], *, subpaths: bool = True) -> bool:
+    def matches(self, names: Iterable[str]) -> bool:
         for name in names:
             if any(r.match(name) for r in self.regexes):
                 return True
-            subs = _subpaths(name) if subpaths else [name]
+            subs = _subpaths(name)
             if any(s in self.exact for s in subs):
                 return True
             if any(g.fullmatch(s) for g in self.globs for s in subs):
                 return True
         return False
-
-
-def ct_priority(target: str, names: Iterable[str]) -> int | None:
-    """compressed-tensors target match: 0 exact name, 1 regex, 2 the class 'Linear', None no."""
-    if target.startswith("re:"):
-        pattern = re.compile(target[3:])
-        return 1 if any(pattern.match(n) for n in names) else None
-    if target in names:
-        return 0
-    return 2 if target == "Linear" else None
 
 
 @dataclass(frozen=True)
@@ -192,13 +186,8 @@ class QuantPolicy:
         if self.method == "compressed-tensors":
             if self.exclude.matches(names):
                 return False
-            best: tuple[int, bool] | None = None
-            for fp8, targets in self.ct_groups:
-                prio = min((p for t in targets if (p := ct_priority(t, names)) is not None),
-                           default=None)
-                if prio is not None and (best is None or prio < best[0]):
-                    best = (prio, fp8)
-            return best is not None and best[1]
+            i = ct_best_group((targets for _, targets in self.ct_groups), names)
+            return i is not None and self.ct_groups[i][0]
         if not self.fp8_all or self.exclude.matches(names):
             return False
         return self.fp8_layers is None or self.fp8_layers.matches(names)

@@ -92,9 +92,11 @@ def _check_parts(parts: Parts) -> tuple[str, ...]:
     parts = (parts,) if isinstance(parts, str) else tuple(parts)
     if parts == ("all",):
         return ALL_PARTS
-    bad = [p for p in parts if p not in KINDS]
+    bad = [p for p in parts if p not in ALL_PARTS]  # "other" is a kind no tower models
     if bad or not parts:
-        raise ValueError(f"parts: got {parts!r}; expected a non-empty subset of {KINDS} or 'all'")
+        got = ",".join(parts) if all(isinstance(p, str) for p in parts) else repr(parts)
+        raise ValueError(f"parts: got {got!r}; expected one or more of "
+                         f"{', '.join(ALL_PARTS)} (comma-separated), or 'all'")
     return parts
 
 

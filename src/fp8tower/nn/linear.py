@@ -11,8 +11,9 @@ from .. import backends, dispatch
 from ..backends import Backend
 from ..formats import (
     ACT_DTYPES,
-    ACT_SCALE_MAX,
     FP8_DTYPE,
+    FP8_MAX,
+    MIN_SCALE,
     Fp8Weight,
     ScaleError,
     Scheme,
@@ -71,7 +72,7 @@ def _validate(
         if act_scale.numel() != 1:
             raise ValueError(f"act_scale must be one value, got shape {tuple(act_scale.shape)}")
         if act_scale.device.type == "cpu" and _values_checkable(act_scale):
-            _check_act_scale(float(act_scale), act_scale)  # no GPU sync to read it
+            check_act_scale_range(float(act_scale), "act_scale")  # no GPU sync to read it
     if bias is not None:
         check_bias(bias, weight.n, weight.device)
 
@@ -174,18 +175,9 @@ _ACT_SCALES: dict[tuple[float, torch.device], torch.Tensor] = {}
 _ACT_SCALES_MAX = 256
 
 
-def _check_act_scale(value: float, given) -> None:
-    """A static act_scale's value, as Fp8Weight checks its own (``given``: as the caller
-    passed it, for the message)."""
-    if not (math.isfinite(value) and 0 < value <= ACT_SCALE_MAX):
-        raise ValueError(f"act_scale must be a finite number > 0 and at most "
-                         f"{ACT_SCALE_MAX:g}, got {given!r}")
-    check_act_scale_range(value, "act_scale")  # as formats refuses it: subnormal or 0 in fp32
-
-
 def _act_scale_tensor(act_scale, device: torch.device, capturing: bool) -> torch.Tensor:
     value = float(act_scale)
-    _check_act_scale(value, act_scale)
+    check_act_scale_range(value, "act_scale")
     key = (value, device)
     t = _ACT_SCALES.get(key)
     if t is None:
@@ -259,7 +251,18 @@ class Fp8Linear(nn.Module):
     ``weight_scale``, ``input_scale`` (per_tensor with a static scale), ``bias``.
 
     Casting the module (``.to(torch.bfloat16)``, ``.half()``) moves but never converts the
-    FP8 weight and its float32 scales (the bias follows); ``out_dtype`` sets the output's."""
+    FP8 weight and its float32 scales (the bias follows); ``out_dtype`` sets the output's.
+
+    Built empty (weight zeros, scales ones) for ``load_state_dict``; :meth:`from_linear`
+    quantizes an ``nn.Linear``, :meth:`from_weight` wraps an :class:`Fp8Weight`. Arguments:
+    ``scheme`` (per_tensor, channel_token, block128, weight_only); ``bias``: a bias buffer;
+    ``static_input_scale``: an ``input_scale`` buffer (per_tensor only; else x's scale is
+    computed per call); ``weight_scale_shape``: the stored scale's shape, one of
+    :func:`~fp8tower.formats.expected_weight_scale_shapes` (default its first);
+    ``backend``: the GEMM backend (``auto``: the dispatcher's choice per shape);
+    ``out_dtype``: the output's dtype (default x's, bf16 for FP8 x); ``device``. The
+    ``use_plans`` attribute (default from ``FP8TOWER_PLAN``) turns the per-shape call plans
+    off or on."""
 
     def __init__(
         self,
@@ -308,6 +311,8 @@ class Fp8Linear(nn.Module):
 
     @classmethod
     def from_weight(cls, weight: Fp8Weight, bias: torch.Tensor | None = None, **kw) -> Fp8Linear:
+        """An Fp8Linear holding a copy of ``weight`` (its data, scales and static act_scale,
+        on its device) and of ``bias``; ``kw``: ``backend``, ``out_dtype``."""
         taken = sorted({"device", "static_input_scale", "weight_scale_shape"} & set(kw))
         if taken:  # else "got multiple values for keyword argument"
             raise ValueError(f"from_weight takes {', '.join(taken)} from the Fp8Weight; move "
@@ -352,7 +357,7 @@ class Fp8Linear(nn.Module):
             amax = float(calibration.float().abs().amax())
             if not math.isfinite(amax):
                 raise ValueError(f"calibration inputs must be finite, their amax is {amax}")
-            act_scale = max(amax / 448.0, 1e-12)
+            act_scale = max(amax / FP8_MAX, MIN_SCALE)  # formats.amax_scale's rule
         if linear.weight.device.type == "meta":
             raise ValueError("from_linear quantizes the linear's weight, which is on the meta "
                              "device: build Fp8Linear(..., device='meta'), then to_empty() and "

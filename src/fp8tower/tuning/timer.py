@@ -159,9 +159,6 @@ def _can_edit_graphs() -> bool:
     return True
 
 
-# Default read size for the ceiling: 4 GB (decimal), far above any L2.
-
-
 def event_times_ms(fn: Callable[[], Any], repeats: int, stream=None, *,
                    sync_each: bool = False) -> list[float]:
     """ms of each of ``repeats`` calls of ``fn``, each bracketed by CUDA events recorded on
