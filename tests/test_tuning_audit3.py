@@ -162,6 +162,17 @@ def test_a_misspelt_fp8tower_variable_is_reported(monkeypatch):
         env.check_flags()
 
 
+def test_an_unknown_fp8tower_variable_lists_the_users_variables(monkeypatch):
+    """The list was KNOWN[:-2]: the last two entries had to stay the tests' own names."""
+    monkeypatch.setenv("FP8TOWER_QQQQQQQQQQQQQQQQQQQQQQQQ", "1")
+    monkeypatch.setattr(env, "_warned", set())
+    with pytest.warns(RuntimeWarning) as rec:
+        env.check_flags()
+    (msg,) = [str(w.message) for w in rec if "FP8TOWER_QQQQQQQQQQQQQQQQQQQQQQQQ" in str(w.message)]
+    assert msg.endswith("known: " + ", ".join(env.USER_KNOWN))
+    assert "FP8TOWER_LOG" in msg and "FP8TOWER_FUZZ_EXAMPLES" not in msg
+
+
 def test_fp8tower_log_shows_what_tuning_chose(monkeypatch, caplog):
     import logging
 

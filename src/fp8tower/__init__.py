@@ -16,6 +16,7 @@ _EXPORTS = {
     "GemmProblem": "problem",
     "convert": "hf.conversion",
     "from_pretrained": "hf.pretrained",
+    "save_pretrained": "hf.write",
 }
 # Submodules reachable as attributes without importing them first (fp8tower.backends...).
 _SUBMODULES = frozenset({
@@ -33,6 +34,7 @@ __all__ = [
     "fp8_linear",
     "from_pretrained",
     "quantize_weight",
+    "save_pretrained",
 ]
 
 

@@ -91,12 +91,13 @@ def test_help_explains():
 
 
 def test_moe_experts_are_reported_apart(tmp_path):
-    """MoE expert linears in FP8 are listed apart (fp8tower does not convert them), not among
-    the quantized linears."""
+    """MoE expert linears in FP8 are listed apart (fp8tower loads them dequantized and does
+    not convert them), not among the quantized linears."""
     from ckpt_writer import write_qwen3_moe_block_fp8
 
     r = _run(write_qwen3_moe_block_fp8(tmp_path / "moe"))
     assert r.exit_code == 0, r.output
     text = " ".join(r.output.split())
-    assert "MoE expert linears: 6 in FP8, not converted by fp8tower" in text
+    assert ("MoE expert linears: 6 in FP8, not converted by fp8tower: from_pretrained loads "
+            "them dequantized") in text
     assert "quantized linears: 4" in text  # q, k, v, o: the one layer's MLP is its experts

@@ -14,6 +14,7 @@ from ckpt_writer import CASES, OracleLinear, build, expand_ref, linear_shapes, s
 
 from fp8tower.formats import sqnr_db
 from fp8tower.hf.conversion import MergedProjection
+from fp8tower.hf.conversion import convert
 from fp8tower.hf.pretrained import describe, from_pretrained
 from fp8tower.nn.linear import Fp8Linear
 
@@ -190,17 +191,64 @@ def test_a_stored_bias_of_the_wrong_shape_names_its_module(tmp_path):
         from_pretrained(save(spec, tmp_path / "ck"), backend="reference", merge=False)
 
 
-def test_moe_experts_in_fp8_are_named_in_the_error(tmp_path):
-    """A qwen3_moe block-FP8 checkpoint with per-expert linears (the hub's layout): fp8tower
-    does not convert MoE experts, and the error says so instead of only listing the model's
-    fused expert parameters as missing."""
+def test_moe_experts_stored_one_by_one_load_dequantized(tmp_path):
+    """A qwen3_moe block-FP8 checkpoint with per-expert linears (the hub's layout) fills
+    transformers' fused expert parameters: each expert's gate_proj rows, then its up_proj
+    rows, dequantized with their scales (fp8tower converts no experts); it failed with the
+    fused parameters missing (2026-12-05 audit). An expert's tensor missing is still named,
+    with the note on MoE experts."""
     from ckpt_writer import write_qwen3_moe_block_fp8
+    from safetensors.torch import load_file, save_file
 
+    from fp8tower.checkpoint import open_checkpoint
     from fp8tower.hf.conversion import ConvertError
 
-    write_qwen3_moe_block_fp8(tmp_path)
-    with pytest.raises(ConvertError, match="6 MoE expert linear.*which fp8tower does not convert"):
-        from_pretrained(tmp_path, backend="reference", dtype=torch.float32)
+    path = write_qwen3_moe_block_fp8(tmp_path / "moe")
+    m = from_pretrained(path, backend="reference", dtype=torch.float32)
+    ck = open_checkpoint(path)
+    experts = m.model.layers[0].mlp.experts
+    for e in range(2):
+        deq = [ck.load_linear(f"model.layers.0.mlp.experts.{e}.{p}").weight.dequantize()
+               for p in ("gate_proj", "up_proj", "down_proj")]
+        assert torch.equal(experts.gate_up_proj[e], torch.cat(deq[:2]))
+        assert torch.equal(experts.down_proj[e], deq[2])
+    assert type(m.model.layers[0].self_attn.o_proj) is Fp8Linear
+    with torch.no_grad():
+        assert bool(torch.isfinite(m(torch.tensor([[1, 2, 3]])).logits).all())
+    tensors = load_file(path / "model.safetensors")
+    del tensors["model.layers.0.mlp.experts.1.up_proj.weight"]
+    del tensors["model.layers.0.mlp.experts.1.up_proj.weight_scale_inv"]
+    save_file(tensors, path / "model.safetensors", metadata={"format": "pt"})
+    with pytest.raises(ConvertError, match="experts.gate_up_proj.*5 MoE expert linear"):
+        from_pretrained(path, backend="reference", dtype=torch.float32)
+
+
+@pytest.mark.parametrize("model_type", ["qwen3_5_moe_text", "qwen3_next"])
+def test_a_bf16_moe_checkpoint_transformers_wrote_loads(tmp_path, model_type):
+    """transformers 5.25's save_pretrained writes a MoE block's experts one by one: such a
+    bf16 checkpoint loads with scheme= to what transformers' own load then convert gives,
+    bit for bit (it was refused: its fused experts "not in the checkpoint")."""
+    common = {"vocab_size": 128, "hidden_size": 128, "intermediate_size": 256,
+              "moe_intermediate_size": 64, "num_experts": 4, "num_experts_per_tok": 2,
+              "shared_expert_intermediate_size": 128, "num_hidden_layers": 2,
+              "num_attention_heads": 2, "num_key_value_heads": 1, "head_dim": 64,
+              "linear_num_key_heads": 2, "linear_key_head_dim": 32, "linear_num_value_heads": 2,
+              "linear_value_head_dim": 32, "linear_conv_kernel_dim": 4,
+              "layer_types": ["linear_attention", "full_attention"],
+              "tie_word_embeddings": False}
+    if model_type == "qwen3_next":
+        common.update(decoder_sparse_step=1, mlp_only_layers=[], full_attention_interval=2)
+    config = transformers.AutoConfig.for_model(model_type, **common)
+    torch.manual_seed(0)
+    model = transformers.AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16)
+    model.save_pretrained(tmp_path / "ck")
+    ids = torch.randint(0, 128, (1, 5), generator=torch.Generator().manual_seed(1))
+    ours = from_pretrained(tmp_path / "ck", scheme="channel_token", backend="reference")
+    ref = transformers.AutoModelForCausalLM.from_pretrained(tmp_path / "ck",
+                                                            dtype=torch.bfloat16).eval()
+    convert(ref, "channel_token", backend="reference")
+    with torch.no_grad():
+        assert torch.equal(ours(ids).logits, ref(ids).logits)
 
 
 def test_tied_head_stored_with_other_values_keeps_them(tmp_path):
@@ -258,3 +306,16 @@ def test_persistent_buffers_are_loaded_from_the_checkpoint(tmp_path):
 
     m = from_pretrained(ck, scheme="per_tensor", backend="reference", cls=WithBuffer)
     assert torch.equal(m.model.trained_scalar, torch.tensor([0.25, 1.5, 3.0]))
+
+
+def test_a_gpt2_checkpoint_says_its_projections_are_not_linears(tmp_path):
+    """GPT-2's projections are transformers' Conv1D under the checkpoint's own names: the
+    error said to pass key_mapping=, which cannot help (2026-12-05 audit)."""
+    from fp8tower.hf.conversion import ConvertError
+
+    config = transformers.GPT2Config(n_embd=64, n_layer=1, n_head=2, vocab_size=64,
+                                     n_positions=32)
+    transformers.AutoModelForCausalLM.from_config(config).save_pretrained(tmp_path / "g")
+    with pytest.raises(ConvertError, match=r"modules of the model but not torch.nn.Linear "
+                                           r"\(e.g. 'transformer.h.0.attn.c_attn': Conv1D\)"):
+        from_pretrained(tmp_path / "g", scheme="per_tensor", backend="reference")

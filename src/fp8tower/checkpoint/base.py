@@ -339,8 +339,10 @@ class Checkpoint:
         if not experts:
             return ""
         return (f"; the checkpoint stores {len(experts)} MoE expert linear(s) (e.g. "
-                f"{experts[0]!r}), which fp8tower does not convert: transformers fuses a MoE "
-                "block's experts into 3-D parameters, not nn.Linear (docs/models.md, Known limits)")
+                f"{experts[0]!r}), which fp8tower does not convert: from_pretrained fills "
+                "transformers' fused 3-D expert parameters from them, dequantized, where every "
+                "expert's gate_proj / up_proj / down_proj is stored (docs/models.md, Known "
+                "limits)")
 
     def describe(self) -> dict:
         """What the checkpoint holds (for `fp8tower convert` reports). MoE expert linears are

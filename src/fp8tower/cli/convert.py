@@ -70,9 +70,10 @@ def _print(info: dict, written: dict | None) -> None:
                   "without --scheme (per_tensor, channel_token, block128 or weight_only), "
                   "which quantizes its linears at load")
     experts = info.get("moe_experts_not_converted") or {}
-    if experts:  # checkpoint/base.py describe(): fp8tower does not convert MoE experts yet
-        con.print(f"MoE expert linears: {len(experts)} in FP8, not converted by fp8tower "
-                  f"(e.g. {escape(min(experts))}; docs/models.md, Known limits)")
+    if experts:  # checkpoint/base.py describe(): fp8tower does not convert MoE experts
+        con.print(f"MoE expert linears: {len(experts)} in FP8, not converted by fp8tower: "
+                  f"from_pretrained loads them dequantized into transformers' fused expert "
+                  f"parameters (e.g. {escape(min(experts))}; docs/models.md, Known limits)")
     if info.get("linears_by_name") is False:
         con.print(f"model_type {info['model_type']!r}: which 2-D weights are linears is a "
                   "guess from their names (embeddings excluded); write_merged refuses it")

@@ -6,7 +6,8 @@
   onto the model's (Qwen3.5: ``model.language_model.*`` -> ``model.*``).
 - ``pretrained``: :func:`from_pretrained` (a local checkpoint -> a converted model, weights
   never materialized in bf16) and :func:`describe` (what a checkpoint holds).
-- ``write``: :func:`write_merged`, fp8tower's own merged checkpoint.
+- ``write``: :func:`write_merged` (a checkpoint -> fp8tower's own, merged) and
+  :func:`save_pretrained` (a converted model -> fp8tower's own checkpoint).
 
 ``fp8tower.convert`` and ``fp8tower.from_pretrained`` are these functions. Importing this
 package imports torch, not transformers.
@@ -14,7 +15,7 @@ package imports torch, not transformers.
 
 from .conversion import ConvertError, convert, default_filter
 from .pretrained import describe, from_pretrained
-from .write import write_merged
+from .write import save_pretrained, write_merged
 
 __all__ = ["ConvertError", "convert", "default_filter", "describe", "from_pretrained",
-           "write_merged"]
+           "save_pretrained", "write_merged"]

@@ -23,6 +23,7 @@ CUDA graphs and torch.compile: the views do pure tensor work and Python bookkeep
 from __future__ import annotations
 
 import collections
+import functools
 import re
 import warnings
 from collections.abc import Callable, Iterable, Sequence
@@ -376,6 +377,15 @@ def _nothing_converted(model: nn.Module, ck, names: set[str]) -> ConvertError | 
         return ConvertError(f"{ck.path}: the checkpoint has no FP8 linear (bf16?) and no "
                             "scheme was given: pass scheme= to quantize it")
     linears = [fqn for fqn, m in model.named_modules() if isinstance(m, nn.Linear)]
+    modules = dict(model.named_modules())
+    other = sorted(n for n in names if n in modules and not isinstance(modules[n], nn.Linear))
+    if names.isdisjoint(linears) and other:  # GPT-2's Conv1D: the names match, the type not
+        # (2026-12-05 audit: this said to pass key_mapping=, which cannot help)
+        kinds = sorted({type(modules[n]).__name__ for n in other})
+        return ConvertError(
+            f"{ck.path}: the checkpoint's {len(names)} linear(s) to quantize are modules of the "
+            f"model but not torch.nn.Linear (e.g. {other[0]!r}: {', '.join(kinds)}); fp8tower "
+            "swaps nn.Linear layers only")
     if names.isdisjoint(linears):
         example = linears[0] if linears else "none"
         rules = getattr(ck, "rules", ())
@@ -522,4 +532,9 @@ def convert(
                       f"({failed[0]['parent']}.{failed[0]['merged']}: {failed[0]['reason']}); "
                       "see model.fp8tower_merges", stacklevel=2)
     model.fp8tower_merges = records
+    if callable(getattr(type(model), "save_pretrained", None)):  # a transformers model
+        # transformers' own wrote what no loader reads back (hf/write.save_pretrained)
+        from .write import model_save_pretrained
+
+        model.save_pretrained = functools.partial(model_save_pretrained, model)
     return model

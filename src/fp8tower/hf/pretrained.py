@@ -9,6 +9,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import os
+import re
 import warnings
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -101,6 +102,40 @@ def _load_param(ck, name: str, dtype: torch.dtype, device) -> torch.Tensor:
         raise ConvertError(f"{name}: stored as {t.dtype}, but it is not the weight of a "
                            "quantized linear of the checkpoint: no scale to read it with")
     return ck.load_linear(module, device=device).weight.dequantize(dtype)
+
+
+# transformers 5's fused experts of a MoE block: <experts>.gate_up_proj [E, 2I, H] (each
+# expert's gate_proj rows, then its up_proj rows) and <experts>.down_proj [E, H, I], the
+# layout of conversion_mapping.py's "qwen2_moe" entry (5.25), which qwen3_moe, qwen3_next,
+# qwen3_5_moe(_text), deepseek_v3, glm4_moe and others share
+_FUSED_EXPERTS = re.compile(r"^(?P<experts>.+\.experts)\.(?P<param>gate_up_proj|down_proj)$")
+
+
+def _load_experts(ck, name: str, shape: torch.Size, dtype: torch.dtype, device,
+                  stored: set[str]) -> torch.Tensor | None:
+    """A fused expert parameter filled from a checkpoint that stores each expert's linears
+    (``<experts>.<e>.gate_proj.weight``, ...), as the hub's do: FP8 ones dequantized with
+    their scales (_load_param), bf16 ones as stored; the experts stay in high precision
+    (fp8tower converts no experts). None: not such a parameter, or an expert's tensor is
+    not stored (the caller reports it missing). 2026-12-05 audit: no Qwen3.5-MoE or
+    Qwen3-Next checkpoint in that layout loaded, bf16 ones included."""
+    m = _FUSED_EXPERTS.match(name)
+    if m is None or len(shape) != 3:
+        return None
+    projs = ("gate_proj", "up_proj") if m["param"] == "gate_up_proj" else ("down_proj",)
+    names = [[f"{m['experts']}.{e}.{p}.weight" for p in projs] for e in range(shape[0])]
+    if not all(n in stored for row in names for n in row):
+        return None
+    out = torch.empty(shape, dtype=dtype, device=device)
+    for e, row in enumerate(names):
+        parts = [_load_param(ck, n, dtype, device) for n in row]
+        got = (sum(p.shape[0] for p in parts), *parts[0].shape[1:])
+        if got != tuple(shape[1:]) or any(p.shape[1:] != parts[0].shape[1:] for p in parts):
+            raise ConvertError(f"{name}: expert {e}'s {' + '.join(row)} make "
+                               f"{'x'.join(map(str, got))}, the model's {m['param']} expects "
+                               f"{'x'.join(map(str, shape[1:]))} an expert")
+        torch.cat(parts, out=out[e])
+    return out
 
 
 def _load_member(ck, name: str, dtype: torch.dtype, device) -> torch.Tensor | None:
@@ -223,8 +258,11 @@ def from_pretrained(
     for key, names in names_of.items():
         srcs = [n for n in names if n in stored]
         dtype = params[key].dtype
-        if not srcs:  # a merged member kept unconverted (fp8tower's format), or missing
-            member = _load_member(ck, names[0], dtype, device)
+        if not srcs:  # MoE experts stored one by one, a merged member kept unconverted
+            # (fp8tower's format), or missing
+            member = _load_experts(ck, names[0], params[key].shape, dtype, device, stored)
+            if member is None:
+                member = _load_member(ck, names[0], dtype, device)
             if member is None:
                 missing.extend(names)
                 continue
