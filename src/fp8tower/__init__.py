@@ -16,7 +16,7 @@ _EXPORTS = {
     "GemmProblem": "problem",
     "convert": "hf.conversion",
     "from_pretrained": "hf.pretrained",
-    "save_pretrained": "hf.write",
+    "save_pretrained": "hf.save",
 }
 # Submodules reachable as attributes without importing them first (fp8tower.backends...).
 _SUBMODULES = frozenset({

@@ -13,8 +13,7 @@ transformers = pytest.importorskip("transformers")
 from ckpt_writer import CASES, OracleLinear, build, expand_ref, linear_shapes, save
 
 from fp8tower.formats import sqnr_db
-from fp8tower.hf.conversion import MergedProjection
-from fp8tower.hf.conversion import convert
+from fp8tower.hf.conversion import MergedProjection, convert
 from fp8tower.hf.pretrained import describe, from_pretrained
 from fp8tower.nn.linear import Fp8Linear
 

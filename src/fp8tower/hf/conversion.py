@@ -23,7 +23,6 @@ CUDA graphs and torch.compile: the views do pure tensor work and Python bookkeep
 from __future__ import annotations
 
 import collections
-import functools
 import re
 import warnings
 from collections.abc import Callable, Iterable, Sequence
@@ -408,6 +407,11 @@ def _device_of(lin: nn.Linear, fqn: str, device) -> torch.device:
     return lin.weight.device
 
 
+# Called with each model convert() returns (hf/save.py installs save_pretrained): the writers
+# import this module, not the other way round
+ON_CONVERTED: list[Callable[[nn.Module], None]] = []
+
+
 def convert(
     model: nn.Module,
     scheme: Scheme | str | None = None,
@@ -532,9 +536,6 @@ def convert(
                       f"({failed[0]['parent']}.{failed[0]['merged']}: {failed[0]['reason']}); "
                       "see model.fp8tower_merges", stacklevel=2)
     model.fp8tower_merges = records
-    if callable(getattr(type(model), "save_pretrained", None)):  # a transformers model
-        # transformers' own wrote what no loader reads back (hf/write.save_pretrained)
-        from .write import model_save_pretrained
-
-        model.save_pretrained = functools.partial(model_save_pretrained, model)
+    for hook in ON_CONVERTED:  # hf/save.py: save_pretrained writes what loads back
+        hook(model)
     return model

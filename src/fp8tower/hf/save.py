@@ -1,0 +1,176 @@
+"""Save a converted transformers model as fp8tower's checkpoint (format:
+fp8tower/checkpoint/native.py), which :func:`~fp8tower.from_pretrained` loads back.
+
+``convert`` makes a converted model's ``save_pretrained`` this module's (through
+``conversion.ON_CONVERTED``: conversion imports nothing of the writers)."""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import shutil
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from ..formats import Scheme
+from ..nn.linear import Fp8Linear
+from ..nn.merged import MergedFp8Linear
+from . import conversion
+from .conversion import ConvertError, MergedProjection
+from .write import _ShardWriter, _stored_scale
+
+
+def save_pretrained(model, out: str | os.PathLike[str], *,
+                    max_shard_bytes: int = 4 * 10**9) -> dict:
+    """Write a model that :func:`~fp8tower.convert` or :func:`~fp8tower.from_pretrained`
+    converted as fp8tower's checkpoint (checkpoint/native.py), which
+    ``fp8tower.from_pretrained(out)`` loads back to the same numbers, merged or not.
+
+    A converted model's ``model.save_pretrained(out)`` calls this: transformers' own wrote
+    the merged groups' tensors under ``<merged>.linear.*`` and a bf16 model's FP8 linears
+    without any quantization config, so neither loaded back (2026-12-05 audit). Each
+    ``Fp8Linear`` is written as it computes (its FP8 weight, scales and bias), a merged group
+    as one stored linear with per-member scales, every other tensor of ``model.state_dict()``
+    as it is (a tied one once); config.json is the model's with fp8tower's
+    ``quantization_config``, plus generation_config.json where the model has one. ``out``
+    must be new or empty; a write that fails leaves it as it found it. Returns ``{"path",
+    "files", "bytes", "modules", "merged"}`` (the counts of stored linears and merged
+    groups). fp8tower's format is read by fp8tower only: to serve with another engine, keep
+    the source checkpoint."""
+    if (not isinstance(max_shard_bytes, int) or isinstance(max_shard_bytes, bool)
+            or max_shard_bytes <= 0):
+        raise ValueError(f"max_shard_bytes: expected a positive int (bytes), got "
+                         f"{max_shard_bytes!r}")
+    owners: dict[str, nn.Module] = {}
+    for fqn, mod in model.named_modules():
+        if any(fqn.startswith(o + ".") for o in owners):
+            continue  # a merged group's Fp8Linear
+        if isinstance(mod, (MergedProjection, Fp8Linear)):
+            owners[fqn] = mod
+        elif isinstance(mod, MergedFp8Linear):  # its members are not modules of the model
+            raise ConvertError(f"{fqn}: a MergedFp8Linear made by hand; save_pretrained writes "
+                               "models that fp8tower.convert / from_pretrained converted")
+    if not owners:
+        raise ConvertError(f"{type(model).__name__} has no fp8tower linear: convert it first "
+                           "(fp8tower.convert), or save it with transformers")
+    config = getattr(model, "config", None)
+    if config is None or not hasattr(config, "to_dict"):
+        raise ConvertError(f"{type(model).__name__} has no transformers config to write")
+    dst = Path(out).expanduser()
+    if dst.exists() and (not dst.is_dir() or any(dst.iterdir())):
+        raise ConvertError(f"{dst}: exists and is not an empty directory (save_pretrained "
+                           "writes a new checkpoint directory)")
+    existed = dst.exists()
+    try:
+        return _save(model, config, owners, dst, max_shard_bytes)
+    except BaseException:
+        if existed:
+            for f in dst.iterdir():
+                f.unlink()
+        else:
+            shutil.rmtree(dst, ignore_errors=True)
+        raise
+
+
+def _save(model, config, owners: dict, dst: Path, max_shard_bytes: int) -> dict:
+    dst.mkdir(parents=True, exist_ok=True)
+    writer = _ShardWriter(dst, max_shard_bytes)
+    modules: dict[str, dict] = {}
+    merged_cfg: dict[str, dict] = {}
+    for fqn, mod in owners.items():
+        lin = mod.linear if isinstance(mod, MergedProjection) else mod
+        w = lin.fp8_weight()
+        if isinstance(mod, MergedProjection):
+            parent = fqn.rpartition(".")[0]
+            members = [f"{parent}.{n}" if parent else n for n in mod.names]
+            merged_cfg[fqn] = {"members": members, "sizes": list(mod.sizes)}
+        if isinstance(mod, MergedProjection) and w.scheme is Scheme.PER_TENSOR \
+                and w.scale.numel() > 1:  # exact: each member's scalar on its rows
+            starts = torch.tensor([0, *mod.sizes[:-1]]).cumsum(0).to(w.scale.device)
+            scale = w.scale.float().reshape(-1)[starts]
+        else:
+            scale = _stored_scale(w)
+        writer.add(f"{fqn}.weight", w.data)
+        writer.add(f"{fqn}.weight_scale", scale)
+        if w.act_scale is not None:
+            writer.add(f"{fqn}.input_scale", w.act_scale.float().reshape(()))
+        if lin.bias is not None:
+            writer.add(f"{fqn}.bias", lin.bias)
+        modules[fqn] = {"scheme": str(w.scheme), "static_input_scale": w.act_scale is not None}
+    seen: set[tuple] = set()  # a tied parameter (lm_head / embed_tokens) is written once
+    for name, t in model.state_dict().items():
+        if any(name.startswith(o + ".") for o in owners):
+            continue
+        key = (t.untyped_storage().data_ptr(), t.storage_offset(), tuple(t.shape), t.dtype)
+        if t.device.type != "meta" and key in seen:
+            continue
+        if t.device.type == "meta":
+            raise ConvertError(f"{name}: on the meta device (never loaded); nothing to write")
+        seen.add(key)
+        writer.add(name, t)
+    files = writer.finish()
+
+    from .. import __version__
+    from ..checkpoint.native import FORMAT_VERSION, QUANT_METHOD
+
+    cfg = config.to_dict()
+    cfg.pop("compression_config", None)
+    cfg["architectures"] = [type(model).__name__]
+    cfg["quantization_config"] = {  # what checkpoint/native.py reads
+        "quant_method": QUANT_METHOD, "format_version": FORMAT_VERSION,
+        "producer": {"name": "fp8tower", "version": __version__},
+        "source": {"format": "model", "class": type(model).__name__},
+        "modules": modules, "merged": merged_cfg,
+        "ignore": sorted(fqn for fqn, m in model.named_modules() if isinstance(m, nn.Linear)),
+    }
+    (dst / "config.json").write_text(json.dumps(cfg, indent=2, default=str))
+    gen = getattr(model, "generation_config", None)
+    if gen is not None and hasattr(gen, "save_pretrained"):
+        gen.save_pretrained(dst)
+    return {"path": str(dst), "files": files, "bytes": writer.total, "modules": len(modules),
+            "merged": len(merged_cfg)}
+
+
+def _shard_bytes(size) -> int:
+    """transformers' ``max_shard_size``: bytes, or "5GB" / "500MB" / "2GiB"."""
+    if isinstance(size, int) and not isinstance(size, bool) and size > 0:
+        return size
+    units = {"KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "KB": 10**3, "MB": 10**6, "GB": 10**9}
+    text = str(size).strip().upper()
+    for unit, mult in units.items():
+        number = text.removesuffix(unit)
+        if number != text and number.strip().isdigit() and int(number) > 0:
+            return int(number) * mult
+    raise ValueError(f"max_shard_size: expected a positive int (bytes) or a size such as "
+                     f"'5GB', '500MB', '2GiB', got {size!r}")
+
+
+def model_save_pretrained(model, save_directory, *, max_shard_size=4 * 10**9,
+                          safe_serialization: bool = True, is_main_process: bool = True,
+                          push_to_hub: bool = False, **kwargs) -> None:
+    """``model.save_pretrained`` of a converted model (set by :func:`~fp8tower.convert`):
+    :func:`save_pretrained` with transformers' arguments where they apply."""
+    if push_to_hub:
+        raise ValueError("save_pretrained(push_to_hub=True): fp8tower writes local "
+                         "directories only; upload the written directory yourself")
+    if not safe_serialization:
+        raise ValueError("save_pretrained(safe_serialization=False): fp8tower writes "
+                         "safetensors only")
+    if kwargs:
+        raise TypeError(f"save_pretrained of a model fp8tower converted takes max_shard_size, "
+                        f"safe_serialization, is_main_process, push_to_hub; got "
+                        f"{', '.join(sorted(kwargs))}")
+    if is_main_process:
+        save_pretrained(model, save_directory, max_shard_bytes=_shard_bytes(max_shard_size))
+
+
+
+def _install(model) -> None:
+    if callable(getattr(type(model), "save_pretrained", None)):  # a transformers model
+        model.save_pretrained = functools.partial(model_save_pretrained, model)
+
+
+conversion.ON_CONVERTED.append(_install)
