@@ -49,6 +49,16 @@ def _main(
             env.check_flags()
     except ValueError as e:
         raise fail(str(e)) from None
+    import os
+
+    if os.environ.get("FP8TOWER_BACKENDS", "").strip():  # checked where it is set only: the
+        from .. import dispatch  # check imports torch (a bad name was a traceback, late)
+        from ..backends import BackendError
+
+        try:
+            dispatch.candidates_from_env()
+        except BackendError as e:
+            raise fail(str(e)) from None
     for w in caught:  # a misspelt FP8TOWER_* name: one warning line, as the commands print
         warn(str(w.message))
 

@@ -93,9 +93,11 @@ def _table(rows, model: str, ceiling: float | None, cpu: bool):
             continue
         pct = ("n/a (CPU)" if cpu else "-" if not ceiling
                else _fmt(r.ceiling_pct, ".1f", "n/a (in L2)"))  # tower/bench.py: _fits_in_l2
-        chosen = ", ".join(f"{b} {n}" for b, n in r.chosen.items())
+        chosen = escape(", ".join(f"{b} {n}" for b, n in r.chosen.items()))
+        if r.min_ms and r.max_ms and r.max_ms > 2 * r.min_ms:  # a loaded host: say so
+            chosen += f" [yellow]noisy: its steps ran {r.min_ms:.3g}-{r.max_ms:.3g} ms[/]"
         table.add_row(r.scheme, str(r.m), r.arm, r.backend, str(r.gemms), f"{r.ms_per_step:.3f}",
-                      f"{r.gbps:.1f}", pct, f"{r.speedup:.3f}x", escape(chosen))
+                      f"{r.gbps:.1f}", pct, f"{r.speedup:.3f}x", chosen)
     bases: dict[str, list[str]] = {}
     for key in dict.fromkeys((r.scheme, r.m, r.baseline) for r in ordered if r.baseline):
         bases.setdefault(key[2], []).append(f"{key[0]} M={key[1]}")
@@ -177,6 +179,7 @@ def tower(
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
     from .. import backends, provenance
+    from ..backends import BackendError
     from ..formats import Scheme
     from ..models import ALL_PARTS, DEFAULT_PARTS, TpError, get_spec
     from ..nn.merged import MergeMode
@@ -232,6 +235,13 @@ def tower(
     if not cuda and backend_list is None:
         console.print(f"no CUDA GPU: backend {CPU_BACKENDS} (the CPU oracle); pass --backends "
                       "to choose others")
+    from ..hf.random_model import free_bytes
+
+    free = None if cuda else free_bytes(torch.device("cpu"))
+    if free is not None and spec.fp8_bytes(parts) > free:  # it was killed by the OOM killer
+        raise _fail(f"{spec.name}'s tower holds {spec.fp8_bytes(parts) / 1e9:.1f} GB of FP8 "
+                    f"weights; this CPU machine has {free / 1e9:.1f} GB free: use a GPU or a "
+                    f"smaller model (--model {CPU_MODEL})")
     if not cuda and spec.fp8_bytes(parts) > 1e9:  # the 27B's printed nothing for minutes
         console.print(f"no CUDA GPU: {spec.name}'s tower quantizes and runs "
                       f"{spec.fp8_bytes(parts) / 1e9:.1f} GB of FP8 weights on the CPU: expect "
@@ -254,12 +264,19 @@ def tower(
             bar.advance(task)
 
         with standin_kernel(standin):
-            rows = bench_tower(spec, schemes=scheme_list, arms=arm_list,
-                               backend_names=backend_names, ms=ms, parts=parts, merge_mode=mode,
-                               replays=replays, steps=steps, rounds=rounds, seed=seed,
-                               read_ceiling_gbps=ceiling, advance=advance)
+            try:
+                rows = bench_tower(spec, schemes=scheme_list, arms=arm_list,
+                                   backend_names=backend_names, ms=ms, parts=parts,
+                                   merge_mode=mode, replays=replays, steps=steps, rounds=rounds,
+                                   seed=seed, read_ceiling_gbps=ceiling, advance=advance)
+            except BackendError as e:  # e.g. FP8TOWER_BACKENDS naming no backend that serves
+                raise _fail(str(e)) from None
     title = spec.name + (f", one rank of tp {tp}" if tp > 1 else "")
     console.print(_table(rows, title, ceiling, not cuda))
+    if not any(r.ok for r in rows):  # exit 0 with a record of nothing measured
+        first = next(r for r in rows)
+        raise _fail(f"no cell ran (nothing written): e.g. {first.scheme} M={first.m} "
+                    f"{first.arm} {first.backend}: {first.reason}", code=1)
 
     gpu = torch.cuda.get_device_name() if cuda else None
     now = datetime.datetime.now(datetime.timezone.utc)
@@ -370,6 +387,9 @@ def generate(
     if backend not in backends.names() + ["auto"]:  # before any model is built
         raise _fail(f"unknown backend {backend!r} in --backend: expected one of "
                     f"{', '.join(backends.names() + ['auto'])}")
+    if backend != "auto" and not any(a.startswith("fp8:") for a in arm_list):
+        raise _fail(f"--backend {backend} sets the fp8: arms' GEMM backend, but --arms "
+                    f"{','.join(arm_list)} has no fp8: arm")
     if backend != "auto" and any(a.startswith("fp8:") for a in arm_list):
         why = backends.get(backend).unavailable_reason()
         if why is not None:  # as bench tower --backends refuses it (it failed after the build)
@@ -429,6 +449,10 @@ def generate(
         kern = record["linear_attention_kernels"]
         table.caption += "\n" + "; ".join(f"{k}: {v}" for k, v in kern.items())
     console.print(table)
+    if all(r["skipped"] for r in record["rows"]):  # exit 0 with a record of nothing measured
+        first = record["rows"][0]
+        raise _fail(f"no arm ran (nothing written): {first['arm']} (batch {first['batch']}) "
+                    f"skipped: {first['skipped']}", code=1)
     if json_out is None:
         json_out = provenance.result_path(
             RESULTS, f"generate_{_slug(model)}_{_slug(record['gpu']) if record['gpu'] else 'cpu'}",

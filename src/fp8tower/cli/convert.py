@@ -116,7 +116,8 @@ def _print(info: dict, written: dict | None) -> None:
         reasons = {g["reason"] for g in gs if g["reason"]}
         reason = next(iter(reasons), "") if len(reasons) <= 1 else (
             f"e.g. {min(reasons)} ({len(reasons)} different)")
-        mt.add_row(merged, members, action, str(scheme), str(len(gs)), reason)
+        mt.add_row(merged, members, action, "-" if scheme is None else str(scheme), str(len(gs)),
+                   reason)
     if groups:
         con.print(mt)
     else:
@@ -172,6 +173,11 @@ def convert(
     try:
         info = describe(path, scheme=scheme)
         written = None
+        if requant_max and not any(g.get("scheme") == "per_tensor"
+                                   for g in info["merge_groups"]):  # it changed nothing
+            schemes = sorted({str(g.get("scheme")) for g in info["merge_groups"]}) or ["none"]
+            raise _fail(f"--requant-max merges per_tensor groups, and {path} has none (its "
+                        f"sibling groups: {', '.join(schemes)}): drop --requant-max")
         if write_merged is not None:
             from ..hf.write import write_merged as _write
 

@@ -28,7 +28,6 @@ def info() -> None:
     import platform
 
     import torch
-    from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
 
@@ -58,7 +57,9 @@ def info() -> None:
     else:
         rows["gpu"] = "none (no CUDA device visible)"
     rows["untuned default"] = untuned_default(None if gpu is None else p.name)
-    console = Console()
+    from ._common import console as _console
+
+    console = _console()  # piped: wide enough that cells are not cut
     table = Table(title="fp8tower info", show_header=False)
     for k, val in rows.items():
         table.add_row(k, escape(str(val)))

@@ -37,7 +37,8 @@ ARM_HELP = (
 # tower.build.STANDIN_KERNELS (not imported here: it pulls in torch; a test keeps them equal).
 STANDIN_KERNELS = ("torch", "rows", "rows_fp8")
 STEPS_HELP = "Decode steps of the short and the long trace, e.g. --steps 8 136."
-MAP_HELP = "Map file (.json/.toml) mapping kernels of foreign traces to ops; see docs/trace.md."
+MAP_HELP = ("Map file (.json/.toml) mapping kernels of foreign traces to ops; see docs/trace.md. "
+            "On a capture directory it replaces the manifest's mapping, and its checks.")
 STEP_RANGE_HELP = (
     "Regex of the range name (record_function/NVTX) marking one step; default fp8tower.step."
 )
@@ -134,7 +135,7 @@ def diff(
     ] = Device.auto,
     top: Annotated[
         int | None,
-        typer.Option(callback=at_least(0), help="Print only the N most expensive kernels."),
+        typer.Option(callback=at_least(1), help="Print only the N most expensive kernels."),
     ] = None,
     step_range: StepRangeOpt = None,
 ) -> None:
@@ -444,6 +445,15 @@ def capture(
     from ..tower.capture import capture_arm
 
     check_standin_device(standin, torch.cuda.is_available())
+    from .. import backends
+
+    if backend != "auto":  # before the build (it was refused after the tower was built)
+        try:
+            why = backends.get(backend).unavailable_reason()
+        except BackendError as e:
+            raise _fail(f"--backend: {e}") from None
+        if why is not None:
+            raise _fail(f"--backend {backend}: cannot run on this machine: {why}")
 
     from rich.console import Console
 
@@ -457,8 +467,8 @@ def capture(
                 arm=arm.value, backend=backend, m=m, steps=short_long,
                 out_dir=out, scheme=scheme_v, force=force, standin=standin,
             )
-    except BackendError as e:
-        raise _fail(f"--backend {backend}: {e}") from None
+    except BackendError as e:  # FP8TOWER_BACKENDS is checked at startup (cli/__init__.py)
+        raise _fail(f"--backend {backend}: {e}" if backend != "auto" else str(e)) from None
     except MergeError as e:
         raise _fail(f"--arm merged --scheme {scheme_v.value}: {e}") from None
     _console().print(f"wrote {escape(str(getattr(result, 'directory', out)))}")

@@ -109,9 +109,9 @@ def _model_options(model, merged, parts, tp: int = 1) -> str:
                  if v is not None]
         if given:
             verb, it = ("select", "they") if len(given) > 1 else ("selects", "it")
-            raise _bad(f"{' and '.join(given)} {verb} the GEMMs of --model; without --model "
+            raise fail(f"{' and '.join(given)} {verb} the GEMMs of --model; without --model "
                        f"{it} would be ignored: give --model or drop "
-                       f"{'them' if it == 'they' else 'it'}", param_hint=given[0])
+                       f"{'them' if it == 'they' else 'it'}")  # the option named once
     return DEFAULT_PARTS if parts is None else parts
 
 
@@ -291,10 +291,12 @@ def _print_table(rows: list[dict], *, explain: bool, title: str) -> None:
     if files:
         table.add_column("cache file")
     for col in ("shape NxK", "scheme", "M", "winner", "us", "GB/s"):
-        table.add_column(col, justify="right" if col in ("M", "us", "GB/s") else "left")
+        # the winner's config is what --explain is for: wrapped, never cut ("nu...")
+        table.add_column(col, justify="right" if col in ("M", "us", "GB/s") else "left",
+                         overflow="fold" if col == "winner" else "ellipsis")
     if explain:
         table.add_column("% ceiling", justify="right")
-        table.add_column("runners-up (us)")
+        table.add_column("runners-up (us)", overflow="fold")
         table.add_column("margin", justify="right")
         table.add_column("vs other backend", justify="right")
         table.add_column("measured")
@@ -389,7 +391,7 @@ def tune(
     max_configs: Annotated[int | None, typer.Option(
         "--max-configs", callback=at_least(0),
         help="At most this many configs per backend from the evenly spaced sample of its search "
-        "space (default: fp8tower.tuning.search.MAX_CONFIGS). Not bounded by it: each "
+        "space (default: 16, fp8tower.tuning.search.MAX_CONFIGS). Not bounded by it: each "
         "backend's default and priority configs (a handful), and the winner's refinements "
         "and layout variants: 0 still times those.")]
     = None,
@@ -413,7 +415,7 @@ def tune(
         "fastest first (fp8tower.tower.context).")]
     = False,
     standin: Annotated[str, typer.Option(
-        "--standin", help="With --in-context, the step's stand-ins: " + STANDIN_HELP
+        "--standin", help="With --in-context, the step's stand-ins. " + STANDIN_HELP
         + " rows_fp8 makes the GEMMs after a stand-in read FP8 x: their own keys, tuned and "
         "re-ranked in that step.")] = "torch",
     explain: Explain = False,
@@ -481,10 +483,8 @@ def tune(
     # no check_standin_device: tune needs a GPU whatever the stand-in (its advice, the CPU
     # interpreter, would not serve here)
     if not torch.cuda.is_available():
-        typer.echo("fp8tower tune: tuning needs a CUDA GPU, and none is visible here "
-                   "(torch.cuda.is_available() is False). Run it on the GPU that will serve.",
-                   err=True)
-        raise typer.Exit(2)
+        raise fail("tune: tuning needs a CUDA GPU, and none is visible here "
+                   "(torch.cuda.is_available() is False). Run it on the GPU that will serve.")
 
     from .. import dispatch
     from ..tuning.ceiling import measure_read_ceiling

@@ -390,6 +390,11 @@ def attribute(arm: Arm, ceiling_gbps: float | None = None) -> Attribution:
     steps = arm.steps
     d = steps[1] - steps[0]
     notes: list[str] = []
+    if arm.rules is not None and arm.manifest is not None:  # a capture attributed by a map:
+        # its manifest's ops, their kernel regexes and launch checks go unused (2026-12-05
+        # audit: a capture that failed them exited 0 with --map, without a word)
+        notes.append("the map replaces the capture's manifest: its ops' kernel checks and "
+                     "expected launches are not checked")
     if arm.rules is not None:
         segs = _segments(arm, any(r.has_ordinal for r in arm.rules), notes)
         units = [_map_units(t, seg, arm.rules) for t, seg in zip((arm.short, arm.long), segs)]
