@@ -1,0 +1,123 @@
+"""The CLI, session 42's audit (a user at the keyboard): each test fails on the code before
+it. Runs that measured nothing exit 1 and write nothing; options that change nothing are
+refused; environment errors are one line before any work."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from fp8tower.cli import app
+
+DATA = Path(__file__).parent / "data" / "trace"
+CPU_ONLY = pytest.mark.skipif(torch.cuda.is_available(), reason="CPU behaviour")
+
+
+def run(*args, env=None):
+    r = CliRunner().invoke(app, [str(a) for a in args], env=env)
+    assert "Traceback" not in r.output, r.output
+    return r
+
+
+def flat(r) -> str:
+    return " ".join(r.output.split())
+
+
+def test_bench_generate_with_every_arm_skipped_fails_and_writes_nothing(tmp_path, monkeypatch):
+    pytest.importorskip("transformers")
+    from fp8tower.hf import generate
+
+    monkeypatch.setattr(generate, "arm_unavailable", lambda arm: "not here (test)")
+    out = tmp_path / "g.json"
+    r = run("bench", "generate", "--model", "tiny-hybrid", "--batch", "1", "--context", "4",
+            "--steps", "1", "--rounds", "1", "--arms", "bf16", "--json", out)
+    assert r.exit_code == 1 and not out.exists(), r.output
+    assert "no arm ran (nothing written): bf16 (batch 1) skipped: not here (test)" in flat(r)
+
+
+def test_bench_tower_with_every_cell_skipped_fails_and_writes_nothing(tmp_path, monkeypatch):
+    from fp8tower.tower import bench
+    from fp8tower.tower.bench import BenchRow
+
+    def skipped(spec, **kw):
+        return [BenchRow(scheme="per_tensor", m=1, arm="merged", backend="reference", gemms=8,
+                         status="skipped", reason="cannot merge (test)")]
+
+    monkeypatch.setattr(bench, "bench_tower", skipped)
+    out = tmp_path / "t.json"
+    r = run("bench", "tower", "--model", "tiny-hybrid", "--m", "1", "--arms", "merged",
+            "--backends", "reference", "--json", out)
+    assert r.exit_code == 1 and not out.exists(), r.output
+    assert "no cell ran (nothing written): e.g. per_tensor M=1 merged reference: cannot merge " \
+           "(test)" in flat(r)
+
+
+@CPU_ONLY
+def test_bench_tower_refuses_a_tower_larger_than_free_memory(tmp_path, monkeypatch):
+    """The 27B's tower with its MLP was killed by the OOM killer (exit 137) on a CPU."""
+    from fp8tower.hf import random_model
+
+    monkeypatch.setattr(random_model, "free_bytes", lambda device: 1000)
+    r = run("bench", "tower", "--model", "tiny-hybrid", "--m", "1", "--json", tmp_path / "t.json")
+    assert r.exit_code == 2, r.output
+    assert "GB of FP8 weights; this CPU machine has 0.0 GB free: use a GPU or a smaller " \
+           "model" in flat(r)
+
+
+def test_a_bad_fp8tower_backends_is_one_line_before_any_work():
+    r = run("info", env={"FP8TOWER_BACKENDS": "bogus"})
+    assert r.exit_code == 2, r.output
+    assert "error: FP8TOWER_BACKENDS='bogus': unknown backend(s) bogus" in flat(r)
+
+
+def test_bench_generate_backend_without_an_fp8_arm_is_refused():
+    r = run("bench", "generate", "--model", "tiny-hybrid", "--arms", "bf16", "--backend",
+            "reference")
+    assert r.exit_code == 2
+    assert "--backend reference sets the fp8: arms' GEMM backend, but --arms bf16 has no " \
+           "fp8: arm" in flat(r)
+
+
+def test_convert_requant_max_without_per_tensor_groups_is_refused(tmp_path):
+    pytest.importorskip("transformers")
+    sys.path.insert(0, str(Path(__file__).parent / "checkpoint"))
+    from ckpt_writer import build, save
+
+    path = save(build("block_fp8"), tmp_path / "b")
+    r = run("convert", path, "--write-merged", tmp_path / "out", "--requant-max")
+    assert r.exit_code == 2 and not (tmp_path / "out").exists(), r.output
+    assert "--requant-max merges per_tensor groups, and" in flat(r)
+    assert "has none (its sibling groups: block128): drop --requant-max" in flat(r)
+
+
+def test_attribute_with_a_map_on_a_capture_says_its_checks_are_skipped(tmp_path):
+    r = run("trace", "attribute", DATA / "arm_merged", "--map", DATA / "vllm_map.json",
+            "--json", tmp_path / "a.json")
+    assert "the map replaces the capture's manifest: its ops' kernel checks and expected " \
+           "launches are not checked" in flat(r)
+    assert "replaces the capture's manifest" in (tmp_path / "a.json").read_text()
+
+
+@CPU_ONLY
+def test_trace_capture_refuses_a_cpu_unservable_backend_before_the_build(tmp_path):
+    r = run("trace", "capture", "--model", "tiny-hybrid", "--arm", "merged", "--backend",
+            "cublaslt", "--out", tmp_path / "cap")
+    assert r.exit_code == 2 and not (tmp_path / "cap").exists(), r.output
+    assert "--backend cublaslt: cannot run on this machine: needs a CUDA GPU" in flat(r)
+
+
+@CPU_ONLY
+def test_tune_without_a_gpu_is_an_error_line():
+    r = run("tune", "--shapes", "64x64", "--m", "1")
+    assert r.exit_code == 2 and "error: tune: tuning needs a CUDA GPU" in flat(r)
+
+
+def test_trace_diff_top_zero_is_refused():
+    arm = DATA / "arm_merged"
+    r = run("trace", "diff", arm / "trace_2.json.gz", arm / "trace_6.json.gz", "--steps", 2, 6,
+            "--top", 0)
+    assert r.exit_code == 2 and "expected an integer >= 1" in flat(r)
