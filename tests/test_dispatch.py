@@ -383,6 +383,12 @@ _DTYPES = "expected one of bfloat16, float16, float32"
      "per_tensor with a static scale only")),
     (["tune", "--shapes", "8x8", "--act-dtype", "float8_e4m3fn", "--scheme", "per_tensor",
       "--dynamic-act-scale"], "--act-dtype float8_e4m3fn with --dynamic-act-scale"),
+    # both conflicts in one line, the default scheme said to be the default (session 42 audit:
+    # it named a --scheme never typed, and its fix led to the second error)
+    (["tune", "--shapes", "8x8", "--act-dtype", "float8_e4m3fn", "--dynamic-act-scale"],
+     ("--act-dtype float8_e4m3fn with the default --scheme channel_token,block128 and "
+      "--dynamic-act-scale: fp8_linear takes FP8 activations for per_tensor with a static "
+      "scale only (give --scheme per_tensor and drop --dynamic-act-scale)")),
     # model options without a model were ignored
     (["tune", "--shapes", "8x8", "--unmerged"], ("--merged/--unmerged selects the GEMMs of "
      "--model; without --model it would be ignored")),

@@ -329,12 +329,12 @@ def run(*args, env=None):
 
 @pytest.mark.parametrize("cmd", ["tune", "dispatch"])
 @pytest.mark.parametrize("tp, says", [
-    ("0", "Invalid value for '--tp': 0: expected an integer >= 1"),
-    ("-1", "Invalid value for '--tp': -1: expected an integer >= 1"),
-    ("1.5", "Invalid value for '--tp': '1.5': expected an integer >= 1"),
-    ("two", "Invalid value for '--tp': 'two': expected an integer >= 1"),
-    ("1_0", "Invalid value for '--tp': '1_0': expected an integer >= 1"),  # int() takes it: 10
-    ("+2", "Invalid value for '--tp': '+2': expected an integer >= 1"),
+    ("0", "error: --tp: 0: expected an integer >= 1"),
+    ("-1", "error: --tp: -1: expected an integer >= 1"),
+    ("1.5", "error: --tp: '1.5': expected an integer >= 1"),
+    ("two", "error: --tp: 'two': expected an integer >= 1"),
+    ("1_0", "error: --tp: '1_0': expected an integer >= 1"),  # int() takes it: 10
+    ("+2", "error: --tp: '+2': expected an integer >= 1"),
     ("16", "--tp: qwen3.5-27b: num_attention_heads: got 24; expected a multiple of tp (16)"),
     ("3", "--tp: qwen3.5-27b: linear_num_key_heads: got 16; expected a multiple of tp (3)"),
 ])

@@ -39,12 +39,14 @@ def warn(message: str) -> None:
 
 
 def at_least(lo: int):
-    """An option callback refusing an integer below ``lo`` with the value named (typer's
-    ``min=`` says only "Input should be greater than or equal to 1")."""
+    """An option callback refusing an integer below ``lo`` with the value named, in one
+    ``error:`` line (typer's ``min=`` says only "Input should be greater than or equal to 1";
+    its BadParameter printed a four-line usage block)."""
 
-    def check(value: int | None) -> int | None:
+    def check(param: typer.CallbackParam, value: int | None) -> int | None:
         if value is not None and value < lo:
-            raise typer.BadParameter(f"{value}: expected an integer >= {lo}")
+            name = param.opts[0] if param.opts else param.name
+            raise fail(f"{name}: {value}: expected an integer >= {lo}")
         return value
 
     return check
@@ -59,10 +61,9 @@ def tp_size(text: str | int) -> int:
     elif re.fullmatch(r"-?[0-9]+", str(text).strip()):
         value = int(str(text).strip())
     else:
-        raise typer.BadParameter(f"{text!r}: expected an integer >= 1 (the tensor-parallel "
-                                 "size)")
+        raise fail(f"--tp: {text!r}: expected an integer >= 1 (the tensor-parallel size)")
     if value < 1:
-        raise typer.BadParameter(f"{value}: expected an integer >= 1 (the tensor-parallel size)")
+        raise fail(f"--tp: {value}: expected an integer >= 1 (the tensor-parallel size)")
     return value
 
 

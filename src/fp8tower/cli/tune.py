@@ -457,6 +457,7 @@ def tune(
         raise _bad(f"--in-context: {spec.name}'s GEMMs add a bias (attention_bias / mlp_bias, "
                    "Qwen2's q/k/v), which the tower's decode step does not run: tune without "
                    "--in-context", param_hint="--in-context")
+    scheme_given = scheme is not None
     if scheme is None:
         scheme = (spec.scheme_hint if spec is not None else None) or ALL_SCHEMES
         if "block128" in _csv(scheme) and _block_left_out(spec):
@@ -469,13 +470,16 @@ def tune(
         check_standin(standin, STANDIN_KERNELS, [s.value for s in schemes])
     if adt == torch.float8_e4m3fn:
         others = [s.value for s in schemes if s is not Scheme.PER_TENSOR]
-        if others or not static_act_scale:
-            what = f"--scheme {','.join(others)}" if others else "--dynamic-act-scale"
-            fix = "give --scheme per_tensor" if others else "drop --dynamic-act-scale"
-            raise _bad(
-                f"--act-dtype float8_e4m3fn with {what}: fp8_linear takes FP8 activations "
-                f"for per_tensor with a static scale only ({fix})",
-                param_hint="--act-dtype")
+        if others or not static_act_scale:  # every conflict in one line, as the user typed it
+            given = "--scheme" if scheme_given else "the default --scheme"
+            what = [f"{given} {','.join(others)}"] if others else []
+            fix = ["give --scheme per_tensor"] if others else []
+            if not static_act_scale:
+                what.append("--dynamic-act-scale")
+                fix.append("drop --dynamic-act-scale")
+            raise fail(f"--act-dtype float8_e4m3fn with {' and '.join(what)}: fp8_linear "
+                       f"takes FP8 activations for per_tensor with a static scale only "
+                       f"({' and '.join(fix)})")
     for x in ms:
         if m_bucket(x) != x:
             typer.echo(f"note: --m {x} tunes the key of its bucket, M = {m_bucket(x)} (it "
