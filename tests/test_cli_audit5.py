@@ -121,3 +121,11 @@ def test_trace_diff_top_zero_is_refused():
     r = run("trace", "diff", arm / "trace_2.json.gz", arm / "trace_6.json.gz", "--steps", 2, 6,
             "--top", 0)
     assert r.exit_code == 2 and "expected an integer >= 1" in flat(r)
+
+
+def test_a_cache_file_of_another_format_says_so(tmp_path):
+    """It said only "no tuned decisions found", the cause unnamed."""
+    f = tmp_path / "c.json"
+    f.write_text('{"meta": {"format": 99}, "entries": {}}')
+    r = run("dispatch", "--file", f)
+    assert "cache format 99; this fp8tower reads format 1" in flat(r), r.output

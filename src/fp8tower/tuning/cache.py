@@ -483,6 +483,9 @@ def read_cache_file(path: Path) -> CacheFile:
         except EntryError as e:
             issues.append(f"{path}: entry {key} skipped: {e}")
     meta = raw.get("meta") if isinstance(raw.get("meta"), dict) else None
+    if meta is not None and meta.get("format", CACHE_FORMAT) != CACHE_FORMAT:  # said why
+        issues.insert(0, f"{path}: cache format {meta.get('format')!r}; this fp8tower reads "
+                         f"format {CACHE_FORMAT}")
     return CacheFile(path, meta, entries, issues)
 
 
