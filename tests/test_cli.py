@@ -55,7 +55,7 @@ def test_trace_capture_help_names_what_model_takes():
     (["bench", "generate", "--steps", "-2"], -2, 1),
     (["bench", "generate", "--rounds", "0"], 0, 1),
     (["tune", "--shapes", "8x8", "--max-configs", "-1"], -1, 0),
-    (["trace", "diff", "a", "b", "--top", "0"], 0, 1),
+    (["trace", "diff", "a", "b", "--top", "-1"], -1, 0),
     (["trace", "capture", "--model", "tiny-hybrid", "--arm", "merged", "--out", "o",
       "--m", "0"], 0, 1),
     (["trace", "capture-model", "--model", "tiny-hybrid", "--arm", "bf16", "--out", "o",

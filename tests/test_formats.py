@@ -105,6 +105,8 @@ def test_static_act_scale_above_the_kernels_bound_is_refused():
         Fp8Weight(w.data, w.scale, w.scheme, torch.tensor(ACT_SCALE_MAX * 4))
     with pytest.raises(ValueError, match="at most 1e\\+35, got 4"):
         quantize_weight(torch.randn(8, 16), "per_tensor", act_scale=4e35)
+    with pytest.raises(ValueError, match="got 1e\\+39"):  # as given, not fp32's inf
+        quantize_weight(torch.randn(8, 16), "per_tensor", act_scale=1e39)
     with pytest.raises(ValueError, match="at most 1e\\+35"):
         fp8_linear(torch.randn(2, 16), w, act_scale=4e35, backend="reference")
     Fp8Weight(w.data, w.scale, w.scheme, torch.tensor(ACT_SCALE_MAX / 10))  # inside: accepted

@@ -427,8 +427,9 @@ def default_dispatcher() -> Dispatcher:
     if _default is None:
         with _default_lock:
             if _default is None:
+                candidates = candidates_from_env()  # its BackendError, with the registry
                 env.check_flags()
-                _default = Dispatcher(candidates=candidates_from_env())
+                _default = Dispatcher(candidates=candidates)
     return _default
 
 

@@ -40,15 +40,27 @@ FLAGS = ("FP8TOWER_TUNE", "FP8TOWER_RETUNE", "FP8TOWER_PLAN", "FP8TOWER_TILE_MAJ
 USER_KNOWN = (*FLAGS, "FP8TOWER_CACHE_DIR", "FP8TOWER_BACKENDS", "FP8TOWER_LOG")
 KNOWN = (*USER_KNOWN, "FP8TOWER_REQUIRE_BROWSER", "FP8TOWER_FUZZ_EXAMPLES")  # + the tests' own
 _LEVELS = ("debug", "info", "warning", "error")
+#: the backends FP8TOWER_BACKENDS may name (backends/__init__.py registers them, less those
+#: whose package is missing; tests/test_cli_audit5.py pins the two lists together): checked
+#: here without importing torch
+BACKEND_NAMES = ("triton", "cublaslt", "cudnn", "cutlass", "stream", "reference")
 _warned: set[str] = set()
 
 
 def check_flags() -> None:
     """Raise ValueError naming the first of :data:`FLAGS` set to a word :func:`flag` does
-    not know, or a bad FP8TOWER_LOG; warn once about an FP8TOWER_* name fp8tower does not
+    not know, an FP8TOWER_BACKENDS naming no known backend, or a bad FP8TOWER_LOG; warn once about an FP8TOWER_* name fp8tower does not
     read (with the known name it is closest to); apply FP8TOWER_LOG."""
     for name in FLAGS:
         flag(name, False)
+    raw = os.environ.get("FP8TOWER_BACKENDS", "")
+    if raw.strip():  # a bad name was a traceback after the model's build (2026-12-05 audit)
+        names = [n.strip() for n in raw.split(",") if n.strip()]
+        unknown = [n for n in names if n not in BACKEND_NAMES]
+        if unknown or not names:
+            what = f"unknown backend(s) {', '.join(unknown)}" if unknown else "names no backend"
+            raise ValueError(f"FP8TOWER_BACKENDS={raw!r}: {what}; expected a comma list of "
+                             f"{', '.join(BACKEND_NAMES)} (or leave it unset)")
     for name in sorted(os.environ):
         if name.startswith("FP8TOWER_") and name not in KNOWN and name not in _warned:
             _warned.add(name)

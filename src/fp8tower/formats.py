@@ -418,12 +418,11 @@ def _as_scale_tensor(value: float | torch.Tensor, device: torch.device) -> torch
     if not isinstance(value, (int, float, torch.Tensor)) or isinstance(value, bool):
         raise TypeError(f"act_scale must be a number or a one-element tensor, got "
                         f"{type(value).__name__} {value!r}")
-    t = torch.as_tensor(value, dtype=torch.float32, device=device)
+    t = torch.as_tensor(value)
     if t.numel() != 1:
         raise ValueError(f"act_scale must be one value, got shape {tuple(t.shape)}")
-    t = t.reshape(())
-    check_act_scale_range(float(t), "act_scale")
-    return t
+    check_act_scale_range(float(t.reshape(())), "act_scale")  # as given: 1e39 is not "inf"
+    return t.to(dtype=torch.float32, device=device).reshape(())
 
 
 def dequantize(weight: Fp8Weight, dtype: torch.dtype = torch.float32) -> torch.Tensor:

@@ -129,3 +129,45 @@ def test_save_pretrained_refusals(tmp_path):
     plain = transformers.AutoModelForCausalLM.from_config(m.config)
     with pytest.raises(ConvertError, match="no fp8tower linear: convert it first"):
         fp8tower.save_pretrained(plain, tmp_path / "b")
+
+
+def test_a_converted_model_is_freed_without_a_garbage_collection(tmp_path):
+    """save_pretrained held the model in its own __dict__ (a cycle): `del model` freed
+    nothing until gc ran. Copies and pickles save themselves, not the original."""
+    import copy
+    import gc
+    import io
+    import weakref
+
+    src = save(build("compressed_tensors", preset="FP8_DYNAMIC"), tmp_path / "src")
+    m = from_pretrained(src, backend="reference", dtype=torch.float32)
+    twin = copy.deepcopy(m)
+    buf = io.BytesIO()
+    torch.save(m, buf)
+    buf.seek(0)
+    loaded = torch.load(buf, weights_only=False)
+    ref = weakref.ref(m)
+    gc.disable()
+    try:
+        del m
+        assert ref() is None
+    finally:
+        gc.enable()
+    for i, other in enumerate((twin, loaded)):
+        other.save_pretrained(tmp_path / f"out{i}")
+        back = from_pretrained(tmp_path / f"out{i}", backend="reference", dtype=torch.float32)
+        assert _same(_logits(other), _logits(back))
+
+
+def test_per_row_scales_that_are_not_one_a_linear_are_refused_named(tmp_path):
+    src = save(build("modelopt", preset="FP8"), tmp_path / "src")
+    m = from_pretrained(src, merge=False, backend="reference", dtype=torch.float32)
+    lin = m.model.layers[0].self_attn.o_proj
+    w = lin.fp8_weight()
+    rows = torch.full((w.n,), float(w.scale))
+    rows[0] *= 2
+    m.model.layers[0].self_attn.o_proj = type(lin).from_weight(
+        fp8tower.Fp8Weight(w.data, rows, w.scheme, w.act_scale), backend="reference")
+    with pytest.raises(ConvertError, match="o_proj: a per_tensor weight with a scale per row"):
+        m.save_pretrained(tmp_path / "out")
+    assert not (tmp_path / "out").exists()

@@ -38,10 +38,14 @@ def _main(
 ) -> None:
     # the FP8TOWER_* switches before any work: a bad word was a traceback, after the model's
     # build (env is torch-free: startup stays fast)
+    import sys
     import warnings
 
     from .. import env
     from ._common import fail, warn
+
+    if "--help" in sys.argv[1:]:  # help is always given, whatever the environment says
+        return
 
     try:
         with warnings.catch_warnings(record=True) as caught:
@@ -49,16 +53,6 @@ def _main(
             env.check_flags()
     except ValueError as e:
         raise fail(str(e)) from None
-    import os
-
-    if os.environ.get("FP8TOWER_BACKENDS", "").strip():  # checked where it is set only: the
-        from .. import dispatch  # check imports torch (a bad name was a traceback, late)
-        from ..backends import BackendError
-
-        try:
-            dispatch.candidates_from_env()
-        except BackendError as e:
-            raise fail(str(e)) from None
     for w in caught:  # a misspelt FP8TOWER_* name: one warning line, as the commands print
         warn(str(w.message))
 

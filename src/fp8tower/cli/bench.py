@@ -94,7 +94,7 @@ def _table(rows, model: str, ceiling: float | None, cpu: bool):
         pct = ("n/a (CPU)" if cpu else "-" if not ceiling
                else _fmt(r.ceiling_pct, ".1f", "n/a (in L2)"))  # tower/bench.py: _fits_in_l2
         chosen = escape(", ".join(f"{b} {n}" for b, n in r.chosen.items()))
-        if r.min_ms and r.max_ms and r.max_ms > 2 * r.min_ms:  # a loaded host: say so
+        if cpu and r.min_ms and r.max_ms and r.max_ms > 2 * r.min_ms:  # a loaded host
             chosen += f" [yellow]noisy: its steps ran {r.min_ms:.3g}-{r.max_ms:.3g} ms[/]"
         table.add_row(r.scheme, str(r.m), r.arm, r.backend, str(r.gemms), f"{r.ms_per_step:.3f}",
                       f"{r.gbps:.1f}", pct, f"{r.speedup:.3f}x", chosen)
@@ -449,7 +449,7 @@ def generate(
         kern = record["linear_attention_kernels"]
         table.caption += "\n" + "; ".join(f"{k}: {v}" for k, v in kern.items())
     console.print(table)
-    if all(r["skipped"] for r in record["rows"]):  # exit 0 with a record of nothing measured
+    if record["rows"] and all(r["skipped"] for r in record["rows"]):  # nothing measured
         first = record["rows"][0]
         raise _fail(f"no arm ran (nothing written): {first['arm']} (batch {first['batch']}) "
                     f"skipped: {first['skipped']}", code=1)

@@ -14,7 +14,7 @@ from typing import Annotated
 
 import typer
 
-from ._common import check_json_path, write_json
+from ._common import check_json_path, warn, write_json
 from ._common import console as _console
 from ._common import fail as _fail
 
@@ -174,10 +174,10 @@ def convert(
         info = describe(path, scheme=scheme)
         written = None
         if requant_max and not any(g.get("scheme") == "per_tensor"
-                                   for g in info["merge_groups"]):  # it changed nothing
+                                   for g in info["merge_groups"]):  # it changed nothing, unsaid
             schemes = sorted({str(g.get("scheme")) for g in info["merge_groups"]}) or ["none"]
-            raise _fail(f"--requant-max merges per_tensor groups, and {path} has none (its "
-                        f"sibling groups: {', '.join(schemes)}): drop --requant-max")
+            warn(f"--requant-max rescales per_tensor groups, and {path} has none (its sibling "
+                 f"groups: {', '.join(schemes)}): every group is merged exactly")
         if write_merged is not None:
             from ..hf.write import write_merged as _write
 

@@ -135,7 +135,8 @@ def diff(
     ] = Device.auto,
     top: Annotated[
         int | None,
-        typer.Option(callback=at_least(1), help="Print only the N most expensive kernels."),
+        typer.Option(callback=at_least(0), help="Print only the N most expensive kernels (0: "
+                     "the totals only)."),
     ] = None,
     step_range: StepRangeOpt = None,
 ) -> None:
@@ -451,7 +452,7 @@ def capture(
         try:
             why = backends.get(backend).unavailable_reason()
         except BackendError as e:
-            raise _fail(f"--backend: {e}") from None
+            raise _fail(f"--backend {backend}: {e}") from None
         if why is not None:
             raise _fail(f"--backend {backend}: cannot run on this machine: {why}")
 

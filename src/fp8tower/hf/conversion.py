@@ -381,10 +381,11 @@ def _nothing_converted(model: nn.Module, ck, names: set[str]) -> ConvertError | 
     if names.isdisjoint(linears) and other:  # GPT-2's Conv1D: the names match, the type not
         # (2026-12-05 audit: this said to pass key_mapping=, which cannot help)
         kinds = sorted({type(modules[n]).__name__ for n in other})
+        rest = "" if len(other) == len(names) else ", the others none of its modules"
         return ConvertError(
-            f"{ck.path}: the checkpoint's {len(names)} linear(s) to quantize are modules of the "
-            f"model but not torch.nn.Linear (e.g. {other[0]!r}: {', '.join(kinds)}); fp8tower "
-            "swaps nn.Linear layers only")
+            f"{ck.path}: {len(other)} of the checkpoint's {len(names)} linear(s) to quantize are "
+            f"modules of the model but not torch.nn.Linear (e.g. {other[0]!r}: "
+            f"{', '.join(kinds)}){rest}; fp8tower swaps nn.Linear layers only")
     if names.isdisjoint(linears):
         example = linears[0] if linears else "none"
         rules = getattr(ck, "rules", ())

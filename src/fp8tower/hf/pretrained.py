@@ -109,10 +109,14 @@ def _load_param(ck, name: str, dtype: torch.dtype, device) -> torch.Tensor:
 # layout of conversion_mapping.py's "qwen2_moe" entry (5.25), which qwen3_moe, qwen3_next,
 # qwen3_5_moe(_text), deepseek_v3, glm4_moe and others share
 _FUSED_EXPERTS = re.compile(r"^(?P<experts>.+\.experts)\.(?P<param>gate_up_proj|down_proj)$")
+# model types of that layout (conversion_mapping.py maps them to "qwen2_moe"); another layout
+# (gpt-oss's transposed experts, Mixtral's w1 / w3 / w2) is left missing, never guessed
+PER_EXPERT_TYPES = ("qwen2_moe", "qwen3_moe", "qwen3_next", "qwen3_5_moe", "qwen3_5_moe_text",
+                    "deepseek_v2", "deepseek_v3", "glm4_moe")
 
 
-def _load_experts(ck, name: str, shape: torch.Size, dtype: torch.dtype, device,
-                  stored: set[str]) -> torch.Tensor | None:
+def _load_experts(model: nn.Module, ck, name: str, shape: torch.Size, dtype: torch.dtype,
+                  device, stored: set[str]) -> torch.Tensor | None:
     """A fused expert parameter filled from a checkpoint that stores each expert's linears
     (``<experts>.<e>.gate_proj.weight``, ...), as the hub's do: FP8 ones dequantized with
     their scales (_load_param), bf16 ones as stored; the experts stay in high precision
@@ -120,8 +124,13 @@ def _load_experts(ck, name: str, shape: torch.Size, dtype: torch.dtype, device,
     not stored (the caller reports it missing). 2026-12-05 audit: no Qwen3.5-MoE or
     Qwen3-Next checkpoint in that layout loaded, bf16 ones included."""
     m = _FUSED_EXPERTS.match(name)
-    if m is None or len(shape) != 3:
+    config = getattr(model, "config", None)
+    if (m is None or len(shape) != 3
+            or getattr(config, "model_type", None) not in PER_EXPERT_TYPES):
         return None
+    experts = model.get_submodule(m["experts"])
+    if getattr(experts, "is_transposed", False) or not getattr(experts, "has_gate", True):
+        return None  # a layout of another shape than the one filled here
     projs = ("gate_proj", "up_proj") if m["param"] == "gate_up_proj" else ("down_proj",)
     names = [[f"{m['experts']}.{e}.{p}.weight" for p in projs] for e in range(shape[0])]
     if not all(n in stored for row in names for n in row):
@@ -260,7 +269,8 @@ def from_pretrained(
         dtype = params[key].dtype
         if not srcs:  # MoE experts stored one by one, a merged member kept unconverted
             # (fp8tower's format), or missing
-            member = _load_experts(ck, names[0], params[key].shape, dtype, device, stored)
+            member = _load_experts(model, ck, names[0], params[key].shape, dtype, device,
+                                   stored)
             if member is None:
                 member = _load_member(ck, names[0], dtype, device)
             if member is None:

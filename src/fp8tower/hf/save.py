@@ -6,10 +6,11 @@ fp8tower/checkpoint/native.py), which :func:`~fp8tower.from_pretrained` loads ba
 
 from __future__ import annotations
 
-import functools
+import copy
 import json
 import os
 import shutil
+import weakref
 from pathlib import Path
 
 import torch
@@ -45,11 +46,16 @@ def save_pretrained(model, out: str | os.PathLike[str], *,
         raise ValueError(f"max_shard_bytes: expected a positive int (bytes), got "
                          f"{max_shard_bytes!r}")
     owners: dict[str, nn.Module] = {}
-    for fqn, mod in model.named_modules():
-        if any(fqn.startswith(o + ".") for o in owners):
+    aliases: list[str] = []  # another name of an owner (one module set on two parents)
+    owned: set[int] = set()
+    for fqn, mod in model.named_modules(remove_duplicate=False):
+        if any(fqn.startswith(o + ".") for o in (*owners, *aliases)):
             continue  # a merged group's Fp8Linear
-        if isinstance(mod, (MergedProjection, Fp8Linear)):
+        if id(mod) in owned:
+            aliases.append(fqn)
+        elif isinstance(mod, (MergedProjection, Fp8Linear)):
             owners[fqn] = mod
+            owned.add(id(mod))
         elif isinstance(mod, MergedFp8Linear):  # its members are not modules of the model
             raise ConvertError(f"{fqn}: a MergedFp8Linear made by hand; save_pretrained writes "
                                "models that fp8tower.convert / from_pretrained converted")
@@ -59,13 +65,16 @@ def save_pretrained(model, out: str | os.PathLike[str], *,
     config = getattr(model, "config", None)
     if config is None or not hasattr(config, "to_dict"):
         raise ConvertError(f"{type(model).__name__} has no transformers config to write")
+    meta = next((n for n, t in model.state_dict().items() if t.device.type == "meta"), None)
+    if meta is not None:  # before anything is written
+        raise ConvertError(f"{meta}: on the meta device (never loaded); nothing to write")
     dst = Path(out).expanduser()
     if dst.exists() and (not dst.is_dir() or any(dst.iterdir())):
         raise ConvertError(f"{dst}: exists and is not an empty directory (save_pretrained "
                            "writes a new checkpoint directory)")
     existed = dst.exists()
     try:
-        return _save(model, config, owners, dst, max_shard_bytes)
+        return _save(model, config, owners, aliases, dst, max_shard_bytes)
     except BaseException:
         if existed:
             for f in dst.iterdir():
@@ -75,7 +84,8 @@ def save_pretrained(model, out: str | os.PathLike[str], *,
         raise
 
 
-def _save(model, config, owners: dict, dst: Path, max_shard_bytes: int) -> dict:
+def _save(model, config, owners: dict, aliases: list[str], dst: Path,
+          max_shard_bytes: int) -> dict:
     dst.mkdir(parents=True, exist_ok=True)
     writer = _ShardWriter(dst, max_shard_bytes)
     modules: dict[str, dict] = {}
@@ -87,12 +97,7 @@ def _save(model, config, owners: dict, dst: Path, max_shard_bytes: int) -> dict:
             parent = fqn.rpartition(".")[0]
             members = [f"{parent}.{n}" if parent else n for n in mod.names]
             merged_cfg[fqn] = {"members": members, "sizes": list(mod.sizes)}
-        if isinstance(mod, MergedProjection) and w.scheme is Scheme.PER_TENSOR \
-                and w.scale.numel() > 1:  # exact: each member's scalar on its rows
-            starts = torch.tensor([0, *mod.sizes[:-1]]).cumsum(0).to(w.scale.device)
-            scale = w.scale.float().reshape(-1)[starts]
-        else:
-            scale = _stored_scale(w)
+        scale = _scale(fqn, mod, w)
         writer.add(f"{fqn}.weight", w.data)
         writer.add(f"{fqn}.weight_scale", scale)
         if w.act_scale is not None:
@@ -101,14 +106,13 @@ def _save(model, config, owners: dict, dst: Path, max_shard_bytes: int) -> dict:
             writer.add(f"{fqn}.bias", lin.bias)
         modules[fqn] = {"scheme": str(w.scheme), "static_input_scale": w.act_scale is not None}
     seen: set[tuple] = set()  # a tied parameter (lm_head / embed_tokens) is written once
+    written_by = tuple(f"{o}." for o in [*owners, *aliases])
     for name, t in model.state_dict().items():
-        if any(name.startswith(o + ".") for o in owners):
+        if name.startswith(written_by):
             continue
         key = (t.untyped_storage().data_ptr(), t.storage_offset(), tuple(t.shape), t.dtype)
-        if t.device.type != "meta" and key in seen:
+        if key in seen:
             continue
-        if t.device.type == "meta":
-            raise ConvertError(f"{name}: on the meta device (never loaded); nothing to write")
         seen.add(key)
         writer.add(name, t)
     files = writer.finish()
@@ -132,6 +136,23 @@ def _save(model, config, owners: dict, dst: Path, max_shard_bytes: int) -> dict:
         gen.save_pretrained(dst)
     return {"path": str(dst), "files": files, "bytes": writer.total, "modules": len(modules),
             "merged": len(merged_cfg)}
+
+
+def _scale(fqn: str, mod, w) -> torch.Tensor:
+    """The weight scale as checkpoint/native.py stores it: per_tensor one scalar, or one per
+    member of a merged group; a per_tensor module with per-row scales that are not one a
+    linear (a shape Fp8Linear takes) has no such form and is refused, named."""
+    if w.scheme is not Scheme.PER_TENSOR or w.scale.numel() == 1:
+        return _stored_scale(w)
+    s = w.scale.float().reshape(-1)
+    sizes = list(mod.sizes) if isinstance(mod, MergedProjection) else [w.n]
+    parts = s.split(sizes)
+    if any(bool((p != p[0]).any()) for p in parts):
+        raise ConvertError(f"{fqn}: a per_tensor weight with a scale per row "
+                           f"({tuple(w.scale.shape)}) that is not one a linear: fp8tower's "
+                           "format stores one per linear (channel_token has one per row)")
+    firsts = torch.stack([p[0] for p in parts])
+    return firsts if isinstance(mod, MergedProjection) else firsts.reshape(())
 
 
 def _shard_bytes(size) -> int:
@@ -167,10 +188,33 @@ def model_save_pretrained(model, save_directory, *, max_shard_size=4 * 10**9,
         save_pretrained(model, save_directory, max_shard_bytes=_shard_bytes(max_shard_size))
 
 
+class _SavePretrained:
+    """A converted model's ``save_pretrained``: :func:`model_save_pretrained` on the model,
+    held weakly. A strong reference from the model's own ``__dict__`` (functools.partial)
+    made a cycle: ``del model`` freed nothing, GPU memory included, until a garbage
+    collection (2026-12-05 review). Copies and pickles rebind to the new model."""
+
+    def __init__(self, model) -> None:
+        self._model = weakref.ref(model)
+
+    def __call__(self, save_directory, **kwargs) -> None:
+        model = self._model()
+        if model is None:
+            raise ReferenceError("save_pretrained of a model that no longer exists")
+        model_save_pretrained(model, save_directory, **kwargs)
+
+    def __reduce__(self):
+        return _SavePretrained, (self._model(),)
+
+    def __deepcopy__(self, memo):
+        return _SavePretrained(copy.deepcopy(self._model(), memo))
+
 
 def _install(model) -> None:
-    if callable(getattr(type(model), "save_pretrained", None)):  # a transformers model
-        model.save_pretrained = functools.partial(model_save_pretrained, model)
+    """transformers models only (their save_pretrained writes what no loader reads back after
+    a conversion); another class's own (PEFT's adapters) stays."""
+    if any(c.__name__ == "PreTrainedModel" for c in type(model).__mro__):
+        model.save_pretrained = _SavePretrained(model)
 
 
 conversion.ON_CONVERTED.append(_install)
