@@ -418,7 +418,8 @@ def _as_scale_tensor(value: float | torch.Tensor, device: torch.device) -> torch
     if not isinstance(value, (int, float, torch.Tensor)) or isinstance(value, bool):
         raise TypeError(f"act_scale must be a number or a one-element tensor, got "
                         f"{type(value).__name__} {value!r}")
-    t = torch.as_tensor(value)
+    t = value if isinstance(value, torch.Tensor) else torch.tensor(float(value),
+                                                                 dtype=torch.float64)
     if t.numel() != 1:
         raise ValueError(f"act_scale must be one value, got shape {tuple(t.shape)}")
     check_act_scale_range(float(t.reshape(())), "act_scale")  # as given: 1e39 is not "inf"
