@@ -131,3 +131,17 @@ def test_fp8tower_backends_is_checked_without_torch_against_the_registry():
 
     assert set(backends.names()) <= set(env.BACKEND_NAMES)
     assert len(env.BACKEND_NAMES) == len(backends._MODULES)
+
+
+def test_help_is_given_whatever_the_environment_says():
+    import os
+    import subprocess
+
+    env = {**os.environ, "FP8TOWER_BACKENDS": "bogus",
+           "PYTHONPATH": str(Path(__file__).parents[1] / "src")}
+    out = subprocess.run([sys.executable, "-m", "fp8tower", "trace", "diff", "--help"],
+                         capture_output=True, text=True, env=env)
+    assert out.returncode == 0 and "Usage" in out.stdout, out.stderr
+    out = subprocess.run([sys.executable, "-m", "fp8tower", "info"], capture_output=True,
+                         text=True, env=env)
+    assert out.returncode == 2 and "FP8TOWER_BACKENDS='bogus'" in out.stderr

@@ -44,8 +44,8 @@ def _main(
     from .. import env
     from ._common import fail, warn
 
-    if "--help" in sys.argv[1:]:  # help is always given, whatever the environment says
-        return
+    if "--help" in sys.argv[1:]:  # help is always given, whatever the environment says (the
+        return  # subcommand's arguments are not this callback's to read)
 
     try:
         with warnings.catch_warnings(record=True) as caught:
