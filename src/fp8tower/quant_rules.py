@@ -29,22 +29,26 @@ def match_exact_or_regex(fqn: str, target: str) -> bool:
 
 
 def ct_best_group(groups: Iterable[Iterable[str]], names: Iterable[str]) -> int | None:
-    """Which compressed-tensors config group quantized a module known by ``names``: the index
-    of the group with the best-ranked target, 0 an exact name, 1 a ``re:`` regex, 2 the class
-    ``Linear`` (compressed-tensors' own order when it applies a config, so the group that
-    wrote the module's tensors), config order breaking ties; None: no group targets it.
-    vLLM ranks an exact name and a regex alike, first in config order; the two differ only
-    where a regex group precedes an exact one for the same module."""
+    """Which compressed-tensors config group quantized a module known by ``names``, as
+    compressed-tensors applies a config: each target maps to the last group that lists it
+    (a dict filled in config order), and the module takes the best-ranked target that
+    matches it, 0 an exact name, 1 a ``re:`` regex, 2 the class ``Linear``, the first such
+    target in that dict breaking ties. Returns the group's index, or None: no group targets
+    it. vLLM ranks an exact name and a regex alike; the two differ only where a regex group
+    precedes an exact one for the same module."""
     names = tuple(names)
-    best: tuple[int, int] | None = None
+    group_of: dict[str, int] = {}
     for i, targets in enumerate(groups):
         for t in targets:
-            if t.startswith("re:"):
-                prio = 1 if any(_regex(t[3:]).match(n) for n in names) else None
-            else:
-                prio = 0 if t in names else 2 if t == "Linear" else None
-            if prio is not None and (best is None or prio < best[0]):
-                best = (prio, i)
+            group_of[t] = i
+    best: tuple[int, int] | None = None
+    for t, i in group_of.items():
+        if t.startswith("re:"):
+            prio = 1 if any(_regex(t[3:]).match(n) for n in names) else None
+        else:
+            prio = 0 if t in names else 2 if t == "Linear" else None
+        if prio is not None and (best is None or prio < best[0]):
+            best = (prio, i)
     return None if best is None else best[1]
 
 

@@ -400,3 +400,4 @@ def test_ct_best_group_ranks_exact_regex_class():
     assert ct_best_group(groups, ["a.attn.q"]) == 0
     assert ct_best_group([["b"], ["c"]], ["a"]) is None
     assert ct_best_group([["re:a"], ["re:a.b"]], ["a.b"]) == 0  # a tie: config order
+    assert ct_best_group([["Linear", "x"], ["x"]], ["x"]) == 1  # one target twice: the last
