@@ -49,8 +49,9 @@ _warned: set[str] = set()
 
 def check_flags() -> None:
     """Raise ValueError naming the first of :data:`FLAGS` set to a word :func:`flag` does
-    not know, an FP8TOWER_BACKENDS naming no known backend, or a bad FP8TOWER_LOG; warn once about an FP8TOWER_* name fp8tower does not
-    read (with the known name it is closest to); apply FP8TOWER_LOG."""
+    not know, an FP8TOWER_BACKENDS naming no known backend, or a bad FP8TOWER_LOG; warn once
+    about an FP8TOWER_* name fp8tower does not read (with the known name it is closest to);
+    apply FP8TOWER_LOG."""
     for name in FLAGS:
         flag(name, False)
     raw = os.environ.get("FP8TOWER_BACKENDS", "")

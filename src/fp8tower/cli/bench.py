@@ -273,8 +273,8 @@ def tower(
                 raise _fail(str(e)) from None
     title = spec.name + (f", one rank of tp {tp}" if tp > 1 else "")
     console.print(_table(rows, title, ceiling, not cuda))
-    if not any(r.ok for r in rows):  # exit 0 with a record of nothing measured
-        first = next(r for r in rows)
+    if rows and not any(r.ok for r in rows):  # exit 0 with a record of nothing measured
+        first = rows[0]
         raise _fail(f"no cell ran (nothing written): e.g. {first.scheme} M={first.m} "
                     f"{first.arm} {first.backend}: {first.reason}", code=1)
 

@@ -38,7 +38,8 @@ ARM_HELP = (
 STANDIN_KERNELS = ("torch", "rows", "rows_fp8")
 STEPS_HELP = "Decode steps of the short and the long trace, e.g. --steps 8 136."
 MAP_HELP = ("Map file (.json/.toml) mapping kernels of foreign traces to ops; see docs/trace.md. "
-            "On a capture directory it replaces the manifest's mapping, and its checks.")
+            "On a capture directory it replaces the manifest's mapping, whose checks are then "
+            "skipped.")
 STEP_RANGE_HELP = (
     "Regex of the range name (record_function/NVTX) marking one step; default fp8tower.step."
 )
