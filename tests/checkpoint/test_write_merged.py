@@ -201,3 +201,13 @@ def test_refuses_a_bf16_family_whose_linears_it_cannot_name(tmp_path):
                        r"2-D weights that are not linears \(GPT-2's Conv1D, MoE routers\)"):
         write_merged(src, tmp_path / "out", scheme="per_tensor")
     assert not (tmp_path / "out").exists()
+
+
+def test_progress_counts_up_to_its_total(tmp_path):
+    """`fp8tower convert --write-merged` was silent for the minutes a 27B copy takes."""
+    src = save(build("modelopt", preset="FP8"), tmp_path / "src")
+    calls = []
+    write_merged(src, tmp_path / "out", progress=lambda done, total: calls.append((done, total)))
+    total = calls[0][1]
+    assert calls[-1] == (total, total) and total > 10
+    assert [d for d, _ in calls] == list(range(1, total + 1))

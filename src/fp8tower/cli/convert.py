@@ -179,9 +179,18 @@ def convert(
             warn(f"--requant-max rescales per_tensor groups, and {path} has none (its sibling "
                  f"groups: {', '.join(schemes)}): every group is merged exactly")
         if write_merged is not None:
+            from rich.console import Console
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
             from ..hf.write import write_merged as _write
 
-            written = _write(path, write_merged, scheme=scheme, requant_max=requant_max)
+            columns = (TextColumn("writing {task.description}"), BarColumn(),
+                       MofNCompleteColumn())  # a 27B copy takes minutes: say how far
+            with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
+                task = bar.add_task(str(write_merged), total=None)
+                written = _write(path, write_merged, scheme=scheme, requant_max=requant_max,
+                                 progress=lambda done, total: bar.update(task, completed=done,
+                                                                         total=total))
     except (CheckpointError, ConvertError, OSError) as e:
         raise _fail(str(e)) from None
     _print(info, written)

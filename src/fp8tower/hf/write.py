@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -91,6 +92,7 @@ def write_merged(
     scheme: Scheme | str | None = None,
     requant_max: bool = False,
     max_shard_bytes: int = 4 * 10**9,
+    progress: Callable[[int, int], None] | None = None,
 ) -> dict:
     """Write ``path``'s checkpoint to ``out`` in fp8tower's format, sibling groups merged.
 
@@ -102,8 +104,9 @@ def write_merged(
     under a linear's name that are not its weight, bias or scales, i.e. KV-cache scales such
     as ModelOpt's ``k_proj.k_scale`` (open_checkpoint refuses any other), written as stored
     under their names, a merged group's members' too; ``not_copied``: the source's
-    subdirectories and weights in other formats). A write that fails leaves ``out`` as it
-    found it. A bf16 checkpoint is written only for the model types whose 2-D weights are
+    subdirectories and weights in other formats). ``progress(done, total)`` is called as the
+    stored tensors are read (a 27B checkpoint's copy takes minutes). A write that fails leaves
+    ``out`` as it found it. A bf16 checkpoint is written only for the model types whose 2-D weights are
     linears by name (checkpoint/unquantized.py LINEARS_BY_NAME; GPT-2's Conv1D are not)."""
     from ..checkpoint import open_checkpoint
 
@@ -137,7 +140,7 @@ def write_merged(
                            "modules instead")
     existed = dst.exists()
     try:
-        return _write(ck, src, dst, mode, max_shard_bytes)
+        return _write(ck, src, dst, mode, max_shard_bytes, progress)
     except BaseException:
         if existed:  # it was empty: take out what this write put there (files only)
             for f in dst.iterdir():
@@ -149,7 +152,8 @@ def write_merged(
         ck.close()
 
 
-def _write(ck, src: Path, dst: Path, mode: MergeMode, max_shard_bytes: int) -> dict:
+def _write(ck, src: Path, dst: Path, mode: MergeMode, max_shard_bytes: int,
+           progress: Callable[[int, int], None] | None = None) -> dict:
     info = describe(ck)
     linears = [f for f in ck.linear_names()
                if ck.format != "unquantized" or default_filter(None, f)]
@@ -157,6 +161,14 @@ def _write(ck, src: Path, dst: Path, mode: MergeMode, max_shard_bytes: int) -> d
     owners = set(linears) | set(stored_merged)
     dst.mkdir(parents=True, exist_ok=True)
     writer = _ShardWriter(dst, max_shard_bytes)
+    # one step per merge group, per linear and per other tensor (the three loops below)
+    steps = [0, len(info["merge_groups"]) + len(linears) + len(ck.tensor_names())]
+
+    def tick() -> None:
+        steps[0] += 1
+        if progress is not None:
+            progress(min(steps[0], steps[1]), steps[1])
+
     modules: dict[str, dict] = {}
     merged_cfg: dict[str, dict] = {}
     report_groups: list[dict] = []
@@ -173,6 +185,7 @@ def _write(ck, src: Path, dst: Path, mode: MergeMode, max_shard_bytes: int) -> d
     done: set[str] = set()
     wanted = set(linears)
     for g in info["merge_groups"]:
+        tick()
         members = g["members"]
         name = f"{g['parent']}.{g['merged']}" if g["parent"] else g["merged"]
         rec = {"merged": name, "members": members, "written": "merged", "reason": None}
@@ -217,6 +230,7 @@ def _write(ck, src: Path, dst: Path, mode: MergeMode, max_shard_bytes: int) -> d
         done.update(members)
         report_groups.append(rec)
     for fqn in linears:
+        tick()
         if fqn not in done:
             loaded = ck.load_linear(fqn)
             put_linear(fqn, loaded.weight, loaded.bias)
@@ -224,6 +238,7 @@ def _write(ck, src: Path, dst: Path, mode: MergeMode, max_shard_bytes: int) -> d
 
     own, copied_through = ck.linear_tensor_attrs(), []
     for name in ck.tensor_names():
+        tick()
         owner = module_of(name)
         if owner in owners and name[len(owner) + 1:] in own:
             continue  # written above, merged or not
