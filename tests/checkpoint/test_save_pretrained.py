@@ -169,5 +169,5 @@ def test_per_row_scales_that_are_not_one_a_linear_are_refused_named(tmp_path):
     m.model.layers[0].self_attn.o_proj = type(lin).from_weight(
         fp8tower.Fp8Weight(w.data, rows, w.scheme, w.act_scale), backend="reference")
     with pytest.raises(ConvertError, match="o_proj: a per_tensor weight with a scale per row"):
-        m.save_pretrained(tmp_path / "out")
-    assert not (tmp_path / "out").exists()
+        m.save_pretrained(tmp_path / "new" / "out")
+    assert not (tmp_path / "new").exists()  # nor the parent it made

@@ -73,6 +73,9 @@ def save_pretrained(model, out: str | os.PathLike[str], *,
         raise ConvertError(f"{dst}: exists and is not an empty directory (save_pretrained "
                            "writes a new checkpoint directory)")
     existed = dst.exists()
+    made = dst.absolute()  # the outermost folder this save creates (parents too)
+    while not made.parent.exists():
+        made = made.parent
     try:
         return _save(model, config, owners, aliases, dst, max_shard_bytes)
     except BaseException:
@@ -80,7 +83,7 @@ def save_pretrained(model, out: str | os.PathLike[str], *,
             for f in dst.iterdir():
                 f.unlink()
         else:
-            shutil.rmtree(dst, ignore_errors=True)
+            shutil.rmtree(made, ignore_errors=True)
         raise
 
 
