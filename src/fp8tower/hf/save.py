@@ -114,7 +114,7 @@ def _save(model, config, owners: dict, aliases: list[str], dst: Path,
         if name.startswith(written_by):
             continue
         key = (t.untyped_storage().data_ptr(), t.storage_offset(), tuple(t.shape), t.dtype)
-        if key in seen:
+        if t.numel() and key in seen:  # (empty tensors share the null pointer, not values)
             continue
         seen.add(key)
         writer.add(name, t)
