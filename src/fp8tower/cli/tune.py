@@ -157,8 +157,8 @@ Gemm = tuple[int, int, tuple[int, ...], bool]
 def _model_gemms(spec, merged: bool | None, parts: str) -> list[Gemm]:
     """The model's distinct GEMMs as (N, K, its merge group's member Ns, () for a single
     linear, adds a bias: Qwen2's q/k/v, attention_bias / mlp_bias); parts that name none
-    (e.g. 'other', or gdn of a model without GDN layers) are refused: they would filter
-    nothing (dispatch) or tune nothing."""
+    (e.g. gdn of a model without GDN layers) are refused: they would filter nothing
+    (dispatch) or tune nothing."""
     from ..models.tp import ROW, role
 
     modes = [False, True] if merged is None else [merged]
