@@ -256,7 +256,8 @@ def tower(
             ceiling = measure_read_ceiling()
     total = len(scheme_list) * len(arm_list) * len(backend_names) * len(ms) * rounds
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn())
-    with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
+    err = Console(stderr=True)  # a bar on a terminal only: piped, it left a blank line
+    with Progress(*columns, console=err, transient=True, disable=not err.is_terminal) as bar:
         task = bar.add_task("tower", total=total)
 
         def advance(desc: str) -> None:

@@ -186,7 +186,9 @@ def convert(
 
             columns = (TextColumn("writing {task.description}"), BarColumn(),
                        MofNCompleteColumn())  # a 27B copy takes minutes: say how far
-            with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
+            err = Console(stderr=True)  # a bar on a terminal only: piped, it left a blank line
+            with Progress(*columns, console=err, transient=True,
+                          disable=not err.is_terminal) as bar:
                 task = bar.add_task(str(write_merged), total=None)
                 written = _write(path, write_merged, scheme=scheme, requant_max=requant_max,
                                  progress=lambda done, total: bar.update(task, completed=done,
