@@ -145,3 +145,25 @@ def test_help_is_given_whatever_the_environment_says():
     out = subprocess.run([sys.executable, "-m", "fp8tower", "info"], check=False,
                          capture_output=True, text=True, env=env)
     assert out.returncode == 2 and "FP8TOWER_BACKENDS='bogus'" in out.stderr
+
+
+def test_a_cpu_cell_whose_steps_spread_past_2x_is_flagged_noisy():
+    """A loaded 2-core host printed 42x and 219x "speedups" with nothing said."""
+    from rich.console import Console
+
+    from fp8tower.cli.bench import _table
+    from fp8tower.tower.bench import BenchRow
+
+    def row(lo, hi):
+        return BenchRow(scheme="per_tensor", arm="merged", backend="reference", m=1,
+                        ms_per_step=1.0, min_ms=lo, max_ms=hi, gbps=1.0, speedup=1.0, gemms=8,
+                        chosen={"reference": 8})
+
+    def text(rows, cpu):
+        console = Console(record=True, width=300)
+        console.print(_table(rows, "tiny", None, cpu))
+        return console.export_text()
+
+    assert "noisy: its steps ran 1.2-83.8 ms" in text([row(1.2, 83.8)], cpu=True)
+    assert "noisy" not in text([row(1.0, 1.5)], cpu=True)
+    assert "noisy" not in text([row(1.2, 83.8)], cpu=False)  # GPU rows: CUDA-event medians
