@@ -102,6 +102,20 @@ def csv(text: str) -> list[str]:
     return [t.strip() for t in text.split(",") if t.strip()]
 
 
+def check_backend_here(name: str, option: str = "--backend") -> None:
+    """A named backend must be registered and able to run on this machine, checked before
+    any model is built (`bench generate`, `trace capture` refused it after the build)."""
+    from .. import backends  # torch: imported where a backend is named only
+    from ..backends import BackendError
+
+    try:
+        why = backends.get(name).unavailable_reason()
+    except BackendError as e:
+        raise fail(f"{option} {name}: {e}") from None
+    if why is not None:
+        raise fail(f"{option} {name}: cannot run on this machine: {why}")
+
+
 def parse_ms(text: str, option: str = "--m") -> list[int]:
     """'1, 8,8,32' -> [1, 8, 32]: positive integers, each once, in the order given."""
     try:

@@ -15,6 +15,7 @@ import typer
 from ._common import (
     STANDIN_HELP,
     at_least,
+    check_backend_here,
     check_json_path,
     check_standin,
     check_standin_device,
@@ -238,14 +239,15 @@ def tower(
     from ..hf.random_model import free_bytes
 
     free = None if cuda else free_bytes(torch.device("cpu"))
-    if free is not None and spec.fp8_bytes(parts) > free:  # it was killed by the OOM killer
-        raise _fail(f"{spec.name}'s tower holds {spec.fp8_bytes(parts) / 1e9:.1f} GB of FP8 "
-                    f"weights; this CPU machine has {free / 1e9:.1f} GB free: use a GPU or a "
-                    f"smaller model (--model {CPU_MODEL})")
-    if not cuda and spec.fp8_bytes(parts) > 1e9:  # the 27B's printed nothing for minutes
-        console.print(f"no CUDA GPU: {spec.name}'s tower quantizes and runs "
-                      f"{spec.fp8_bytes(parts) / 1e9:.1f} GB of FP8 weights on the CPU: expect "
-                      f"minutes (--model {CPU_MODEL} is sized for a CPU)", highlight=False)
+    fp8_gb = spec.fp8_bytes(parts) / 1e9
+    if free is not None and fp8_gb * 1e9 > free:  # it was killed by the OOM killer
+        raise _fail(f"{spec.name}'s tower holds {fp8_gb:.1f} GB of FP8 weights; this CPU "
+                    f"machine has {free / 1e9:.1f} GB free: use a GPU or a smaller model "
+                    f"(--model {CPU_MODEL})")
+    if not cuda and fp8_gb > 1:  # the 27B's printed nothing for minutes
+        console.print(f"no CUDA GPU: {spec.name}'s tower quantizes and runs {fp8_gb:.1f} GB of "
+                      f"FP8 weights on the CPU: expect minutes (--model {CPU_MODEL} is sized "
+                      "for a CPU)", highlight=False)
     check_json_path(json_out if json_out is not None else RESULTS / "tower.json")  # before timing
 
     ceiling = None
@@ -391,10 +393,8 @@ def generate(
     if backend != "auto" and not any(a.startswith("fp8:") for a in arm_list):
         raise _fail(f"--backend {backend} sets the fp8: arms' GEMM backend, but --arms "
                     f"{','.join(arm_list)} has no fp8: arm")
-    if backend != "auto" and any(a.startswith("fp8:") for a in arm_list):
-        why = backends.get(backend).unavailable_reason()
-        if why is not None:  # as bench tower --backends refuses it (it failed after the build)
-            raise _fail(f"--backend {backend}: cannot run on this machine: {why}")
+    if backend != "auto":
+        check_backend_here(backend)
     if not cuda and backend == "auto":
         backend = CPU_BACKENDS
     if not cuda:  # a GPU-sized model on the CPU printed nothing for minutes

@@ -15,7 +15,14 @@ from typing import Annotated
 
 import typer
 
-from ._common import at_least, check_json_path, check_standin, check_standin_device, tp_size
+from ._common import (
+    at_least,
+    check_backend_here,
+    check_json_path,
+    check_standin,
+    check_standin_device,
+    tp_size,
+)
 from ._common import console as _console
 from ._common import fail as _fail
 from ._common import warn as _warn
@@ -447,15 +454,8 @@ def capture(
     from ..tower.capture import capture_arm
 
     check_standin_device(standin, torch.cuda.is_available())
-    from .. import backends
-
-    if backend != "auto":  # before the build (it was refused after the tower was built)
-        try:
-            why = backends.get(backend).unavailable_reason()
-        except BackendError as e:
-            raise _fail(f"--backend {backend}: {e}") from None
-        if why is not None:
-            raise _fail(f"--backend {backend}: cannot run on this machine: {why}")
+    if backend != "auto":
+        check_backend_here(backend)
 
     from rich.console import Console
 

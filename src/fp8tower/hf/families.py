@@ -64,6 +64,12 @@ GROUPS: dict[str, tuple[SiblingGroup, ...]] = {
     "qwen3_next": (_attn("Qwen3NextAttention"), _mlp("Qwen3NextMLP")),
 }
 GROUPS["qwen3_5_text"] = GROUPS["qwen3_5"]
+# MoE families whose checkpoints store each expert's gate_proj / up_proj / down_proj and whose
+# transformers 5.25 model fuses them into experts.gate_up_proj / experts.down_proj as
+# conversion_mapping.py's "qwen2_moe" entry does (pretrained._load_experts fills them); another
+# layout (gpt-oss's transposed experts, Mixtral's w1 / w3 / w2) is left missing, never guessed
+PER_EXPERT_TYPES = ("qwen2_moe", "qwen3_moe", "qwen3_next", "qwen3_5_moe", "qwen3_5_moe_text",
+                    "deepseek_v2", "deepseek_v3", "glm4_moe")
 GROUPS["qwen3_5_moe_text"] = GROUPS["qwen3_5_moe"]
 
 

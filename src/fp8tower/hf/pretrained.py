@@ -28,7 +28,7 @@ from .conversion import (
     default_filter,
     open_mapped,
 )
-from .families import GROUPS, config_model_type
+from .families import GROUPS, PER_EXPERT_TYPES, config_model_type
 
 # ----------------------------------------------------------------------------- from_pretrained
 
@@ -105,14 +105,9 @@ def _load_param(ck, name: str, dtype: torch.dtype, device) -> torch.Tensor:
 
 
 # transformers 5's fused experts of a MoE block: <experts>.gate_up_proj [E, 2I, H] (each
-# expert's gate_proj rows, then its up_proj rows) and <experts>.down_proj [E, H, I], the
-# layout of conversion_mapping.py's "qwen2_moe" entry (5.25), which qwen3_moe, qwen3_next,
-# qwen3_5_moe(_text), deepseek_v3, glm4_moe and others share
+# expert's gate_proj rows, then its up_proj rows) and <experts>.down_proj [E, H, I], for the
+# model types of families.PER_EXPERT_TYPES
 _FUSED_EXPERTS = re.compile(r"^(?P<experts>.+\.experts)\.(?P<param>gate_up_proj|down_proj)$")
-# model types of that layout (conversion_mapping.py maps them to "qwen2_moe"); another layout
-# (gpt-oss's transposed experts, Mixtral's w1 / w3 / w2) is left missing, never guessed
-PER_EXPERT_TYPES = ("qwen2_moe", "qwen3_moe", "qwen3_next", "qwen3_5_moe", "qwen3_5_moe_text",
-                    "deepseek_v2", "deepseek_v3", "glm4_moe")
 
 
 def _load_experts(model: nn.Module, ck, name: str, shape: torch.Size, dtype: torch.dtype,

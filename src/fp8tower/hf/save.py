@@ -21,7 +21,7 @@ from ..nn.linear import Fp8Linear
 from ..nn.merged import MergedFp8Linear
 from . import conversion
 from .conversion import ConvertError, MergedProjection
-from .write import _ShardWriter, _stored_scale
+from .write import _ShardWriter, _stored_scale, native_config
 
 
 def save_pretrained(model, out: str | os.PathLike[str], *,
@@ -48,14 +48,17 @@ def save_pretrained(model, out: str | os.PathLike[str], *,
     owners: dict[str, nn.Module] = {}
     aliases: list[str] = []  # another name of an owner (one module set on two parents)
     owned: set[int] = set()
+    inside: tuple[str, ...] = ()  # "<owner or alias>.": a merged group's own Fp8Linear
     for fqn, mod in model.named_modules(remove_duplicate=False):
-        if any(fqn.startswith(o + ".") for o in (*owners, *aliases)):
-            continue  # a merged group's Fp8Linear
+        if inside and fqn.startswith(inside):
+            continue
         if id(mod) in owned:
             aliases.append(fqn)
+            inside += (fqn + ".",)
         elif isinstance(mod, (MergedProjection, Fp8Linear)):
             owners[fqn] = mod
             owned.add(id(mod))
+            inside += (fqn + ".",)
         elif isinstance(mod, MergedFp8Linear):  # its members are not modules of the model
             raise ConvertError(f"{fqn}: a MergedFp8Linear made by hand; save_pretrained writes "
                                "models that fp8tower.convert / from_pretrained converted")
@@ -110,7 +113,7 @@ def _save(model, config, owners: dict, aliases: list[str], dst: Path,
         modules[fqn] = {"scheme": str(w.scheme), "static_input_scale": w.act_scale is not None}
     seen: set[tuple] = set()  # a tied parameter (lm_head / embed_tokens) is written once
     written_by = tuple(f"{o}." for o in [*owners, *aliases])
-    for name, t in model.state_dict().items():
+    for name, t in model.state_dict().items():  # every other tensor
         if name.startswith(written_by):
             continue
         key = (t.untyped_storage().data_ptr(), t.storage_offset(), tuple(t.shape), t.dtype)
@@ -120,19 +123,12 @@ def _save(model, config, owners: dict, aliases: list[str], dst: Path,
         writer.add(name, t)
     files = writer.finish()
 
-    from .. import __version__
-    from ..checkpoint.native import FORMAT_VERSION, QUANT_METHOD
-
     cfg = config.to_dict()
     cfg.pop("compression_config", None)
     cfg["architectures"] = [type(model).__name__]
-    cfg["quantization_config"] = {  # what checkpoint/native.py reads
-        "quant_method": QUANT_METHOD, "format_version": FORMAT_VERSION,
-        "producer": {"name": "fp8tower", "version": __version__},
-        "source": {"format": "model", "class": type(model).__name__},
-        "modules": modules, "merged": merged_cfg,
-        "ignore": sorted(fqn for fqn, m in model.named_modules() if isinstance(m, nn.Linear)),
-    }
+    cfg["quantization_config"] = native_config(
+        {"format": "model", "class": type(model).__name__}, modules, merged_cfg,
+        (fqn for fqn, m in model.named_modules() if isinstance(m, nn.Linear)))
     (dst / "config.json").write_text(json.dumps(cfg, indent=2, default=str))
     gen = getattr(model, "generation_config", None)
     if gen is not None and hasattr(gen, "save_pretrained"):

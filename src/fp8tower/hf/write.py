@@ -75,6 +75,17 @@ class _ShardWriter:
         return names
 
 
+def native_config(source: dict, modules: dict, merged: dict, ignore, **extra) -> dict:
+    """The ``quantization_config`` checkpoint/native.py reads (write_merged's from a
+    checkpoint, hf/save.py's from a converted model)."""
+    from .. import __version__
+    from ..checkpoint.native import FORMAT_VERSION, QUANT_METHOD
+
+    return {"quant_method": QUANT_METHOD, "format_version": FORMAT_VERSION,
+            "producer": {"name": "fp8tower", "version": __version__}, "source": source,
+            **extra, "modules": modules, "merged": merged, "ignore": sorted(ignore)}
+
+
 def _stored_scale(w) -> torch.Tensor:
     """An Fp8Weight's scale in native.py's stored shape."""
     s = w.scale.float()
@@ -249,17 +260,10 @@ def _write(ck, src: Path, dst: Path, mode: MergeMode, max_shard_bytes: int,
 
     cfg = dict(ck.config)
     cfg.pop("compression_config", None)
-    from .. import __version__
-    from ..checkpoint.native import FORMAT_VERSION, QUANT_METHOD
-
-    cfg["quantization_config"] = {  # what checkpoint/native.py reads
-        "quant_method": QUANT_METHOD, "format_version": FORMAT_VERSION,
-        "producer": {"name": "fp8tower", "version": __version__},
-        "source": {"format": ck.format, "path": str(src)},
-        "merge_mode": mode.value,
-        "modules": modules, "merged": merged_cfg,
-        "ignore": sorted(set(info["not_quantized"]) | (set(ck.linear_names()) - set(linears))),
-    }
+    cfg["quantization_config"] = native_config(
+        {"format": ck.format, "path": str(src)}, modules, merged_cfg,
+        set(info["not_quantized"]) | (set(ck.linear_names()) - set(linears)),
+        merge_mode=mode.value)
     (dst / "config.json").write_text(json.dumps(cfg, indent=2))
     not_copied = []
     for f in sorted(src.iterdir()):
