@@ -907,3 +907,25 @@ def test_triton_w8a8_takes_fp16_and_fp32_x(interpret, scheme, dtype):
     for pre in (False, True):
         cfg = {**TRITON_CONFIGS[0], "prequant": pre}
         assert sqnr_db(_ref64(x, w), _run_poisoned(be, x, w, config=cfg)) >= MIN_DB, pre
+
+
+def test_triton_older_than_pdl_is_unavailable_with_its_reason(monkeypatch):
+    """The default kernels use PDL (gdc_wait, launch_pdl), which triton has from 3.5: an older
+    one is reported unavailable, naming its version, not left to fail while compiling."""
+    import importlib.util
+
+    from fp8tower import provenance
+    from fp8tower.backends import triton_gemm
+
+    assert triton_gemm._release("3.5.0+git1a2b") == (3, 5)
+    assert triton_gemm._release("3.10.1") == (3, 10) > triton_gemm.MIN_TRITON
+    assert triton_gemm._release("nightly") == ()
+    if importlib.util.find_spec("triton") is None:
+        pytest.skip("triton is not installed")
+    monkeypatch.setattr(provenance, "package_version", lambda name, missing="none": "3.4.0")
+    triton_gemm._too_old.cache_clear()
+    try:
+        why = triton_gemm._unavailable()
+    finally:
+        triton_gemm._too_old.cache_clear()
+    assert why is not None and "triton 3.4.0 is too old" in why and ">= 3.5" in why

@@ -87,3 +87,21 @@ def test_info_says_what_serves_untuned_on_each_gpu(monkeypatch):
     monkeypatch.delenv("TRITON_INTERPRET")
     r = CliRunner().invoke(app, ["info"], env={"COLUMNS": "250"})
     assert r.exit_code == 0 and "untuned default" in r.output
+
+
+def test_missing_transformers_is_one_line_naming_the_extra(tmp_path):
+    """Without transformers, a command that builds a model says which install provides it,
+    in one line (before: a traceback, or, in bench generate, any ImportError blamed on it)."""
+    import subprocess
+    import sys
+
+    code = ("import sys; sys.modules['transformers'] = None\n"
+            "from fp8tower.cli import main\n"
+            "sys.argv = ['fp8tower', 'bench', 'generate', '--model', 'tiny-hybrid', '--batch',"
+            " '1', '--steps', '1', '--rounds', '1', '--context', '4']\n"
+            "main()\n")
+    r = subprocess.run([sys.executable, "-c", code], check=False, cwd=tmp_path,
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.strip() == ("error: this needs transformers >= 5.17: "
+                                "pip install 'fp8tower[hf]'"), r.stderr

@@ -356,3 +356,50 @@ def test_random_model_config_fields_are_checked_as_the_towers(tmp_path, edit, ma
     path.write_text(json.dumps(cfg))
     with pytest.raises(ValueError, match=match):
         text_config(str(path))
+
+
+def test_bench_generate_compile_times_compiled_steps_for_every_arm(tmp_path, monkeypatch):
+    """--compile: every timed step of every arm runs the compiled step, past Dynamo's default
+    recompile_limit (8): each arm's step is one code object to Dynamo, and the ninth compiled
+    entry would have run uncompiled with only a warning. 3 arms x 3 batches = 9 entries."""
+    import fp8tower.hf.generate as gen
+
+    cfg = tmp_path / "config.json"  # one small llama layer: tracing it takes a second
+    cfg.write_text(json.dumps({
+        "model_type": "llama", "architectures": ["LlamaForCausalLM"], "hidden_size": 64,
+        "intermediate_size": 128, "num_hidden_layers": 1, "num_attention_heads": 4,
+        "num_key_value_heads": 2, "vocab_size": 128, "max_position_embeddings": 256}))
+    calls = []
+
+    def counting(gm, example_inputs):  # a Dynamo backend: counts the compiled graph's runs
+        def run(*args):
+            calls.append(1)
+            return gm.forward(*args)
+        return run
+
+    monkeypatch.setattr(gen, "COMPILE_BACKEND", counting)
+    arms = ["bf16", "fp8:per_tensor", "fp8:channel_token"]
+    steps, rounds, batches = 2, 2, [1, 2, 3]
+    rec = gen.bench_generate(str(cfg), arms, batches, context=4, steps=steps,
+                             device="cpu", backend="reference", graph=False, command="test",
+                             rounds=rounds, compile=True)
+    assert rec["compiled"] is True
+    assert [r["skipped"] for r in rec["rows"]] == [None] * 9
+    assert all(r["compile_s"] is not None and r["eager_ms"] for r in rec["rows"])
+    # each arm: WARM compiled warm-up steps, then every timed step, each one compiled call
+    assert len(calls) == 9 * (gen.WARM + rounds * steps)
+
+
+def test_bench_generate_compile_failure_skips_the_arm_with_the_error(monkeypatch):
+    import fp8tower.hf.generate as gen
+
+    def broken(gm, example_inputs):
+        raise RuntimeError("no compiler here (test)")
+
+    monkeypatch.setattr(gen, "COMPILE_BACKEND", broken)
+    rec = gen.bench_generate("tiny-hybrid", ["bf16"], [1], context=4, steps=1, device="cpu",
+                             backend="reference", graph=False, command="test", rounds=1,
+                             compile=True)
+    (row,) = rec["rows"]
+    assert row["skipped"].startswith("torch.compile failed: ") and "no compiler" in row["skipped"]
+    assert row["eager_ms"] is None

@@ -296,6 +296,18 @@ class Fp8Weight:
             forget(self)
         object.__setattr__(self, "packed", {})
 
+    def __getstate__(self) -> dict:
+        """A copy or a pickle carries the tensors, not what was made from them: the prepared
+        forms (device buffers, launch plans holding compiled kernels, which do not pickle:
+        `torch.save(model)` failed after the compiled op's first call, 2026-12-05 audit) and
+        the registration of the compiled op, keyed by the original's tensors (a copy keeping
+        it was never registered by its own). Both are made again on first use."""
+        state = dict(self.__dict__)
+        state["packed"] = {}
+        state.pop("_ops_key", None)
+        state.pop("_ops_versions", None)
+        return state
+
     @property
     def shape(self) -> tuple[int, int]:
         return tuple(self.data.shape)  # type: ignore[return-value]

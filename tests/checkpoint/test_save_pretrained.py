@@ -190,3 +190,28 @@ def test_on_a_gpu_a_saved_model_loads_back_exactly(tmp_path, fmt, preset):
         with torch.no_grad():
             a, b = m(ids % m.config.vocab_size).logits, back(ids % m.config.vocab_size).logits
         assert a.is_cuda and torch.equal(a, b), name
+
+
+def test_save_pretrained_chained_on_the_conversion_and_with_trainers_state_dict(tmp_path):
+    """`from_pretrained(src, ...).save_pretrained(out)` in one expression raised ReferenceError
+    (the override held its model weakly); transformers' Trainer passes the model's own
+    state_dict, which was refused. An unconverted model of the same class keeps
+    transformers' own save_pretrained."""
+    src = save(build("compressed_tensors", preset="FP8_DYNAMIC"), tmp_path / "src")
+    from_pretrained(src, backend="reference", dtype=torch.float32).save_pretrained(
+        tmp_path / "chained")
+    cfg = json.loads((tmp_path / "chained" / "config.json").read_text())
+    assert cfg["quantization_config"]["quant_method"] == "fp8tower"
+    m = from_pretrained(src, backend="reference", dtype=torch.float32)
+    m.save_pretrained(tmp_path / "trainer", state_dict=m.state_dict())
+    back = from_pretrained(tmp_path / "trainer", backend="reference", dtype=torch.float32)
+    assert _same(_logits(m), _logits(back))
+    other = {k: v.clone() for k, v in m.state_dict().items()}
+    with pytest.raises(ValueError, match="has other tensors or keys"):
+        m.save_pretrained(tmp_path / "other", state_dict=other)
+    with pytest.raises(TypeError, match="by keyword"):
+        m.save_pretrained(tmp_path / "pos", {})
+    plain = type(m)(m.config)  # the same class, never converted: transformers' own writer
+    plain.save_pretrained(tmp_path / "plain")
+    plain_cfg = json.loads((tmp_path / "plain" / "config.json").read_text())
+    assert plain_cfg.get("quantization_config", {}).get("quant_method") != "fp8tower"

@@ -251,3 +251,18 @@ def test_kernel_names_with_brackets_print_verbatim(tmp_path):
     r = run("diff", s, lng, "--steps", 1, 3)
     assert r.exit_code == 0, r.output
     assert "k[bold]x[/bold]<[1]>" in r.output and "Memcpy [pinned]" in r.output
+
+
+def test_report_without_its_packages_fails_before_reading_traces(tmp_path, monkeypatch):
+    """Without jinja2 / matplotlib `trace report` (and `compare --html`) fail at once, naming
+    the extra; before, it read and printed everything first, then wrote nothing asked."""
+    read = []
+    monkeypatch.setitem(sys.modules, "jinja2", None)
+    import fp8tower.cli.trace as cli_trace
+
+    monkeypatch.setattr(cli_trace, "_attribution", lambda *a, **k: read.append(1))
+    r = run("report", UNMERGED, "--html", tmp_path / "r.html", "--json", tmp_path / "r.json")
+    assert r.exit_code == 2 and "pip install 'fp8tower[report]'" in " ".join(r.output.split())
+    assert not read and not (tmp_path / "r.json").exists()
+    r = run("compare", UNMERGED, MERGED, "--html", tmp_path / "c.html")
+    assert r.exit_code == 2 and "fp8tower[report]" in " ".join(r.output.split())

@@ -16,7 +16,9 @@ per-token split can run in the GEMM too (config wo_mode 4); W upcast in the GEMM
 
 from __future__ import annotations
 
+import functools
 import importlib.util
+import itertools
 import os
 
 import torch
@@ -42,13 +44,44 @@ from . import Backend
 from .act_quant import quantize as quantize_act
 
 
+def _release(version: str) -> tuple[int, ...]:
+    """(3, 6) of '3.6.0' or '3.5.0+git1a2b'; () where it does not start with a number."""
+    out = []
+    for part in version.split(".")[:2]:
+        digits = "".join(itertools.takewhile(str.isdigit, part))
+        if not digits:
+            break
+        out.append(int(digits))
+    return tuple(out)
+
+
 def _interpret() -> bool:
     return os.environ.get("TRITON_INTERPRET") == "1"
+
+
+# The default kernels launch with programmatic dependent launch (gdc_wait, launch_pdl),
+# which triton has from 3.5: older ones fail to compile them (a packaging audit, 2026-12-05:
+# 3.3 and 3.4 raise AttributeError / TypeError on gdc_launch_dependents).
+MIN_TRITON = (3, 5)
+
+
+@functools.cache
+def _too_old() -> str | None:
+    from ..provenance import package_version
+
+    version = package_version("triton", "0")
+    if _release(version) < MIN_TRITON:
+        return (f"triton {version} is too old: the kernels need triton >= "
+                f"{'.'.join(map(str, MIN_TRITON))} (torch >= 2.9 ships one)")
+    return None
 
 
 def _unavailable() -> str | None:
     if importlib.util.find_spec("triton") is None:
         return "triton is not installed (pip install 'fp8tower[triton]')"
+    too_old = _too_old()
+    if too_old:
+        return too_old
     if not torch.cuda.is_available() and not _interpret():
         return "needs a CUDA GPU (or TRITON_INTERPRET=1 to run the kernels on the CPU)"
     return None

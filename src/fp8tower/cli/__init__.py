@@ -66,7 +66,15 @@ app.add_typer(bench.app, name="bench")
 
 
 def main() -> None:
-    app()
+    try:
+        app()
+    except ModuleNotFoundError as e:  # hf/requires.py's message names the install: one line
+        if e.name != "transformers" or "fp8tower[hf]" not in str(e):
+            raise
+        import sys
+
+        print(f"error: {e}", file=sys.stderr)
+        raise SystemExit(2) from None
 
 
 if __name__ == "__main__":

@@ -347,6 +347,11 @@ def generate(
         "--backend", help="Fp8Linear backend (auto; reference on a CPU-only machine).")] = "auto",
     graph: Annotated[bool, typer.Option(
         "--graph/--no-graph", help="Also time decode steps as CUDA graph replays (GPU).")] = True,
+    compile_step: Annotated[bool, typer.Option(
+        "--compile", help="torch.compile each arm's decode step (Inductor, default mode) "
+        "after its eager warm-up; the eager column then times the compiled step without a "
+        "graph, the graph column the compiled step captured. torchao's float8 is meant to "
+        "run compiled. Compiling takes about a minute an arm for an 8B model.")] = False,
     json_out: Annotated[Path | None, typer.Option(
         "--json", help="JSON path (overwritten if it exists); default benchmarks/results/"
         "generate_<model>_<gpu-or-cpu>_<date>.json, with _<HHMMSS> (then -2, -3, ...) added "
@@ -404,12 +409,15 @@ def generate(
                f"--arms {','.join(arm_list)} "
                f"--batch {','.join(map(str, batches))} --context {context} --steps {steps} "
                f"--rounds {rounds} --backend {backend}" + ("" if graph else " --no-graph")
-               + ("" if interleave else " --one-at-a-time"))
+               + ("" if interleave else " --one-at-a-time")
+               + (" --compile" if compile_step else ""))
+
+    eager = "compiled" if compile_step else "eager"  # compiled: the step without a graph
 
     def progress(r) -> None:
         Console(stderr=True).print(f"{r.arm} batch {r.batch}: "
                                    + (f"skipped ({r.skipped})" if r.skipped else
-                                      f"eager {r.eager_ms:.2f} ms/step"
+                                      f"{eager} {r.eager_ms:.2f} ms/step"
                                       + (f", graph {r.graph_ms:.2f}" if r.graph_ms else "")),
                                    highlight=False)
 
@@ -420,14 +428,14 @@ def generate(
         record = bench_generate(model, arm_list, batches, context=context, steps=steps,
                                 device="cuda" if cuda else "cpu", backend=backend,
                                 graph=graph and cuda, command=command, rounds=rounds,
-                                interleave=interleave, progress=progress, note=note)
-    except ImportError as e:
-        raise _fail(f"bench generate needs transformers (pip install transformers): {e}") from None
+                                interleave=interleave, progress=progress, note=note,
+                                compile=compile_step)
     except ValueError as e:
         raise _fail(str(e)) from None
     where = record["gpu"] or "CPU (wall clock, not a GPU number)"
-    table = Table(title=f"Decode step: {model}, context {context}, {where}")
-    for col in ("arm", "batch", "linears", "eager ms", "eager tok/s", "vs bf16",
+    title = f"Decode step: {model}, context {context}, {where}"
+    table = Table(title=title + (", torch.compile'd" if compile_step else ""))
+    for col in ("arm", "batch", "linears", f"{eager} ms", f"{eager} tok/s", "vs bf16",
                 "graph ms", "graph tok/s", "vs bf16", "logits dB", "note"):
         table.add_column(col, justify="left" if col in ("arm", "note") else "right")
     for r in record["rows"]:
@@ -444,7 +452,7 @@ def generate(
               for r in record["rows"]
               if r.get("eager_paired_ratio_vs_bf16") and r["arm"] != "bf16"]
     if paired:  # robust to the host's drift across rounds (hf/generate.py)
-        table.caption += ("\neager time / bf16, median of per-round ratios (< 1: faster): "
+        table.caption += (f"\n{eager} time / bf16, median of per-round ratios (< 1: faster): "
                           + ", ".join(paired))
     if record["model_type"].startswith(("qwen3_5", "qwen3_next")):  # hybrid: say which GDN ran
         kern = record["linear_attention_kernels"]

@@ -286,6 +286,8 @@ def compare(
     from ..trace.compare import compare as compare_arms
 
     _check_outputs(json=json_out, csv=csv_out, html=html_out)
+    if html_out:
+        report.check_html_deps()  # before any trace is read
     _warn_same_capture(arm_a, arm_b, map_a, map_b)
     a = _attribution(arm_a, map_a, steps, step_range, ceiling_gbps, device, allow_fractional)
     b = _attribution(arm_b, map_b, steps, step_range, ceiling_gbps, device, allow_fractional)
@@ -341,6 +343,7 @@ def report(
     from ..trace.compare import compare as compare_arms
 
     _check_outputs(html=html_out, json=json_out, csv=csv_out)
+    rep.check_html_deps()  # before any trace is read
     if arm_b is not None:
         _warn_same_capture(arm_a, arm_b, map_a, map_b)
     a = _attribution(arm_a, map_a, steps, step_range, ceiling_gbps, device, allow_fractional)
@@ -354,8 +357,6 @@ def report(
         rep.print_comparison(cmp, console, gib)
     for att in atts:
         rep.print_attribution(att, console, gib)
-    rep.write_html(html_out, atts, cmp, gib)
-    console.print(f"wrote {escape(str(html_out))}")
     if json_out:
         doc = tables.comparison_json(cmp, gib) if cmp else tables.attribution_json(a, gib)
         rep.write_json(json_out, doc)
@@ -364,6 +365,8 @@ def report(
             rep.write_comparison_csv(csv_out, cmp)
         else:
             rep.write_attribution_csv(csv_out, a)
+    rep.write_html(html_out, atts, cmp, gib)
+    console.print(f"wrote {escape(str(html_out))}")
     if any(att.failed for att in atts):
         raise typer.Exit(1)
 

@@ -314,11 +314,10 @@ def capture_model(
     Returns capture_pair's CaptureResult (of ``out_dir``)."""
     import warnings
 
-    from transformers import StaticCache
-
     from ..backends import names as backend_names
     from ..nn import plan as _plan
     from ..trace.capture import capture_pair, check_capture_dir, step_range
+    from .requires import transformers
 
     if device not in (None, "cpu", "cuda"):
         raise ValueError(f"device {device!r}: expected cpu or cuda")
@@ -357,7 +356,7 @@ def capture_model(
     max_len = context + 3 * warm + 16 + sum(steps) + (sum(eager_steps) + 2 if eager_out else 0)
     g = torch.Generator(device="cpu").manual_seed(seed + 1)
     ids = torch.randint(0, config.vocab_size, (m, context), generator=g).to(dev)
-    cache = StaticCache(config=config, max_cache_len=max_len)
+    cache = transformers().StaticCache(config=config, max_cache_len=max_len)
     kv = cache_kwarg(model)
     tok = torch.zeros(m, 1, dtype=torch.long, device=dev)
     pos = torch.tensor([context], device=dev)

@@ -428,7 +428,9 @@ def convert(
     """Swap ``model``'s linears for FP8 ones in place and return it.
 
     Without ``checkpoint``: each accepted linear's weight is quantized to ``scheme``
-    (per_tensor: dynamic activation scale). With ``checkpoint`` (a path or an opened
+    (per_tensor: dynamic activation scale, one amax over all of a call's rows, so a row's
+    result depends on the others in its batch: padding, draft tokens, one NaN; channel_token
+    scales each token alone). With ``checkpoint`` (a path or an opened
     :mod:`fp8tower.checkpoint`): FP8 weights and scales come from it (the model's own
     weights may be on the meta device; ``device`` then says where they go); modules the
     checkpoint ignores stay as they are; ``scheme`` only names the scheme for a bf16

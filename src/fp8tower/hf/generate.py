@@ -6,9 +6,12 @@ device. Per batch size: prefill ``context`` tokens into a StaticCache, then time
 steps eagerly (``rounds`` rounds of ``steps`` steps back to back, one synchronize at the end
 of each; the median round; interleaved across arms, see :func:`run_arms`) and, on a GPU, as
 replays of one decode step captured in a torch.cuda.CUDAGraph (argmax and the position bump
-inside). An eager step is host-bound, and the host drifts (the same bf16 arm measured
-32.3 and 48.7 ms/step in two runs on the H200 machine, 2026-12-01, one arm after another):
-only arms timed side by side compare.
+inside). With ``compile=True`` each arm's decode step is ``torch.compile``d (Inductor, default
+mode) after its eager warm-up: the eager rounds then time the compiled step without a graph,
+and the graph captures the compiled step (torchao's float8 is meant to run compiled: its
+quantization kernels are fused only there). An eager step is host-bound, and the host
+drifts (the same bf16 arm measured 32.3 and 48.7 ms/step in two runs on the H200 machine,
+2026-12-01, one arm after another): only arms timed side by side compare.
 
 Each arm's prefill logits (last position) are compared with the bf16 arm's, as an SQNR in
 dB: the arms share the seeded random weights and tokens, so a broken arm shows (an arm whose
@@ -28,6 +31,7 @@ transformers is imported lazily (optional dependency).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import gc
 import math
@@ -64,6 +68,7 @@ class GenerateResult:
     eager_tok_s: float | None = None
     graph_tok_s: float | None = None
     prefill_ms: float | None = None
+    compile_s: float | None = None  # compile=True: the first compiled steps (WARM), wall clock
     # the prefill's last-position logits against the bf16 arm's (same seeded weights, same
     # tokens): SQNR in dB, 20*log10(|bf16| / |arm - bf16|); None without a bf16 arm
     logits_sqnr_db_vs_bf16: float | None = None
@@ -184,7 +189,8 @@ def _torchao_float8() -> None:
     try:
         from torchao.quantization import Float8DynamicActivationFloat8WeightConfig  # noqa: F401
     except ImportError as e:
-        raise ArmSkipped(f"torchao float8 is not importable here ({e})") from None
+        raise ArmSkipped(f"torchao float8 is not importable here ({e}; pip install torchao, "
+                         "a comparison arm only)") from None
 
 
 @functools.cache  # arm_unavailable, then the swap: one kernel load (a failure is not cached)
@@ -250,6 +256,7 @@ def _sync(device: torch.device) -> None:
 
 
 WARM = 3  # eager steps before timing: they build the launch plans (and tune where allowed)
+COMPILE_BACKEND = "inductor"  # torch.compile's backend for compile=True (tests: a cheaper one)
 
 
 @dataclass
@@ -267,10 +274,13 @@ class _Live:
 
 
 def build_arm(model_name: str, arm: str, *, batch: int, context: int, steps: int, rounds: int,
-              device: torch.device, backend: str, config=None) -> _Live:
-    """Build the model, convert it to ``arm``, prefill (timed) and take WARM eager steps."""
-    from transformers import StaticCache
+              device: torch.device, backend: str, config=None, compile: bool = False) -> _Live:
+    """Build the model, convert it to ``arm``, prefill (timed) and take WARM eager steps;
+    with ``compile``, then ``torch.compile`` the step and take WARM compiled steps (timed:
+    ``compile_s``). A step that fails to compile skips the arm, with the error."""
+    from .requires import transformers
 
+    StaticCache = transformers().StaticCache
     live = _Live(GenerateResult(arm, batch, context, steps))
     res = live.res
     res.skipped = arm_unavailable(arm)
@@ -280,7 +290,7 @@ def build_arm(model_name: str, arm: str, *, batch: int, context: int, steps: int
     model = _rm.random_model(config, device)
     # every position a step can reach: warm-up, the eager rounds, the graph's warm-up,
     # capture and timed replays
-    max_len = context + WARM + rounds * steps + 3 * WARM + steps + 8
+    max_len = context + WARM + rounds * steps + 4 * WARM + steps + 8
     g = torch.Generator(device="cpu").manual_seed(1)
     ids = torch.randint(0, config.vocab_size, (batch, context), generator=g).to(device)
     cache = StaticCache(config=config, max_cache_len=max_len)
@@ -317,13 +327,36 @@ def build_arm(model_name: str, arm: str, *, batch: int, context: int, steps: int
             tok = step(tok, pos)
             pos += 1
         _sync(device)
+        if compile:
+            step = torch.compile(step, backend=COMPILE_BACKEND, dynamic=False)
+            t0 = time.perf_counter()
+            try:
+                for _ in range(WARM):
+                    tok = step(tok, pos)
+                    pos += 1
+                _sync(device)
+            except Exception as e:  # noqa: BLE001 - any compile failure: say it, time the rest
+                why = " ".join(str(e).split())  # Dynamo's errors span lines
+                res.skipped = f"torch.compile failed: {type(e).__name__}: {why[:300]}"
+                return live
+            res.compile_s = round(time.perf_counter() - t0, 2)
     live.model, live.cache, live.step, live.tok, live.pos = model, cache, step, tok, pos
     return live
 
 
+def _timing(live: _Live):
+    """Around a compiled step's timed calls: a recompile raises (its compile time would be
+    timed as a step). Every arm's step is one code object to Dynamo, so bench_generate makes
+    room for a compiled entry per arm and batch: past the default recompile_limit (8), the
+    ninth one's step ran uncompiled with only a warning (test_generate's compile tests)."""
+    if live.res.compile_s is None:
+        return contextlib.nullcontext()
+    return torch._dynamo.config.patch(error_on_recompile=True)
+
+
 def eager_round(live: _Live, device: torch.device) -> None:
     """``steps`` eager decode steps back to back, one synchronize at the end; ms per step."""
-    with torch.inference_mode():
+    with torch.inference_mode(), _timing(live):
         tok, pos = live.tok, live.pos
         _sync(device)
         t0 = time.perf_counter()
@@ -344,7 +377,7 @@ def finish(live: _Live, device: torch.device, graph: bool) -> GenerateResult:
         res.eager_min_ms = min(live.rounds_ms)
         res.eager_tok_s = res.batch * 1e3 / res.eager_ms
         if graph and device.type == "cuda":
-            with torch.inference_mode():
+            with torch.inference_mode(), _timing(live):
                 res.graph_ms = _graph_decode(live.step, live.tok, live.pos, res.steps, WARM)
             res.graph_tok_s = res.batch * 1e3 / res.graph_ms
     if res.skipped is None and not res.logits_finite:
@@ -365,7 +398,8 @@ def _release(device: torch.device) -> None:
 
 def run_arms(model_name: str, arms: list[str], *, batch: int, context: int, steps: int,
              rounds: int, device: torch.device, backend: str, graph: bool, interleave: bool,
-             config=None, progress=None, note=None) -> list[GenerateResult]:
+             config=None, progress=None, note=None, compile: bool = False
+             ) -> list[GenerateResult]:
     """Every arm at one batch size. Interleaved: all arms are built first (bf16 last: it is
     the largest), then ``rounds`` eager rounds go arm after arm, so drifts of the host (clock,
     cache, allocator state) fall on every arm alike; the eager time is the median round. Not
@@ -373,7 +407,7 @@ def run_arms(model_name: str, arms: list[str], *, batch: int, context: int, step
     ``progress(result)`` is called as each arm finishes, ``note(text)`` as each interleaved
     arm is built (minutes, for a large model, before any arm finishes)."""
     kw = {"batch": batch, "context": context, "steps": steps, "rounds": rounds,
-          "device": device, "backend": backend, "config": config}
+          "device": device, "backend": backend, "config": config, "compile": compile}
     if len(set(arms)) != len(arms):
         raise ValueError(f"arms {','.join(arms)}: an arm is listed twice")
     results: dict[str, GenerateResult] = {}
@@ -502,16 +536,23 @@ def gdn_kernels() -> dict[str, str]:
 
 def bench_generate(model: str, arms: list[str], batches: list[int], *, context: int, steps: int,
                    device: str, backend: str, graph: bool, command: str, rounds: int = 5,
-                   interleave: bool = True, progress=None, note=None) -> dict:
+                   interleave: bool = True, progress=None, note=None,
+                   compile: bool = False) -> dict:
     """Every (arm, batch); the JSON record (schema ``SCHEMA``). See :func:`run_arms`."""
     dev = torch.device(device)
     config = _rm.text_config(model)
     results = []
-    for batch in batches:
-        results += run_arms(model, arms, batch=batch, context=context, steps=steps,
-                            rounds=rounds, device=dev, backend=backend, graph=graph,
-                            interleave=interleave, config=config, progress=progress,
-                            note=note)
+    # every arm's step is one code object to Dynamo: room for a compiled entry per arm and
+    # batch (see _timing), and an error, never an uncompiled step, past it
+    room = torch._dynamo.config.patch(
+        recompile_limit=max(64, 2 * len(arms) * len(batches)),
+        fail_on_recompile_limit_hit=True) if compile else contextlib.nullcontext()
+    with room:
+        for batch in batches:
+            results += run_arms(model, arms, batch=batch, context=context, steps=steps,
+                                rounds=rounds, device=dev, backend=backend, graph=graph,
+                                interleave=interleave, config=config, progress=progress,
+                                note=note, compile=compile)
     base = {r.batch: r for r in results if r.arm == "bf16" and r.skipped is None}
     rows = []
     for r in results:
@@ -533,11 +574,13 @@ def bench_generate(model: str, arms: list[str], batches: list[int], *, context: 
     return {
         "schema": SCHEMA, "model": model, "model_type": config.model_type,
         "context": context, "steps": steps, "rounds": rounds, "interleaved": interleave,
-        "backend": backend,
+        "backend": backend, "compiled": compile,
         "units": {"ms": "milliseconds per decode step (eager: wall clock over `steps` steps "
                         "with one sync at the end, median of `rounds` rounds (eager_min_ms: "
                         "the fastest round), interleaved "
-                        "across arms when `interleaved`; graph: CUDA events over replays)",
+                        "across arms when `interleaved`; graph: CUDA events over replays; "
+                        "when `compiled`, both time the torch.compile'd step)",
+                  "compile_s": "seconds of the first compiled steps (compilation included)",
                   "tok_s": "batch tokens per second"},
         **provenance(command, dev), "rows": rows,
     }

@@ -54,7 +54,9 @@ def params_on_meta():
 def empty_model(config, *, dtype: torch.dtype = torch.bfloat16, cls=None) -> nn.Module:
     """A transformers causal LM of ``config`` (a dict or PretrainedConfig) with its parameters
     on the meta device (no memory, no init time); buffers are real, on the CPU."""
-    import transformers
+    from .requires import transformers as _transformers
+
+    transformers = _transformers()
 
     if isinstance(config, dict):
         cfg = dict(config)

@@ -20,8 +20,6 @@ def text_config(name: str, layers: int | None = None):
     config.json path); ``layers`` keeps only the first N decoder layers. A decode step needs
     an attention layer: where the first N are all linear attention, the last kept one becomes
     the model's first attention layer type."""
-    import transformers
-
     from ..models import ConfigError
     from ..models.registry import (
         BUILDERS,
@@ -31,6 +29,9 @@ def text_config(name: str, layers: int | None = None):
     )
     from ..models.registry import text_config as text_part
     from ..provenance import package_version
+    from .requires import transformers as _transformers
+
+    transformers = _transformers()
 
     raw = load_config(name)
     text, nested = text_part(raw)
@@ -132,9 +133,10 @@ def weight_bytes(model: nn.Module) -> int:
 def model_bytes(config, dtype: torch.dtype = torch.bfloat16) -> int:
     """Bytes of the weights of ``config``'s causal LM in ``dtype``, built on the meta device
     (no memory; about a second for an 8B model)."""
-    import transformers
-
     from .pretrained import params_on_meta
+    from .requires import transformers as _transformers
+
+    transformers = _transformers()
 
     with params_on_meta():
         return weight_bytes(transformers.AutoModelForCausalLM.from_config(config, dtype=dtype))
@@ -143,9 +145,10 @@ def model_bytes(config, dtype: torch.dtype = torch.bfloat16) -> int:
 def random_model(config, device: torch.device | str, *, dtype: torch.dtype = torch.bfloat16,
                  seed: int = 0) -> nn.Module:
     """The causal LM of ``config`` with N(0, 0.02) weights drawn on ``device``, in eval mode."""
-    import transformers
-
     from .pretrained import params_on_meta
+    from .requires import transformers as _transformers
+
+    transformers = _transformers()
 
     with params_on_meta():
         model = transformers.AutoModelForCausalLM.from_config(config, dtype=dtype)

@@ -28,8 +28,9 @@ from torch import Tensor
 
 from .. import dispatch
 from ..backends import Backend, other_cuda_device
-from ..formats import ON_REASSIGN, Fp8Weight, Scheme
+from ..formats import ACT_DTYPES, ON_REASSIGN, Fp8Weight, Scheme
 from ..problem import GemmProblem
+from . import plan as _plan
 
 _LIVE: dict[tuple, weakref.ref] = {}
 _LOCK = threading.Lock()
@@ -141,6 +142,39 @@ def run_2d(  # the op's body; eager fp8_linear calls it directly (no dispatcher 
     )
 
 
+# A compiled graph without a CUDA graph calls the op once per linear and step, on the host's
+# clock. Resolved afresh each call (dispatch, problem, Triton's JIT launcher) it cost about
+# 150 us a call: a Qwen3-8B-shaped step, torch.compile'd, ran 4.2x bf16's time on an H100
+# (results/session43_2026-12-05/call1). So the op keeps launch plans as Fp8Linear's eager
+# path does (plan.py), per registered weight, in its prepared forms (an edit in place, which
+# clears those, drops them too). Read once: FP8TOWER_PLAN=0 turns them off for A/B runs.
+_PLANS = "op_plans"  # Fp8Weight.packed key
+_OP_PLANS = _plan.plans_enabled_default()
+
+
+def _plan_for(x: Tensor, w: Fp8Weight, bias: Tensor | None, act_scale: Tensor | None,
+              backend: str, out_dtype: torch.dtype) -> _plan.Plan | None:
+    """The op's launch plan for this call, built on its first one; None where Fp8Linear's
+    eager path would not plan either (a per-call act_scale, FP8 or large x, a capture: a
+    graph keeps the dispatch choice), and for an unregistered weight (a temporary one, built
+    again on every call)."""
+    if (not _OP_PLANS or act_scale is not None or getattr(w, "_ops_key", None) is None
+            or x.dtype not in ACT_DTYPES or not 1 <= x.shape[0] <= _plan.MAX_PLANNED_M
+            or not x.is_contiguous() or x.device != w.data.device
+            or (x.is_cuda and torch.cuda.is_current_stream_capturing())
+            or torch._C._is_any_autocast_enabled()):
+        return None
+    plans = w.packed.setdefault(_PLANS, {})
+    key = (x.shape, x.dtype, x.device, backend, out_dtype,
+           None if bias is None else bias.data_ptr(), dispatch._generation)
+    p = plans.get(key)
+    if p is None:
+        if len(plans) >= _plan.MAX_PLANS_PER_MODULE:
+            plans.clear()
+        p = plans[key] = _plan.build(x, w, bias=bias, out_dtype=out_dtype, backend=backend)
+    return p
+
+
 @torch.library.custom_op("fp8tower::fp8_linear", mutates_args=())
 def fp8_linear_op(
     x: Tensor,
@@ -160,7 +194,9 @@ def fp8_linear_op(
             y = run_2d(x, w, bias=bias, act_scale=act_scale, backend=backend,
                        out_dtype=out_dtype)
     else:
-        y = run_2d(x, w, bias=bias, act_scale=act_scale, backend=backend, out_dtype=out_dtype)
+        p = _plan_for(x, w, bias, act_scale, backend, out_dtype)
+        y = p(x) if p is not None else run_2d(x, w, bias=bias, act_scale=act_scale,
+                                              backend=backend, out_dtype=out_dtype)
     # A custom op's output may not be a view (cuBLASLt pads M and returns a slice).
     return y if y._base is None else y.clone()
 

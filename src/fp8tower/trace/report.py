@@ -340,19 +340,26 @@ def _plots(atts: list[Attribution], cmp: Comparison | None, gib: bool) -> list[d
     return plots
 
 
-def write_html(
-    path: str | Path, atts: list[Attribution], cmp: Comparison | None = None, gib: bool = False
-) -> Path:
-    """One self-contained page (plots embedded as base64 PNG): levers, per-op tables, per-step
-    times, host launch statistics and launch-count checks, verification errors and notes."""
+def check_html_deps() -> None:
+    """TraceError unless the HTML report's packages import (`trace report` asks before it
+    reads any trace: a packaging audit, 2026-12-05, found it failing after all the work)."""
     try:
-        import jinja2
+        import jinja2  # noqa: F401
         import matplotlib  # noqa: F401
     except ImportError as e:
         raise TraceError(
             f"the HTML report needs matplotlib and jinja2 ({e}); install them with "
             "pip install 'fp8tower[report]'"
         ) from None
+
+
+def write_html(
+    path: str | Path, atts: list[Attribution], cmp: Comparison | None = None, gib: bool = False
+) -> Path:
+    """One self-contained page (plots embedded as base64 PNG): levers, per-op tables, per-step
+    times, host launch statistics and launch-count checks, verification errors and notes."""
+    check_html_deps()
+    import jinja2
 
     env = jinja2.Environment(
         loader=jinja2.PackageLoader("fp8tower.trace", "templates"),
