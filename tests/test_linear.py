@@ -90,3 +90,14 @@ def test_module_dtype_casts_keep_fp8_weights_and_fp32_scales(cast):
     assert mod.bias.dtype != torch.float32  # the bias follows the cast
     y = mod(torch.randn(2, 256, dtype=mod.bias.dtype))
     assert torch.isfinite(y).all()
+
+
+def test_repr_says_how_per_tensor_scales_x():
+    """A dynamic per_tensor scale couples a call's rows (one amax over all of them): the
+    module's repr says which it has (2026-12-05 lifecycle audit)."""
+    lin = torch.nn.Linear(64, 32)
+    assert "input_scale=static" in repr(Fp8Linear.from_linear(lin, "per_tensor", act_scale=0.1))
+    assert "input_scale=dynamic" in repr(Fp8Linear.from_linear(lin, "per_tensor"))
+    assert "input_scale" not in repr(Fp8Linear.from_linear(lin, "channel_token"))
+    assert "out_dtype=torch.float32" in repr(
+        Fp8Linear.from_linear(lin, "channel_token", out_dtype=torch.float32))

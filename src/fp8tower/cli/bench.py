@@ -351,7 +351,7 @@ def generate(
         "--compile", help="torch.compile each arm's decode step (Inductor, default mode) "
         "after its eager warm-up; the eager column then times the compiled step without a "
         "graph, the graph column the compiled step captured. torchao's float8 is meant to "
-        "run compiled. Compiling takes about a minute an arm for an 8B model.")] = False,
+        "run compiled. Compiling took 30-90 s an arm for an 8B model (H100 machine).")] = False,
     json_out: Annotated[Path | None, typer.Option(
         "--json", help="JSON path (overwritten if it exists); default benchmarks/results/"
         "generate_<model>_<gpu-or-cpu>_<date>.json, with _<HHMMSS> (then -2, -3, ...) added "

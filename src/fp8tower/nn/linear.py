@@ -680,7 +680,12 @@ class Fp8Linear(nn.Module):
                 f"scheme={self.scheme.value})")
 
     def extra_repr(self) -> str:
+        # per_tensor says how x is scaled: a dynamic scale couples the rows of a call
+        act = ("" if self.scheme is not Scheme.PER_TENSOR else
+               f", input_scale={'static' if self.input_scale is not None else 'dynamic'}")
+        out = "" if self.out_dtype is None else f", out_dtype={self.out_dtype}"
         return (
             f"in_features={self.in_features}, out_features={self.out_features}, "
-            f"scheme={self.scheme.value}, backend={self.backend}, bias={self.bias is not None}"
+            f"scheme={self.scheme.value}{act}, backend={self.backend}, "
+            f"bias={self.bias is not None}{out}"
         )
