@@ -922,10 +922,18 @@ def test_triton_older_than_pdl_is_unavailable_with_its_reason(monkeypatch):
     assert triton_gemm._release("nightly") == ()
     if importlib.util.find_spec("triton") is None:
         pytest.skip("triton is not installed")
-    monkeypatch.setattr(provenance, "package_version", lambda name, missing="none": "3.4.0")
+    versions = {"triton": "3.4.0"}
+    monkeypatch.setattr(provenance, "package_version",
+                        lambda name, missing="none": versions.get(name, missing))
     triton_gemm._too_old.cache_clear()
     try:
         why = triton_gemm._unavailable()
+        assert why is not None and "triton 3.4.0 is too old" in why and ">= 3.5" in why
+        versions = {"pytorch-triton": "3.6.0+git9a1b"}  # a nightly's own distribution
+        triton_gemm._too_old.cache_clear()
+        assert triton_gemm._too_old() is None
+        versions = {}  # no metadata at all: not refused on a guess
+        triton_gemm._too_old.cache_clear()
+        assert triton_gemm._too_old() is None
     finally:
         triton_gemm._too_old.cache_clear()
-    assert why is not None and "triton 3.4.0 is too old" in why and ">= 3.5" in why

@@ -197,3 +197,41 @@ def test_a_module_pickles_and_copies_after_the_ops_plans(tmp_path):
     twin = copy.deepcopy(w)
     assert twin.packed == {} and getattr(twin, "_ops_key", None) is None
     assert torch.equal(twin.data, w.data) and w.packed  # the original keeps its own
+
+
+def test_compiled_plans_follow_out_dtype_bias_generation_and_edits(interpret):
+    """The op's plans bake pointers and prepared forms on the Triton backend: a call with
+    another out_dtype or bias, or after an in-place scale edit, gets what an eager call gets,
+    bit for bit (out_dtype or the bias left out of the plan's key, or the edit's refresh
+    dropped, passed the earlier tests: a review, 2026-12-05); so does one after a dispatch
+    generation bump (the same choice here: that key part is not pinned by this test)."""
+    from fp8tower import dispatch
+
+    torch._dynamo.reset()
+    w = quantize_weight(random_weight(N, K), Scheme.PER_TENSOR, act_scale=0.05)
+    x = exact_activations(4, K, Scheme.PER_TENSOR).to(torch.bfloat16)
+    b1 = torch.randn(N, generator=torch.Generator().manual_seed(1)).bfloat16()
+    b2 = b1 * 3
+
+    def f(x, b, dt):
+        return fp8_linear(x, w, bias=b, backend="triton", out_dtype=dt)
+
+    compiled, graphs = _graphs(f)
+
+    def same(b, dt):
+        got, want = compiled(x, b, dt), f(x, b, dt)
+        assert got.dtype == want.dtype == dt and torch.equal(got, want), (dt, b is b2)
+        return got
+
+    first = same(b1, torch.bfloat16)  # before an eager call registered w: not planned
+    same(b1, torch.float32)
+    assert torch.equal(same(b1, torch.bfloat16), first)  # planned now, beside fp32's
+    assert not torch.equal(same(b2, torch.bfloat16), first)
+    assert ops._PLANS in w.packed and len(w.packed[ops._PLANS]) == 3
+    dispatch._generation += 1  # what a retune or a cache reload bumps
+    same(b1, torch.bfloat16)
+    with torch.no_grad():
+        w.scale.mul_(2)
+    doubled = same(b1, torch.bfloat16)
+    assert not torch.equal(doubled, first)
+    assert len(_op_nodes(graphs)) >= 1

@@ -215,3 +215,29 @@ def test_save_pretrained_chained_on_the_conversion_and_with_trainers_state_dict(
     plain.save_pretrained(tmp_path / "plain")
     plain_cfg = json.loads((tmp_path / "plain" / "config.json").read_text())
     assert plain_cfg.get("quantization_config", {}).get("quant_method") != "fp8tower"
+
+
+def test_a_pickled_converted_model_saves_fp8towers_format_in_another_process(tmp_path):
+    """The override lives on the class: a model unpickled in a fresh process (which never
+    imported fp8tower.hf.save) wrote transformers' format again (a review, 2026-12-05); its
+    flag now brings the override with it."""
+    import subprocess
+    import sys
+
+    src = save(build("compressed_tensors", preset="FP8_DYNAMIC"), tmp_path / "src")
+    m = from_pretrained(src, backend="reference", dtype=torch.float32)
+    torch.save(m, tmp_path / "m.pt")
+    code = ("import sys, torch\n"
+            "m = torch.load(sys.argv[1], weights_only=False)\n"
+            "m.save_pretrained(sys.argv[2])\n")
+    r = subprocess.run([sys.executable, "-c", code, str(tmp_path / "m.pt"), str(tmp_path / "out")],
+                       check=False, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    cfg = json.loads((tmp_path / "out" / "config.json").read_text())
+    assert cfg["quantization_config"]["quant_method"] == "fp8tower"
+    back = from_pretrained(tmp_path / "out", backend="reference", dtype=torch.float32)
+    assert _same(_logits(m), _logits(back))
+    import inspect
+
+    assert "of a converted model" in (inspect.getdoc(m.save_pretrained) or "")
+    assert "variant" not in inspect.signature(m.save_pretrained).parameters

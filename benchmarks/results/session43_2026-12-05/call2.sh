@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Session 43's second device call (after call1 found a torch.compile'd fp8 step 4.2x bf16's
-# time without a CUDA graph: the compiled op resolved its backend on every call). Carry
+# NOT RUN (session 43: no machine came). Session 43's second device call (after call1 found
+# a torch.compile'd fp8 step 4.2x bf16's time without a CUDA graph: the compiled op resolved
+# its backend on every call). Carry
 # .gpu/run/prebuilt.tar.xz and .gpu/run/whl. From the repository root:
 #   OUT=$OUT bash benchmarks/results/session43_2026-12-05/call2.sh
 # 1. the compiled op's GPU tests (test_gpu's torch.compile cases), with the op's launch

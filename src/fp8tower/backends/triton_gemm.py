@@ -65,11 +65,21 @@ def _interpret() -> bool:
 MIN_TRITON = (3, 5)
 
 
+# The distributions that install the `triton` module (PyTorch's nightlies and ROCm builds
+# ship their own; a review, 2026-12-05): the first one installed gives the version.
+TRITON_DISTRIBUTIONS = ("triton", "pytorch-triton", "pytorch-triton-rocm", "triton-windows")
+
+
 @functools.cache
 def _too_old() -> str | None:
     from ..provenance import package_version
 
-    version = package_version("triton", "0")
+    for dist in TRITON_DISTRIBUTIONS:
+        version = package_version(dist, "")
+        if version:
+            break
+    else:
+        return None  # no metadata to read: not refused on a guess
     if _release(version) < MIN_TRITON:
         return (f"triton {version} is too old: the kernels need triton >= "
                 f"{'.'.join(map(str, MIN_TRITON))} (torch >= 2.9 ships one)")

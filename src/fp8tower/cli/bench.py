@@ -349,9 +349,10 @@ def generate(
         "--graph/--no-graph", help="Also time decode steps as CUDA graph replays (GPU).")] = True,
     compile_step: Annotated[bool, typer.Option(
         "--compile", help="torch.compile each arm's decode step (Inductor, default mode) "
-        "after its eager warm-up; the eager column then times the compiled step without a "
-        "graph, the graph column the compiled step captured. torchao's float8 is meant to "
-        "run compiled. Compiling took 30-90 s an arm for an 8B model (H100 machine).")] = False,
+        "after its eager warm-up; the eager columns (then labelled compiled) time the "
+        "compiled step without a graph, the graph columns the compiled step captured. "
+        "torchao's float8 is meant to run compiled. Compiling took 33-93 s an arm for an 8B "
+        "model (H100 machine; compile_s in the JSON).")] = False,
     json_out: Annotated[Path | None, typer.Option(
         "--json", help="JSON path (overwritten if it exists); default benchmarks/results/"
         "generate_<model>_<gpu-or-cpu>_<date>.json, with _<HHMMSS> (then -2, -3, ...) added "
@@ -417,6 +418,8 @@ def generate(
     def progress(r) -> None:
         Console(stderr=True).print(f"{r.arm} batch {r.batch}: "
                                    + (f"skipped ({r.skipped})" if r.skipped else
+                                      "not timed (prefill logits not finite)"
+                                      if r.eager_ms is None else
                                       f"{eager} {r.eager_ms:.2f} ms/step"
                                       + (f", graph {r.graph_ms:.2f}" if r.graph_ms else "")),
                                    highlight=False)

@@ -6,7 +6,6 @@ fp8tower/checkpoint/native.py), which :func:`~fp8tower.from_pretrained` loads ba
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import shutil
@@ -208,6 +207,52 @@ def _check_own_state(model, state_dict) -> None:
 _CONVERTED = "_fp8tower_converted"  # the instance flag the class-level save_pretrained reads
 
 
+class _Flag:
+    """The flag's value. A model unpickled in another process brings its flag but not the
+    override on its class (a review, 2026-12-05: `torch.load(...).save_pretrained(out)` wrote
+    transformers' format again): unpickling this flag imports this module and installs the
+    override on transformers' PreTrainedModel, which every model class inherits it from."""
+
+    def __bool__(self) -> bool:
+        return True
+
+    def __reduce__(self):
+        return _unpickled_flag, ()
+
+
+def _unpickled_flag() -> _Flag:
+    import transformers  # being unpickled with a transformers model: already imported
+
+    _patch(transformers.PreTrainedModel)
+    return _FLAG
+
+
+_FLAG = _Flag()
+
+
+def _patch(cls) -> None:
+    """``cls.save_pretrained`` serves instances flagged converted with fp8tower's writer and
+    the others with its own (once a class)."""
+    if "_fp8tower_own_save" in cls.__dict__:
+        return
+    own = cls.save_pretrained
+
+    def save_pretrained(self, save_directory, *args, **kwargs):
+        if self.__dict__.get(_CONVERTED):
+            if args:
+                raise TypeError("save_pretrained of a model fp8tower converted takes its "
+                                "options by keyword")
+            return model_save_pretrained(self, save_directory, **kwargs)
+        return own(self, save_directory, *args, **kwargs)
+
+    # fp8tower's name and help: a converted model's options are model_save_pretrained's (not
+    # functools.wraps: inspect.signature would show transformers' own through __wrapped__)
+    save_pretrained.__doc__ = model_save_pretrained.__doc__
+    save_pretrained.__qualname__ = f"{cls.__qualname__}.save_pretrained"
+    cls._fp8tower_own_save = own
+    cls.save_pretrained = save_pretrained
+
+
 def _install(model) -> None:
     """Make a converted transformers model's ``save_pretrained`` write fp8tower's format
     (transformers' own writes what no loader reads back after a conversion); another class's
@@ -218,26 +263,12 @@ def _install(model) -> None:
     ``__dict__`` before: a strong reference there made a cycle (`del model` freed nothing,
     GPU memory included, until a garbage collection; 2026-12-05 review), and a weak one
     died in one expression (`convert(model, s).save_pretrained(out)`: ReferenceError, a
-    lifecycle audit the same day). A flag copies and pickles with its model."""
+    lifecycle audit the same day). The flag copies and pickles with its model (_Flag)."""
     cls = type(model)
     if not any(c.__name__ == "PreTrainedModel" for c in cls.__mro__):
         return
-    object.__setattr__(model, _CONVERTED, True)
-    if "_fp8tower_own_save" in cls.__dict__:
-        return
-    own = cls.save_pretrained
-
-    @functools.wraps(own)
-    def save(self, save_directory, *args, **kwargs):
-        if self.__dict__.get(_CONVERTED):
-            if args:
-                raise TypeError("save_pretrained of a model fp8tower converted takes its "
-                                "options by keyword")
-            return model_save_pretrained(self, save_directory, **kwargs)
-        return own(self, save_directory, *args, **kwargs)
-
-    cls._fp8tower_own_save = own
-    cls.save_pretrained = save
+    object.__setattr__(model, _CONVERTED, _FLAG)
+    _patch(cls)
 
 
 conversion.ON_CONVERTED.append(_install)

@@ -172,6 +172,11 @@ def _plan_for(x: Tensor, w: Fp8Weight, bias: Tensor | None, act_scale: Tensor | 
         if len(plans) >= _plan.MAX_PLANS_PER_MODULE:
             plans.clear()
         p = plans[key] = _plan.build(x, w, bias=bias, out_dtype=out_dtype, backend=backend)
+        if p.eager_only and x.is_cuda:
+            # as Fp8Linear's: load the dispatch choice's kernels now, which a capture will
+            # run (a kernel cannot be loaded while a stream captures: a compiled step whose
+            # only warm-up was planned failed its first capture; 2026-12-05 review)
+            run_2d(x, w, bias=bias, act_scale=None, backend=backend, out_dtype=out_dtype)
     return p
 
 
