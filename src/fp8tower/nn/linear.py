@@ -598,12 +598,7 @@ class Fp8Linear(nn.Module):
     def _forward_planned(self, x: torch.Tensor) -> torch.Tensor:
         """Build this input's plan (where one applies) and run it; else the unplanned path."""
         m = x.numel() // max(self.in_features, 1) if x.dim() else 0
-        plannable = (
-            x.dim() >= 1 and x.shape[-1] == self.in_features and x.is_contiguous()
-            and x.dtype in ACT_DTYPES and 1 <= m <= _plan.MAX_PLANNED_M
-            and x.device == self.weight.device and not _capturing(x)
-        )
-        if not plannable:
+        if not _plan.plannable(x, m, self.in_features, self.weight.device):
             return self._forward_unplanned(x)
         weight = self.fp8_weight()
         x2 = x.view(m, self.in_features)

@@ -28,7 +28,7 @@ from torch import Tensor
 
 from .. import dispatch
 from ..backends import Backend, other_cuda_device
-from ..formats import ACT_DTYPES, ON_REASSIGN, Fp8Weight, Scheme
+from ..formats import ON_REASSIGN, Fp8Weight, Scheme
 from ..problem import GemmProblem
 from . import plan as _plan
 
@@ -159,10 +159,8 @@ def _plan_for(x: Tensor, w: Fp8Weight, bias: Tensor | None, act_scale: Tensor | 
     graph keeps the dispatch choice), and for an unregistered weight (a temporary one, built
     again on every call)."""
     if (not _OP_PLANS or act_scale is not None or getattr(w, "_ops_key", None) is None
-            or x.dtype not in ACT_DTYPES or not 1 <= x.shape[0] <= _plan.MAX_PLANNED_M
-            or not x.is_contiguous() or x.device != w.data.device
-            or (x.is_cuda and torch.cuda.is_current_stream_capturing())
-            or torch._C._is_any_autocast_enabled()):
+            or torch._C._is_any_autocast_enabled()
+            or not _plan.plannable(x, x.shape[0], w.k, w.data.device)):
         return None
     plans = w.packed.setdefault(_PLANS, {})
     key = (x.shape, x.dtype, x.device, backend, out_dtype,

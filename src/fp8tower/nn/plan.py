@@ -36,12 +36,21 @@ import torch
 
 from .. import env
 from ..backends import current_device
-from ..formats import FP8_DTYPE, Scheme
+from ..formats import ACT_DTYPES, FP8_DTYPE, Scheme
 
 # Plans are for decode-sized inputs, where the host sets the pace; larger M (prefill) is
 # GPU-bound and would only grow the cache with per-shape buffers.
 MAX_PLANNED_M = 64
 MAX_PLANS_PER_MODULE = 16
+
+
+def plannable(x: torch.Tensor, m: int, k: int, device: torch.device) -> bool:
+    """Whether a call with x (M = ``m`` rows of ``k``) gets a plan: a contiguous bf16 / fp16
+    / fp32 x of decode size on the weight's device, outside a CUDA graph capture (a graph
+    keeps the dispatch choice). Fp8Linear's eager path and the compiled op both ask this."""
+    return (x.dim() >= 1 and x.shape[-1] == k and x.is_contiguous() and x.dtype in ACT_DTYPES
+            and 1 <= m <= MAX_PLANNED_M and x.device == device
+            and not (x.is_cuda and torch.cuda.is_current_stream_capturing()))
 
 
 def plans_enabled_default() -> bool:
