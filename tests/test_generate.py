@@ -403,3 +403,32 @@ def test_bench_generate_compile_failure_skips_the_arm_with_the_error(monkeypatch
     (row,) = rec["rows"]
     assert row["skipped"].startswith("torch.compile failed: ") and "no compiler" in row["skipped"]
     assert row["eager_ms"] is None
+
+
+@pytest.mark.parametrize("interleave", [True, False])
+def test_bench_generate_a_recompile_while_timed_skips_that_arm_only(monkeypatch, interleave):
+    """A compiled arm that recompiles in a timed round is skipped with Dynamo's reason (its
+    compile time is not a step); the other arms are timed (before: the whole run ended)."""
+    import torch
+
+    import fp8tower.hf.generate as gen
+
+    monkeypatch.setattr(gen, "COMPILE_BACKEND", lambda gm, example_inputs: gm.forward)
+    built = gen.build_arm
+
+    def build(*a, **k):
+        live = built(*a, **k)
+        if live.res.arm == "fp8:per_tensor":
+            def step(tok, pos):
+                raise torch._dynamo.exc.RecompileError("guard failed: pos (test)")
+            live.step = step
+        return live
+
+    monkeypatch.setattr(gen, "build_arm", build)
+    rec = gen.bench_generate("tiny-hybrid", ["bf16", "fp8:per_tensor"], [1], context=4,
+                             steps=1, device="cpu", backend="reference", graph=False,
+                             command="test", rounds=2, compile=True, interleave=interleave)
+    bf16, fp8 = rec["rows"]
+    assert bf16["skipped"] is None and bf16["eager_ms"] is not None
+    assert fp8["skipped"].startswith("recompiled while timed") and "guard failed" in fp8["skipped"]
+    assert fp8["eager_ms"] is None and fp8["eager_rounds_ms"] == []

@@ -175,6 +175,27 @@ def test_compiled_fp8linear_matches_eager(mode):
 
 
 @pytest.mark.parametrize("scheme", list(Scheme), ids=str)
+@pytest.mark.parametrize("backend", ["triton", "auto"])
+def test_compile_reduce_overhead_as_first_call(scheme, backend):
+    """A module's very first call inside torch.compile(mode="reduce-overhead"): its lazy state
+    (packed weight, launch plans, scratch) is made during warm-up or capture, not by an eager
+    call before; replays then match the float64 reference, and an eager call after them."""
+    from fp8tower.nn.linear import Fp8Linear
+
+    torch._dynamo.reset()
+    w, x = _setup(1024, 5120, scheme, 4, seed=7)
+    mod = Fp8Linear.from_weight(w, backend=backend)
+    compiled = torch.compile(mod, mode="reduce-overhead", fullgraph=True)
+    outs = [compiled(x).clone() for _ in range(4)]
+    torch.cuda.synchronize()
+    ref = fp8_linear_ref(x, w, out_dtype=torch.float64, compute_dtype=torch.float64)
+    for i, y in enumerate(outs):
+        assert sqnr_db(ref, y) >= 40, f"call {i}: {sqnr_db(ref, y):.1f} dB"
+    assert all(torch.equal(outs[1], y) for y in outs[2:])
+    assert sqnr_db(ref, mod(x)) >= 40
+
+
+@pytest.mark.parametrize("scheme", list(Scheme), ids=str)
 @pytest.mark.parametrize("m", [1, 5])
 def test_triton_takes_x_with_any_column_stride_on_gpu(scheme, m):
     """x with a column stride (a transposed copy's view, strides (1, 2M)) gives the contiguous

@@ -346,7 +346,7 @@ def build_arm(model_name: str, arm: str, *, batch: int, context: int, steps: int
 
 def _timing(live: _Live):
     """Around a compiled step's timed calls: a recompile raises (its compile time would be
-    timed as a step). Every arm's step is one code object to Dynamo, so bench_generate makes
+    timed as a step); it skips the arm in an eager round, and the graph time in finish. Every arm's step is one code object to Dynamo, so bench_generate makes
     room for a compiled entry per arm and batch: past the default recompile_limit (8), the
     ninth one's step ran uncompiled with only a warning (test_generate's compile tests)."""
     if live.res.compile_s is None:
@@ -354,17 +354,39 @@ def _timing(live: _Live):
     return torch._dynamo.config.patch(error_on_recompile=True)
 
 
+def _recompile_error(live: _Live) -> tuple[type[BaseException], ...]:
+    """What a compiled arm's timed step raises on a recompile (nothing for an eager arm)."""
+    return () if live.res.compile_s is None else (torch._dynamo.exc.RecompileError,)
+
+
+def _recompiled_why(e: BaseException) -> str:
+    why = (str(e).strip().splitlines() or [type(e).__name__])[0]
+    return f"recompiled while timed (a recompile is not a decode step): {why[:300]}"
+
+
+def _skip_recompiled(live: _Live, e: BaseException) -> None:
+    """A recompile in an eager round skips the arm with Dynamo's reason; the others go on."""
+    live.res.skipped = _recompiled_why(e)
+    live.rounds_ms.clear()
+
+
 def eager_round(live: _Live, device: torch.device) -> None:
     """``steps`` eager decode steps back to back, one synchronize at the end; ms per step."""
-    with torch.inference_mode(), _timing(live):
-        tok, pos = live.tok, live.pos
-        _sync(device)
-        t0 = time.perf_counter()
-        for _ in range(live.res.steps):
-            tok = live.step(tok, pos)
-            pos += 1
-        _sync(device)
-        live.rounds_ms.append((time.perf_counter() - t0) * 1e3 / live.res.steps)
+    if live.res.skipped is not None:  # interleaved: it recompiled in an earlier round
+        return
+    try:
+        with torch.inference_mode(), _timing(live):
+            tok, pos = live.tok, live.pos
+            _sync(device)
+            t0 = time.perf_counter()
+            for _ in range(live.res.steps):
+                tok = live.step(tok, pos)
+                pos += 1
+            _sync(device)
+            live.rounds_ms.append((time.perf_counter() - t0) * 1e3 / live.res.steps)
+    except _recompile_error(live) as e:
+        _skip_recompiled(live, e)
+        return
     live.tok, live.pos = tok, pos
 
 
@@ -377,9 +399,12 @@ def finish(live: _Live, device: torch.device, graph: bool) -> GenerateResult:
         res.eager_min_ms = min(live.rounds_ms)
         res.eager_tok_s = res.batch * 1e3 / res.eager_ms
         if graph and device.type == "cuda":
-            with torch.inference_mode(), _timing(live):
-                res.graph_ms = _graph_decode(live.step, live.tok, live.pos, res.steps, WARM)
-            res.graph_tok_s = res.batch * 1e3 / res.graph_ms
+            try:
+                with torch.inference_mode(), _timing(live):
+                    res.graph_ms = _graph_decode(live.step, live.tok, live.pos, res.steps, WARM)
+                res.graph_tok_s = res.batch * 1e3 / res.graph_ms
+            except _recompile_error(live) as e:  # the eager rounds stand; no graph time
+                res.notes.append(f"no graph time: {_recompiled_why(e)}")
     if res.skipped is None and not res.logits_finite:
         res.notes.append("prefill logits not finite: the arm is broken, so it was not timed")
     live.model = live.cache = live.step = None  # free the weights
