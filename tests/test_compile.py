@@ -235,3 +235,40 @@ def test_compiled_plans_follow_out_dtype_bias_generation_and_edits(interpret):
     doubled = same(b1, torch.bfloat16)
     assert not torch.equal(doubled, first)
     assert len(_op_nodes(graphs)) >= 1
+
+
+def test_a_graph_pool_warmup_call_plans_on_a_helper_thread(monkeypatch):
+    """In torch.compile(mode="reduce-overhead")'s warm-up, Inductor sends this thread's
+    allocations to the graph's private pool and refuses to record while any outlives the run
+    (the plan's buffers, prepared forms and counters do: H100, session44 call2). Such a call
+    builds its plan on a helper thread (the routing is per thread), with an eager call's
+    bits; later calls take the plan on the caller's thread; an error comes back raised."""
+    import threading
+
+    from fp8tower.nn import plan as P
+
+    mod = _linear("channel_token", backend="reference")
+    x = torch.randn(3, K)
+    want = mod(x)  # eager: Fp8Linear's own plan, not the op's
+    w = mod.fp8_weight()
+    built_on, build = [], P.build
+
+    def recording_build(*a, **k):
+        built_on.append(threading.current_thread().name)
+        return build(*a, **k)
+
+    monkeypatch.setattr(P, "build", recording_build)
+    monkeypatch.setattr(ops, "_graph_pool_warmup", lambda device: True)
+    args = (x, mod.weight, mod.weight_scale, None, None, mod.bias, "channel_token", "reference",
+            torch.float32)
+    assert torch.equal(ops.fp8_linear_op(*args), want)
+    assert built_on == ["fp8tower-off-pool"] and ops._PLANS in w.packed
+    assert torch.equal(ops.fp8_linear_op(*args), want) and len(built_on) == 1
+
+    def broken(*a, **k):
+        raise RuntimeError("no buffers (test)")
+
+    monkeypatch.setattr(P, "build", broken)
+    w.packed.pop(ops._PLANS)
+    with pytest.raises(RuntimeError, match="no buffers"):
+        ops.fp8_linear_op(*args)

@@ -19,6 +19,7 @@ temporary one (prepared again on every call: correct, slower).
 
 # No `from __future__ import annotations` here: torch.library.custom_op reads the op's
 # schema from its annotations, and real Optional[...] objects work on every torch we support.
+import contextlib
 import threading
 import weakref
 from typing import Optional
@@ -152,30 +153,82 @@ _PLANS = "op_plans"  # Fp8Weight.packed key
 _OP_PLANS = _plan.plans_enabled_default()
 
 
-def _plan_for(x: Tensor, w: Fp8Weight, bias: Tensor | None, act_scale: Tensor | None,
-              backend: str, out_dtype: torch.dtype) -> _plan.Plan | None:
-    """The op's launch plan for this call, built on its first one; None where Fp8Linear's
-    eager path would not plan either (a per-call act_scale, FP8 or large x, a capture: a
-    graph keeps the dispatch choice), and for an unregistered weight (a temporary one, built
-    again on every call)."""
+def _plan_key(x: Tensor, w: Fp8Weight, bias: Tensor | None, act_scale: Tensor | None,
+              backend: str, out_dtype: torch.dtype) -> tuple | None:
+    """The op's launch-plan key of this call; None where Fp8Linear's eager path would not
+    plan either (a per-call act_scale, FP8 or large x, a capture: a graph keeps the dispatch
+    choice), and for an unregistered weight (a temporary one, built again on every call)."""
     if (not _OP_PLANS or act_scale is not None or getattr(w, "_ops_key", None) is None
-            or torch._C._is_any_autocast_enabled()
+            or torch._C._is_any_autocast_enabled() or other_cuda_device(x)
             or not _plan.plannable(x, x.shape[0], w.k, w.data.device)):
         return None
+    return (x.shape, x.dtype, x.device, backend, out_dtype,
+            None if bias is None else bias.data_ptr(), dispatch._generation)
+
+
+def _first_call(x: Tensor, w: Fp8Weight, bias: Tensor | None, act_scale: Tensor | None,
+                backend: str, out_dtype: torch.dtype, key: tuple | None) -> Tensor:
+    """A call without a plan: build this key's plan and run it, else the dispatch choice."""
+    if other_cuda_device(x):  # a compiled graph's call: launch on x's device
+        with torch.cuda.device(x.device):
+            return run_2d(x, w, bias=bias, act_scale=act_scale, backend=backend,
+                          out_dtype=out_dtype)
+    if key is None:
+        return run_2d(x, w, bias=bias, act_scale=act_scale, backend=backend,
+                      out_dtype=out_dtype)
     plans = w.packed.setdefault(_PLANS, {})
-    key = (x.shape, x.dtype, x.device, backend, out_dtype,
-           None if bias is None else bias.data_ptr(), dispatch._generation)
-    p = plans.get(key)
-    if p is None:
-        if len(plans) >= _plan.MAX_PLANS_PER_MODULE:
-            plans.clear()
-        p = plans[key] = _plan.build(x, w, bias=bias, out_dtype=out_dtype, backend=backend)
-        if p.eager_only and x.is_cuda:
-            # as Fp8Linear's: load the dispatch choice's kernels now, which a capture will
-            # run (a kernel cannot be loaded while a stream captures: a compiled step whose
-            # only warm-up was planned failed its first capture; 2026-12-05 review)
-            run_2d(x, w, bias=bias, act_scale=None, backend=backend, out_dtype=out_dtype)
-    return p
+    if len(plans) >= _plan.MAX_PLANS_PER_MODULE:
+        plans.clear()
+    p = plans[key] = _plan.build(x, w, bias=bias, out_dtype=out_dtype, backend=backend)
+    if p.eager_only and x.is_cuda:
+        # as Fp8Linear's: load the dispatch choice's kernels now, which a capture will
+        # run (a kernel cannot be loaded while a stream captures: a compiled step whose
+        # only warm-up was planned failed its first capture; 2026-12-05 review)
+        run_2d(x, w, bias=bias, act_scale=None, backend=backend, out_dtype=out_dtype)
+    return p(x)
+
+
+def _graph_pool_warmup(device: torch.device) -> bool:
+    """Whether this call is torch.compile(mode="reduce-overhead")'s warm-up run: Inductor's
+    CUDA graph trees then send every allocation of this thread to the graph's private pool,
+    and refuse to record while one of them outlives the run untracked (the weight's prepared
+    forms, split-K counters and launch plans do: "Detected 2 tensor(s) in the cudagraph pool
+    not tracked as outputs", H100, results/session44_2026-12-06/call2)."""
+    import sys
+
+    trees = sys.modules.get("torch._inductor.cudagraph_trees")
+    if trees is None or device.type != "cuda":
+        return False
+    try:  # private API (torch 2.6 - 2.13): an unknown layout is taken as no warm-up
+        mgr = trees.get_manager(device.index, create_if_none_exists=False)
+        return bool(mgr is not None and mgr.in_warmup
+                    and torch.cuda.current_stream(device) == mgr.stream)
+    except Exception:  # noqa: BLE001
+        return False
+
+
+def _off_pool(device: torch.device, fn, *args) -> Tensor:
+    """``fn(*args)`` on a helper thread, on this thread's current stream: the pool routing
+    of a graph warm-up is per thread, so what the call allocates (and keeps) comes from
+    the caching allocator's general pool, as in an eager call."""
+    stream, box = torch.cuda.current_stream(device) if device.type == "cuda" else None, {}
+
+    def work():
+        try:
+            with contextlib.ExitStack() as on:
+                if stream is not None:
+                    on.enter_context(torch.cuda.device(device))
+                    on.enter_context(torch.cuda.stream(stream))
+                box["y"] = fn(*args)
+        except BaseException as e:  # noqa: BLE001 - raised again on the caller's thread
+            box["error"] = e
+
+    t = threading.Thread(target=work, name="fp8tower-off-pool")
+    t.start()
+    t.join()
+    if "error" in box:
+        raise box["error"]
+    return box["y"]
 
 
 @torch.library.custom_op("fp8tower::fp8_linear", mutates_args=())
@@ -192,14 +245,14 @@ def fp8_linear_op(
 ) -> Tensor:
     """y (M, N) = x (M, K) @ W.T (+ bias) for a 2-D contiguous x; see nn.linear.fp8_linear."""
     w = weight_for(weight, weight_scale, input_scale, scheme)
-    if other_cuda_device(x):  # a compiled graph's call: launch on x's device
-        with torch.cuda.device(x.device):
-            y = run_2d(x, w, bias=bias, act_scale=act_scale, backend=backend,
-                       out_dtype=out_dtype)
+    key = _plan_key(x, w, bias, act_scale, backend, out_dtype)
+    p = None if key is None else w.packed.get(_PLANS, {}).get(key)
+    if p is not None:
+        y = p(x)
+    elif _graph_pool_warmup(x.device):
+        y = _off_pool(x.device, _first_call, x, w, bias, act_scale, backend, out_dtype, key)
     else:
-        p = _plan_for(x, w, bias, act_scale, backend, out_dtype)
-        y = p(x) if p is not None else run_2d(x, w, bias=bias, act_scale=act_scale,
-                                              backend=backend, out_dtype=out_dtype)
+        y = _first_call(x, w, bias, act_scale, backend, out_dtype, key)
     # A custom op's output may not be a view (cuBLASLt pads M and returns a slice).
     return y if y._base is None else y.clone()
 
