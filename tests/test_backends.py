@@ -917,9 +917,9 @@ def test_triton_older_than_pdl_is_unavailable_with_its_reason(monkeypatch):
     from fp8tower import provenance
     from fp8tower.backends import triton_gemm
 
-    assert triton_gemm._release("3.5.0+git1a2b") == (3, 5)
-    assert triton_gemm._release("3.10.1") == (3, 10) > triton_gemm.MIN_TRITON
-    assert triton_gemm._release("nightly") == ()
+    assert provenance.release("3.5.0+git1a2b") == (3, 5)
+    assert provenance.release("3.10.1") == (3, 10) > triton_gemm.MIN_TRITON
+    assert provenance.release("nightly") == ()
     if importlib.util.find_spec("triton") is None:
         pytest.skip("triton is not installed")
     versions = {"triton": "3.4.0"}

@@ -84,12 +84,19 @@ def test_include_mlp_and_main_cli_mount(tmp_path):
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="CPU defaults")
 def test_cpu_defaults_and_default_json_path(tmp_path, monkeypatch):
+    """The default JSON goes to benchmarks/results/ where that exists (a checkout), else to
+    the current folder: no new folder tree wherever a user runs it (2026-12-06 audit)."""
     monkeypatch.chdir(tmp_path)
+    date = datetime.datetime.now(datetime.timezone.utc).date()
+    name = f"tower_tiny-hybrid_cpu_{date}.json"
+    r = run("tower", "--m", "1", "--replays", "1", "--steps", "1", "--arms", "merged")
+    assert r.exit_code == 0, r.output
+    assert (tmp_path / name).is_file() and not (tmp_path / "benchmarks").exists()
+    (tmp_path / "benchmarks" / "results").mkdir(parents=True)
     r = run("tower", "--m", "1", "--replays", "2", "--steps", "1")
     assert r.exit_code == 0, r.output
     assert "backend reference" in r.output
-    date = datetime.datetime.now(datetime.timezone.utc).date()
-    path = tmp_path / "benchmarks" / "results" / f"tower_tiny-hybrid_cpu_{date}.json"
+    path = tmp_path / "benchmarks" / "results" / name
     rec = json.loads(path.read_text())
     assert {r["backend"] for r in rec["rows"]} == {"reference"}
     # written as benchmarks/compact_results.py stores results: run from the repository root,

@@ -16,6 +16,7 @@ import functools
 import hashlib
 import importlib.metadata
 import importlib.util
+import itertools
 import os
 import platform
 import re
@@ -26,6 +27,17 @@ from pathlib import Path
 
 from . import __version__
 from .paths import cache_dir, cache_file_name
+
+
+def release(version: str) -> tuple[int, ...]:
+    """(3, 6) of '3.6.0' or '3.5.0+git1a2b'; () where it does not start with a number."""
+    out = []
+    for part in version.split(".")[:2]:
+        digits = "".join(itertools.takewhile(str.isdigit, part))
+        if not digits:
+            break
+        out.append(int(digits))
+    return tuple(out)
 
 
 def package_version(name: str, missing: str = "none") -> str:

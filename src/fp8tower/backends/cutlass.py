@@ -42,6 +42,7 @@ import torch
 from .. import paths
 from ..formats import FP8_DTYPE, Fp8Weight, Scheme
 from ..problem import GemmProblem
+from ..provenance import release
 from . import Backend, act_quant, other_cuda_device
 from .nvcc import (
     build_library,
@@ -54,6 +55,8 @@ from .nvcc import (
 from .stream import TORCH_ACT_QUANT_KERNELS, fp8_act_scale
 
 PACKAGE = "nvidia-cutlass"
+MIN_CUTLASS = (4, 2)  # pyproject's cutlass extra
+INSTALL = f"pip install --no-deps '{PACKAGE}>=4.2'"
 SOURCE = Path(__file__).parent / "csrc" / "cutlass" / "fp8_gemm.cu"
 EXAMPLE_63 = "examples/63_hopper_gemm_with_weight_prefetch"
 # Schedule name -> FP8T_SCHED; tile M (weight rows per CTA) each schedule builds.
@@ -99,8 +102,12 @@ def cutlass_root() -> Path | None:
 
 def build_unavailable() -> str | None:
     """None when this machine can build the kernels (nvcc + CUTLASS headers), else why not."""
-    if cutlass_root() is None or cutlass_version() is None:
-        return f"the {PACKAGE} package (CUTLASS headers) is not installed: pip install {PACKAGE}"
+    version = cutlass_version()
+    if cutlass_root() is None or version is None:
+        return (f"the {PACKAGE} package (CUTLASS headers) is not installed: {INSTALL} (the "
+                "fp8tower[cutlass] extra, less its Python DSL's dependencies)")
+    if release(version) and release(version) < MIN_CUTLASS:
+        return f"{PACKAGE} {version} is older than the kernels need: {INSTALL}"
     if nvcc_path() is None:
         return "no CUDA compiler: nvcc is not on PATH (nor in $CUDA_HOME/bin)"
     return None

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import functools
 import importlib.util
-import itertools
 import os
 
 import torch
@@ -44,17 +43,6 @@ from . import Backend
 from .act_quant import quantize as quantize_act
 
 
-def _release(version: str) -> tuple[int, ...]:
-    """(3, 6) of '3.6.0' or '3.5.0+git1a2b'; () where it does not start with a number."""
-    out = []
-    for part in version.split(".")[:2]:
-        digits = "".join(itertools.takewhile(str.isdigit, part))
-        if not digits:
-            break
-        out.append(int(digits))
-    return tuple(out)
-
-
 def _interpret() -> bool:
     return os.environ.get("TRITON_INTERPRET") == "1"
 
@@ -72,7 +60,7 @@ TRITON_DISTRIBUTIONS = ("triton", "pytorch-triton", "pytorch-triton-rocm", "trit
 
 @functools.cache
 def _too_old() -> str | None:
-    from ..provenance import package_version
+    from ..provenance import package_version, release
 
     for dist in TRITON_DISTRIBUTIONS:
         version = package_version(dist, "")
@@ -80,7 +68,7 @@ def _too_old() -> str | None:
             break
     else:
         return None  # no metadata to read: not refused on a guess
-    if _release(version) < MIN_TRITON:
+    if release(version) < MIN_TRITON:
         return (f"triton {version} is too old: the kernels need triton >= "
                 f"{'.'.join(map(str, MIN_TRITON))} (torch >= 2.9 ships one)")
     return None

@@ -68,7 +68,7 @@ app.add_typer(bench.app, name="bench")
 def main() -> None:
     try:
         app()
-    except ModuleNotFoundError as e:  # hf/requires.py's message names the install: one line
+    except ImportError as e:  # hf/requires.py's message names the install: one line
         if e.name != "transformers" or "fp8tower[hf]" not in str(e):
             raise
         import sys

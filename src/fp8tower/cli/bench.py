@@ -40,7 +40,13 @@ def _group() -> None:
 SCHEMA = "fp8tower.bench.tower/1"
 GPU_MODEL, CPU_MODEL = "qwen3.5-27b", "tiny-hybrid"
 GPU_BACKENDS, CPU_BACKENDS = "cublaslt,auto", "reference"
-RESULTS = Path("benchmarks/results")  # the default --json folder
+RESULTS = Path("benchmarks/results")  # the default --json folder, where it exists
+
+
+def _results_dir() -> Path:
+    """``benchmarks/results`` in a checkout of fp8tower (where it exists), else the current
+    folder: not a new folder tree wherever a user runs a benchmark (2026-12-06 audit)."""
+    return RESULTS if RESULTS.is_dir() else Path(".")
 
 
 def _choices(text: str, valid: list[str], what: str, option: str) -> list[str]:
@@ -168,9 +174,10 @@ def tower(
     standin: Annotated[str, typer.Option(
         "--standin", help=STANDIN_HELP)] = "torch",
     json_out: Annotated[Path | None, typer.Option(
-        "--json", help="JSON path (overwritten if it exists); default benchmarks/results/"
-        "tower_<model>[_tp<N>]_<gpu-or-cpu>_<date>.json, with _<HHMMSS> (then -2, -3, ...) "
-        "added when that exists.")] = None,
+        "--json", help="JSON path (overwritten if it exists); default "
+        "tower_<model>[_tp<N>]_<gpu-or-cpu>_<date>.json in benchmarks/results/ where that "
+        "exists, else in the current folder, with _<HHMMSS> (then -2, -3, ...) added when "
+        "the file exists.")] = None,
 ) -> None:
     """Time the tower's decode step for every (scheme, arm, backend, M), side by side."""
     from dataclasses import asdict
@@ -248,7 +255,8 @@ def tower(
         console.print(f"no CUDA GPU: {spec.name}'s tower quantizes and runs {fp8_gb:.1f} GB of "
                       f"FP8 weights on the CPU: expect minutes (--model {CPU_MODEL} is sized "
                       "for a CPU)", highlight=False)
-    check_json_path(json_out if json_out is not None else RESULTS / "tower.json")  # before timing
+    # before timing
+    check_json_path(json_out if json_out is not None else _results_dir() / "tower.json")
 
     ceiling = None
     if cuda:
@@ -285,7 +293,7 @@ def tower(
     now = datetime.datetime.now(datetime.timezone.utc)
     if json_out is None:
         json_out = provenance.result_path(
-            RESULTS, f"tower_{_slug(spec.name)}{f'_tp{tp}' if tp > 1 else ''}_"
+            _results_dir(), f"tower_{_slug(spec.name)}{f'_tp{tp}' if tp > 1 else ''}_"
             f"{_slug(gpu) if gpu else 'cpu'}", now)
     record = {
         "schema": SCHEMA,
@@ -354,9 +362,10 @@ def generate(
         "torchao's float8 is meant to run compiled. Compiling took 33-93 s an arm for an 8B "
         "model (H100 machine; compile_s in the JSON).")] = False,
     json_out: Annotated[Path | None, typer.Option(
-        "--json", help="JSON path (overwritten if it exists); default benchmarks/results/"
-        "generate_<model>_<gpu-or-cpu>_<date>.json, with _<HHMMSS> (then -2, -3, ...) added "
-        "when that exists.")] = None,
+        "--json", help="JSON path (overwritten if it exists); default "
+        "generate_<model>_<gpu-or-cpu>_<date>.json in benchmarks/results/ where that exists, "
+        "else in the current folder, with _<HHMMSS> (then -2, -3, ...) added when the file "
+        "exists.")] = None,
 ) -> None:
     """End-to-end decode of a transformers model (random weights): ms per step and tokens/s,
     eager and under a CUDA graph, for bf16, fp8tower per scheme, torchao float8 and
@@ -405,7 +414,8 @@ def generate(
         backend = CPU_BACKENDS
     if not cuda:  # a GPU-sized model on the CPU printed nothing for minutes
         _cpu_size_note(console, model)
-    check_json_path(json_out if json_out is not None else RESULTS / "generate.json")
+    check_json_path(json_out if json_out is not None
+                    else _results_dir() / "generate.json")
     command = (f"fp8tower bench generate --model {shlex.quote(model)} "
                f"--arms {','.join(arm_list)} "
                f"--batch {','.join(map(str, batches))} --context {context} --steps {steps} "
@@ -467,7 +477,8 @@ def generate(
                     f"skipped: {first['skipped']}", code=1)
     if json_out is None:
         json_out = provenance.result_path(
-            RESULTS, f"generate_{_slug(model)}_{_slug(record['gpu']) if record['gpu'] else 'cpu'}",
+            _results_dir(),
+            f"generate_{_slug(model)}_{_slug(record['gpu']) if record['gpu'] else 'cpu'}",
             record["date"])
     write_json(json_out, record, indent=None)
     console.print(f"wrote {json_out}")

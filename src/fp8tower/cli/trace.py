@@ -325,6 +325,9 @@ def report(
     html_out: Annotated[
         Path, typer.Option("--html", help="Self-contained HTML page to write.")
     ] = Path("trace_report.html"),
+    no_html: Annotated[bool, typer.Option(
+        "--no-html", help="No HTML page: the tables and --json / --csv only (the page needs "
+                          "the report extra: jinja2, matplotlib).")] = False,
     json_out: Annotated[Path | None, typer.Option("--json", help="Also write JSON.")] = None,
     csv_out: Annotated[Path | None, typer.Option("--csv", help="Also write CSV.")] = None,
     allow_fractional: FractionalOpt = False,
@@ -335,15 +338,18 @@ def report(
 
     The page has the levers table, per-op tables, plots (ms/step per op of both arms, GB/s per
     op against the read ceiling) and per-step kernel-busy time, span and CUDA-event time.
-    JSON and CSV on request."""
+    JSON and CSV on request; --no-html for those alone."""
     from rich.markup import escape
 
     from ..trace import report as rep
     from ..trace import tables
     from ..trace.compare import compare as compare_arms
 
+    if no_html:
+        html_out = None
     _check_outputs(html=html_out, json=json_out, csv=csv_out)
-    rep.check_html_deps()  # before any trace is read
+    if html_out is not None:
+        rep.check_html_deps()  # before any trace is read
     if arm_b is not None:
         _warn_same_capture(arm_a, arm_b, map_a, map_b)
     a = _attribution(arm_a, map_a, steps, step_range, ceiling_gbps, device, allow_fractional)
@@ -365,8 +371,9 @@ def report(
             rep.write_comparison_csv(csv_out, cmp)
         else:
             rep.write_attribution_csv(csv_out, a)
-    rep.write_html(html_out, atts, cmp, gib)
-    console.print(f"wrote {escape(str(html_out))}")
+    if html_out is not None:
+        rep.write_html(html_out, atts, cmp, gib)
+        console.print(f"wrote {escape(str(html_out))}")
     if any(att.failed for att in atts):
         raise typer.Exit(1)
 

@@ -346,9 +346,10 @@ def build_arm(model_name: str, arm: str, *, batch: int, context: int, steps: int
 
 def _timing(live: _Live):
     """Around a compiled step's timed calls: a recompile raises (its compile time would be
-    timed as a step); it skips the arm in an eager round, and the graph time in finish. Every arm's step is one code object to Dynamo, so bench_generate makes
-    room for a compiled entry per arm and batch: past the default recompile_limit (8), the
-    ninth one's step ran uncompiled with only a warning (test_generate's compile tests)."""
+    timed as a step); it skips the arm in an eager round, and the graph time in finish.
+    Every arm's step is one code object to Dynamo, so bench_generate makes room for a
+    compiled entry per arm and batch: past the default recompile_limit (8), the ninth one's
+    step ran uncompiled with only a warning (test_generate's compile tests)."""
     if live.res.compile_s is None:
         return contextlib.nullcontext()
     return torch._dynamo.config.patch(error_on_recompile=True)

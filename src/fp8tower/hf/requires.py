@@ -17,4 +17,21 @@ def transformers():
         raise ModuleNotFoundError(
             f"this needs transformers >= {MIN_TRANSFORMERS}: pip install 'fp8tower[hf]'",
             name="transformers") from None
+    _check_version(transformers.__version__)
     return transformers
+
+
+def _check_version(version: str) -> None:
+    """An older transformers is refused in one line: the floor sits only in the ``hf``
+    extra, so ``pip install fp8tower`` keeps an old one, and 4.57 refused a Qwen3.5
+    checkpoint with a 4.7 kB list of every model type it knows (2026-12-06 audit)."""
+    from packaging.version import InvalidVersion, Version  # transformers depends on it
+
+    try:
+        release = Version(version).release[:2]
+    except InvalidVersion:
+        return  # not refused on a guess
+    if release < Version(MIN_TRANSFORMERS).release[:2]:
+        raise ImportError(f"transformers {version} is older than fp8tower needs (>= "
+                          f"{MIN_TRANSFORMERS}): pip install -U 'fp8tower[hf]'",
+                          name="transformers")

@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import importlib.util
 import json
 import math
 import os
@@ -344,6 +345,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--priority", action="store_true",
                     help="also the configs the tuner times first (kernels.configs.wave_fits)")
     args = ap.parse_args(argv)
+    if importlib.util.find_spec("triton") is None:  # else a traceback from compile_gemm
+        ap.exit(2, "error: compiling the kernels needs triton >= 3.5: "
+                   "pip install 'fp8tower[triton]'\n")
     from . import configs
 
     out = []

@@ -349,7 +349,7 @@ def check_html_deps() -> None:
     except ImportError as e:
         raise TraceError(
             f"the HTML report needs matplotlib and jinja2 ({e}); install them with "
-            "pip install 'fp8tower[report]'"
+            "pip install 'fp8tower[report]', or ask for no page (trace report --no-html)"
         ) from None
 
 
