@@ -250,7 +250,10 @@ def fp8_linear_op(
     if p is not None:
         y = p(x)
     elif _graph_pool_warmup(x.device):
-        y = _off_pool(x.device, _first_call, x, w, bias, act_scale, backend, out_dtype, key)
+        # what the call keeps comes from the general pool, its output from the graph's: the
+        # warm-up checks that (an output made on the helper thread failed it, session44 call3)
+        y = _off_pool(x.device, _first_call, x, w, bias, act_scale, backend, out_dtype,
+                      key).clone()
     else:
         y = _first_call(x, w, bias, act_scale, backend, out_dtype, key)
     # A custom op's output may not be a view (cuBLASLt pads M and returns a slice).
