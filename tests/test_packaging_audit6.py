@@ -35,7 +35,7 @@ def test_an_old_transformers_is_refused_in_one_line(monkeypatch, version, refuse
 
 
 def test_the_cli_prints_an_old_transformers_in_one_line(monkeypatch, capsys):
-    import fp8tower.cli as cli
+    from fp8tower import cli
 
     def old():
         raise ImportError("transformers 4.57.1 is older than fp8tower needs (>= 5.17): "
@@ -76,8 +76,7 @@ def test_trace_report_without_the_report_extra(monkeypatch, tmp_path):
 
 
 @pytest.mark.parametrize("version,expect", [
-    (None, "not installed: pip install --no-deps 'nvidia-cutlass>=4.2' (the fp8tower[cutlass] "
-           "extra"),
+    (None, "not installed: pip install --no-deps 'nvidia-cutlass>=4.2' (the fp8tower[cutlass]"),
     ("4.1.0", "nvidia-cutlass 4.1.0 is older than the kernels need: pip install --no-deps"),
 ])
 def test_cutlass_headers_missing_or_old(monkeypatch, version, expect):

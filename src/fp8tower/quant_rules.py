@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Iterable
+from dataclasses import dataclass
 from fnmatch import fnmatchcase
 
 
@@ -28,28 +29,60 @@ def match_exact_or_regex(fqn: str, target: str) -> bool:
     return target == fqn
 
 
-def ct_best_group(groups: Iterable[Iterable[str]], names: Iterable[str]) -> int | None:
-    """Which compressed-tensors config group quantized a module known by ``names``, as
-    compressed-tensors applies a config: each target maps to the last group that lists it
-    (a dict filled in config order), and the module takes the best-ranked target that
-    matches it, 0 an exact name, 1 a ``re:`` regex, 2 the class ``Linear``, the first such
-    target in that dict breaking ties. Returns the group's index, or None: no group targets
-    it. vLLM ranks an exact name and a regex alike; the two differ only where a regex group
-    precedes an exact one for the same module."""
+@dataclass(frozen=True)
+class CtMatch:
+    """Which compressed-tensors config group quantized a module (``ct_match``).
+
+    ``group``/``target``: compressed-tensors' pick; ``rank`` 0 exact name, 1 ``re:`` regex,
+    2 the class ``Linear``. ``tied``: the other groups with a target of the same rank that
+    matches (a regex each; (group, target) pairs), which compressed-tensors passes over for
+    the alphabetically first. ``vllm_group``/``vllm_target``: vLLM's pick, the first matching
+    target in config order, an exact name and a regex alike."""
+
+    group: int
+    target: str
+    rank: int
+    tied: tuple[tuple[int, str], ...]
+    vllm_group: int
+    vllm_target: str
+
+
+def _ct_rank(target: str, names: tuple[str, ...]) -> int | None:
+    if target.startswith("re:"):
+        return 1 if any(_regex(target[3:]).match(n) for n in names) else None
+    return 0 if target in names else 2 if target == "Linear" else None
+
+
+def ct_match(groups: Iterable[Iterable[str]], names: Iterable[str]) -> CtMatch | None:
+    """Which compressed-tensors config group quantized a module known by ``names`` (None: no
+    group targets it), as compressed-tensors (0.12-0.20, ``apply_quantization_config`` and
+    ``utils/match.py`` ``match_targets``) applies a config: each target maps to the last
+    group that lists it (a dict filled in config order); the targets are sorted by
+    ``("re:" in t, t)``; the module takes the first that names it exactly, else the first
+    ``re:`` regex that ``re.match``-es it (so, of several, the alphabetically first target,
+    whatever the config order), else the class (``Linear``)."""
     names = tuple(names)
     group_of: dict[str, int] = {}
     for i, targets in enumerate(groups):
         for t in targets:
             group_of[t] = i
-    best: tuple[int, int] | None = None
-    for t, i in group_of.items():
-        if t.startswith("re:"):
-            prio = 1 if any(_regex(t[3:]).match(n) for n in names) else None
-        else:
-            prio = 0 if t in names else 2 if t == "Linear" else None
-        if prio is not None and (best is None or prio < best[0]):
-            best = (prio, i)
-    return None if best is None else best[1]
+    matched = [(rank, t) for t in group_of if (rank := _ct_rank(t, names)) is not None]
+    if not matched:
+        return None
+    # vLLM (compressed_tensors/utils.py find_matched_target): names before the class, each
+    # in config (dict) order
+    vllm_target = next((t for rank, t in matched if rank < 2), matched[0][1])
+    rank, target = min(matched, key=lambda m: (m[0], "re:" in m[1], m[1]))
+    tied = tuple(sorted({(group_of[t], t) for r, t in matched
+                         if r == rank and group_of[t] != group_of[target]}))
+    return CtMatch(group_of[target], target, rank, tied, group_of[vllm_target], vllm_target)
+
+
+def ct_best_group(groups: Iterable[Iterable[str]], names: Iterable[str]) -> int | None:
+    """The index of the compressed-tensors config group that quantized a module known by
+    ``names`` (``ct_match``'s ``group``), or None: no group targets it."""
+    m = ct_match(groups, names)
+    return None if m is None else m.group
 
 
 def match_modelopt(fqn: str, pattern: str) -> bool:

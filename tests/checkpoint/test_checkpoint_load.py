@@ -391,7 +391,12 @@ def test_compressed_tensors_exact_name_outranks_an_earlier_regex(tmp_path):
     dynamic["targets"] = ["Linear", "model.layers.0.mlp.down_proj"]
     spec.config["quantization_config"]["config_groups"] = {"group_0": weight_only,
                                                            "group_1": dynamic}
-    ck = open_checkpoint(save(spec, tmp_path))
+    # vLLM takes the first matching target in config order, the regex: said at open
+    with pytest.warns(UserWarning, match=r"'group_1' \('model.layers.0.mlp.down_proj', an exact "
+                      r"name\) and 'group_0' \('re:.\*mlp.\*', listed first\) both match .*"
+                      r"vLLM takes the first matching target in config order, 'group_0' "
+                      r"\(weight_only\)"):
+        ck = open_checkpoint(save(spec, tmp_path))
     assert ck.scheme_for("model.layers.0.mlp.down_proj") is Scheme.CHANNEL_TOKEN  # exact
     assert ck.scheme_for("model.layers.1.mlp.down_proj") is Scheme.WEIGHT_ONLY  # regex
     assert ck.scheme_for("model.layers.0.self_attn.q_proj") is Scheme.CHANNEL_TOKEN  # class
@@ -405,5 +410,9 @@ def test_ct_best_group_ranks_exact_regex_class():
     assert ct_best_group(groups, ["a.mlp.y"]) == 1
     assert ct_best_group(groups, ["a.attn.q"]) == 0
     assert ct_best_group([["b"], ["c"]], ["a"]) is None
-    assert ct_best_group([["re:a"], ["re:a.b"]], ["a.b"]) == 0  # a tie: config order
+    # a tie between regexes: compressed-tensors' match_targets sorts targets by
+    # ("re:" in t, t) and applies the first, the alphabetically first regex, whatever the
+    # config order (vLLM's first-in-config-order rule read it otherwise; the loader warns)
+    assert ct_best_group([["re:a"], ["re:a.b"]], ["a.b"]) == 0
+    assert ct_best_group([["re:a.b"], ["re:a"]], ["a.b"]) == 1
     assert ct_best_group([["Linear", "x"], ["x"]], ["x"]) == 1  # one target twice: the last

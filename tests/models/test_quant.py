@@ -101,7 +101,9 @@ def test_compressed_tensors_targets_and_block(qwen35_text):
                                       "weights": {"num_bits": 4, "type": "float"}}
     mixed = tower_spec_from_config(qwen35_text, quant_config=qc)
     assert "q_proj" not in fp8_projs(mixed, 3) and "k_proj" in fp8_projs(mixed, 3)
-    assert any("activations" in n for n in mixed.notes)  # channel weights, tensor activations
+    # channel weights + tensor activations: per_tensor with an (N,) scale, as the loader
+    # maps them (test_format_audit6), not a channel_token hint with a note
+    assert mixed.scheme_hint == "per_tensor" and not any("activations" in n for n in mixed.notes)
 
 
 def test_modelopt_hf_quant_config(qwen35_text, tmp_path):

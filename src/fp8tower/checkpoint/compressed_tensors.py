@@ -1,4 +1,5 @@
-"""compressed-tensors checkpoints, ``format: "float-quantized"`` (llm-compressor's FP8 presets).
+"""compressed-tensors checkpoints, ``format: "float-quantized"`` or ``"naive-quantized"``
+(llm-compressor's FP8 presets).
 
 The config (config.json ``quantization_config``, ``quant_method: "compressed-tensors"``) is
 parsed here from the JSON (the ``compressed-tensors`` package is not needed). Each entry of
@@ -16,23 +17,49 @@ FP8_DYNAMIC         channel, (N, 1)              token, dynamic               ch
 FP8_BLOCK           block [128, 128],            group 128, dynamic           block128
                     (ceil(N/128), ceil(K/128))
 (weight-only)       channel (N, 1) or tensor     none                         weight_only
+(mixed)             channel, (N, 1)              tensor, static or dynamic    per_tensor,
+                                                                              (N,) w. scale
+(mixed)             tensor, (1,)                 token, dynamic               channel_token,
+                                                                              scale to (N,)
 ==================  ===========================  ==========================  ==============
+
+The two mixed rows are what vLLM's ``_is_fp8_w8a8`` accepts beside the presets; each is one of
+fp8tower's schemes exactly: per_tensor takes a per-channel (N,) weight scale (as after a
+merge), and a tensor scale expanded to (N,) is the same product. Other combinations are
+refused, naming why (block weights need 1x128 activation groups; per-channel weight scales
+vary within a 128-row block, so they cannot pair with activation groups).
+
+``format``: ``float-quantized``, or ``naive-quantized``, which compressed-tensors 0.20's
+``infer_module_format`` writes for FP8 weight-only schemes (and older llm-compressor for W8A8
+with several weight schemes): its compressor is the same (``FloatQuantizationCompressor`` is
+an alias subclass of ``NaiveQuantizationCompressor``: the weight cast to the type the scheme
+says), so with type float, 8 bits the tensors are laid out alike; vLLM reads both.
 
 ``weight_scale`` may be bf16, fp16 or fp32 (llm-compressor writes the model's dtype); we load
 it as fp32. ``ignore`` entries match a module name exactly or, as ``re:<regex>``, with
 ``re.match`` (vLLM's compressed_tensors utils read them that way).
+
+A module that several groups target takes one group as compressed-tensors applies a config
+(quant_rules.ct_match): its exact name, else the alphabetically first ``re:`` regex, else the
+class ``Linear``. vLLM takes the first matching target in config order instead: where two
+groups' regexes tie for a stored FP8 module, or vLLM's pick differs, one warning per pair of
+groups names the module and both groups.
 """
 
 from __future__ import annotations
 
 import re
+import warnings
 
 from ..formats import Scheme
-from ..quant_rules import ct_best_group
-from .base import Checkpoint, match_exact_or_regex
+from ..quant_rules import ct_match
+from .base import Checkpoint, LoadedLinear, match_exact_or_regex
 from .reader import CheckpointError, CheckpointReader
 
 FORMAT = "float-quantized"
+# compressed-tensors' fallback compressor, the same layout (the weight cast to the scheme's
+# type): FP8 when the weights are type float, 8 bits
+NAIVE_FORMAT = "naive-quantized"
 
 
 class _Group:
@@ -68,6 +95,7 @@ class CompressedTensorsCheckpoint(Checkpoint):
         top_format = qconfig.get("format")
         self.groups = [self._parse_group(name, g, top_format) for name, g in groups.items()]
         self._discover_fp8()
+        self._warn_overlaps()
 
     def _patterns(self, field: str, entries) -> list[str]:
         """A list of module names / ``re:`` regexes, each regex compiled once to check it."""
@@ -87,8 +115,9 @@ class CompressedTensorsCheckpoint(Checkpoint):
         if not isinstance(g, dict):
             raise self._field_err(where, "an object", g)
         fmt = g.get("format") or top_format
-        if fmt != FORMAT:
-            raise self._field_err(f"{where}.format", f"{FORMAT!r} (FP8 weights)", fmt)
+        if fmt not in (FORMAT, NAIVE_FORMAT):
+            raise self._field_err(f"{where}.format", f"{FORMAT!r} or {NAIVE_FORMAT!r} with "
+                                  "FP8 weights (type float, num_bits 8)", fmt)
         targets = self._patterns(f"{where}.targets", g.get("targets"))
         if not targets:
             raise self._field_err(f"{where}.targets", "a non-empty list of module names / 're:' "
@@ -100,7 +129,11 @@ class CompressedTensorsCheckpoint(Checkpoint):
             if not isinstance(args, dict):
                 raise self._field_err(f"{where}.{field}", "an object", args)
             if args.get("type") != "float" or args.get("num_bits") != 8:
-                raise self._field_err(f"{where}.{field}", "type 'float' with num_bits 8 (FP8)",
+                why = (f" (format {fmt!r} stores the weights in the type and bit width "
+                       "they give; fp8tower reads FP8 only)"
+                       if fmt == NAIVE_FORMAT and field == "weights" else "")
+                raise self._field_err(f"{where}.{field}", f"type 'float' with num_bits 8 "
+                                      f"(FP8){why}",
                                       {"type": args.get("type"), "num_bits": args.get("num_bits")})
             # asymmetric: real = (q - zero_point) * scale; vLLM's compressed-tensors FP8
             # schemes need symmetric, static weights too (compressed-tensors' default: true)
@@ -122,9 +155,11 @@ class CompressedTensorsCheckpoint(Checkpoint):
         as_, dyn = a.get("strategy"), a.get("dynamic", False)  # compressed-tensors' default
         if not isinstance(dyn, bool):
             raise self._field_err(f"{where}.input_activations.dynamic", "true or false", dyn)
-        if ws == "tensor" and as_ == "tensor":
+        if ws in ("tensor", "channel") and as_ == "tensor":
+            # channel: per_tensor with the (N,) weight scale (the product is the same)
             return _Group(name, targets, Scheme.PER_TENSOR, ws, not dyn)
-        if ws == "channel" and as_ == "token" and dyn:
+        if ws in ("tensor", "channel") and as_ == "token" and dyn:
+            # tensor: the one weight scale expanded to (N,) (the product is the same)
             return _Group(name, targets, Scheme.CHANNEL_TOKEN, ws, False)
         if ws == "block" and as_ == "group" and dyn:
             bs, gs = w.get("block_structure"), a.get("group_size")
@@ -132,19 +167,60 @@ class CompressedTensorsCheckpoint(Checkpoint):
                 raise self._field_err(where, "block_structure [128, 128] with activation "
                                       "group_size 128", {"block_structure": bs, "group_size": gs})
             return _Group(name, targets, Scheme.BLOCK128, ws, False)
+        got = {"weights.strategy": ws, "input_activations.strategy": as_, "dynamic": dyn}
+        if ws == "block" or (as_ == "group" and ws in ("tensor", "channel")):
+            why = ("block weights pair with dynamic 1x128 activation groups only (block128)"
+                   if ws == "block" else f"{ws} weights with activation groups: fp8tower's "
+                   "group activations (block128) need 128x128 block weight scales")
+            raise self._field_err(where, f"a combination fp8tower computes exactly; {why}",
+                                  got)
         raise self._field_err(
             where, "one of the FP8 presets: weights tensor + activations tensor (FP8), channel "
-            "+ dynamic token (FP8_DYNAMIC), block + dynamic group (FP8_BLOCK), or no activations",
-            {"weights.strategy": ws, "input_activations.strategy": as_, "dynamic": dyn})
+            "+ dynamic token (FP8_DYNAMIC), block + dynamic group (FP8_BLOCK), or no "
+            "activations; or weights channel + activations tensor, tensor + dynamic token",
+            got)
 
     def group_for(self, fqn: str) -> _Group | None:
         """The group that quantized module ``fqn``: its best-ranked target (exact name, then
-        ``re:`` regex, then the class ``Linear``), as the tower specs rank it
-        (quant_rules.ct_best_group). 2026-12-05 audits: any target containing "linear" counted
-        as the class, and a regex group listed before an exact one won here while the spec
-        took the exact one."""
-        i = ct_best_group((g.targets for g in self.groups), (fqn,))
-        return None if i is None else self.groups[i]
+        the alphabetically first ``re:`` regex, then the class ``Linear``), as
+        compressed-tensors applies a config and the tower specs rank it (quant_rules.ct_match).
+        2026-12-05 audits: any target containing "linear" counted as the class, and a regex
+        group listed before an exact one won here while the spec took the exact one; of two
+        matching regexes the first in config order won (vLLM's rule, not the format's)."""
+        m = ct_match((g.targets for g in self.groups), (fqn,))
+        return None if m is None else self.groups[m.group]
+
+    def _warn_overlaps(self) -> None:
+        """One warning per (group applied, groups passed over) for the stored FP8 modules that
+        two groups' regexes tie for, or that vLLM assigns to another group (it takes the first
+        matching target in config order): the module's scheme may differ there."""
+        seen: dict[tuple, list[str]] = {}
+        for fqn in sorted(self._linears):
+            m = ct_match((g.targets for g in self.groups), (fqn,))
+            if m is None or (not m.tied and m.vllm_group == m.group):
+                continue
+            seen.setdefault((m.group, m.target, m.tied, m.vllm_group, m.vllm_target),
+                            []).append(fqn)
+        for (gi, target, tied, vi, vtarget), fqns in seen.items():
+            g = self.groups[gi]
+            more = f" (and {len(fqns) - 1} other stored FP8 module(s))" if len(fqns) > 1 else ""
+            if tied:
+                others = " and ".join(f"{self.groups[j].name!r} ({t!r})" for j, t in tied)
+                clash = (f"config_groups {g.name!r} ({target!r}) and {others} both match "
+                         f"module {fqns[0]!r} by regex{more}")
+            else:
+                clash = (f"config_groups {g.name!r} ({target!r}, an exact name) and "
+                         f"{self.groups[vi].name!r} ({vtarget!r}, listed first) both match "
+                         f"module {fqns[0]!r}{more}")
+            if vi != gi:
+                vllm = (f"vLLM takes the first matching target in config order, "
+                        f"{self.groups[vi].name!r} ({self.groups[vi].scheme}), and reads "
+                        "these modules differently")
+            else:
+                vllm = "vLLM (first in config order) takes it too"
+            warnings.warn(f"fp8tower: {self.path}: {clash}: fp8tower applies {g.name!r} "
+                          f"({g.scheme}), as compressed-tensors does (an exact name, else its "
+                          f"alphabetically first regex target); {vllm}", stacklevel=4)
 
     def is_ignored(self, fqn: str) -> bool:
         return any(match_exact_or_regex(fqn, t) for t in self.ignore)
@@ -169,3 +245,17 @@ class CompressedTensorsCheckpoint(Checkpoint):
         if scheme is Scheme.BLOCK128:
             return self._scale_shapes(scheme, n, k)
         return [(n, 1), (n,)]
+
+    def load_linear(self, fqn: str, device=None) -> LoadedLinear:
+        """As stored; channel weights under per_tensor activations keep their (N,) scale (the
+        base reads per_tensor's as one value)."""
+        spec = self._spec(fqn)
+        if spec.scheme is not Scheme.PER_TENSOR or self._group(fqn).weight_strategy != "channel":
+            return super().load_linear(fqn, device)
+        data = self._reader.load(f"{fqn}.weight", device=device)
+        scale = self._load_scale(spec.scale, device).reshape(-1)
+        act = None
+        if spec.input_scale is not None:
+            act = self._load_scale(spec.input_scale, device).reshape(())
+        return LoadedLinear(self._fp8_weight(spec, f"{fqn}.weight", data, scale, act),
+                            self._bias(fqn, device))

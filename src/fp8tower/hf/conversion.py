@@ -150,12 +150,15 @@ def _merge_reason(linears: Sequence[nn.Module], group: SiblingGroup) -> str | No
 
 
 def merge_group(parent: nn.Module, group: SiblingGroup, mode: MergeMode) -> MergedProjection:
-    """Replace ``group``'s members on ``parent`` by one MergedProjection + views."""
+    """Replace ``group``'s members on ``parent`` by one MergedProjection + views, in the
+    train / eval mode of the modules they replace (the merged one: its parent's)."""
     linears = [getattr(parent, name) for name in group.members]
     merged = MergedProjection.from_linears(linears, group.members, mode)
+    merged.train(parent.training)
     setattr(parent, group.merged_name, merged)
     for i, (name, lin) in enumerate(zip(group.members, linears)):
         shard = MergedShard(merged, i, name)
+        shard.train(lin.training)
         _carry_hooks(lin, shard, name)
         setattr(parent, name, shard)
     return merged
@@ -250,7 +253,8 @@ def swap_linear_layers(
     ``from_float(module, fqn)`` (None keeps it); returns the fqns swapped. A linear held by
     several parents (shared, tied) is converted once (from its first accepted name that
     ``from_float`` takes) and set on each parent whose name the filter accepts; its forward
-    and backward hooks carry over. A subclass with a ``forward`` of its own is no plain
+    and backward hooks and its train / eval mode carry over (before, the new modules of an
+    eval() model came back in training mode). A subclass with a ``forward`` of its own is no plain
     linear (transformers 5.25: PhimoeTopKRouter and Llama4Router return tuples,
     DeepseekV4GroupedLinear runs a grouped bmm) and is left as it is, with a warning."""
     filt = filter or default_filter
@@ -281,6 +285,7 @@ def swap_linear_layers(
                 break
         if new is None:
             continue
+        new.train(lin.training)
         _carry_hooks(lin, new, accepted[0])
         for fqn in accepted:
             parent_name, _, attr = fqn.rpartition(".")
@@ -490,8 +495,13 @@ def convert(
             if (loaded.bias is None) != (lin.bias is None):
                 raise ConvertError(f"{fqn}: the model's linear {'has' if lin.bias is not None else 'has no'} "
                                    "bias, the checkpoint disagrees")
+            bias = loaded.bias
+            if bias is not None and bias.is_floating_point() and lin.bias.is_floating_point():
+                # in the dtype of the linear it replaces, as transformers casts a float bias
+                # to the model's dtype (before: the stored one, fp32 in a bf16 model)
+                bias = bias.to(lin.bias.dtype)
             try:
-                return Fp8Linear.from_weight(w, loaded.bias, backend=backend)
+                return Fp8Linear.from_weight(w, bias, backend=backend)
             except ValueError as e:  # e.g. a stored bias of the wrong shape: name the module
                 raise ConvertError(f"{fqn}: {e}") from None
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import logging
 import os
 import re
 import warnings
@@ -29,6 +30,8 @@ from .conversion import (
     open_mapped,
 )
 from .families import GROUPS, PER_EXPERT_TYPES, config_model_type
+
+logger = logging.getLogger(__name__)
 
 # ----------------------------------------------------------------------------- from_pretrained
 
@@ -74,7 +77,8 @@ def empty_model(config, *, dtype: torch.dtype = torch.bfloat16, cls=None) -> nn.
 
 
 def _set_tensor(model: nn.Module, name: str, value: torch.Tensor) -> None:
-    """Put ``value`` at ``name`` (a Parameter is set as it is: tied names share it)."""
+    """Put ``value`` at ``name`` (a Parameter is set as it is: tied names share it; a plain
+    tensor becomes one with the requires_grad of the parameter it replaces)."""
     parent_name, _, attr = name.rpartition(".")
     parent = model.get_submodule(parent_name) if parent_name else model
     if attr in parent._parameters:
@@ -83,7 +87,7 @@ def _set_tensor(model: nn.Module, name: str, value: torch.Tensor) -> None:
             raise ConvertError(f"{name}: the checkpoint has shape {tuple(value.shape)}, the "
                                f"model {tuple(old.shape)}")
         if not isinstance(value, nn.Parameter):
-            value = nn.Parameter(value, requires_grad=False)
+            value = nn.Parameter(value, requires_grad=old.requires_grad)
         parent._parameters[attr] = value
     else:
         parent._buffers[attr] = value
@@ -264,6 +268,10 @@ def from_pretrained(
     for key, names in names_of.items():
         srcs = [n for n in names if n in stored]
         dtype = params[key].dtype
+        # trainable as the model built it asked (embeddings, norms, lm_head: as transformers'
+        # load + convert leaves them; before, every parameter came back frozen and backward
+        # failed with torch's bare "element 0 of tensors does not require grad")
+        grad = params[key].requires_grad
         if not srcs:  # MoE experts stored one by one, a merged member kept unconverted
             # (fp8tower's format), or missing
             member = _load_experts(model, ck, names[0], params[key].shape, dtype, device,
@@ -273,18 +281,18 @@ def from_pretrained(
             if member is None:
                 missing.extend(names)
                 continue
-            member = nn.Parameter(member, requires_grad=False)
+            member = nn.Parameter(member, requires_grad=grad)
             for name in names:
                 _set_tensor(model, name, member)
             continue
-        value = nn.Parameter(_load_param(ck, srcs[0], dtype, device), requires_grad=False)
+        value = nn.Parameter(_load_param(ck, srcs[0], dtype, device), requires_grad=grad)
         # a tied name stored with other values keeps them, as transformers' tie_weights does
         # (before, the first stored name's values served both)
         own = {}
         for name in srcs[1:]:
             other = _load_param(ck, name, dtype, device)
             if not torch.equal(other, value):
-                own[name] = nn.Parameter(other, requires_grad=False)
+                own[name] = nn.Parameter(other, requires_grad=grad)
         if own:
             warnings.warn(f"{', '.join(own)}: tied to {srcs[0]} by the model's config, but the "
                           "checkpoint stores other values: each keeps its own, untied",
@@ -310,7 +318,35 @@ def from_pretrained(
                       stacklevel=2)
     model.to(device)  # the buffers (computed on the CPU); Fp8Linear keeps its dtypes
     model.eval()
+    # as transformers' from_pretrained: the config names the folder, and the generation
+    # defaults (eos ids, sampling, max_new_tokens) come from its generation_config.json
+    model.config.name_or_path = str(path)
+    _load_generation_config(model, Path(path).expanduser())
     return model
+
+
+def _load_generation_config(model: nn.Module, folder: Path) -> None:
+    """``model.generation_config`` from the checkpoint, as transformers 5's from_pretrained
+    sets it (``GenerationMixin.adjust_generation_fn``): its generation_config.json; without
+    one, or with one that does not load (an OSError: not valid JSON), one made from
+    config.json (legacy generation keys in it included). Before, the model kept the one its
+    init made from the config alone: the file's eos ids, sampling defaults and max_new_tokens
+    were lost and generate() ran past the end-of-turn token."""
+    can_generate = getattr(model, "can_generate", None)
+    if can_generate is None or not can_generate():
+        return
+    from .requires import transformers as _transformers
+
+    generation_config = _transformers().GenerationConfig
+    if (folder / "generation_config.json").is_file():
+        try:
+            model.generation_config = generation_config.from_pretrained(folder)
+            return
+        except OSError as e:  # transformers logs it (info) and falls back to config.json
+            logger.warning("%s: generation_config.json not loaded (%s); using a generation "
+                           "config made from config.json, as transformers does", folder, e)
+    model.generation_config = generation_config.from_pretrained(
+        folder, config_file_name="config.json", _from_model_config=True)
 
 
 # ----------------------------------------------------------------------------- describe

@@ -86,11 +86,20 @@ def native_config(source: dict, modules: dict, merged: dict, ignore, **extra) ->
             **extra, "modules": modules, "merged": merged, "ignore": sorted(ignore)}
 
 
-def _stored_scale(w) -> torch.Tensor:
-    """An Fp8Weight's scale in native.py's stored shape."""
+def _stored_scale(w, name: str = "") -> torch.Tensor:
+    """An Fp8Weight's scale in native.py's stored shape: per_tensor one scalar, refused (a
+    ConvertError naming ``name``) where it has a scale per row that differ (compressed-tensors
+    channel weights under per-tensor activations load so: a crash on reshape before)."""
     s = w.scale.float()
     if w.scheme is Scheme.PER_TENSOR:
-        return s.reshape(())
+        flat = s.reshape(-1)
+        if bool((flat != flat[0]).any()):
+            raise ConvertError(
+                f"{name}: a per_tensor weight with a scale per row, shape {tuple(s.shape)} "
+                "(compressed-tensors channel weights under per-tensor activations load so): "
+                "fp8tower's format stores one per linear; keep the source checkpoint, which "
+                "fp8tower.from_pretrained reads")
+        return flat[0].reshape(())
     if w.scheme is Scheme.BLOCK128:
         return s
     return s.reshape(-1)
@@ -186,7 +195,7 @@ def _write(ck, src: Path, dst: Path, mode: MergeMode, max_shard_bytes: int,
 
     def put_linear(fqn: str, w, bias) -> None:
         writer.add(f"{fqn}.weight", w.data)
-        writer.add(f"{fqn}.weight_scale", _stored_scale(w))
+        writer.add(f"{fqn}.weight_scale", _stored_scale(w, fqn))
         if w.act_scale is not None:
             writer.add(f"{fqn}.input_scale", w.act_scale.float().reshape(()))
         if bias is not None:
@@ -223,11 +232,11 @@ def _write(ck, src: Path, dst: Path, mode: MergeMode, max_shard_bytes: int,
             report_groups.append(rec)
             continue
         if merged.scheme is Scheme.PER_TENSOR and group_mode is MergeMode.EXACT:
-            scalars = torch.stack([w.scale.float().reshape(()) for w in weights])
+            scalars = torch.stack([_stored_scale(w, m) for w, m in zip(weights, members)])
             same = bool((scalars == scalars[0]).all())
             scale = scalars[0] if same else scalars  # [] or [len(members)]: per member
         else:
-            scale = _stored_scale(merged)
+            scale = _stored_scale(merged, name)
         bias = None if biases[0] is None else torch.cat(biases)
         writer.add(f"{name}.weight", merged.data)
         writer.add(f"{name}.weight_scale", scale)

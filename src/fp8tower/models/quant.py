@@ -233,12 +233,14 @@ def _ct_groups(qc: dict[str, Any], context: str) -> tuple[CtGroups, str | None, 
         if acts is None:
             notes.append(f"{gname}: FP8 weights without activation quantization (weight-only)")
             hints.add(None)
-        elif strategy == "tensor":
-            hints.add("per_tensor")
-        elif strategy == "channel":
-            hints.add("channel_token")
-            if acts.get("strategy") != "token":
-                notes.append(f"{gname}: channel weights with {acts.get('strategy')!r} activations")
+        elif strategy in ("tensor", "channel") and acts.get("strategy") in ("tensor", "token"):
+            # the activations' strategy decides, as the loader maps them (channel weights +
+            # tensor activations: per_tensor with an (N,) scale; tensor + token: channel_token)
+            hints.add("per_tensor" if acts["strategy"] == "tensor" else "channel_token")
+        elif strategy in ("tensor", "channel"):
+            hints.add(None)
+            notes.append(f"{gname}: {strategy} weights with {acts.get('strategy')!r} "
+                         "activations have no scheme here")
         elif strategy == "block" and weights.get("block_structure") == [128, 128]:
             hints.add("block128")
         else:
