@@ -35,10 +35,10 @@ def test_result_path_never_collides(tmp_path):
 
 def test_two_default_tower_runs_on_one_day_keep_both_records(tmp_path, monkeypatch):
     """Found: `--m 1` then `--m 8 --scheme channel_token` left one file, the second's."""
-    monkeypatch.chdir(tmp_path)
+    monkeypatch.chdir(tmp_path)  # no benchmarks/results here: the current folder
     assert run("tower", *FAST, "--m", "1").exit_code == 0
     assert run("tower", *FAST, "--m", "3").exit_code == 0
-    files = sorted((tmp_path / "benchmarks" / "results").glob("tower_tiny-hybrid_cpu_*.json"))
+    files = sorted(tmp_path.glob("tower_tiny-hybrid_cpu_*.json"))
     assert len(files) == 2, files
     assert sorted(json.loads(f.read_text())["rows"][0]["m"] for f in files) == [1, 3]
 
@@ -84,6 +84,7 @@ def test_default_generate_name_never_collides(tmp_path, monkeypatch):
     from fp8tower.provenance import now_iso
 
     monkeypatch.chdir(tmp_path)
+    (tmp_path / "benchmarks" / "results").mkdir(parents=True)  # as in a checkout
     monkeypatch.setattr(fp8tower.hf.generate, "bench_generate", lambda *a, **k: {
         "gpu": None, "rows": [], "model_type": "tiny", "date": now_iso()})
     for _ in range(2):

@@ -324,3 +324,20 @@ def test_eager_one_launch_can_be_turned_off(interpret, monkeypatch):
     other(_x((1, 384), Scheme.BLOCK128))
     (entry,) = other._plans.values()
     assert not entry.eager_only
+
+
+@pytest.mark.parametrize("scheme", SCHEMES)
+def test_a_plan_keeps_no_activation_alive(interpret, scheme):
+    """A plan's launches take each call's x and y: none keeps the first call's storage (a
+    review, 2026-12-06: under torch.compile(mode="reduce-overhead") that x lives in the
+    graph's pool, and the warm-up refuses to record while anything outside holds it)."""
+    planned, plain = _pair(scheme, n=80, k=384, backend="triton")
+    x = _x((2, 384), scheme)
+    want = plain(x)
+    y = planned(x)
+    torch.testing.assert_close(y, want, rtol=0, atol=0)
+    (entry,) = planned._plans.values()
+    held = [a for d in entry.plan.launches for a in d.args if isinstance(a, torch.Tensor)]
+    ptrs = {x.untyped_storage().data_ptr(), y.untyped_storage().data_ptr()}
+    assert entry.plan.launches and not [a for a in held if a.untyped_storage().data_ptr() in ptrs]
+    torch.testing.assert_close(planned(_x((2, 384), scheme)), want, rtol=0, atol=0)

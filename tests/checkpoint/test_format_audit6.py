@@ -396,6 +396,18 @@ def test_write_merged_refuses_per_row_per_tensor_scales_by_name(tmp_path):
 
     spec = _mixed("channel", {"strategy": "tensor", "dynamic": False}, True)
     src = save(spec, tmp_path / "src")
-    with pytest.raises(ConvertError, match=r"a per_tensor weight with a scale per row, shape \(\d+,\)"
-                                           r".*keep the source checkpoint"):
+    with pytest.raises(ConvertError, match=r"a per_tensor weight with a scale per row, "
+                                           r"shape \(\d+,\).*keep the source checkpoint"):
         write_merged(src, tmp_path / "out")
+
+
+def test_ct_overlap_of_groups_that_read_alike_is_quiet(tmp_path):
+    """Two groups whose regexes tie but that read their tensors alike (same scheme, weight
+    strategy, static x) give the same layer either way: no warning (a review, 2026-12-06)."""
+    spec = build("compressed_tensors", preset="FP8_DYNAMIC")
+    g0 = _group0(spec)
+    g0["targets"] = ["re:.*mlp.*"]
+    _qc(spec)["config_groups"]["group_1"] = {**json.loads(json.dumps(g0)),
+                                             "targets": ["re:.*down_proj$", "re:.*attn.*",
+                                                         "re:.*linear_attn.*"]}
+    _open_quiet(save(spec, tmp_path))

@@ -193,11 +193,16 @@ class CompressedTensorsCheckpoint(Checkpoint):
     def _warn_overlaps(self) -> None:
         """One warning per (group applied, groups passed over) for the stored FP8 modules that
         two groups' regexes tie for, or that vLLM assigns to another group (it takes the first
-        matching target in config order): the module's scheme may differ there."""
+        matching target in config order): the module's scheme may differ there. None where
+        every group involved reads its tensors alike (scheme, weight strategy, static x)."""
         seen: dict[tuple, list[str]] = {}
         for fqn in sorted(self._linears):
             m = ct_match((g.targets for g in self.groups), (fqn,))
             if m is None or (not m.tied and m.vllm_group == m.group):
+                continue
+            involved = {m.group, m.vllm_group, *(j for j, _ in m.tied)}
+            if len({(self.groups[j].scheme, self.groups[j].weight_strategy,
+                     self.groups[j].static_input) for j in involved}) == 1:
                 continue
             seen.setdefault((m.group, m.target, m.tied, m.vllm_group, m.vllm_target),
                             []).append(fqn)

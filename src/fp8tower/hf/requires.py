@@ -8,7 +8,8 @@ MIN_TRANSFORMERS = "5.17"
 def transformers():
     """The transformers module; without it, a ModuleNotFoundError that names the extra (a
     packaging audit, 2026-12-05: `from_pretrained` gave a bare traceback, and `bench generate`
-    blamed transformers for any ImportError, one of its own dependencies included)."""
+    blamed transformers for any ImportError, one of its own dependencies included); older
+    than MIN_TRANSFORMERS, an ImportError that names it (``name="transformers"`` both)."""
     try:
         import transformers
     except ModuleNotFoundError as e:

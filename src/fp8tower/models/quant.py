@@ -233,7 +233,9 @@ def _ct_groups(qc: dict[str, Any], context: str) -> tuple[CtGroups, str | None, 
         if acts is None:
             notes.append(f"{gname}: FP8 weights without activation quantization (weight-only)")
             hints.add(None)
-        elif strategy in ("tensor", "channel") and acts.get("strategy") in ("tensor", "token"):
+        elif strategy in ("tensor", "channel") and (
+                acts.get("strategy") == "tensor"
+                or (acts.get("strategy") == "token" and acts.get("dynamic") is True)):
             # the activations' strategy decides, as the loader maps them (channel weights +
             # tensor activations: per_tensor with an (N,) scale; tensor + token: channel_token)
             hints.add("per_tensor" if acts["strategy"] == "tensor" else "channel_token")

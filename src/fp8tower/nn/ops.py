@@ -169,13 +169,10 @@ def _plan_key(x: Tensor, w: Fp8Weight, bias: Tensor | None, act_scale: Tensor | 
 def _first_call(x: Tensor, w: Fp8Weight, bias: Tensor | None, act_scale: Tensor | None,
                 backend: str, out_dtype: torch.dtype, key: tuple | None) -> Tensor:
     """A call without a plan: build this key's plan and run it, else the dispatch choice."""
-    if other_cuda_device(x):  # a compiled graph's call: launch on x's device
-        with torch.cuda.device(x.device):
+    if key is None:  # no plan kept (other_cuda_device: a compiled graph's call, on x's GPU)
+        with torch.cuda.device(x.device) if other_cuda_device(x) else contextlib.nullcontext():
             return run_2d(x, w, bias=bias, act_scale=act_scale, backend=backend,
                           out_dtype=out_dtype)
-    if key is None:
-        return run_2d(x, w, bias=bias, act_scale=act_scale, backend=backend,
-                      out_dtype=out_dtype)
     plans = w.packed.setdefault(_PLANS, {})
     if len(plans) >= _plan.MAX_PLANS_PER_MODULE:
         plans.clear()
@@ -197,7 +194,9 @@ def _graph_pool_warmup(device: torch.device) -> bool:
     import sys
 
     trees = sys.modules.get("torch._inductor.cudagraph_trees")
-    if trees is None or device.type != "cuda":
+    # the warm-up runs on the tree's own stream, never the default one (raw handle 0): one C
+    # call keeps unplanned calls elsewhere off the manager lookup
+    if trees is None or device.type != "cuda" or not _plan._RAW_STREAM(device.index):
         return False
     try:  # private API (torch 2.6 - 2.13): an unknown layout is taken as no warm-up
         mgr = trees.get_manager(device.index, create_if_none_exists=False)
@@ -209,21 +208,32 @@ def _graph_pool_warmup(device: torch.device) -> bool:
 
 def _off_pool(device: torch.device, fn, *args) -> Tensor:
     """``fn(*args)`` on a helper thread, on this thread's current stream: the pool routing
-    of a graph warm-up is per thread, so what the call allocates (and keeps) comes from
-    the caching allocator's general pool, as in an eager call."""
+    of a graph warm-up is per thread (torch >= 2.8), so what the call allocates (and keeps)
+    comes from the caching allocator's general pool, as in an eager call. torch 2.6 / 2.7
+    route by stream (no ``_cuda_beginAllocateCurrentThreadToPool``): there the helper runs
+    on a side stream, ordered after and before this one (not run on a GPU: the GPU machine
+    has torch 2.11). Thread-local modes (a default device, FlopCounterMode, profiler
+    ranges) do not see this one call."""
     stream, box = torch.cuda.current_stream(device) if device.type == "cuda" else None, {}
+    by_stream = stream is not None and not hasattr(torch._C,
+                                                   "_cuda_beginAllocateCurrentThreadToPool")
+    side = torch.cuda.Stream(device) if by_stream else None
 
     def work():
         try:
             with contextlib.ExitStack() as on:
                 if stream is not None:
                     on.enter_context(torch.cuda.device(device))
-                    on.enter_context(torch.cuda.stream(stream))
+                    if side is not None:
+                        side.wait_stream(stream)
+                    on.enter_context(torch.cuda.stream(side or stream))
                 box["y"] = fn(*args)
+            if side is not None:
+                stream.wait_stream(side)
         except BaseException as e:  # noqa: BLE001 - raised again on the caller's thread
             box["error"] = e
 
-    t = threading.Thread(target=work, name="fp8tower-off-pool")
+    t = threading.Thread(target=work, name="fp8tower-off-pool", daemon=True)
     t.start()
     t.join()
     if "error" in box:

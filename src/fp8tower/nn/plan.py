@@ -88,12 +88,15 @@ class DirectLaunch:
 
     def __init__(self, jitfn, grid, args, kwargs, dynamic: tuple[int, ...], device: torch.device):
         self.jitfn, self.grid, self.kwargs = jitfn, tuple(grid) + (1,) * (3 - len(grid)), kwargs
-        self.args = list(args)
         self.dynamic = dynamic
+        self.aligned = all(_aligned(args[i]) for i in dynamic)
+        # not the first call's x and y: every launch passes its own, and a plan that held
+        # them kept an activation alive (under torch.compile(mode="reduce-overhead"), one in
+        # the graph's pool, which the warm-up refuses; a review, 2026-12-06)
+        self.args = [None if i in dynamic else a for i, a in enumerate(args)]
         self.device_index = device.index if device.type == "cuda" else None
         self.compiled = None
         self.full_args: list | None = None
-        self.aligned = all(_aligned(args[i]) for i in dynamic)
         self.direct_launches = 0
         self.generic_launches = 0
 
