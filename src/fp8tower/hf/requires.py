@@ -25,14 +25,12 @@ def transformers():
 def _check_version(version: str) -> None:
     """An older transformers is refused in one line: the floor sits only in the ``hf``
     extra, so ``pip install fp8tower`` keeps an old one, and 4.57 refused a Qwen3.5
-    checkpoint with a 4.7 kB list of every model type it knows (2026-12-06 audit)."""
-    from packaging.version import InvalidVersion, Version  # transformers depends on it
+    checkpoint with a 4.7 kB list of every model type it knows (2026-12-06 audit). A
+    version that does not start with numbers is not refused on a guess."""
+    from ..provenance import release
 
-    try:
-        release = Version(version).release[:2]
-    except InvalidVersion:
-        return  # not refused on a guess
-    if release < Version(MIN_TRANSFORMERS).release[:2]:
+    got = release(version)
+    if got and got < release(MIN_TRANSFORMERS):
         raise ImportError(f"transformers {version} is older than fp8tower needs (>= "
                           f"{MIN_TRANSFORMERS}): pip install -U 'fp8tower[hf]'",
                           name="transformers")
