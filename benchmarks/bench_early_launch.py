@@ -3,12 +3,13 @@ programmatic edges on the predecessor's PROGRAMMATIC port (as stream capture rec
 and moved to its LAUNCH_ORDER port (issue #12).
 
 Per scheme and M, one merged tower with ``auto`` (the tuning cache in FP8TOWER_CACHE_DIR):
-the step captured with early launch off and on, alternately ``--rounds`` times each (CUDA
-graph of ``--steps`` steps, ``--replays`` timed replays, median), and the outputs of the two
-graphs compared bit for bit. ``--force-pdl``: every Triton GEMM runs its cached config with
-PDL (and an L2 prefetch of 2 W tiles where it had none), to see what PDL buys per_tensor's
-single-launch GEMMs once their edges launch early; those configs are not in the tuner's
-space, so this process accepts them (a benchmark arm, not a dispatch rule).
+the step captured with early launch off and on, ``--rounds`` times each, in ABBA order (off,
+on, then on, off; CUDA graph of ``--steps`` steps, ``--replays`` timed replays, median), and
+the outputs of the two graphs compared bit for bit. ``--force-pdl``: every Triton GEMM runs
+its cached config with PDL (and an L2 prefetch of 2 W tiles where it had none), to see what
+PDL buys per_tensor's single-launch GEMMs once their edges launch early; those configs are
+not in the tuner's space, so this process accepts them (a benchmark arm, not a dispatch
+rule).
 
     python benchmarks/bench_early_launch.py --json benchmarks/results/early_H200.json
 """
@@ -51,6 +52,23 @@ def programmatic_edges(tower) -> dict:
     return counts
 
 
+def time_off_on(tower, rounds: int, steps: int, replays: int):
+    """``rounds`` timings of the step with early launch off and on: (ms per step of each
+    round, last output, edge counts), each by ``early``. Every other round in reverse (ABBA,
+    as tower/context.py): off,on,off,on let a linear drift favour off, timed first each
+    round."""
+    times: dict[bool, list[float]] = {False: [], True: []}
+    outs: dict[bool, torch.Tensor] = {}
+    counts: dict[bool, dict] = {}
+    for r in range(rounds):
+        for early in (False, True) if r % 2 == 0 else (True, False):
+            t = time_tower(tower, replays=replays, steps=steps, early=early)
+            times[early].append(t.ms_per_step)
+            outs[early] = tower.static_y.clone()
+            counts[early] = programmatic_edges(tower)
+    return times, outs, counts
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", default="qwen3.5-27b")
@@ -74,15 +92,7 @@ def main(argv=None) -> int:
         for m in ms:
             tower.reconfigure(m=m)
             tower.warmup()
-            times: dict[bool, list[float]] = {False: [], True: []}
-            outs: dict[bool, torch.Tensor] = {}
-            counts: dict[bool, dict] = {}
-            for _ in range(args.rounds):
-                for early in (False, True):
-                    t = time_tower(tower, replays=args.replays, steps=args.steps, early=early)
-                    times[early].append(t.ms_per_step)
-                    outs[early] = tower.static_y.clone()
-                    counts[early] = programmatic_edges(tower)
+            times, outs, counts = time_off_on(tower, args.rounds, args.steps, args.replays)
             off, on = statistics.median(times[False]), statistics.median(times[True])
             row = {"scheme": scheme, "m": m, "force_pdl": args.force_pdl,
                    "ms_off": round(off, 4), "ms_on": round(on, 4), "on_over_off": round(on / off, 4),

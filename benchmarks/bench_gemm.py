@@ -26,6 +26,11 @@ false``, no ratios yet): ``auto`` tunes every key the cache lacks inside the run
 on the tower's shapes at four M: 256 s, results/standin_H200_2026-12-04/call2/), and a run
 stopped by a timeout keeps the schemes it finished.
 
+Per (scheme, shape, M) every arm's choice is resolved first (``auto`` tunes there, never
+between two arms' timings), then ``--rounds`` rounds time each arm once, the arm order
+reversed every other round (ABBA: a drift favours no arm); a row's time is the median of its
+rounds, its ratio to cuBLASLt the median of the per-round ratios (time_cell).
+
     python benchmarks/bench_gemm.py                       # everything, the 27B tower's shapes
     python benchmarks/bench_gemm.py --m 1,32 --schemes per_tensor --shapes 1024x5120
     python benchmarks/bench_gemm.py --shapes families --backends cublaslt,untuned,triton \
@@ -37,6 +42,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import statistics
 import sys
 import time
 from functools import partial
@@ -48,13 +54,14 @@ from rich.table import Table
 from triton.errors import TritonError
 
 from fp8tower import backends, dispatch, provenance
+from fp8tower.backends import cudnn as cudnn_backend
 from fp8tower.backends.reference import fp8_linear_ref
 from fp8tower.formats import FP8_DTYPE, Fp8Weight, Scheme, quantize_weight, sqnr_db
 from fp8tower.kernels import act_quant, configs
 from fp8tower.problem import GemmProblem
 from fp8tower.tuning.ceiling import read_ceiling
 from fp8tower.tuning.search import Chain
-from fp8tower.tuning.timer import l2_cache_bytes, time_cuda_graph
+from fp8tower.tuning.timer import Timing, l2_cache_bytes, time_cuda_graph
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import l2_rotation, pct_cell, timing_fields
@@ -186,7 +193,11 @@ def variant_config(name: str, p: GemmProblem) -> dict | None:
 def arm_choice(name: str, p: GemmProblem, untuned, rule=None):
     """(backend, config, the backend's name if the arm chose it) of one arm, or (None, the
     reason it cannot serve, None). ``untuned``: this GPU's dispatcher (no tuning); ``rule``:
-    one as on an H200 (``rule_dispatcher``)."""
+    one as on an H200 (``rule_dispatcher``). A named backend's default and the variants are
+    taken at the bucket's M, as dispatch serves and tunes them (Dispatcher.resolve,
+    safe_default): at the call's M, triton per_tensor 10240x5120 M = 17 timed BLOCK_K 128
+    split 3 without the pre-pass where dispatch serves BLOCK_K 256 split 2 with it."""
+    at = p if p.m == p.bucket else dataclasses.replace(p, m=p.bucket)
     base, over = parse_override(name)
     if over:
         be, cfg, chosen = arm_choice(base, p, untuned, rule)
@@ -194,7 +205,7 @@ def arm_choice(name: str, p: GemmProblem, untuned, rule=None):
             return be, cfg, chosen
         return be, {**cfg, **over}, chosen
     if name in VARIANTS:
-        cfg = variant_config(name, p)
+        cfg = variant_config(name, at)
         if cfg is None:
             return None, f"no {name} variant for {p.scheme.value}", None
         return backends.get("triton"), cfg, None
@@ -208,7 +219,64 @@ def arm_choice(name: str, p: GemmProblem, untuned, rule=None):
     reason = be.unavailable_reason() or be.check(p)
     if reason is not None:
         return None, reason, None
-    return be, be.default_config(p), None
+    return be, be.default_config(at), None
+
+
+def time_cell(names, p: GemmProblem, chain, untuned, rule=None, *, rounds: int = 1,
+              row: dict | None = None, fields=None, report=print) -> list[dict]:
+    """The rows of one (scheme, shape, M): each arm's choice resolved first (``auto`` tunes
+    a key the cache lacks here: it tuned between the arms it is compared with when each arm
+    was resolved as it was timed), then ``rounds`` rounds, each timing every arm once in
+    ``chain`` (Chain.time), the arm order reversed on odd rounds. A timed row gets
+    ``fields(t)`` (``t``: a Timing of the median of the rounds' medians, their min and max)
+    and ``us_rounds``, each round's median; a cuDNN row ``plan_run``, the plan its calls ran
+    (cudnn.plan_run: the config's, or the next that builds at this M). ``row``: the fields
+    every row starts with."""
+    rows, timed = [], []
+    for name in names:
+        r = {**(row or {}), "backend": name}
+        be, cfg, chosen = arm_choice(name, p, untuned, rule)
+        rows.append(r)
+        if be is None:
+            r["skipped"] = cfg
+            continue
+        if chosen is not None:
+            r["chosen"] = chosen
+        r["config"] = cfg
+        if be.name == "cudnn":
+            try:
+                r["plan_run"] = cudnn_backend.plan_run(p, cfg)
+            except ValueError:  # the timing says why (BackendError)
+                pass
+        timed.append((r, be, cfg, []))
+    for k in range(rounds):
+        for r, be, cfg, ts in timed if k % 2 == 0 else timed[::-1]:
+            if "error" in r:
+                continue
+            try:
+                ts.append(chain.time(be, cfg))
+            except (ValueError, RuntimeError, TritonError) as e:  # e.g. an override past
+                # shared memory: the row records it, the sweep goes on
+                report(f"[red]{r['backend']} {p.scheme.value} {p.n}x{p.k} M={p.m}: {e}[/red]")
+                r["error"] = f"{type(e).__name__}: {e}"
+    for r, _, _, ts in timed:
+        if "error" in r or not ts:
+            continue
+        t = Timing(median_us=statistics.median(x.median_us for x in ts),
+                   min_us=min(x.min_us for x in ts), max_us=max(x.max_us for x in ts),
+                   replays=sum(x.replays for x in ts), calls=ts[0].calls, copies=ts[0].copies)
+        r.update(fields(t) if fields is not None else {"us": round(t.median_us, 3)})
+        r["us_rounds"] = [round(x.median_us, 3) for x in ts]
+    return rows
+
+
+def cublaslt_speedup(base: dict, row: dict) -> float:
+    """cuBLASLt's time over ``row``'s in one cell: the median of the per-round ratios (each
+    round times both side by side), else (rows without rounds) the ratio of the medians."""
+    pairs = list(zip(base.get("us_rounds", ()), row.get("us_rounds", ())))
+    if pairs:
+        return statistics.median(b / a for b, a in pairs)
+    return base["us"] / row["us"]
 
 
 RULE_GPU = "NVIDIA H200"  # the ``rule`` arm's GPU (one of dispatch.UNTUNED_RULE_GPUS)
@@ -290,6 +358,9 @@ def main(argv=None):
     ap.add_argument("--precompile", action="store_true",
                     help="build the Triton configs of every row first, in parallel")
     ap.add_argument("--replays", type=int, default=20)
+    ap.add_argument("--rounds", type=int, default=3,
+                    help="rounds per (scheme, shape, M): every arm timed once a round, the "
+                    "order reversed every other round; rows: the median round")
     ap.add_argument("--prepass-group", type=int, default=None,
                     help="per_tensor's pre-pass: elements a program (act_quant.PER_TENSOR_GROUP; "
                     "default: its own rule)")
@@ -298,6 +369,8 @@ def main(argv=None):
                     "share subtracted (default); gemm: GEMMs back to back")
     ap.add_argument("--json", default=None, help="output path (default benchmarks/results/...)")
     args = ap.parse_args(argv)
+    if args.rounds < 1:
+        raise SystemExit(f"--rounds: {args.rounds} is not a positive integer")
     names = split_arms(args.backends)
     for b in names:
         base, _ = parse_override(b)  # a malformed override fails here, before any timing
@@ -338,26 +411,14 @@ def main(argv=None):
                                     timer=partial(time_cuda_graph, replays=args.replays))
                 p = GemmProblem(m, n, k, scheme, capability=cap,
                                 static_act_scale=scheme is Scheme.PER_TENSOR)
-                for name in names:
-                    row = {"scheme": scheme.value, "n": n, "k": k, "m": m, "backend": name,
-                           "role": roles.get(f"{n}x{k}", ""), "bytes": p.bytes_moved()}
-                    be, cfg, chosen = arm_choice(name, p, untuned, rule)
-                    if be is None:
-                        rows.append({**row, "skipped": cfg})
-                        continue
-                    if chosen is not None:
-                        row["chosen"] = chosen
-
-                    try:
-                        t = chain.time(be, cfg)
-                    except (ValueError, RuntimeError, TritonError) as e:  # e.g. an override
-                        # past shared memory: the row records it, the sweep goes on
-                        console.print(f"[red]{name} {scheme.value} {n}x{k} M={m}: {e}[/red]")
-                        rows.append({**row, "config": cfg, "error": f"{type(e).__name__}: {e}"})
-                        continue
-                    rows.append({**row, "config": cfg,
-                                 **timing_fields(t, p.bytes_moved(), ceiling, copies, cold,
-                                                 chain.base_us)})
+                rows += time_cell(
+                    names, p, chain, untuned, rule, rounds=args.rounds,
+                    row={"scheme": scheme.value, "n": n, "k": k, "m": m,
+                         "role": roles.get(f"{n}x{k}", ""), "bytes": p.bytes_moved()},
+                    fields=partial(timing_fields, bytes_moved=p.bytes_moved(),
+                                   ceiling=ceiling, copies=copies, cold=cold,
+                                   writer_us=chain.base_us),
+                    report=console.print)
             del ws
             torch.cuda.empty_cache()
         console.print(f"{scheme.value} done at {time.time() - t0:.0f} s")
@@ -365,15 +426,16 @@ def main(argv=None):
         # tune every key it meets) keeps them; the final write below replaces this one.
         # The first write picks the default name; later writes of this run go to that file.
         args.json = str(write_result(args.json, rows, [], {}, ceiling, ceilings, cap, argv,
-                                     complete=False, chain=args.chain))
+                                     complete=False, chain=args.chain, rounds=args.rounds))
     acc = accuracy(schemes)
-    # Ratios within this run: every backend vs cuBLASLt on the same (scheme, shape, M).
-    base = {(r["scheme"], r["n"], r["k"], r["m"]): r["us"] for r in rows
+    # Ratios within this run: every backend vs cuBLASLt on the same (scheme, shape, M), the
+    # median of per-round ratios (cublaslt_speedup)
+    base = {(r["scheme"], r["n"], r["k"], r["m"]): r for r in rows
             if r["backend"] == "cublaslt" and "us" in r}
     for r in rows:
         b = base.get((r["scheme"], r["n"], r["k"], r["m"]))
         if "us" in r and b:
-            r["speedup_vs_cublaslt"] = round(b / r["us"], 3)
+            r["speedup_vs_cublaslt"] = round(cublaslt_speedup(b, r), 3)
     table = Table(title=f"FP8 GEMMs, {torch.cuda.get_device_name()}, read ceiling "
                   f"{ceiling:.0f} GB/s (decimal), cold L2 (% ceil 'warm': weights too small "
                   "for a cold rotation), CUDA graph, bf16 in")
@@ -393,15 +455,15 @@ def main(argv=None):
                       f"{r['backend']} {r['scheme']} {r['n']}x{r['k']} M={r['m']} "
                       f"{r['us']:.2f} us ({r['speedup_vs_cublaslt']:.3f}x)")
     path = write_result(args.json, rows, slow, acc, ceiling, ceilings, cap, argv, complete=True,
-                        chain=args.chain)
+                        chain=args.chain, rounds=args.rounds)
     console.print(f"wrote {path} ({time.time() - t0:.0f} s)")
 
 
 def write_result(json_path, rows, slow, acc, ceiling, ceilings, cap, argv, *, complete,
-                 chain="model"):
+                 chain="model", rounds=1):
     """Write the run's JSON (``complete``: False while schemes remain; then the rows carry no
-    ratios to cuBLASLt yet and there is no accuracy check; ``chain``: --chain); return its
-    path."""
+    ratios to cuBLASLt yet and there is no accuracy check; ``chain``: --chain; ``rounds``:
+    --rounds); return its path."""
     result = {
         "benchmark": "bench_gemm",
         **provenance.record(["python", "benchmarks/bench_gemm.py", *(sys.argv[1:] if argv is None else argv)]),
@@ -409,9 +471,14 @@ def write_result(json_path, rows, slow, acc, ceiling, ceilings, cap, argv, *, co
         "capability": list(cap),
         "read_ceiling_gbs": round(ceiling, 1), "read_ceiling_methods": ceilings,
         "units": {"us": "microseconds a GEMM, median of replays (--chain model: the x "
-                        "writer's share subtracted)", "gbs": "1e9 bytes/s",
-                  "bytes": "N*K FP8 + scales + M*K bf16 in + M*N bf16 out"},
-        "chain": CHAIN_HELP[chain],
+                        "writer's share subtracted), the median of `rounds` rounds (us_rounds: "
+                        "each round's)", "gbs": "1e9 bytes/s",
+                  "bytes": "N*K FP8 + scales + M*K bf16 in + M*N bf16 out",
+                  "speedup_vs_cublaslt": "cuBLASLt us / this us, the median of per-round "
+                                         "ratios (arm order reversed every other round)",
+                  "plan_run": "cudnn rows: the plan index its calls ran (config: the one "
+                              "asked for; another where that does not build at this M)"},
+        "chain": CHAIN_HELP[chain], "rounds": rounds,
         "static_act_scale": STATIC_ACT_SCALE, "rows": rows, "accuracy": acc,
         "slower_than_cublaslt": [{f: r[f] for f in ("backend", "scheme", "n", "k", "m", "us",
                                                     "speedup_vs_cublaslt")} for r in slow],

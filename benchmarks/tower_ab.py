@@ -4,7 +4,8 @@ of the cached configs or kernels: bench_prefetch_depth.py, bench_prepass_group.p
 Per scheme and M, one merged tower with ``auto`` (the tuning cache in FP8TOWER_CACHE_DIR):
 for each arm, ``set_arm(arm)`` sets the knob, dispatch's memo and the tower's launch plans
 re-resolve, and the step is timed (CUDA graph of ``steps`` steps, ``replays`` replays,
-median), ``rounds`` passes over the arms; outputs compared bit for bit with the first arm's.
+median), ``rounds`` passes over the arms, every other one in reverse (ABBA); outputs compared
+bit for bit with the first arm's.
 """
 
 from __future__ import annotations
@@ -91,8 +92,10 @@ def run_arms(model: str, schemes: list[str], ms: list[int], arms: list[str],
         for m in ms:
             times: dict[str, list[float]] = {a: [] for a in arms}
             outs: dict[str, torch.Tensor] = {}
-            for _ in range(rounds):
-                for a in arms:
+            # every other round in reverse (ABBA, as tower/context.py): with A,B,A,B a
+            # linear drift favours the arm timed first in each round
+            for r in range(rounds):
+                for a in arms if r % 2 == 0 else arms[::-1]:
                     set_arm(a)
                     dispatch.reset()  # the memo and the modules' launch plans re-resolve
                     tower.reconfigure(m=m)

@@ -63,3 +63,29 @@ def exact_activations(m: int, k: int, scheme: Scheme, scale: float = 0.05, seed:
 def random_weight(n: int, k: int, seed: int = 1) -> torch.Tensor:
     g = torch.Generator().manual_seed(seed)
     return torch.randn(n, k, generator=g) * 0.02
+
+
+def fake_blockwise_api(got: dict, result=None, inside: list | None = None):
+    """A stand-in for torch.nn.functional's block-wise ``scaled_mm`` API (the CPU build has
+    none), for backends/cublaslt.py: records the operands' layouts in ``got`` (a: shape, sa:
+    (shape, strides)) and returns ``result(a, b, sa, sb)`` (default zeros) in the output
+    dtype; ``inside[0]`` is True while it computes (a dispatch-mode counter skips those)."""
+
+    class FakeF:
+        class ScalingType:
+            BlockWise1x128, BlockWise128x128 = "1x128", "128x128"
+
+        @staticmethod
+        def scaled_mm(a, b, sa, ta, sb, tb, output_dtype):
+            got.update(a=tuple(a.shape), sa=(tuple(sa.shape), sa.stride()))
+            if inside is not None:
+                inside[0] = True
+            try:
+                y = (result(a, b, sa, sb) if result is not None
+                     else torch.zeros(a.shape[0], b.shape[1]))
+                return y.to(output_dtype)
+            finally:
+                if inside is not None:
+                    inside[0] = False
+
+    return FakeF

@@ -242,3 +242,48 @@ def test_block128_pre_pass_writes_nothing_past_its_scales(interpret, m, k):
         aq._fp8_act_quant_kernel[grid](*args, **kw)
         assert bool(buf[m * ng:].isnan().all()), gpp
         assert bool(torch.isfinite(s_out).all()), gpp
+
+
+@pytest.mark.parametrize("scheme", [Scheme.PER_TENSOR, Scheme.CHANNEL_TOKEN, Scheme.BLOCK128],
+                         ids=str)
+@pytest.mark.parametrize("m,k", [(1, 640), (3, 1000), (9, 384)])
+def test_pre_pass_writes_padded_m_major_buffers_in_place(interpret, scheme, m, k):
+    """The layouts cuBLASLt takes, written by the pre-pass itself (backends/cublaslt.py: the
+    padding and the M-major copy were 1-5 launches of their own): q the first m rows of a
+    16-row buffer, block128's 1x128 scales M-major (strides (1, 16)), per_tensor's static
+    scale once a row into an (M, 1) vector. Same bits as the default layouts; the padding
+    rows are left as they were."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from fp8helpers import exact_activations
+
+    from fp8tower.formats import FP8_DTYPE
+    from fp8tower.kernels import act_quant as aq
+
+    x = exact_activations(m, k, scheme, 2.0**-4, seed=k + m)
+    static = torch.tensor(2.0**-4) if scheme is Scheme.PER_TENSOR else None
+    q_ref, s_ref = aq.quantize(x, scheme, static)
+    mp, ng = 16, -(-k // 128) if scheme is Scheme.BLOCK128 else 1
+    q = torch.full((mp, k), 0x55, dtype=torch.uint8).view(FP8_DTYPE)
+    s = torch.full((ng, mp), float("nan")).t()  # (mp, ng), strides (1, mp)
+    got_q, got_s = aq.quantize(x, scheme, static, q=q[:m], s_out=s[:m])
+    assert got_q.data_ptr() == q.data_ptr() and got_s.data_ptr() == s.data_ptr()
+    assert torch.equal(q[:m].view(torch.uint8), q_ref.view(torch.uint8))
+    assert bool((q[m:].view(torch.uint8) == 0x55).all())  # padding untouched
+    want = s_ref.reshape(1, 1).expand(m, 1) if scheme is Scheme.PER_TENSOR else \
+        s_ref.reshape(m, ng)
+    assert torch.equal(s[:m], want)
+    assert bool(s[m:].isnan().all())
+
+
+def test_pre_pass_refuses_outputs_of_the_wrong_shape():
+    from fp8tower.kernels.act_quant import quantize_args
+
+    x = torch.zeros(2, 256, dtype=torch.bfloat16)
+    with pytest.raises(ValueError, match=r"s_out must be torch.float32 of shape \(2, 2\), got "
+                       r"torch.float32 of shape \(2, 1\)"):
+        quantize_args(x, Scheme.BLOCK128, s_out=torch.zeros(2, 1))
+    with pytest.raises(ValueError, match=r"q must be torch.float8_e4m3fn of shape \(2, 256\)"):
+        quantize_args(x, Scheme.CHANNEL_TOKEN, q=torch.zeros(3, 256, dtype=torch.float8_e4m3fn))

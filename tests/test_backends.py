@@ -7,7 +7,7 @@ checked through the CPU build of torch._scaled_mm, which takes the same argument
 
 import pytest
 import torch
-from fp8helpers import exact_activations, random_weight
+from fp8helpers import exact_activations, fake_blockwise_api, random_weight
 
 from fp8tower import backends
 from fp8tower.backends import BackendError
@@ -254,6 +254,109 @@ def test_cublaslt_wrapper_math_on_cpu(scheme, m):
     assert db >= 50 and db >= rounded_db - 0.5, f"{db:.1f} dB, ref rounded {rounded_db:.1f}"
 
 
+@pytest.mark.parametrize("m", MS)
+def test_cublaslt_row_scales_of_a_static_per_tensor_scale_on_cpu(m):
+    """per_tensor with a scale per channel (a merged group's) and a static activation scale:
+    scale_a (M, 1) comes from the quant call itself, not an expand().contiguous() launch
+    after it (the 2026-12-06 benchmark audit); the math through the CPU torch._scaled_mm."""
+    from fp8tower.formats import Fp8Weight
+
+    n, k = 208, 336
+    w0 = _weight(n, k, Scheme.PER_TENSOR)
+    rows = torch.linspace(0.5, 2.0, n) * w0.scale.float()
+    w = Fp8Weight(w0.data, rows, Scheme.PER_TENSOR, w0.act_scale)
+    x = exact_activations(m, k, Scheme.PER_TENSOR, 0.05, m).bfloat16()
+    be = backends.get("cublaslt")
+    seen = []
+    real = torch._scaled_mm
+
+    def spy(a, b, scale_a, scale_b, **kw):
+        seen.append((tuple(scale_a.shape), scale_a.is_contiguous()))
+        return real(a, b, scale_a=scale_a, scale_b=scale_b, **kw)
+
+    from unittest import mock
+
+    from fp8tower.backends import act_quant
+
+    real_quant, rows_asked = act_quant.quantize, []
+
+    def quant(*args, s_out=None, **kw):
+        rows_asked.append(None if s_out is None else tuple(s_out.shape))
+        return real_quant(*args, s_out=s_out, **kw)
+
+    with mock.patch.object(torch, "_scaled_mm", spy), \
+            mock.patch.object(act_quant, "quantize", quant):
+        out = be.run(x, w, be.prepare(w), out_dtype=torch.bfloat16)
+    assert seen == [((m, 1), True)]
+    assert rows_asked == [(m, 1) if m > 1 else None]  # M = 1: the scalar is (1, 1) as it is
+    assert sqnr_db(_ref64(x, w), out) >= 50
+
+
+@pytest.mark.parametrize("m", [1, 3, 16, 17])
+def test_cublaslt_block128_quantizes_into_the_padded_m_major_layout(monkeypatch, m):
+    """block128's activations reach F.scaled_mm padded to 16 rows and with M-major 1x128
+    scales, as the quant call wrote them (faked scaled_mm: the CPU has none); the rows it
+    returns are the reference's."""
+    from fp8tower.backends import cublaslt
+
+    got = {}
+
+    def gemm(a, b, sa, sb):  # the first m rows, from the padded operands as cuBLASLt reads
+        xs = sa.repeat_interleave(128, 1)[:, : a.shape[1]]
+        ws = sb.t()[:, : -(-a.shape[1] // 128)]  # (N/128, K/128)
+        ws = ws.repeat_interleave(128, 0).repeat_interleave(128, 1)[: b.shape[1], : a.shape[1]]
+        y = torch.zeros(a.shape[0], b.shape[1])
+        y[:m] = (a.float()[:m] * xs[:m]) @ (b.t().float() * ws).t()
+        return y
+
+    monkeypatch.setattr(cublaslt, "_blockwise_api", lambda: fake_blockwise_api(got, gemm))
+    n, k = 256, 640
+    w = _weight(n, k, Scheme.BLOCK128)
+    x = _x(m, k, Scheme.BLOCK128, seed=m)
+    y = cublaslt._run(x, w, cublaslt._prepare(w), out_dtype=torch.bfloat16)
+    mp = -(-m // 16) * 16
+    assert got == {"a": (mp, k), "sa": ((mp, 5), (1, mp))}
+    assert y.shape == (m, n) and sqnr_db(_ref64(x, w), y) >= 50
+
+
+@pytest.mark.parametrize("m", [1, 8, 16])
+def test_cublaslt_block128_launches_nothing_but_the_quant_and_the_gemm(monkeypatch, m):
+    """Beside its quant call and F.scaled_mm, the block-wise path runs no kernel: the zeros,
+    cat, ones, cat and M-major copy_ it ran at M < 16 (about 5 us a GEMM: the 2026-12-06
+    benchmark audit) are gone. aten calls counted with the quant call and the GEMM stubbed;
+    allocations and views launch nothing."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    from fp8tower.backends import act_quant, cublaslt
+
+    ops, inside = [], [False]
+
+    class Count(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            if not inside[0]:
+                ops.append(func.overloadpacket.__name__)
+            return func(*args, **(kwargs or {}))
+
+    def quant(x, scheme, static, q=None, s_out=None, **kw):
+        inside[0] = True
+        try:
+            q.view(torch.uint8).fill_(0)
+            return q, s_out.fill_(1.0)
+        finally:
+            inside[0] = False
+
+    monkeypatch.setattr(act_quant, "quantize", quant)
+    monkeypatch.setattr(cublaslt, "_blockwise_api", lambda: fake_blockwise_api({}, None, inside))
+    w = _weight(256, 640, Scheme.BLOCK128)
+    packed = cublaslt._prepare(w)
+    x = _x(m, 640, Scheme.BLOCK128)
+    with Count():
+        cublaslt._run(x, w, packed, out_dtype=torch.bfloat16)
+    launches = [o for o in ops if o not in ("empty", "empty_strided", "slice", "t", "view",
+                                            "as_strided", "detach", "alias")]
+    assert not launches, ops
+
+
 def test_registry_refusals():
     p_cpu = GemmProblem(1, 256, 256, Scheme.PER_TENSOR)
     with pytest.raises(BackendError, match="unknown backend 'nope'.*reference"):
@@ -383,6 +486,15 @@ def test_triton_untuned_rule_on_the_h100_sxm():
         == "cublaslt"
     assert rule(64, 8192, 29440, Scheme.BLOCK128) is rule(64, 5120, 29568, Scheme.BLOCK128) \
         is rule(32, 8192, 29568, Scheme.BLOCK128) is None
+    # block128 at M = 64, split 2 over one whole wave, <= 16 K steps a split, against the
+    # lean cuBLASLt (session 45: 8192x3584 / 4096 / 5120 / 8192 0.955-0.982x); 56 steps
+    # (8192x28672 1.03x), 0.85 waves (7168x8192 1.01x) and M = 32 kept
+    for k in (3584, 4096, 5120, 8192):
+        assert rule(64, 8192, k, Scheme.BLOCK128) == "cublaslt", k
+        assert rule(64, 8192, k, Scheme.BLOCK128, gpu="NVIDIA H200") is None
+    assert rule(64, 8192, 28672, Scheme.BLOCK128) is rule(64, 7168, 8192, Scheme.BLOCK128) \
+        is rule(32, 8192, 4096, Scheme.BLOCK128) is rule(64, 5120, 2048, Scheme.BLOCK128) \
+        is None
     # each guard keeps measured wins on Triton: the deep tile at K >= 8192 (4096x14336 at
     # M = 8, 1.148x), a split plain tile (1280x8192 at M = 8, 1.106x), a split tile that is
     # not a wave-fit move (1024x4096 at M = 16, 1.194x)

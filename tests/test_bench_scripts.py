@@ -229,3 +229,25 @@ def test_bench_cutlass_refuses_bad_values_before_any_work(args, says):
     bench = _load("bench_cutlass")
     with pytest.raises(SystemExit, match=re.escape(says)):
         bench.main(args)
+
+
+def test_cublaslt_glue_old_wrapper_matches_the_backend_on_cpu():
+    """bench_cublaslt_glue.py's `glue` arm (the wrapper as it was) and the backend as it is
+    give the same bits: per_tensor with a scale per channel and a static x scale, through
+    torch._scaled_mm's CPU build (block-wise has no CPU build)."""
+    import torch
+
+    from fp8tower import backends
+    from fp8tower.formats import Fp8Weight, Scheme
+
+    glue = _load("bench_cublaslt_glue")
+    g = torch.Generator().manual_seed(0)
+    data = torch.randn(64, 96, generator=g).to(torch.float8_e4m3fn)
+    w = Fp8Weight(data, torch.rand(64, generator=g) + 0.01, Scheme.PER_TENSOR,
+                  torch.tensor(0.02))
+    be = backends.get("cublaslt")
+    for m in (1, 5):
+        x = torch.randn(m, 96, generator=g).bfloat16()
+        old = glue._old_run(x, w, be.prepare(w), torch.bfloat16)
+        new = be.run(x, w, be.prepare(w), out_dtype=torch.bfloat16)
+        assert old.shape == (m, 64) and torch.equal(old, new), m

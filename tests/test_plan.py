@@ -5,7 +5,7 @@ dispatch decision changes. Reference backend on the CPU; Triton under TRITON_INT
 
 import pytest
 import torch
-from fp8helpers import exact_activations, random_weight
+from fp8helpers import exact_activations, fake_blockwise_api, random_weight
 from torch import nn
 
 from fp8tower import dispatch
@@ -216,6 +216,64 @@ def test_quant_first_plan_hands_the_backend_fp8_x_and_its_scales(interpret, sche
         torch.testing.assert_close(p(x), fp8_linear_ref(x, weight), rtol=0, atol=0)
     want = {Scheme.PER_TENSOR: (), Scheme.CHANNEL_TOKEN: (3,), Scheme.BLOCK128: (3, 2)}[scheme]
     assert seen == [(FP8_DTYPE, want)] * 2
+
+
+@pytest.mark.parametrize("scheme,m", [(Scheme.BLOCK128, 3), (Scheme.BLOCK128, 16),
+                                      (Scheme.PER_TENSOR, 5)], ids=str)
+def test_cublaslt_plan_writes_its_layouts_in_the_quant_launch(interpret, monkeypatch, scheme, m):
+    """cuBLASLt's plan hands F.scaled_mm x padded to 16 rows with M-major 1x128 scales
+    (block128), and _scaled_mm per_tensor's static scale as (M, 1) rows where the weight has a
+    scale a channel, all written by its one quant launch: the backend adds no launch (cat,
+    copy, contiguous) of its own, and the rows match the reference (block-wise GEMM faked:
+    the CPU has none; _scaled_mm's CPU build for per_tensor)."""
+    import dataclasses
+
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    from fp8tower import backends
+    from fp8tower.backends import cublaslt
+    from fp8tower.backends.reference import fp8_linear_ref
+    from fp8tower.formats import Fp8Weight, dequantize
+    from fp8tower.nn import plan
+
+    got, ops, inside = {}, [], [False]
+
+    def gemm(a, b, sa, sb):
+        xs = sa.repeat_interleave(128, 1)[:, : a.shape[1]]
+        return (a.float() * xs) @ dequantize(w, torch.float32).t()
+
+    class Count(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            if not inside[0]:
+                ops.append(func.overloadpacket.__name__)
+            return func(*args, **(kwargs or {}))
+
+    monkeypatch.setattr(cublaslt, "_blockwise_api", lambda: fake_blockwise_api(got, gemm, inside))
+    planned, _ = _pair(scheme, n=96, k=256, bias=False)
+    w = planned.fp8_weight()
+    if scheme is Scheme.PER_TENSOR:  # a merged group's: a scale a channel
+        w = Fp8Weight(w.data, torch.linspace(0.5, 2, 96) * w.scale.float(), scheme, w.act_scale)
+    be = backends.get("cublaslt")
+
+    def counted(*args, **kw):  # the backend's own aten calls (the quant launch's are not)
+        with Count():
+            return cublaslt._run(*args, **kw)
+
+    be = dataclasses.replace(be, run=counted)
+    x0 = _x((m, 256), scheme, 0)
+    p = plan._quant_first_plan(x0, w, be.prepare(w), be, None, bias=None,
+                               out_dtype=torch.bfloat16, out_shape=(m, 96))
+    for seed in range(2):
+        x = _x((m, 256), scheme, seed)
+        ops.clear()
+        y = p(x)
+        want = fp8_linear_ref(x, w)
+        assert y.shape == (m, 96)
+        torch.testing.assert_close(y.float(), want.float(), rtol=2e-2, atol=2e-2)
+        glue = [o for o in ops if o in ("cat", "copy_", "clone", "new_zeros", "zeros", "ones")]
+        assert not glue, ops
+    if scheme is Scheme.BLOCK128:
+        assert got == {"a": (16, 256), "sa": ((16, 2), (1, 16))}
 
 
 # ------------------------------------------------------------ eager one-launch plans

@@ -7,6 +7,8 @@ command line. Package
 versions come from their metadata, never from importing them: importing triton before
 ``TRITON_INTERPRET=1`` is set leaves a process unable to interpret kernels (triton 3.9).
 torch is imported only by :func:`versions` (its CUDA build and the GPU need it).
+:func:`record` also names the code that ran: the git commit (and whether the tree differed
+from it) and :func:`package_code`, a hash of every source of the package.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import os
 import platform
 import re
 import shlex
+import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -70,7 +73,9 @@ def driver_version() -> str:
 # The sources of the code the tuner times, and of how it times: GEMM and activation kernels,
 # backends, their CUDA; the tuner (its chain, timer, search space filters) and the graph edge
 # rewrite every timed graph goes through (graph_edges.py: early launch). Folders or files.
-# formats.py and problem.py: the kernels import their constants and scale rules
+# formats.py and problem.py: the kernels import their constants and scale rules. Keep it to
+# timing code: it stamps every tuning cache, so a wider hash (the whole package: see
+# package_code, recorded in results) would invalidate every cache on unrelated edits.
 _KERNEL_SOURCES = ("kernels", "backends", "tuning", "graph_edges.py", "formats.py",
                    "problem.py")
 _SOURCE_SUFFIXES = (".py", ".cu", ".cuh", ".h", ".hpp")
@@ -84,15 +89,56 @@ def kernel_code() -> str:
     channel_token 5120x17408 kept 48.8 us, measured before its pre-pass got fast, against
     28 us since)."""
     root = Path(__file__).parent
-    h = hashlib.sha256()
+    files = []
     for sub in _KERNEL_SOURCES:
         path = root / sub
-        files = [path] if path.is_file() else sorted(path.rglob("*"))
-        for f in files:
-            if f.is_file() and f.suffix in _SOURCE_SUFFIXES:
-                h.update(f.relative_to(root).as_posix().encode() + b"\0")
-                h.update(f.read_bytes() + b"\0")
+        files += [path] if path.is_file() else sorted(path.rglob("*"))
+    return _source_digest(root, files)
+
+
+@functools.cache
+def package_code() -> str:
+    """16 hex digits of sha256 over every source of the package (``_SOURCE_SUFFIXES``, paths
+    sorted): the code a result came from, recorded by :func:`record`. Not :func:`kernel_code`,
+    whose narrow scope is on purpose: it stamps tuning caches (:func:`versions`), and any edit
+    of the package (a CLI, a model family) would then invalidate every cache."""
+    root = Path(__file__).parent
+    return _source_digest(root, sorted(root.rglob("*")))
+
+
+def _source_digest(root: Path, files: Sequence[Path]) -> str:
+    """16 hex digits of sha256 over ``files`` (in that order) that are sources: each one's
+    path under ``root`` and its bytes."""
+    h = hashlib.sha256()
+    for f in files:
+        if f.is_file() and f.suffix in _SOURCE_SUFFIXES:
+            h.update(f.relative_to(root).as_posix().encode() + b"\0")
+            h.update(f.read_bytes() + b"\0")
     return h.hexdigest()[:16]
+
+
+def _git(folder: Path, *args: str) -> str | None:
+    """``git -C folder ARGS``' stdout; None where git is missing, fails or hangs."""
+    try:
+        out = subprocess.run(["git", "-C", str(folder), *args], capture_output=True, text=True,
+                             timeout=10, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout if out.returncode == 0 else None
+
+
+def git_state() -> dict:
+    """``git_commit`` (``git rev-parse HEAD``) of the repository the package's sources are
+    tracked in and ``git_dirty``: whether ``git status --porcelain`` lists anything (untracked
+    files count). Both None where the package is no checkout's (an installed wheel, also one
+    inside another repository's venv) or git is absent; never raises."""
+    here = Path(__file__)
+    if _git(here.parent, "ls-files", "--error-unmatch", here.name) is None:  # not tracked
+        return {"git_commit": None, "git_dirty": None}
+    commit = (_git(here.parent, "rev-parse", "HEAD") or "").strip()
+    status = _git(here.parent, "status", "--porcelain")
+    return {"git_commit": commit or None,
+            "git_dirty": None if status is None else bool(status.strip())}
 
 
 def now_iso() -> str:
@@ -162,7 +208,9 @@ def tuning_cache(gpu_name: str | None) -> dict | None:
 def record(argv: Sequence[str] | None = None, *, gpu_name: str | None = None) -> dict:
     """:func:`versions` of the current GPU (or ``gpu_name``) plus python, host, date, the
     command line (``argv``, default ``sys.argv``), the FP8TOWER_* environment variables set
-    (tuning, plans, early launch: they change what runs) and the tuning cache file read."""
+    (tuning, plans, early launch: they change what runs), the tuning cache file read, and the
+    code that ran: :func:`git_state` and :func:`package_code`. Those two are not in
+    :func:`versions` (what a tuning cache must match): any edit would invalidate caches."""
     argv = list(sys.argv if argv is None else argv)
     gpu = gpu_name if gpu_name is not None else current_gpu()
     return {
@@ -173,4 +221,6 @@ def record(argv: Sequence[str] | None = None, *, gpu_name: str | None = None) ->
         "command": shlex.join(argv),  # quoted: runs again as pasted (a ';' in --plan did not)
         "env": {k: v for k, v in sorted(os.environ.items()) if k.startswith("FP8TOWER_")},
         "tuning_cache": tuning_cache(gpu),
+        **git_state(),
+        "package_code": package_code(),
     }

@@ -135,7 +135,8 @@ def expand_ref(data: torch.Tensor, scale: torch.Tensor, blocks: bool | None = No
 # (format, preset, activation mode of OracleLinear)
 CASES = [("modelopt", "FP8", "static"), ("modelopt", "FP8_PER_CHANNEL_PER_TOKEN", "token"),
          ("compressed_tensors", "FP8", "static"), ("compressed_tensors", "FP8_DYNAMIC", "token"),
-         ("compressed_tensors", "FP8_BLOCK", "group"), ("block_fp8", "FP8", "group")]
+         ("compressed_tensors", "FP8_BLOCK", "group"), ("block_fp8", "FP8", "group"),
+         ("fp8_per_tensor", "static", "static"), ("fp8_per_tensor", "dynamic", "tensor")]
 
 
 def _fq(t, s):
@@ -144,7 +145,8 @@ def _fq(t, s):
 
 class OracleLinear(torch.nn.Module):
     """A linear holding a dequantized weight, its input fake-quantized in plain torch:
-    mode 'static' (per-tensor, given scale), 'token' (per row), 'group' (1x128)."""
+    mode 'static' (per-tensor, given scale), 'tensor' (per-tensor, amax of the whole x),
+    'token' (per row), 'group' (1x128)."""
 
     def __init__(self, w, act, mode, bias=None):
         super().__init__()
@@ -154,6 +156,8 @@ class OracleLinear(torch.nn.Module):
         x2 = x.reshape(-1, x.shape[-1]).float()
         if self.mode == "static":
             x2 = _fq(x2, self.act.float().reshape(()))
+        elif self.mode == "tensor":
+            x2 = _fq(x2, x2.abs().amax() / E4M3_MAX)
         elif self.mode == "token":
             x2 = _fq(x2, x2.abs().amax(dim=1, keepdim=True) / E4M3_MAX)
         else:
@@ -214,8 +218,9 @@ def build(fmt: str, *, preset: str = "FP8", ignore: tuple[str, ...] = ("lm_head"
           shared_input_scales: bool = True) -> Spec:
     """fmt: modelopt (preset FP8 | FP8_PER_CHANNEL_PER_TOKEN; config_in "config" or
     "hf_quant_config"), compressed_tensors (preset FP8 | FP8_DYNAMIC | FP8_BLOCK), block_fp8,
-    unquantized. ``ignore`` goes into the config's ignore list as is; ``ignored_fqns`` are the
-    linears left in bf16 (list them in ``ignore`` too, in the format's own syntax). Static
+    fp8_per_tensor (AutoFP8's; preset static | dynamic, its activation_scheme), unquantized.
+    ``ignore`` goes into the config's ignore list as is; ``ignored_fqns`` are the linears
+    left in bf16 (list them in ``ignore`` too, in the format's own syntax). Static
     input scales: siblings share one, as calibrated checkpoints do (``shared_input_scales``;
     False: one drawn per linear)."""
     cfg = json.loads(json.dumps(cfg or QWEN3_CONFIG))
@@ -241,12 +246,16 @@ def build(fmt: str, *, preset: str = "FP8", ignore: tuple[str, ...] = ("lm_head"
         else:
             q, s = q_tensor(w)
             # ModelOpt scalars are shape []; compressed-tensors tensor strategy (1,)
-            s = s.reshape(()) if fmt == "modelopt" else s.reshape(1)
+            s = s.reshape(()) if fmt in ("modelopt", "fp8_per_tensor") else s.reshape(1)
             sname = "weight_scale"
+            if fmt == "fp8_per_tensor" and preset == "dynamic":
+                t[f"{fqn}.weight"], t[f"{fqn}.{sname}"] = q, s.float()
+                spec.reference[fqn] = (q, s, None)
+                continue
             key = input_of(fqn) if shared_input_scales else fqn
             act = torch.tensor(acts.setdefault(key, 0.5 + torch.rand(1, generator=g).item()))
             act = act / E4M3_MAX * 4
-            act = act.reshape(()) if fmt == "modelopt" else act.reshape(1)
+            act = act.reshape(()) if fmt in ("modelopt", "fp8_per_tensor") else act.reshape(1)
             t[f"{fqn}.input_scale"] = act.float()
         s = s.to(scale_dtype if fmt == "compressed_tensors" else torch.float32)
         t[f"{fqn}.weight"] = q
@@ -273,6 +282,11 @@ def build(fmt: str, *, preset: str = "FP8", ignore: tuple[str, ...] = ("lm_head"
                                       "activation_scheme": "dynamic",
                                       "weight_block_size": [128, 128],
                                       "modules_to_not_convert": list(ignore)}
+    elif fmt == "fp8_per_tensor":  # AutoFP8's save_quantized
+        if preset not in ("static", "dynamic"):
+            raise ValueError(preset)
+        cfg["quantization_config"] = {"quant_method": "fp8", "activation_scheme": preset,
+                                      "ignored_layers": list(ignore)}
     else:
         raise ValueError(fmt)
     return spec

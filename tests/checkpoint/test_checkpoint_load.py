@@ -35,12 +35,15 @@ CASES = [
     ("compressed_tensors", "FP8_BLOCK", "config", torch.float16, 1, Scheme.BLOCK128),
     ("compressed_tensors", "FP8_BLOCK", "config", torch.float32, 3, Scheme.BLOCK128),
     ("block_fp8", "", "config", torch.float32, 2, Scheme.BLOCK128),
+    ("fp8_per_tensor", "static", "config", torch.float32, 2, Scheme.PER_TENSOR),
+    ("fp8_per_tensor", "dynamic", "config", torch.float32, 1, Scheme.PER_TENSOR),
 ]
 # each format's own syntax for "layer 1's o_proj and lm_head stay bf16"
 IGNORE = {
     "modelopt": ("lm_head", "model.layers.1.self_attn.o_proj*"),
     "compressed_tensors": ("lm_head", r"re:.*layers\.1\.self_attn\.o_proj$"),
     "block_fp8": ("lm_head", "model.layers.1.self_attn.o_proj"),
+    "fp8_per_tensor": ("lm_head", "model.layers.1.self_attn.o_proj"),  # vLLM: exact names
 }
 IGNORED = "model.layers.1.self_attn.o_proj"
 
@@ -84,7 +87,8 @@ def test_loads_independent_dequantization(tmp_path, fmt, preset, config_in, scal
     assert d["ignored"] == ["lm_head", IGNORED]
     assert d["bytes"] == sum(t.numel() * t.element_size() for t in spec.tensors.values())
     assert d["bytes"] == ck.nbytes()
-    assert d["static_act_scale"] == (expected if scheme is Scheme.PER_TENSOR else [])
+    static = scheme is Scheme.PER_TENSOR and preset != "dynamic"
+    assert d["static_act_scale"] == (expected if static else [])
 
 
 @pytest.mark.parametrize("scheme,quant", [("per_tensor", q_tensor), ("channel_token", q_channel),

@@ -60,6 +60,8 @@ CASES = [  # (id, spec builder, scheme for a bf16 source, requant_max)
     ("qwen3_modelopt_static", lambda: build("modelopt", preset="FP8"), None, False),
     ("qwen3_ct_static_differing", lambda: build("compressed_tensors", preset="FP8",
                                                 shared_input_scales=False), None, False),
+    ("qwen3_autofp8_static", lambda: build("fp8_per_tensor", preset="static"), None, False),
+    ("qwen3_autofp8_dynamic", lambda: build("fp8_per_tensor", preset="dynamic"), None, False),
 ]
 
 

@@ -17,11 +17,13 @@ _HAS_TRITON = importlib.util.find_spec("triton") is not None
 
 def quantize(
     x: torch.Tensor, scheme: Scheme, static_scale: torch.Tensor | None = None, pdl: bool = False,
-    per_token: bool = False,
+    per_token: bool = False, q: torch.Tensor | None = None, s_out: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """``pdl``: the one-launch kernel is launched with programmatic dependent launch, to
     overlap the GEMM that follows (kernels/act_quant.py); ignored by the torch math.
-    ``per_token``: weight_only's split with one scale a token (kernels/act_quant.py)."""
+    ``per_token``: weight_only's split with one scale a token (kernels/act_quant.py).
+    ``q`` / ``s_out``: the outputs, written in place in their own layout (the kernel's
+    quantize_args says which; the torch math copies into them), and returned."""
     one_launch = x.is_cuda and _HAS_TRITON and not (
         scheme is Scheme.PER_TENSOR and static_scale is None
     )
@@ -31,9 +33,14 @@ def quantize(
     if one_launch:
         from ..kernels.act_quant import quantize as triton_quantize
 
-        return triton_quantize(x, scheme, static_scale, pdl=pdl, per_token=per_token)
-    q, s = quantize_activation(x, scheme, static_scale)
-    return q, s
+        return triton_quantize(x, scheme, static_scale, pdl=pdl, per_token=per_token, q=q,
+                               s_out=s_out)
+    xq, s = quantize_activation(x, scheme, static_scale)
+    if q is not None:
+        xq = q.copy_(xq)
+    if s_out is not None:
+        s = s_out.copy_(s.reshape(-1, 1) if scheme is not Scheme.BLOCK128 else s)
+    return xq, s
 
 
 def for_gemm(

@@ -81,35 +81,85 @@ def _run(
     x, weight, packed, *, act_scale=None, bias=None, out_dtype=torch.bfloat16, config=None, out=None
 ):
     scheme = weight.scheme
-    xq, sa = act_quant.for_gemm(x, weight, act_scale)
-    if x.dtype == FP8_DTYPE and scheme is Scheme.PER_TENSOR:
-        sa = sa.float().reshape(())
     scale_b = packed["scale_b"]
     if scheme is Scheme.BLOCK128:
-        F = _blockwise_api()
-        m = xq.shape[0]
-        mp = -(-m // _BLOCKWISE_M_ALIGN) * _BLOCKWISE_M_ALIGN
-        if mp != m:  # pad tokens: cuBLASLt refused M=3 (CUBLAS_STATUS_NOT_SUPPORTED, H200)
-            xq = torch.cat([xq, xq.new_zeros(mp - m, xq.shape[1])])
-            sa = torch.cat([sa, sa.new_ones(mp - m, sa.shape[1])])
-        # 1x128 activation scales must be outer-dim-major (M-major): strides (1, M).
-        sa_mm = torch.empty_strided(sa.shape, (1, mp), dtype=torch.float32, device=sa.device)
-        sa_mm.copy_(sa)
-        y = F.scaled_mm(
-            xq, packed["wt"], sa_mm, F.ScalingType.BlockWise1x128,
-            scale_b, F.ScalingType.BlockWise128x128, output_dtype=out_dtype,
-        )[:m]
-    elif scale_b.dim() == 2 or sa.dim() > 0:
-        # Row-wise: scale_a (M, 1), scale_b (1, N).
-        sa = sa.reshape(-1, 1).expand(xq.shape[0], 1).contiguous()
-        sb = scale_b if scale_b.dim() == 2 else \
-            scale_b.reshape(1, 1).expand(1, weight.n).contiguous()
-        y = torch._scaled_mm(xq, packed["wt"], scale_a=sa, scale_b=sb, out_dtype=out_dtype)
-    else:
+        y = _blockwise(x, weight, packed, act_scale, out_dtype)
+    elif scale_b.dim() == 2:
+        # Row-wise: scale_a (M, 1), scale_b (1, N). A static per_tensor scale is written once a
+        # row by the quant launch itself (an expand().contiguous() after it was one more
+        # launch at M > 1: the 2026-12-06 benchmark audit)
+        m = x.shape[0]
+        rows = None
+        if x.dtype != FP8_DTYPE and scheme is Scheme.PER_TENSOR and m > 1:
+            rows = torch.empty(m, 1, dtype=torch.float32, device=x.device)
+        xq, sa = _quantize(x, weight, act_scale, s_out=rows)
+        if sa.shape != (m, 1):
+            sa = sa.float().reshape(-1, 1).expand(m, 1).contiguous()
         y = torch._scaled_mm(xq, packed["wt"], scale_a=sa, scale_b=scale_b, out_dtype=out_dtype)
+    else:
+        xq, sa = _quantize(x, weight, act_scale)
+        if sa.dim() > 0:  # channel_token's (M,) with a scalar weight scale: row-wise both
+            sb = scale_b.reshape(1, 1).expand(1, weight.n).contiguous()
+            y = torch._scaled_mm(xq, packed["wt"], scale_a=sa.reshape(-1, 1).contiguous(),
+                                 scale_b=sb, out_dtype=out_dtype)
+        else:
+            y = torch._scaled_mm(xq, packed["wt"], scale_a=sa, scale_b=scale_b,
+                                 out_dtype=out_dtype)
     if bias is not None:
         y = y + bias.to(out_dtype)
     return y if out is None else out.copy_(y)
+
+
+def _quantize(x, weight, act_scale, s_out=None):
+    """(FP8 x, its scale) as _scaled_mm takes them: FP8 x as given (per_tensor's scale a
+    float scalar, or (M, 1) rows as a launch plan's quant writes them), else quantized by the
+    one separate launch."""
+    if x.dtype == FP8_DTYPE:
+        xq, sa = act_quant.for_gemm(x, weight, act_scale)
+        if weight.scheme is Scheme.PER_TENSOR and sa.numel() == 1:
+            sa = sa.float().reshape(())
+        return xq, sa
+    static = act_scale if act_scale is not None else weight.act_scale
+    return act_quant.quantize(x, weight.scheme, static, s_out=s_out)
+
+
+def blockwise_x_buffers(m: int, k: int, device) -> tuple[torch.Tensor, torch.Tensor]:
+    """(FP8 x (M16, K), 1x128 scales (M16, ceil(K/128)) with strides (1, M16)), M16 = M
+    rounded up to 16: the layout F.scaled_mm's block-wise call takes, for the quant launch
+    to write rows :M of in place (here, and in a launch plan: nn/plan._quant_first_plan)."""
+    mp = -(-m // _BLOCKWISE_M_ALIGN) * _BLOCKWISE_M_ALIGN
+    return (torch.empty(mp, k, dtype=FP8_DTYPE, device=device),
+            torch.empty_strided((mp, -(-k // 128)), (1, mp), dtype=torch.float32,
+                                device=device))
+
+
+def _blockwise(x, weight, packed, act_scale, out_dtype):
+    """block128 on F.scaled_mm: M padded to 16 (cuBLASLt refused M = 3,
+    CUBLAS_STATUS_NOT_SUPPORTED, H200) and the 1x128 scales M-major (strides (1, M)). With
+    bf16 x the quant launch writes both layouts itself: the padded rows are never written
+    and their outputs dropped (a row's output reads only its own x and scales). Before, the
+    padding and the M-major copy were 5 launches beside the GEMM at M < 16 (zeros, cat,
+    ones, cat, copy) and 1 at M = 16 / 32: about 5 us a GEMM, 0.6 ms of the 27B tower's
+    merged cuBLASLt step (2026-12-06 benchmark audit; sessions 19 / 37 / 38's block128
+    cuBLASLt arms ran faster at M = 16 than at M <= 8)."""
+    F = _blockwise_api()
+    m, k = x.shape
+    mp = -(-m // _BLOCKWISE_M_ALIGN) * _BLOCKWISE_M_ALIGN
+    if x.dtype != FP8_DTYPE:
+        xq, sa = blockwise_x_buffers(m, k, x.device)
+        act_quant.quantize(x, Scheme.BLOCK128, None, q=xq[:m], s_out=sa[:m])
+    else:  # FP8 x and its (M, K/128) scales: a launch plan's, laid out so already (below)
+        xq, sa = act_quant.for_gemm(x, weight, act_scale)
+        if mp != m:
+            xq = torch.cat([xq, xq.new_zeros(mp - m, k)])
+            sa = torch.cat([sa, sa.new_ones(mp - m, sa.shape[1])])
+        if sa.stride() != (1, mp):
+            sa = torch.empty_strided(sa.shape, (1, mp), dtype=torch.float32,
+                                     device=sa.device).copy_(sa)
+    return F.scaled_mm(
+        xq, packed["wt"], sa, F.ScalingType.BlockWise1x128,
+        packed["scale_b"], F.ScalingType.BlockWise128x128, output_dtype=out_dtype,
+    )[:m]
 
 
 BACKEND = Backend(

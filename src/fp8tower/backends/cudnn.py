@@ -12,7 +12,8 @@ copy launch per call); its heuristics list (modes A, then FALLBACK) gives the pl
 config is ``{"plan": i}``, the i-th entry of that list (the first ``MAX_PLANS`` that build
 are the tuning candidates); a plan is built once and cached with its graph. Tuning happens at
 the bucket's M; another M of the bucket runs the same index, or the next one that builds
-there (cuDNN's own ``build_plans`` walk, wrapping to the list's start).
+there (cuDNN's own ``build_plans`` walk, wrapping to the list's start; :func:`plan_run` says
+which).
 
 The package is imported lazily; without it (or a CUDA GPU) the backend is registered and
 unavailable, with the reason. One workspace per plan: calls on concurrent streams must not
@@ -293,7 +294,7 @@ def _run(
     if entry.declined is not None:
         raise BackendError(entry.declined)
     want = 0 if config is None else int(config["plan"])
-    index = _first_built_from(entry, want, dev, problem)
+    index = _first_built_from(entry, want, dev, problem)  # plan_run: the same walk
     sa = sa.float().reshape(m if sa.numel() > 1 else 1).contiguous()
     y = out if _writable(out, m, weight.n, out_dtype) and bias is None else \
         torch.empty(m, weight.n, dtype=out_dtype, device=x.device)
@@ -307,6 +308,20 @@ def _run(
     if out is None:
         return y
     return out if y is out else out.copy_(y)
+
+
+def plan_run(problem: GemmProblem, config) -> int:
+    """The plan a call of ``problem`` (its exact M, the current device) with ``config`` runs,
+    as _run walks: ``config["plan"]`` where it builds at that M, else the next one that does
+    (tuned at the bucket's M, an index may not build at another M of the bucket). A result
+    labelled with the config alone may have timed another plan (2026-12-06 audit):
+    benchmarks record this beside it. GPU only."""
+    dev = torch.cuda.current_device()
+    entry = _graph(problem, dev)
+    if entry.declined is not None:
+        raise BackendError(entry.declined)
+    want = 0 if config is None else int(config["plan"])
+    return _first_built_from(entry, want, dev, problem)
 
 
 def _first_built_from(entry: GraphEntry, want: int, dev: int, problem: GemmProblem) -> int:

@@ -171,6 +171,14 @@ def _h100_defers(p: GemmProblem) -> bool:
       8192x29440 / 29696 / 28672 ran 1.02-1.06x and 5120x29568 (split 3) 1.16x; then on two
       shapes it was not fitted on (session 40, results/session40_2026-12-05/call1/
       heldout.json): 8192x13696 0.952x, 6144x13696 0.962x (GLM-4-9B's K).
+    - block128 at M >= 64 on a split-2 default of one whole wave (over 0.9) with at most 16
+      BLOCK_K steps a split: once cuBLASLt ran without its wrapper's extra launches (session
+      45, results/session45_2026-12-06/call1/untuned_b128.json, call3/split2_b128.json, two
+      runs), every such shape lost: 8192x3584 0.969 / 0.974x, 8192x8192 0.982 / 0.980x,
+      8192x4096 0.955x, 8192x5120 0.973x; the nearest others won (8192x28672, 56 steps a
+      split, 1.027-1.028x; 7168x8192, 0.85 waves, 1.009-1.011x). Fitted on those 4 shapes,
+      not yet held out. Left: 5120x2048 at M = 64 (split 2, 0.61 waves, 4 steps a split)
+      0.970 / 0.979x, the one shape of its kind measured.
     Held out (session 40, call1/heldout.json, 26 shapes of Mistral-Large-2, Llama-3.1-405B
     TP8, Command-R+, Yi-1.5-34B, Gemma-3-27B, GLM-4-9B; this rule, with the deferral below
     dropped: its 12 cells timed as the arm "rule", the H200's rule, which runs the same
@@ -194,8 +202,9 @@ def _h100_defers(p: GemmProblem) -> bool:
     if p.scheme is Scheme.PER_TENSOR and p.m >= 2 and one_wave_fallback(p):
         return True
     cfg = default_config(p)
-    if p.scheme is Scheme.BLOCK128 and p.m >= 64 and cfg["split_k"] == 2 \
-            and p.k % cfg["block_k"] != 0:
+    if p.scheme is Scheme.BLOCK128 and p.m >= 64 and cfg["split_k"] == 2 and (
+            p.k % cfg["block_k"] != 0
+            or (waves(cfg, p) > 0.9 and -(-p.k // cfg["block_k"]) <= 2 * 16)):
         return True
     if cfg["split_k"] < 2:
         return False

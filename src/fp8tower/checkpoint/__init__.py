@@ -19,6 +19,9 @@ compressed_tensors    quant_method "compressed-tensors", format               pe
                                                                               weight_only
 block_fp8             quant_method "fp8", weight_block_size [128, 128]        block128
                       (Qwen3-*-FP8, DeepSeek-V3)
+fp8_per_tensor        quant_method "fp8" without weight_block_size,           per_tensor
+                      activation_scheme static | dynamic (AutoFP8)            (static or
+                                                                              dynamic act)
 fp8tower              quant_method "fp8tower" (written by                     any, merged
                       fp8tower.hf.write_merged; see native.py)               groups stored
                                                                               as one tensor
@@ -89,10 +92,14 @@ def open_checkpoint(path: str | Path, *, scheme: Scheme | str | None = None) -> 
             from .native import NativeCheckpoint
 
             ckpt = NativeCheckpoint(reader, qc)
-        else:
+        elif qc.get("weight_block_size") is not None:
             from .block_fp8 import BlockFp8Checkpoint
 
             ckpt = BlockFp8Checkpoint(reader, qc)
+        else:  # vLLM's Fp8Config without blocks: one scale per tensor
+            from .per_tensor_fp8 import PerTensorFp8Checkpoint
+
+            ckpt = PerTensorFp8Checkpoint(reader, qc)
     if not ckpt.linear_names() and ckpt.format != "fp8tower":
         raise CheckpointError(
             f"{ckpt.quant_config_file}: the quantization config declares FP8 quantization "

@@ -44,36 +44,13 @@ UE8M0_NOTE = ("DeepSeek's reference rounds each 1x128 activation group's scale u
               "so they are not bit-exact with an engine that rounds (docs/models.md)")
 
 
-class BlockFp8Checkpoint(Checkpoint):
-    format = "block_fp8"
-    scale_suffix = "weight_scale_inv"
+class Fp8MethodCheckpoint(Checkpoint):
+    """What every ``quant_method: "fp8"`` checkpoint shares (this block one and the
+    per-tensor one of per_tensor_fp8.py): ``fmt`` and the two ignore lists."""
 
-    def __init__(self, reader: CheckpointReader, qconfig: dict):
-        super().__init__(reader, qconfig, reader.path / "config.json")
-        bs = qconfig.get("weight_block_size")
-        if bs is None:
-            raise self._field_err("weight_block_size", "[128, 128] (per-tensor quant_method "
-                                  "'fp8' checkpoints are not read by fp8tower)", bs)
-        if (not isinstance(bs, list) or len(bs) != 2
-                or not all(type(b) is int and b > 0 for b in bs)):
-            raise self._field_err("weight_block_size", "a list of two positive integers "
-                                  "([128, 128])", bs)
-        if bs != [128, 128]:
-            raise self._field_err("weight_block_size", "[128, 128]", bs)
-        if qconfig.get("activation_scheme", "dynamic") != "dynamic":
-            raise self._field_err("activation_scheme", "'dynamic' (block FP8 quantizes "
-                                  "activations per 1x128 group at run time)",
-                                  qconfig.get("activation_scheme"))
+    def _read_fp8_method_fields(self, qconfig: dict) -> None:
         if qconfig.get("fmt", "e4m3") != "e4m3":
             raise self._field_err("fmt", "'e4m3'", qconfig.get("fmt"))
-        scale_fmt = qconfig.get("scale_fmt")
-        if scale_fmt not in (None, "ue8m0"):
-            raise self._field_err("scale_fmt", "null or 'ue8m0' (power-of-two scales, "
-                                  "DeepSeek-V3.1 / V3.2); fp8tower knows no other scale format",
-                                  scale_fmt)
-        if scale_fmt == "ue8m0":
-            warnings.warn(f"fp8tower: {self.path}: quantization_config.scale_fmt 'ue8m0': "
-                          f"{UE8M0_NOTE}", stacklevel=3)
         field = "modules_to_not_convert"
         self.ignore = self._string_list(field, qconfig.get(field))
         for i, p in enumerate(self.ignore):
@@ -84,11 +61,39 @@ class BlockFp8Checkpoint(Checkpoint):
                                       f"({e})", p) from None
         self.ignored_layers = set(self._string_list("ignored_layers",
                                                     qconfig.get("ignored_layers")))
-        self._discover_fp8()
 
     def is_ignored(self, fqn: str) -> bool:
         return fqn in self.ignored_layers or any(match_hf_not_convert(fqn, p)
                                                  for p in self.ignore)
+
+
+class BlockFp8Checkpoint(Fp8MethodCheckpoint):
+    format = "block_fp8"
+    scale_suffix = "weight_scale_inv"
+
+    def __init__(self, reader: CheckpointReader, qconfig: dict):
+        super().__init__(reader, qconfig, reader.path / "config.json")
+        bs = qconfig.get("weight_block_size")
+        if (not isinstance(bs, list) or len(bs) != 2
+                or not all(type(b) is int and b > 0 for b in bs)):
+            raise self._field_err("weight_block_size", "a list of two positive integers "
+                                  "([128, 128])", bs)
+        if bs != [128, 128]:
+            raise self._field_err("weight_block_size", "[128, 128]", bs)
+        if qconfig.get("activation_scheme", "dynamic") != "dynamic":
+            raise self._field_err("activation_scheme", "'dynamic' (block FP8 quantizes "
+                                  "activations per 1x128 group at run time)",
+                                  qconfig.get("activation_scheme"))
+        self._read_fp8_method_fields(qconfig)
+        scale_fmt = qconfig.get("scale_fmt")
+        if scale_fmt not in (None, "ue8m0"):
+            raise self._field_err("scale_fmt", "null or 'ue8m0' (power-of-two scales, "
+                                  "DeepSeek-V3.1 / V3.2); fp8tower knows no other scale format",
+                                  scale_fmt)
+        if scale_fmt == "ue8m0":
+            warnings.warn(f"fp8tower: {self.path}: quantization_config.scale_fmt 'ue8m0': "
+                          f"{UE8M0_NOTE}", stacklevel=3)
+        self._discover_fp8()
 
     def _scheme_of_stored(self, fqn: str) -> Scheme:
         return Scheme.BLOCK128

@@ -19,13 +19,14 @@ from ._common import console as _console
 from ._common import fail as _fail
 
 HELP = """Report what a local checkpoint holds, as fp8tower reads it: its format (modelopt,
-compressed_tensors, block_fp8, fp8tower, or unquantized bf16 with --scheme), the scheme of each
-quantized linear (layers collapsed to *), the modules kept in high precision (ignore lists,
-lm_head, embeddings, vision towers), the sibling groups fp8tower merges into one GEMM (and why
-a group cannot merge), and the bytes per dtype. --write-merged OUT_DIR writes fp8tower's own
-checkpoint with those groups stored merged (per-member scales; fp8tower.from_pretrained reads
-it back, transformers' own loader does not). Nothing is loaded into a model; only headers and
-the merge groups' scales are read unless --write-merged is given."""
+compressed_tensors, block_fp8, fp8_per_tensor (AutoFP8), fp8tower, or unquantized bf16 with
+--scheme), the scheme of each quantized linear (layers collapsed to *), the modules kept in
+high precision (ignore lists, lm_head, embeddings, vision towers), the sibling groups fp8tower
+merges into one GEMM (and why a group cannot merge), and the bytes per dtype. --write-merged
+OUT_DIR writes fp8tower's own checkpoint with those groups stored merged (per-member scales;
+fp8tower.from_pretrained reads it back, transformers' own loader does not). Nothing is loaded
+into a model; only headers and the merge groups' scales are read unless --write-merged is
+given."""
 
 
 def _pattern(name: str) -> str:

@@ -199,6 +199,39 @@ def _gemms_from(model, shapes, merged, parts, tp: int = 1) -> tuple[list[Gemm], 
     return list(out), spec
 
 
+def _model_scale_keys(spec, static: bool | None, channel: bool, act_dtype,
+                      in_context: bool) -> tuple[bool, bool]:
+    """per_tensor's key flags: those given, else what --model's quantization config says its
+    loaded layers look up (models/quant.py: AutoFP8's activation_scheme dynamic, compressed-
+    tensors' dynamic tensor activations or channel weight scales), else static and scalar.
+    Before, a dynamic checkpoint's model was tuned on static keys, which its calls never
+    looked up (2026-12-06). FP8 x comes with a static scale: a given --act-dtype float8 keeps
+    static."""
+    import torch
+
+    hint_static = None if spec is None else spec.static_act_hint
+    hint_channel = spec is not None and spec.channel_scale_hint
+    moved = []
+    if static is None:
+        static = True
+        if hint_static is False and act_dtype != torch.float8_e4m3fn:
+            static = False
+            moved.append("dynamic activation scales (--static-act-scale tunes the static keys)")
+    if hint_channel and not channel:
+        channel = True
+        moved.append("(N,) weight scales")
+    if moved and in_context:
+        raise _bad(f"--in-context re-ranks the keys the tower's decode step runs (static "
+                   f"per_tensor scale, scalar weight scales where unmerged), but "
+                   f"{spec.name}'s quantization config makes its per_tensor layers look up "
+                   f"keys with {' and '.join(moved)}: tune without --in-context",
+                   param_hint="--in-context")
+    if moved:
+        typer.echo(f"note: {spec.name}'s quantization config: per_tensor keys with "
+                   f"{' and '.join(moved)}", err=True)
+    return static, channel
+
+
 def scheme_gemms(gemms, scheme) -> list[Gemm]:
     """The GEMMs a model of ``scheme`` runs for ``gemms`` (as _gemms_from lists them): each as
     it is, but a block128 merge group with a member but the last not a multiple of 128 rows:
@@ -375,13 +408,17 @@ def tune(
     channel_scale: Annotated[bool, typer.Option(
         "--channel-scale",
         help="Every per_tensor key with a per-channel scale vector (as after an exact merge; "
-        "a --model's merge groups get it without this flag).")] = False,
-    static_act_scale: Annotated[bool, typer.Option(
+        "a --model's merge groups get it without this flag, and so does every key of a "
+        "--model whose quantization config stores (N,) per_tensor weight scales: "
+        "compressed-tensors' channel weights with tensor activations).")] = False,
+    static_act_scale: Annotated[bool | None, typer.Option(
         "--static-act-scale/--dynamic-act-scale",
         help="per_tensor with a static activation scale (ModelOpt input_scale, the tower's), "
         "or dynamic: layers quantized without act_scale (convert of a bf16 model, "
-        "quantize_weight) look up the dynamic keys.")]
-    = True,
+        "quantize_weight, AutoFP8's activation_scheme dynamic) look up the dynamic keys. "
+        "Default: what a --model's quantization config says, else static.",
+        show_default=False)]
+    = None,
     bias: Annotated[bool, typer.Option(
         "--bias", help="The keys of calls that add a bias (timed with one: cuBLASLt, CUTLASS "
         "and cuDNN add it with a kernel of their own, Triton in its GEMM; a --model's linears "
@@ -441,7 +478,7 @@ def tune(
     if in_context:
         # the step is built as a model runs (bf16 in and out, per_tensor's static scale, no
         # bias, scalar scales where unmerged): it would re-rank those keys, not these
-        other = [f for f, on in (("--dynamic-act-scale", not static_act_scale),
+        other = [f for f, on in (("--dynamic-act-scale", static_act_scale is False),
                                  ("--channel-scale", channel_scale), ("--bias", bias),
                                  (f"--act-dtype {act_dtype}", adt != torch.bfloat16),
                                  (f"--out-dtype {out_dtype}", odt != torch.bfloat16)) if on]
@@ -451,6 +488,8 @@ def tune(
                 f"per_tensor scale, no bias), not the keys {', '.join(other)} make: tune "
                 "those without --in-context", param_hint="--in-context")
     gemms, spec = _gemms_from(model, shapes, merged, parts, tp)
+    static_act_scale, channel_scale = _model_scale_keys(spec, static_act_scale, channel_scale,
+                                                        adt, in_context)
     if in_context and any(bias for *_, bias in gemms):
         # the tower (tower/build.py) runs its GEMMs without the model's biases: it would
         # re-rank the bias-free keys, not the -bias ones this model's calls pose

@@ -34,7 +34,7 @@ from torch import nn
 from ..formats import Scheme
 from ..nn.linear import Fp8Linear
 from ..nn.merged import MergedFp8Linear, MergeError, MergeMode
-from .families import CHECKPOINT_KEY_MAPPING, GROUPS, SiblingGroup, config_model_type
+from .families import GROUPS, SiblingGroup, checkpoint_key_mapping, config_model_type
 
 FilterFn = Callable[[nn.Module, str], bool]
 
@@ -50,18 +50,83 @@ SKIPPED_BY_DEFAULT = ("lm_head", *NOT_IN_TEXT_MODEL)
 # unquantized one with scheme=): linears that FP8 checkpoints keep BF16 and that cost a launch
 # each for a few bytes. Gated DeltaNet's in_proj_a / in_proj_b (Qwen3.5) and in_proj_ba
 # (Qwen3-Next), N = number of value heads (models/qwen.py: Qwen3.6-35B-A3B-FP8 stores a and b
-# as BF16); MoE router gates that are nn.Linear, N = number of experts or 1 (``mlp.gate``,
-# ``block_sparse_moe.gate``, ``shared_expert_gate``). With an FP8 checkpoint, the checkpoint
-# decides: what it stores in FP8 is loaded as FP8.
+# as BF16); MoE routers that are nn.Linear (N = number of experts, or 1 for
+# ``shared_expert_gate``), by name: a name component ``router`` (transformers 5.25: Gemma-4
+# ``router.proj``, LongCat ``mlp.router.classifier``, AFMoE ``mlp.router.gate``, JetMoE
+# ``router.layer``, DBRX ``ffn.router.layer``, Zaya's router MLP) or ``gate`` right under
+# ``mlp`` / ``block_sparse_moe`` (``mlp.gate``; Hunyuan-V1-MoE ``mlp.gate.wg``); and by shape:
+# see :func:`router_shaped`. Quantized, a router changes the routing: 2026-12-06 audit, tiny
+# LongCat, logits cos 0.956 against the bf16 model (0.999 with the routers kept). With an FP8
+# checkpoint, the checkpoint decides: what it stores in FP8 is loaded as FP8.
 KEPT_HIGH_PRECISION = ("in_proj_a", "in_proj_b", "in_proj_ba", "shared_expert_gate")
-ROUTER_PARENTS = ("mlp", "block_sparse_moe")  # <parent>.gate: a router
+ROUTER_PARENTS = ("mlp", "block_sparse_moe")  # <parent>.gate[.*]: a router
+ROUTER_PARTS = ("router",)  # <...>.router[.*]: a router (or, Zaya, a router's own MLP)
+# config fields that count a MoE model's routed experts (DBRX: under ffn_config)
+EXPERT_COUNT_FIELDS = ("num_experts", "n_routed_experts", "num_local_experts", "moe_num_experts")
 
 
 def kept_high_precision(fqn: str) -> bool:
-    """A linear the default filter keeps in high precision when quantizing (see above)."""
+    """A linear the default filter keeps in high precision when quantizing, by its name alone
+    (see above; describe and write_merged have no model)."""
     parts = fqn.split(".")
-    return parts[-1] in KEPT_HIGH_PRECISION or (
-        parts[-1] == "gate" and len(parts) > 1 and parts[-2] in ROUTER_PARENTS)
+    return (parts[-1] in KEPT_HIGH_PRECISION or any(p in ROUTER_PARTS for p in parts)
+            or any(p == "gate" and parts[i - 1] in ROUTER_PARENTS
+                   for i, p in enumerate(parts) if i > 0))
+
+
+def expert_counts(config) -> frozenset[int]:
+    """The routed-expert counts a config (a PretrainedConfig or a dict; its text_config and
+    DBRX's ffn_config too) names in :data:`EXPERT_COUNT_FIELDS`; empty for a dense model."""
+    def get(c, key):
+        return c.get(key) if isinstance(c, dict) else getattr(c, key, None)
+
+    configs, counts = [config], set()
+    while configs:
+        c = configs.pop()
+        if c is None:
+            continue
+        for key in EXPERT_COUNT_FIELDS:
+            v = get(c, key)
+            if isinstance(v, int) and not isinstance(v, bool) and v > 1:
+                counts.add(v)
+        configs += [get(c, "text_config"), get(c, "ffn_config")]
+    return frozenset(counts)
+
+
+def router_shaped(fqn: str, out_features: int, counts: frozenset[int],
+                  holds_experts: Callable[[str], bool]) -> bool:
+    """A linear that looks like a MoE router whatever its name: ``out_features`` is the
+    config's expert count and the module that holds the ``experts`` is its parent or
+    grandparent, not through an attention or shared-expert module (``holds_experts(prefix)``:
+    whether ``<prefix>.experts`` exists)."""
+    if out_features not in counts:
+        return False
+    parts = fqn.split(".")
+    for up in (1, 2):
+        between = parts[len(parts) - up:-1]
+        if len(parts) > up and holds_experts(".".join(parts[:-up])) and not any(
+                "attn" in p or "attention" in p or "shared" in p or p in ("experts", "mlp")
+                for p in between):
+            return True
+    return False
+
+
+def _router_filter(model: nn.Module, filt: FilterFn) -> FilterFn:
+    """``filt`` less the linears :func:`router_shaped` names in ``model`` (its config's
+    expert count, beside its ``experts``)."""
+    counts = expert_counts(getattr(model, "config", None))
+    modules = dict(model.named_modules())
+
+    def holds(prefix: str) -> bool:
+        return f"{prefix}.experts" in modules
+
+    def accept(module: nn.Module | None, fqn: str) -> bool:
+        out = getattr(module, "out_features", None)
+        return filt(module, fqn) and not (
+            isinstance(out, int) and router_shaped(fqn, out, counts, holds))
+
+    accept.default = True  # convert's own choice, not the caller's
+    return accept
 
 
 def _not_skipped(module: nn.Module | None, fqn: str) -> bool:
@@ -244,6 +309,36 @@ def _carry_hooks(old: nn.Module, new: nn.Module, fqn: str) -> None:
                       f"{', '.join(lost)} of the {type(old).__name__}", stacklevel=4)
 
 
+# nn.Linear subclasses whose forward is exactly the linear map, swapped like nn.Linear, by
+# (module, class name): read in transformers 5.25.0's source. FalconLinear.forward is
+# ``input @ self.weight.T`` plus ``self.bias`` when there is one (modeling_falcon.py): every
+# Falcon projection is one, so nothing converted before (2026-12-06 audit).
+PLAIN_LINEAR_SUBCLASSES = frozenset({
+    ("transformers.models.falcon.modeling_falcon", "FalconLinear"),
+})
+
+
+def is_plain_linear(module: nn.Module) -> bool:
+    """An ``nn.Linear`` whose forward an Fp8Linear computes: nn.Linear's own, or a subclass
+    of :data:`PLAIN_LINEAR_SUBCLASSES`."""
+    cls = type(module)
+    return isinstance(module, nn.Linear) and (
+        cls.forward is nn.Linear.forward
+        or (cls.__module__, cls.__qualname__) in PLAIN_LINEAR_SUBCLASSES)
+
+
+def own_forward_linears(model: nn.Module) -> dict[str, str]:
+    """{fqn: class name} of the nn.Linear subclasses with a forward of their own that
+    :func:`swap_linear_layers` leaves as they are."""
+    return {fqn: type(m).__name__ for fqn, m in model.named_modules()
+            if fqn and isinstance(m, nn.Linear) and not is_plain_linear(m)}
+
+
+def _listed(by_class: dict[str, list[str]]) -> str:
+    return "; ".join(f"{cls} ({len(f)}: {f[0]}{', ...' if len(f) > 1 else ''})"
+                     for cls, f in by_class.items())
+
+
 def swap_linear_layers(
     model: nn.Module,
     from_float: Callable[[nn.Linear, str], nn.Module | None],
@@ -256,7 +351,8 @@ def swap_linear_layers(
     and backward hooks and its train / eval mode carry over (before, the new modules of an
     eval() model came back in training mode). A subclass with a ``forward`` of its own is no plain
     linear (transformers 5.25: PhimoeTopKRouter and Llama4Router return tuples,
-    DeepseekV4GroupedLinear runs a grouped bmm) and is left as it is, with a warning."""
+    DeepseekV4GroupedLinear runs a grouped bmm) and is left as it is, with a warning, unless
+    :data:`PLAIN_LINEAR_SUBCLASSES` lists it (Falcon's FalconLinear)."""
     filt = filter or default_filter
     names: dict[int, list[str]] = {}
     linears: dict[int, nn.Linear] = {}
@@ -264,17 +360,15 @@ def swap_linear_layers(
     for fqn, m in model.named_modules(remove_duplicate=False):
         if not isinstance(m, nn.Linear) or not fqn or fqn in names.get(id(m), ()):
             continue
-        if type(m).forward is not nn.Linear.forward:
+        if not is_plain_linear(m):
             if filt(m, fqn):
                 kept.setdefault(type(m).__name__, []).append(fqn)
             continue
         names.setdefault(id(m), []).append(fqn)
         linears[id(m)] = m
     if kept:
-        listed = "; ".join(f"{cls} ({len(f)}: {f[0]}{', ...' if len(f) > 1 else ''})"
-                           for cls, f in kept.items())
         warnings.warn(f"left unconverted: nn.Linear subclasses with a forward of their own, "
-                      f"which an Fp8Linear would not compute: {listed}", stacklevel=2)
+                      f"which an Fp8Linear would not compute: {_listed(kept)}", stacklevel=2)
     swapped = []
     for key, lin in linears.items():
         accepted = [fqn for fqn in names[key] if filt(lin, fqn)]
@@ -309,7 +403,8 @@ def _model_type(model: nn.Module) -> str | None:
 def open_mapped(checkpoint, scheme=None, key_mapping: dict[str, str] | Sequence[tuple[str, str]] | None = None):
     """A checkpoint (a path, or one already opened) seen under the model's names:
     ``key_mapping`` ({regex: replacement}, as transformers' ``from_pretrained(key_mapping=)``)
-    or else the family's :data:`~fp8tower.hf.families.CHECKPOINT_KEY_MAPPING`; None stays None."""
+    or else the family's (:func:`~fp8tower.hf.families.checkpoint_key_mapping`); None stays
+    None."""
     if checkpoint is None:
         return None
     if not hasattr(checkpoint, "load_linear"):
@@ -321,7 +416,7 @@ def open_mapped(checkpoint, scheme=None, key_mapping: dict[str, str] | Sequence[
     if hasattr(checkpoint, "stored_name"):  # already mapped
         return checkpoint
     if key_mapping is None:
-        rules = CHECKPOINT_KEY_MAPPING.get(config_model_type(checkpoint.config), ())
+        rules = checkpoint_key_mapping(config_model_type(checkpoint.config))
     else:
         rules = check_key_mapping(key_mapping)
     if not rules:
@@ -380,8 +475,19 @@ def _nothing_converted(model: nn.Module, ck, names: set[str]) -> ConvertError | 
     if not names:
         return ConvertError(f"{ck.path}: the checkpoint has no FP8 linear (bf16?) and no "
                             "scheme was given: pass scheme= to quantize it")
-    linears = [fqn for fqn, m in model.named_modules() if isinstance(m, nn.Linear)]
+    linears = [fqn for fqn, m in model.named_modules() if is_plain_linear(m)]
     modules = dict(model.named_modules())
+    own = own_forward_linears(model)
+    if names.isdisjoint(linears) and not names.isdisjoint(own):
+        # Falcon before FalconLinear was allow-listed: every projection skipped, the FP8
+        # weights dequantized, a model without one Fp8Linear returned (2026-12-06 audit)
+        hit = sorted(names & own.keys())
+        kinds = sorted({own[n] for n in hit})
+        return ConvertError(
+            f"{ck.path}: {len(hit)} of the checkpoint's {len(names)} linear(s) to load are "
+            f"nn.Linear subclasses with a forward of their own ({', '.join(kinds)}, e.g. "
+            f"{hit[0]!r}), which fp8tower does not swap (an Fp8Linear would not compute their "
+            "forward); nothing converted")
     other = sorted(n for n in names if n in modules and not isinstance(modules[n], nn.Linear))
     if names.isdisjoint(linears) and other:  # GPT-2's Conv1D: the names match, the type not
         # (2026-12-05 audit: this said to pass key_mapping=, which cannot help)
@@ -411,6 +517,23 @@ def _device_of(lin: nn.Linear, fqn: str, device) -> torch.device:
         raise ConvertError(f"{fqn}: its weight is on the meta device: pass device= for the FP8 "
                            "weights")
     return lin.weight.device
+
+
+def _warn_experts_kept(model: nn.Module, linear_weights: int) -> None:
+    """One warning counting the 3-D MoE expert parameters (transformers 5 fuses each block's
+    experts into ``experts.gate_up_proj`` / ``down_proj``, no nn.Linear) that stay in high
+    precision, and their share of the weights of the linears and experts. 2026-12-06 audit:
+    tiny Mixtral / Qwen3-MoE / DeepSeek-V3 / gpt-oss converted with no word about them,
+    though they hold most of an MoE model's linear weights."""
+    experts = [(n, p.numel()) for n, p in model.named_parameters()
+               if p.dim() == 3 and "experts" in n.split(".")]
+    if not experts:
+        return
+    count = sum(n for _, n in experts)
+    share = count / max(count + linear_weights, 1)
+    warnings.warn(f"{len(experts)} MoE expert parameter(s) stay in high precision (3-D fused "
+                  f"experts, e.g. {experts[0][0]}: {count} weights, {share:.0%} of the linear "
+                  "and expert weights): fp8tower converts nn.Linear layers only", stacklevel=3)
 
 
 # Called with each model convert() returns (hf/save.py installs save_pretrained): the writers
@@ -508,6 +631,10 @@ def convert(
     if (filter is None or filter is default_filter) and ck is not None \
             and ck.format != "unquantized":
         filter = _not_skipped  # FP8 weights: the checkpoint says which are FP8
+    elif filter is None or filter is default_filter:  # quantizing: routers by shape too
+        filter = _router_filter(model, default_filter)
+    linear_weights = sum(m.weight.numel() for m in {id(m): m for m in model.modules()
+                                                     if is_plain_linear(m)}.values())
     swapped = swap_linear_layers(model, from_float, filter)
     if ck is not None and not swapped:
         error = _nothing_converted(model, ck, names)
@@ -518,11 +645,15 @@ def convert(
                       f"the checkpoint has no tensor for them ({', '.join(uncovered[:3])}"
                       f"{', ...' if len(uncovered) > 3 else ''}); they keep the model's own "
                       "weights", stacklevel=2)
-    if not swapped and ck is None and filter in (None, default_filter):
+    if not swapped and ck is None and (filter in (None, default_filter)
+                                       or getattr(filter, "default", False)):
         # e.g. GPT-2: its projections are transformers' Conv1D, its one nn.Linear the lm_head
         # the default filter keeps. Not a choice the caller made (2026-12-05 audit: the model
         # came back unchanged, silently); a filter of one's own may keep every linear.
-        linears = [fqn for fqn, m in model.named_modules() if isinstance(m, nn.Linear)]
+        linears = [fqn for fqn, m in model.named_modules() if is_plain_linear(m)]
+        own: dict[str, list[str]] = {}
+        for fqn, cls in own_forward_linears(model).items():
+            own.setdefault(cls, []).append(fqn)
         others = sorted({type(m).__name__ for m in model.modules()
                          if not isinstance(m, nn.Linear) and m.__class__ is not nn.Embedding
                          and isinstance(getattr(m, "weight", None), torch.Tensor)
@@ -530,9 +661,13 @@ def convert(
         has = ("no torch.nn.Linear" if not linears else
                f"only the nn.Linear layers {', '.join(linears[:4])} (kept in high precision "
                "by the default filter)")
+        if own:  # the reason, not the filter (2026-12-06 audit: Falcon blamed the filter)
+            has += (f"{' and' if linears else ','} nn.Linear subclasses with a forward of "
+                    f"their own, which fp8tower does not swap: {_listed(own)}")
         raise ConvertError(
             f"converted nothing: {type(model).__name__} has {has}; fp8tower swaps nn.Linear "
             f"layers only (2-D weights also in: {', '.join(others) or 'none'})")
+    _warn_experts_kept(model, linear_weights)
     records: list[dict] = []
     if merge:
         mt = _model_type(model)

@@ -6,9 +6,11 @@ device. Per batch size: prefill ``context`` tokens into a StaticCache, then time
 steps eagerly (``rounds`` rounds of ``steps`` steps back to back, one synchronize at the end
 of each; the median round; interleaved across arms, see :func:`run_arms`) and, on a GPU, as
 replays of one decode step captured in a torch.cuda.CUDAGraph (argmax and the position bump
-inside). With ``compile=True`` each arm's decode step is ``torch.compile``d (Inductor, default
-mode) after its eager warm-up: the eager rounds then time the compiled step without a graph,
-and the graph captures the compiled step (torchao's float8 is meant to run compiled: its
+inside; ``rounds`` rounds of ``steps`` replays, each replay timed by its own CUDA events, the
+median replay; interleaved across arms as the eager rounds, see :func:`graph_rounds`). With
+``compile=True`` each arm's decode step is ``torch.compile``d (Inductor, default mode) after
+its eager warm-up: the eager rounds then time the compiled step without a graph, and the
+graph captures the compiled step (torchao's float8 is meant to run compiled: its
 quantization kernels are fused only there). An eager step is host-bound, and the host
 drifts (the same bf16 arm measured 32.3 and 48.7 ms/step in two runs on the H200 machine,
 2026-12-01, one arm after another): only arms timed side by side compare.
@@ -64,7 +66,8 @@ class GenerateResult:
     eager_ms: float | None = None  # median of the eager rounds
     eager_min_ms: float | None = None  # the fastest round (host noise only adds)
     eager_rounds_ms: list[float] = field(default_factory=list)
-    graph_ms: float | None = None
+    graph_ms: float | None = None  # the median replay over every graph round
+    graph_rounds_ms: list[float] = field(default_factory=list)  # each round's median replay
     eager_tok_s: float | None = None
     graph_tok_s: float | None = None
     prefill_ms: float | None = None
@@ -271,6 +274,8 @@ class _Live:
     pos: Any = None
     rounds_ms: list[float] = field(default_factory=list)
     logits: Any = None  # the prefill's last-position logits, float32 on the CPU
+    graph: Any = None  # (graph, its token and position buffers, its first position)
+    graph_rounds_ms: list[list[float]] = field(default_factory=list)  # ms of each replay
 
 
 def build_arm(model_name: str, arm: str, *, batch: int, context: int, steps: int, rounds: int,
@@ -391,24 +396,26 @@ def eager_round(live: _Live, device: torch.device) -> None:
     live.tok, live.pos = tok, pos
 
 
-def finish(live: _Live, device: torch.device, graph: bool) -> GenerateResult:
-    """The eager median over rounds, then (GPU) CUDA-graph replays; frees the model."""
+def finish(live: _Live, device: torch.device, graph: bool = False) -> GenerateResult:
+    """The eager median over rounds and the graph's median replay (:func:`graph_rounds`);
+    frees the model. ``graph``: time the CUDA graph here, alone (GPU), where no
+    graph_rounds did (a caller holding one arm)."""
     res = live.res
+    if (graph and device.type == "cuda" and res.skipped is None and live.rounds_ms
+            and not live.graph_rounds_ms):
+        graph_rounds([live], len(live.rounds_ms))
     if res.skipped is None and live.rounds_ms:  # a broken arm (logits not finite): no rounds
         res.eager_rounds_ms = [round(v, 3) for v in live.rounds_ms]
         res.eager_ms = statistics.median(live.rounds_ms)
         res.eager_min_ms = min(live.rounds_ms)
         res.eager_tok_s = res.batch * 1e3 / res.eager_ms
-        if graph and device.type == "cuda":
-            try:
-                with torch.inference_mode(), _timing(live):
-                    res.graph_ms = _graph_decode(live.step, live.tok, live.pos, res.steps, WARM)
-                res.graph_tok_s = res.batch * 1e3 / res.graph_ms
-            except _recompile_error(live) as e:  # the eager rounds stand; no graph time
-                res.notes.append(f"no graph time: {_recompiled_why(e)}")
+        if live.graph_rounds_ms:
+            res.graph_ms = statistics.median(v for r in live.graph_rounds_ms for v in r)
+            res.graph_rounds_ms = [round(statistics.median(r), 4) for r in live.graph_rounds_ms]
+            res.graph_tok_s = res.batch * 1e3 / res.graph_ms
     if res.skipped is None and not res.logits_finite:
         res.notes.append("prefill logits not finite: the arm is broken, so it was not timed")
-    live.model = live.cache = live.step = None  # free the weights
+    live.model = live.cache = live.step = live.graph = None  # free the weights
     _release(device)
     return res
 
@@ -427,9 +434,12 @@ def run_arms(model_name: str, arms: list[str], *, batch: int, context: int, step
              config=None, progress=None, note=None, compile: bool = False
              ) -> list[GenerateResult]:
     """Every arm at one batch size. Interleaved: all arms are built first (bf16 last: it is
-    the largest), then ``rounds`` eager rounds go arm after arm, so drifts of the host (clock,
-    cache, allocator state) fall on every arm alike; the eager time is the median round. Not
-    interleaved: one arm at a time (for models too large to hold every arm at once).
+    the largest), then ``rounds`` eager rounds go arm after arm, the order reversed every
+    other round (ABBA: with A,B,A,B a linear drift favours the arm first in each round), so
+    drifts of the host (clock, cache, allocator state) fall on every arm alike; the eager
+    time is the median round; then (``graph``, GPU) the graph rounds, alike
+    (:func:`graph_rounds`). Not interleaved: one arm at a time (for models too large to hold
+    every arm at once).
     ``progress(result)`` is called as each arm finishes, ``note(text)`` as each interleaved
     arm is built (minutes, for a large model, before any arm finishes)."""
     kw = {"batch": batch, "context": context, "steps": steps, "rounds": rounds,
@@ -442,7 +452,7 @@ def run_arms(model_name: str, arms: list[str], *, batch: int, context: int, step
     def done(live):
         if live.logits is not None:
             logits[live.res.arm] = live.logits
-        results[live.res.arm] = finish(live, device, graph)
+        results[live.res.arm] = finish(live, device)
         if progress is not None:
             progress(results[live.res.arm])
 
@@ -451,6 +461,8 @@ def run_arms(model_name: str, arms: list[str], *, batch: int, context: int, step
             live = build_arm(model_name, arm, **kw)
             for _ in range(rounds if live.res.skipped is None and live.res.logits_finite else 0):
                 eager_round(live, device)
+            if graph and device.type == "cuda":
+                graph_rounds([live], rounds)
             done(live)
     else:
         order = sorted(arms, key=lambda a: a == "bf16")  # stable: bf16 last, others as given
@@ -479,9 +491,11 @@ def run_arms(model_name: str, arms: list[str], *, batch: int, context: int, step
                      f"{time.perf_counter() - t0:.0f} s" if skipped is None else
                      f"skipped {arm} (batch {batch}, {i + 1} of {len(order)}): {skipped}")
         ready = [lv for lv in lives if lv.res.skipped is None and lv.res.logits_finite]
-        for _ in range(rounds):
-            for lv in ready:
+        for r in range(rounds):
+            for lv in ready if r % 2 == 0 else ready[::-1]:
                 eager_round(lv, device)
+        if graph and device.type == "cuda":
+            graph_rounds(ready, rounds)
         for lv in lives:
             done(lv)
     ref = logits.get("bf16")
@@ -493,8 +507,34 @@ def run_arms(model_name: str, arms: list[str], *, batch: int, context: int, step
     return [results[a] for a in arms]
 
 
-def _graph_decode(step, tok, pos, steps: int, warm: int) -> float:
-    """ms per decode step as replays of one captured step (argmax, position bump inside)."""
+def graph_rounds(lives: list[_Live], rounds: int) -> None:
+    """CUDA-graph times of ``lives`` (GPU): every arm's step captured first (a recompile then
+    leaves that arm without a graph time, with a note), then ``rounds`` rounds, each
+    replaying every arm's graph ``steps`` times from the same position, arm after arm, the
+    order reversed every other round (as the eager rounds); each replay bracketed by its own
+    CUDA events (live.graph_rounds_ms). Before (2026-12-06 audit): one event pair over
+    ``steps`` replays (their mean), each arm's replays all after the previous arm's."""
+    held = []
+    for lv in lives:
+        if lv.res.skipped is not None or not lv.rounds_ms:  # skipped, or recompiled eagerly
+            continue
+        try:
+            with torch.inference_mode(), _timing(lv):
+                lv.graph = _capture_decode(lv.step, lv.tok, lv.pos, WARM)
+            held.append(lv)
+        except _recompile_error(lv) as e:  # the eager rounds stand; no graph time
+            lv.res.notes.append(f"no graph time: {_recompiled_why(e)}")
+    with torch.inference_mode():  # the buffers are inference tensors: rewound in place
+        for r in range(rounds):
+            for lv in held if r % 2 == 0 else held[::-1]:
+                lv.graph_rounds_ms.append(_replays_ms(lv.graph, lv.res.steps))
+    for lv in held:
+        lv.graph = None  # its memory pool
+
+
+def _capture_decode(step, tok, pos, warm: int) -> tuple:
+    """One decode step captured (argmax, position bump inside) and replayed ``warm`` times:
+    (graph, its token and position buffers, the position its timed replays start from)."""
     s_tok, s_pos = tok.clone(), pos.clone()
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
@@ -510,13 +550,17 @@ def _graph_decode(step, tok, pos, steps: int, warm: int) -> float:
     for _ in range(warm):
         graph.replay()
     torch.cuda.synchronize()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(steps):
-        graph.replay()
-    end.record()
-    end.synchronize()
-    return start.elapsed_time(end) / steps
+    return graph, s_tok, s_pos, s_pos.clone()
+
+
+def _replays_ms(captured: tuple, steps: int) -> list[float]:
+    """ms of each of ``steps`` replays of a :func:`_capture_decode` graph, from its first
+    position (every round decodes the same positions: the cache holds ``steps`` of them)."""
+    from ..tuning.timer import event_times_ms
+
+    graph, _, s_pos, first = captured
+    s_pos.copy_(first)
+    return event_times_ms(graph.replay, steps)
 
 
 def _version(package: str) -> str:
@@ -527,7 +571,8 @@ def _version(package: str) -> str:
 
 def provenance(command: str, device: torch.device) -> dict[str, Any]:
     """The run's record: fp8tower's one provenance record (provenance.record), its versions
-    grouped, plus the transformers and torchao versions this benchmark depends on."""
+    grouped, plus the transformers and torchao versions this benchmark depends on, and the
+    code that ran (git commit, dirty tree, package code hash)."""
     from .. import provenance as prov
 
     gpu = torch.cuda.get_device_name(device) if device.type == "cuda" else None
@@ -539,7 +584,8 @@ def provenance(command: str, device: torch.device) -> dict[str, Any]:
                     fla_core=_version("fla-core"), causal_conv1d=_version("causal-conv1d"))
     return {"date": rec["date"], "command": command, "device": str(device), "gpu": gpu,
             "host": rec["host"], "versions": versions, "env": rec["env"],
-            "tuning_cache": rec["tuning_cache"], "linear_attention_kernels": gdn_kernels()}
+            "tuning_cache": rec["tuning_cache"], "linear_attention_kernels": gdn_kernels(),
+            **{k: rec[k] for k in ("git_commit", "git_dirty", "package_code")}}
 
 
 def gdn_kernels() -> dict[str, str]:
@@ -593,9 +639,11 @@ def bench_generate(model: str, arms: list[str], batches: list[int], *, context: 
             row[f"{kind}_speedup_vs_bf16"] = round(bms / ms, 3) if ms and bms and ok else None
         # Interleaved rounds i of two arms ran back to back: the median of their per-round
         # time ratios cancels the host's drift across rounds (arm / bf16: > 1 is slower)
-        pairs = list(zip(r.eager_rounds_ms, b.eager_rounds_ms)) if b and interleave else []
-        row["eager_paired_ratio_vs_bf16"] = (
-            round(statistics.median(a / c for a, c in pairs), 3) if pairs else None)
+        for kind in ("eager", "graph"):
+            pairs = list(zip(getattr(r, f"{kind}_rounds_ms"), getattr(b, f"{kind}_rounds_ms"))
+                         ) if b and interleave else []
+            row[f"{kind}_paired_ratio_vs_bf16"] = (
+                round(statistics.median(a / c for a, c in pairs), 3) if pairs else None)
         rows.append(row)
     return {
         "schema": SCHEMA, "model": model, "model_type": config.model_type,
@@ -604,7 +652,9 @@ def bench_generate(model: str, arms: list[str], batches: list[int], *, context: 
         "units": {"ms": "milliseconds per decode step (eager: wall clock over `steps` steps "
                         "with one sync at the end, median of `rounds` rounds (eager_min_ms: "
                         "the fastest round), interleaved "
-                        "across arms when `interleaved`; graph: CUDA events over replays; "
+                        "across arms when `interleaved`; graph: the median replay, each "
+                        "timed by CUDA events, over `rounds` rounds of `steps` replays "
+                        "(graph_rounds_ms: each round's median), interleaved alike; "
                         "when `compiled`, both time the torch.compile'd step)",
                   "compile_s": "seconds of the first compiled steps (compilation included)",
                   "tok_s": "batch tokens per second"},

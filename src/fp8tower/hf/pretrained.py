@@ -27,9 +27,11 @@ from .conversion import (
     check_merge,
     convert,
     default_filter,
+    expert_counts,
     open_mapped,
+    router_shaped,
 )
-from .families import GROUPS, PER_EXPERT_TYPES, config_model_type
+from .families import GROUPS, config_model_type, per_expert_layout
 
 logger = logging.getLogger(__name__)
 
@@ -54,6 +56,23 @@ def params_on_meta():
         nn.Module.register_parameter = orig
 
 
+_FLOAT_TAGS = {"Infinity": float("inf"), "-Infinity": float("-inf"), "NaN": float("nan")}
+
+
+def _decode_special_floats(obj):
+    """config.json's ``{"__float__": "Infinity"}`` (how transformers 5 writes inf / nan) as
+    the float, as its ``from_pretrained`` reads it (configuration_utils.py
+    ``_decode_special_floats``); before, GraniteMoeHybrid's ``time_step_limit`` [0, inf]
+    failed the config's validation (2026-12-06)."""
+    if isinstance(obj, dict):
+        if set(obj) == {"__float__"} and obj["__float__"] in _FLOAT_TAGS:
+            return _FLOAT_TAGS[obj["__float__"]]
+        return {k: _decode_special_floats(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_decode_special_floats(v) for v in obj]
+    return obj
+
+
 def empty_model(config, *, dtype: torch.dtype = torch.bfloat16, cls=None) -> nn.Module:
     """A transformers causal LM of ``config`` (a dict or PretrainedConfig) with its parameters
     on the meta device (no memory, no init time); buffers are real, on the CPU."""
@@ -62,7 +81,7 @@ def empty_model(config, *, dtype: torch.dtype = torch.bfloat16, cls=None) -> nn.
     transformers = _transformers()
 
     if isinstance(config, dict):
-        cfg = dict(config)
+        cfg = _decode_special_floats(dict(config))
         mt = cfg.pop("model_type", None)
         if mt is None:
             raise ConvertError("config.json has no model_type")
@@ -112,7 +131,7 @@ def _load_param(ck, name: str, dtype: torch.dtype, device) -> torch.Tensor:
 
 # transformers 5's fused experts of a MoE block: <experts>.gate_up_proj [E, 2I, H] (each
 # expert's gate_proj rows, then its up_proj rows) and <experts>.down_proj [E, H, I], for the
-# model types of families.PER_EXPERT_TYPES
+# model types of families.per_expert_layout (Mixtral's w1 / w3 / w2 renamed to these)
 _FUSED_EXPERTS = re.compile(r"^(?P<experts>.+\.experts)\.(?P<param>gate_up_proj|down_proj)$")
 
 
@@ -127,7 +146,7 @@ def _load_experts(model: nn.Module, ck, name: str, shape: torch.Size, dtype: tor
     m = _FUSED_EXPERTS.match(name)
     config = getattr(model, "config", None)
     if (m is None or len(shape) != 3
-            or getattr(config, "model_type", None) not in PER_EXPERT_TYPES):
+            or not per_expert_layout(getattr(config, "model_type", None))):
         return None
     experts = model.get_submodule(m["experts"])
     if getattr(experts, "is_transposed", False) or not getattr(experts, "has_gate", True):
@@ -307,11 +326,16 @@ def from_pretrained(
         if src is not None and src in dict(model.named_parameters()):
             _set_tensor(model, name, model.get_parameter(src))
             missing.remove(name)
+    unused = _unused_tensors(model, ck)
     if missing:
+        # with the tensors that went unread, where the model's names usually are (2026-12-06
+        # audit: Pythia's embed_out for lm_head was only named in a warning after the raise)
+        unread = (f"; {len(unused)} stored tensor(s) went unread: {', '.join(unused[:5])}"
+                  f"{' ...' if len(unused) > 5 else ''} (pass key_mapping= if they are these)"
+                  if unused else "")
         raise ConvertError(f"{len(missing)} parameter(s) of the model are not in the checkpoint "
                            f"{path}: {', '.join(missing[:5])}{' ...' if len(missing) > 5 else ''}"
-                           + ck.moe_experts_note())
-    unused = _unused_tensors(model, ck)
+                           + unread + ck.moe_experts_note())
     if unused:  # e.g. a misspelt norm: the model kept its init values, silently
         warnings.warn(f"{path}: {len(unused)} checkpoint tensor(s) not used by the model "
                       f"({', '.join(unused[:3])}{', ...' if len(unused) > 3 else ''})",
@@ -422,8 +446,12 @@ def describe(path, *, scheme: Scheme | str | None = None) -> dict:
         ck = open_checkpoint(Path(path), scheme=scheme)
     info = dict(ck.describe())
     if ck.format == "unquantized":
-        # what convert / write_merged quantize: default_filter keeps the rest in bf16
-        kept = sorted(f for f in info["schemes"] if not default_filter(None, f))
+        # what convert / write_merged quantize: default_filter keeps the rest in bf16, and
+        # convert the router-shaped linears (out_features the expert count, beside experts)
+        counts = expert_counts(ck.config)
+        holders = {n.split(".experts.")[0] for n in ck.tensor_names() if ".experts." in n}
+        kept = sorted(f for f in info["schemes"] if not default_filter(None, f) or (
+            counts and router_shaped(f, ck.linear_spec(f).n, counts, holders.__contains__)))
         info["schemes"] = {f: s for f, s in info["schemes"].items() if f not in set(kept)}
         info["scheme_counts"] = dict(collections.Counter(info["schemes"].values()))
         info["kept_high_precision"] = kept

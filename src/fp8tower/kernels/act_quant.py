@@ -39,7 +39,7 @@ from .fp8_gemm import _div_by_scale, _pow2_scales, _saturate, _split8_parts
 
 
 @triton.jit
-def _split8_groups(x, q_ptr, s_ptr, row, stride_qm, stride_sm, gi, offs, mask,
+def _split8_groups(x, q_ptr, s_ptr, row, stride_qm, stride_sm, stride_sg, gi, offs, mask,
                    GROUP: tl.constexpr, K, INTERPRET: tl.constexpr):
     """weight_only's x as two FP8 parts per group of GROUP elements (SPLIT8): x = up * (q1 +
     q2 / 32) with up a power of two per group (max |x / up| in [128, 256)), q1 = fp8(x / up)
@@ -55,18 +55,19 @@ def _split8_groups(x, q_ptr, s_ptr, row, stride_qm, stride_sm, gi, offs, mask,
     down, up = _pow2_scales(tl.max(tl.abs(x), axis=1), 7, 13)
     q1, q2 = _split8_parts(x * down[:, None], INTERPRET)
     in_k = gi * GROUP < K
-    tl.store(s_ptr + (2 * row) * stride_sm + gi, up, mask=in_k)
-    tl.store(s_ptr + (2 * row + 1) * stride_sm + gi, up * 0.03125, mask=in_k)
+    tl.store(s_ptr + (2 * row) * stride_sm + gi * stride_sg, up, mask=in_k)
+    tl.store(s_ptr + (2 * row + 1) * stride_sm + gi * stride_sg, up * 0.03125, mask=in_k)
     tl.store(q_ptr + (2 * row) * stride_qm + offs, q1.to(q_ptr.dtype.element_ty), mask=mask)
     tl.store(q_ptr + (2 * row + 1) * stride_qm + offs, q2.to(q_ptr.dtype.element_ty), mask=mask)
 
 
 @triton.jit
 def _fp8_act_quant_kernel(
-    x_ptr, q_ptr, s_ptr, static_ptr, K, stride_xm, stride_qm, stride_sm,
+    x_ptr, q_ptr, s_ptr, static_ptr, K, stride_xm, stride_qm, stride_sm, stride_sg,
     GROUP: tl.constexpr, BLOCK_G: tl.constexpr, STATIC: tl.constexpr,
     FMAX: tl.constexpr, SMIN: tl.constexpr, PDL: tl.constexpr = False, GPP: tl.constexpr = 1,
     SPLIT8: tl.constexpr = False, INTERPRET: tl.constexpr = False,
+    ROW_SCALES: tl.constexpr = False,
 ):
     if PDL:  # never under the interpreter (quantize_args): it has no griddepcontrol
         tl.extra.cuda.gdc_launch_dependents()
@@ -80,11 +81,11 @@ def _fp8_act_quant_kernel(
         mask2 = (lane2 < GROUP) & (offs2 < K)
         x2 = tl.load(x_ptr + row * stride_xm + offs2, mask=mask2, other=0.0).to(tl.float32)
         if SPLIT8:
-            _split8_groups(x2, q_ptr, s_ptr, row, stride_qm, stride_sm, gi, offs2, mask2,
-                           GROUP, K, INTERPRET)
+            _split8_groups(x2, q_ptr, s_ptr, row, stride_qm, stride_sm, stride_sg, gi, offs2,
+                           mask2, GROUP, K, INTERPRET)
             return
         s2 = tl.maximum(tl.math.div_rn(tl.max(tl.abs(x2), axis=1), FMAX), SMIN)
-        tl.store(s_ptr + row * stride_sm + gi, s2, mask=gi * GROUP < K)
+        tl.store(s_ptr + row * stride_sm + gi * stride_sg, s2, mask=gi * GROUP < K)
         r2 = tl.math.div_rn(tl.full((GPP,), 1.0, tl.float32), s2)
         q2 = _saturate(_div_by_scale(x2, s2[:, None], r2[:, None]), FMAX)
         tl.store(q_ptr + row * stride_qm + offs2, q2.to(q_ptr.dtype.element_ty), mask=mask2)
@@ -95,9 +96,12 @@ def _fp8_act_quant_kernel(
     x = tl.load(x_ptr + row * stride_xm + offs, mask=mask, other=0.0).to(tl.float32)
     if STATIC:
         s = tl.load(static_ptr)
+        if ROW_SCALES:  # noqa: SIM102 (a constexpr test apart: pruned at compile time)
+            if g == 0:
+                tl.store(s_ptr + row * stride_sm, s)
     else:
         s = tl.maximum(tl.math.div_rn(tl.max(tl.abs(x), axis=0), FMAX), SMIN)
-        tl.store(s_ptr + row * stride_sm + g, s)
+        tl.store(s_ptr + row * stride_sm + g * stride_sg, s)
     q = _saturate(_div_by_scale(x, s, tl.math.div_rn(tl.full([], 1.0, tl.float32), s)), FMAX)
     tl.store(q_ptr + row * stride_qm + offs, q.to(q_ptr.dtype.element_ty), mask=mask)
 
@@ -154,7 +158,11 @@ def quantize_args(
     groups_per_program: int | None = None, per_token: bool = False,
 ):
     """(grid, args, kwargs, q, scale) of one launch of ``_fp8_act_quant_kernel``; ``q`` and
-    ``s_out`` (the outputs) are allocated unless given (a cached launch plan reuses its own).
+    ``s_out`` (the outputs) are allocated unless given (a cached launch plan reuses its own),
+    with any strides: cuBLASLt's block-wise GEMM reads its 1x128 scales M-major, which the
+    kernel then writes in place (no copy launch). per_tensor: ``s_out`` given, an (M, 1)
+    buffer, gets the static scale once a row (cuBLASLt's row-wise scale_a, where the weight
+    has a scale per channel), again with no launch of its own.
     ``pdl``: launched with programmatic dependent launch (module doc; GPU only).
     ``groups_per_program``: 1x128 groups a program (default b128_groups_per_program).
     weight_only: x split into two FP8 parts a token (``_split8_groups``): q (2M, K), scales
@@ -171,23 +179,35 @@ def quantize_args(
     split8 = scheme is Scheme.WEIGHT_ONLY  # two FP8 rows a token (_split8_groups)
     if q is None:
         q = torch.empty(2 * m if split8 else m, k, dtype=FP8_DTYPE, device=x.device)
+    row_scales = False
     if scheme is Scheme.PER_TENSOR:
         if static_scale is None:
             raise ValueError("the one-launch per-tensor quant needs a static scale")
         s = static_scale.float().reshape(()).contiguous()
         group = per_tensor_group(m, k)
         grid = (m, triton.cdiv(k, group))
-        static, s_out, stride_s = True, s, 0
+        if s_out is not None:
+            _check_out("s_out", s_out, (m, 1), torch.float32)
+            row_scales, stride_s, stride_sg = True, s_out.stride(0), 0
+        else:
+            s_out, stride_s, stride_sg = s, 0, 0
+        static = True
     else:
         group = k if scheme is Scheme.CHANNEL_TOKEN or per_token else BLOCK
         ng = triton.cdiv(k, group)
+        rows = 2 * m if split8 else m
         if s_out is None:
-            s_out = torch.empty(2 * m if split8 else m, ng, dtype=torch.float32, device=x.device)
+            s_out = torch.empty(rows, ng, dtype=torch.float32, device=x.device)
+        _check_out("s_out", s_out, (rows, ng), torch.float32)
         if group == BLOCK:
             gpp = groups_per_program or b128_groups_per_program(m)
             gpp = max(1, min(gpp, triton.next_power_of_2(ng)))
-        grid, static, s, stride_s = (m, triton.cdiv(ng, gpp)), False, s_out, ng
-    args = (x, q, s_out, s, k, x.stride(0), q.stride(0), stride_s)
+        grid, static, s = (m, triton.cdiv(ng, gpp)), False, s_out
+        stride_s, stride_sg = s_out.stride(0), s_out.stride(1)
+    _check_out("q", q, (2 * m if split8 else m, k), FP8_DTYPE)
+    if q.stride(1) != 1:
+        raise ValueError(f"q must have unit stride along K, got strides {tuple(q.stride())}")
+    args = (x, q, s_out, s, k, x.stride(0), q.stride(0), stride_s, stride_sg)
     pdl = pdl and not interpret
     # PDL always passed: a launch plan binds every parameter by name (nn/plan.py)
     block_g = triton.next_power_of_2(group)
@@ -200,13 +220,13 @@ def quantize_args(
               # M = 1 (H200 2026-12-01, results/nonfinite_H200_2026-12-01/call5/). A 1x128
               # group: one warp, so its amax is a warp shuffle, no block-wide barrier.
               "num_warps": 1 if block_g <= 128 else min(16, max(4, block_g // 512)),
-              "GPP": gpp, "SPLIT8": split8, "INTERPRET": interpret}
+              "GPP": gpp, "SPLIT8": split8, "INTERPRET": interpret, "ROW_SCALES": row_scales}
     if gpp > 1 or (split8 and not per_token):  # one warp per 1x128 group, up to 8 warps
         kwargs["num_warps"] = min(gpp, 8)
     if pdl:
         kwargs["launch_pdl"] = True
     if scheme is Scheme.PER_TENSOR:
-        scale = s
+        scale = s_out if row_scales else s
     elif scheme is Scheme.CHANNEL_TOKEN:
         scale = s_out.reshape(m)
     else:
@@ -214,18 +234,25 @@ def quantize_args(
     return grid, args, kwargs, q, scale
 
 
+def _check_out(name: str, t: torch.Tensor, shape: tuple[int, ...], dtype: torch.dtype) -> None:
+    if tuple(t.shape) != shape or t.dtype != dtype:
+        raise ValueError(f"{name} must be {dtype} of shape {shape}, got {t.dtype} of shape "
+                         f"{tuple(t.shape)}")
+
+
 def quantize(
     x: torch.Tensor, scheme: Scheme, static_scale: torch.Tensor | None = None, pdl: bool = False,
-    per_token: bool = False,
+    per_token: bool = False, q: torch.Tensor | None = None, s_out: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """(M, K) bf16/fp16/fp32 -> (FP8 (M, K), scale) in one launch (``pdl``: see the module doc).
+    """(M, K) bf16/fp16/fp32 -> (FP8 (M, K), scale) in one launch (``pdl``: see the module doc;
+    ``q`` / ``s_out``: written in place, see quantize_args).
 
     Scale shapes: per_tensor () (static only: a dynamic per-tensor scale needs a global
     reduction, see act_quant.quantize), channel_token (M,), block128 (M, ceil(K/128));
     weight_only: FP8 (2M, K) and (2M, ceil(K/128)), two parts a token, or (2M, 1) with
     ``per_token`` (quantize_args).
     """
-    grid, args, kwargs, q, scale = quantize_args(x.contiguous(), scheme, static_scale, pdl=pdl,
-                                                 per_token=per_token)
+    grid, args, kwargs, q, scale = quantize_args(x.contiguous(), scheme, static_scale, q=q,
+                                                 s_out=s_out, pdl=pdl, per_token=per_token)
     _fp8_act_quant_kernel[grid](*args, **kwargs)
     return q, scale

@@ -174,6 +174,12 @@ class QuantPolicy:
     method: str | None = None  # None: no quantization config, builder defaults apply
     scheme_hint: str | None = None
     notes: tuple[str, ...] = ()
+    # per_tensor hints only: whether the activation scale is stored (static; False: an amax
+    # per call; None: not said, or groups that differ), and whether the weight scale is an
+    # (N,) vector (compressed-tensors' channel weights with tensor activations). The keys
+    # the loaded layers look up (``fp8tower tune --model`` tunes those).
+    static_act: bool | None = None
+    channel_scale: bool = False
     fp8_all: bool = True  # False: the method is not FP8, so nothing is
     exclude: Ignore = Ignore()  # the ignore list, by its format's rule
     fp8_layers: Matcher | None = None  # ModelOpt MIXED_PRECISION: the layers it made FP8
@@ -206,12 +212,13 @@ def _fp8_block_hint(qc: dict[str, Any], context: str) -> tuple[str | None, list[
     return None, [f"weight_block_size {block} has no scheme here (only [128, 128])"]
 
 
-def _ct_groups(qc: dict[str, Any], context: str) -> tuple[CtGroups, str | None, list[str]]:
+def _ct_groups(qc: dict[str, Any], context: str
+               ) -> tuple[CtGroups, str | None, list[str], set[tuple[bool, bool]]]:
     groups = qc.get("config_groups")
     if not isinstance(groups, dict) or not groups:
         raise ConfigError(f"{FIELD}.config_groups", groups, "an object of quantization groups",
                           context=context)
-    parsed, hints, notes = [], set(), []
+    parsed, hints, notes, per_tensor = [], set(), [], set()
     for gname, group in groups.items():
         where = f"{FIELD}.config_groups.{gname}"
         if not isinstance(group, dict):
@@ -239,6 +246,8 @@ def _ct_groups(qc: dict[str, Any], context: str) -> tuple[CtGroups, str | None, 
             # the activations' strategy decides, as the loader maps them (channel weights +
             # tensor activations: per_tensor with an (N,) scale; tensor + token: channel_token)
             hints.add("per_tensor" if acts["strategy"] == "tensor" else "channel_token")
+            if acts["strategy"] == "tensor":  # (static, channel weight scale), as the loader
+                per_tensor.add((acts.get("dynamic", False) is False, strategy == "channel"))
         elif strategy in ("tensor", "channel"):
             hints.add(None)
             notes.append(f"{gname}: {strategy} weights with {acts.get('strategy')!r} "
@@ -251,7 +260,7 @@ def _ct_groups(qc: dict[str, Any], context: str) -> tuple[CtGroups, str | None, 
     if len(hints) > 1:
         notes.append(f"FP8 groups disagree on the scheme ({sorted(map(str, hints))})")
     hint = hints.pop() if len(hints) == 1 else None
-    return tuple(parsed), hint, notes
+    return tuple(parsed), hint, notes, per_tensor
 
 
 _MODELOPT_HINTS = {"FP8": "per_tensor", "FP8_PER_CHANNEL_PER_TOKEN": "channel_token"}
@@ -279,9 +288,11 @@ def _modelopt(qc: dict[str, Any], context: str) -> QuantPolicy:
         fp8 = tuple(k for k, v in layers.items()
                     if isinstance(v, dict) and str(v.get("quant_algo", "")).upper() == "FP8")
         return QuantPolicy(method, "per_tensor" if fp8 else None, (), exclude=exclude,
-                           fp8_layers=Matcher.of(fp8))
-    if algo in _MODELOPT_HINTS:
-        return QuantPolicy(method, _MODELOPT_HINTS[algo], (), exclude=exclude)
+                           fp8_layers=Matcher.of(fp8), static_act=True if fp8 else None)
+    if algo in _MODELOPT_HINTS:  # FP8: static input_scale tensors (checkpoint/modelopt.py)
+        hint = _MODELOPT_HINTS[algo]
+        return QuantPolicy(method, hint, (), exclude=exclude,
+                           static_act=True if hint == "per_tensor" else None)
     if "FP8" in algo:
         return QuantPolicy(method, None, (f"ModelOpt quant_algo {algo} has no scheme here",),
                            exclude=exclude)
@@ -311,15 +322,26 @@ def parse_quant_config(qc: dict[str, Any] | None, *, context: str = "") -> Quant
         return _modelopt(qc, context)
     if method == "compressed-tensors":
         exclude = Ignore.of(qc, ("ignore",), context)
-        groups, hint, notes = _ct_groups(qc, context)
-        return QuantPolicy(method, hint, tuple(notes), ct_groups=groups, exclude=exclude)
+        groups, hint, notes, per_tensor = _ct_groups(qc, context)
+        static = {st for st, _ in per_tensor}
+        channel = {ch for _, ch in per_tensor}
+        if hint == "per_tensor" and len(per_tensor) > 1:
+            notes.append("per_tensor groups differ in " + " and ".join(
+                w for w, v in (("static / dynamic activations", static),
+                               ("tensor / channel weight scales", channel)) if len(v) > 1))
+        return QuantPolicy(method, hint, tuple(notes), ct_groups=groups, exclude=exclude,
+                           static_act=static.pop() if hint == "per_tensor" and len(static) == 1
+                           else None,
+                           channel_scale=hint == "per_tensor" and channel == {True})
     if "fp8" not in method:
         note = f"quant_method {method!r} is not FP8: no linear is FP8"
         return QuantPolicy(method, None, (note,), fp8_all=False)
     exclude = Ignore.of(qc, METHOD_KEYS.get(method, KEY_RULES), context)
     if method == "fp8":
         hint, notes = _fp8_block_hint(qc, context)
-        return QuantPolicy(method, hint, tuple(notes), exclude=exclude)
+        act = qc.get("activation_scheme")  # per-tensor (AutoFP8): checkpoint/per_tensor_fp8.py
+        static = {"static": True, "dynamic": False}.get(act) if hint == "per_tensor" else None
+        return QuantPolicy(method, hint, tuple(notes), exclude=exclude, static_act=static)
     if method == "fbgemm_fp8":
         return QuantPolicy(method, "channel_token", (), exclude=exclude)
     return QuantPolicy(method, None, (f"quant_method {method!r}: FP8 assumed, scheme unknown",),

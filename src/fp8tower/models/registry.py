@@ -149,6 +149,8 @@ def tower_spec_from_config(
         mlp_in_scope=built["mlp_in_scope"],
         quant_method=policy.method,
         scheme_hint=policy.scheme_hint,
+        static_act_hint=policy.static_act,
+        channel_scale_hint=policy.channel_scale,
         notes=tuple(notes),
         tp=tp,
         tp_fields=tuple(built["tp_fields"].items()),

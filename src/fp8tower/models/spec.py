@@ -121,6 +121,9 @@ class TowerSpec:
     mlp_in_scope: bool = True  # False for MoE models: experts are not modelled yet
     quant_method: str | None = None  # quantization_config's method; None: default policy
     scheme_hint: str | None = None  # per_tensor / channel_token / block128 / None
+    # per_tensor: static activation scale (None: not said), (N,) weight scales (QuantPolicy)
+    static_act_hint: bool | None = None
+    channel_scale_hint: bool = False
     notes: tuple[str, ...] = field(default=())
     # tensor-parallel size: > 1, all_linears are one rank's shards (models/tp.py); the other
     # fields (hidden_size, intermediate_size) stay the model's
@@ -201,6 +204,11 @@ class TowerSpec:
         tower = (f"parts {'+'.join(self._parts(parts))}: {len(self.gemms(parts))} FP8 GEMMs/step"
                  f" ({len(self.gemms(parts, merged=True))} merged),"
                  f" {self.fp8_bytes(parts):,} B/step, scheme_hint {self.scheme_hint}")
+        how = ([{True: "static", False: "dynamic"}[self.static_act_hint] + " activation scale"]
+               if self.static_act_hint is not None else [])
+        how += ["(N,) weight scales"] if self.channel_scale_hint else []
+        if how:
+            tower += f" ({', '.join(how)})"
         lines = [head, tower]
         lines += [f"note: {n}" for n in self.notes]
         return "\n".join(lines)

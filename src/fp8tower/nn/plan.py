@@ -323,16 +323,35 @@ QUANT_FIRST = ("cublaslt", "cutlass")  # cuDNN keys its graphs by the input dtyp
 def _quant_first_plan(x2, weight, packed, be, config, *, bias, out_dtype, out_shape) -> Plan:
     from ..kernels import act_quant as aq
 
-    static = weight.act_scale.float().reshape(1) if weight.scheme is Scheme.PER_TENSOR else None
+    scheme, (m, k) = weight.scheme, x2.shape
+    static = weight.act_scale.float().reshape(1) if scheme is Scheme.PER_TENSOR else None
     # a GEMM launched with PDL (CUTLASS "pf") overlaps its start with this pre-pass
     pdl = isinstance(config, dict) and bool(config.get("pdl"))
-    grid, args, kw, q, s = aq.quantize_args(x2, weight.scheme, static, pdl=pdl)
+    # cuBLASLt's layouts written by the quant itself: block128's x padded to 16 rows and its
+    # scales M-major, per_tensor's static scale once a row where the weight has one a
+    # channel. Before, the backend made them from these buffers on every call: 1-5 launches
+    # beside the GEMM (the 2026-12-06 benchmark audit; the 27B tower's merged cuBLASLt
+    # block128 step, planned, ran 0.64 ms slower at M = 1 than at M = 16 on an H100).
+    q_full = s_full = q = s = None
+    if be.name == "cublaslt" and scheme is Scheme.BLOCK128:
+        from ..backends.cublaslt import blockwise_x_buffers
+
+        q_full, s_full = blockwise_x_buffers(m, k, x2.device)
+        q, s = q_full[:m], s_full[:m]
+    elif (be.name == "cublaslt" and scheme is Scheme.PER_TENSOR and weight.scale.numel() > 1
+          and m > 1):
+        s = torch.empty(m, 1, dtype=torch.float32, device=x2.device)
+    grid, args, kw, q, s = aq.quantize_args(x2, scheme, static, q=q, s_out=s, pdl=pdl)
     quant = DirectLaunch(aq._fp8_act_quant_kernel, grid, args, kw, (0,), x2.device)
+    if q_full is not None:  # the GEMM reads the padded buffers; its rows past M are dropped
+        q, s = q_full, s_full
 
     def run(x, run=be.run, weight=weight, packed=packed, bias=bias, out_dtype=out_dtype,
             config=config):
         quant(x)
         y = run(q, weight, packed, act_scale=s, bias=bias, out_dtype=out_dtype, config=config)
+        if y.shape[0] != m:
+            y = y[:m]
         return y if y.shape == out_shape else y.view(out_shape)
 
     return Plan(be, config, x2.shape[0], run, [quant])

@@ -67,14 +67,17 @@ def bench_tower(
     advance: Callable[[str], None] | None = None,
 ) -> list[BenchRow]:
     """Measure every (scheme, arm, backend, M). Rows a backend cannot serve (or an arm cannot
-    merge) are skipped with the reason. Every cell of a scheme is warmed up (and tuned, with
-    ``auto``) before the first is timed, so no tuning falls between two timings.
+    merge) are skipped with the reason. Every cell of the arms held together is warmed up (and
+    tuned, with ``auto``) before the first of them is timed.
 
     ``rounds`` > 1: the arms of a scheme are held together and every (arm, backend, M) cell is
     timed once a round, the order reversed every other round, so the ratios between cells
-    (speedups, M ratios) compare times taken side by side, not minutes apart; a row's time is
-    the median of its rounds. ``rounds`` = 1 holds one arm at a time (for models too large to
-    hold two). ``advance(description)`` is called once per cell and round (a progress bar)."""
+    (speedups, M ratios) compare times taken side by side, not minutes apart, and no tuning
+    falls between two timings; a row's time is the median of its rounds. ``rounds`` = 1 holds
+    one arm at a time (for models too large to hold two): a later arm is built, and with
+    ``auto`` tuned, after the earlier arms were timed, so its ratios to them compare times
+    minutes apart. ``advance(description)`` is called once per cell and round (a progress
+    bar)."""
     if rounds < 1:
         raise ValueError(f"rounds must be >= 1, got {rounds}")
     spec = get_spec(spec) if isinstance(spec, str) else spec

@@ -2,7 +2,8 @@
 
 :func:`time_cuda_graph` (docs/performance.md states the method in its opening paragraph):
 
-1. ``make_call(i)`` builds a closure over the i-th rotated weight copy, for i < n_copies;
+1. ``make_call(i)`` builds a closure over the i-th rotated weight copy, for i < n_copies
+   (``make_call.restart()``, where it has one, is called as the capture begins);
    :func:`rotation_copies` picks n_copies so the copies exceed 3x the L2 (60 MB on the H200):
    consecutive calls never find their weights in L2.
 2. Eager warm-up on a side stream (Triton compiles, cuBLASLt picks and allocates workspaces).
@@ -114,6 +115,9 @@ def time_cuda_graph(
     torch.cuda.synchronize()
 
     graph = graph_edges.new_graph()
+    restart = getattr(make_call, "restart", None)  # search._make_call's x-writer count:
+    if restart is not None:  # the captured calls' alone, not the warm-up's
+        restart()
     # thread_local: other threads of a serving process may keep using CUDA meanwhile.
     # PDL edges launch early, as in every graph fp8tower captures (graph_edges.py).
     with graph_edges.capture(graph, capture_error_mode="thread_local"):
