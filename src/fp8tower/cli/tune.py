@@ -253,7 +253,7 @@ def scheme_gemms(gemms, scheme) -> list[Gemm]:
 
 
 def tune_problems(gemms, schemes, buckets, *, act_dtype, out_dtype, capability,
-                  channel_scale: bool = False, static_act_scale: bool = True,
+                  channel_scale: bool = False, static_act_scale: bool | None = True,
                   has_bias: bool = False) -> list:
     """The dispatch keys ``fp8tower tune`` tunes: every (N, K, members, bias) x scheme x M
     bucket. per_tensor GEMMs of a merge group carry one weight scale per shard, an (N,) vector
@@ -263,9 +263,12 @@ def tune_problems(gemms, schemes, buckets, *, act_dtype, out_dtype, capability,
     so convert and the loaders keep its members unmerged: their keys, not the group's; a GEMM
     with a bias (the model's: Qwen2's q/k/v, Llama's attention_bias) poses the -bias key, as
     its converted layer's calls do; ``channel_scale`` gives every per_tensor key a vector;
-    ``has_bias`` gives every key a bias."""
+    ``has_bias`` gives every key a bias; ``static_act_scale`` None: static, the CLI's
+    default without a --model hint (_model_scale_keys)."""
     from ..formats import Scheme
     from ..problem import GemmProblem
+
+    static_act_scale = True if static_act_scale is None else static_act_scale
 
     problems = [
         GemmProblem(m=b, n=n, k=k, scheme=s, act_dtype=act_dtype, out_dtype=out_dtype,
