@@ -386,3 +386,27 @@ def test_more_families_merge_bit_exactly(model_type, monkeypatch):
     fp8 = [x for x in merged.modules() if type(x) is Fp8Linear]
     assert sorted(map(id, calls)) == sorted(map(id, fp8))
     assert torch.equal(lm, _logits(unmerged))
+
+
+# ------------------------------------------------------ 8. transformers' fp32-kept modules
+
+
+def test_modules_transformers_keeps_in_fp32_stay_high_precision():
+    """DeepSeek-V3.2's indexer.weights_proj (transformers: _keep_in_fp32_modules) casts its
+    input to its weight's dtype: converted to FP8, the forward failed (2026-12-06 audit). Kept
+    in high precision when quantizing, the model runs and stays close to the bf16 one."""
+    import warnings
+
+    from fp8tower.hf.conversion import keep_in_fp32
+
+    m = _model("deepseek_v32", index_topk=8, num_key_value_heads=4)
+    assert keep_in_fp32(m).search("model.layers.0.self_attn.indexer.weights_proj.weight")
+    ref = _logits(m)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the 3-D experts' note
+        convert(m, "per_tensor", backend="reference")
+    kept = [n for n, x in m.named_modules() if n.endswith("indexer.weights_proj")]
+    assert kept and all(type(m.get_submodule(n)) is nn.Linear for n in kept)
+    assert _count(m) > 0
+    cos = torch.nn.functional.cosine_similarity(ref.flatten(), _logits(m).flatten(), dim=0)
+    assert float(cos) > 0.99

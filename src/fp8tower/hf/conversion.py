@@ -111,11 +111,29 @@ def router_shaped(fqn: str, out_features: int, counts: frozenset[int],
     return False
 
 
-def _router_filter(model: nn.Module, filt: FilterFn) -> FilterFn:
-    """``filt`` less the linears :func:`router_shaped` names in ``model`` (its config's
-    expert count, beside its ``experts``)."""
+def keep_in_fp32(model: nn.Module) -> re.Pattern | None:
+    """The model's ``_keep_in_fp32_modules`` and ``_keep_in_fp32_modules_strict`` (transformers
+    upcasts the parameters they name: patterns searched in a parameter's name, ``*`` a
+    wildcard, as its loader's build_glob_alternation reads them) as one regex; None where it
+    has none. A linear named there stays in high precision when quantizing: DeepSeek-V3.2's
+    ``indexer.weights_proj`` casts its input to its weight's dtype, FP8 once converted, and
+    its forward failed (2026-12-06 audit)."""
+    pats = set()
+    for attr in ("_keep_in_fp32_modules", "_keep_in_fp32_modules_strict"):
+        pats |= set(getattr(model, attr, None) or ())
+    pats = sorted(p for p in pats if isinstance(p, str) and p)
+    return re.compile("|".join(re.escape(p).replace(r"\*", ".*") for p in pats)) if pats \
+        else None
+
+
+def default_filter_for(model: nn.Module, filt: FilterFn | None = None) -> FilterFn:
+    """What ``convert`` quantizes in ``model`` with the default filter: ``filt`` (default
+    :func:`default_filter`) less the linears :func:`router_shaped` names in ``model`` (its
+    config's expert count, beside its ``experts``) and those :func:`keep_in_fp32` names."""
+    filt = filt or default_filter
     counts = expert_counts(getattr(model, "config", None))
     modules = dict(model.named_modules())
+    fp32 = keep_in_fp32(model)
 
     def holds(prefix: str) -> bool:
         return f"{prefix}.experts" in modules
@@ -123,7 +141,8 @@ def _router_filter(model: nn.Module, filt: FilterFn) -> FilterFn:
     def accept(module: nn.Module | None, fqn: str) -> bool:
         out = getattr(module, "out_features", None)
         return filt(module, fqn) and not (
-            isinstance(out, int) and router_shaped(fqn, out, counts, holds))
+            isinstance(out, int) and router_shaped(fqn, out, counts, holds)) and not (
+            fp32 is not None and fp32.search(f"{fqn}.weight") is not None)
 
     accept.default = True  # convert's own choice, not the caller's
     return accept
@@ -632,7 +651,7 @@ def convert(
             and ck.format != "unquantized":
         filter = _not_skipped  # FP8 weights: the checkpoint says which are FP8
     elif filter is None or filter is default_filter:  # quantizing: routers by shape too
-        filter = _router_filter(model, default_filter)
+        filter = default_filter_for(model)
     linear_weights = sum(m.weight.numel() for m in {id(m): m for m in model.modules()
                                                      if is_plain_linear(m)}.values())
     swapped = swap_linear_layers(model, from_float, filter)

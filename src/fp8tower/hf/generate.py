@@ -84,12 +84,13 @@ class GenerateResult:
 def decoder_linears(model: nn.Module) -> list[tuple[str, nn.Linear]]:
     """The nn.Linear modules of the decoder layers that every FP8 arm converts: not lm_head,
     not embeddings, and not those FP8 checkpoints keep in bf16 (``convert``'s default filter:
-    e.g. the GDN's in_proj_a / in_proj_b, MoE routers), so all arms convert the same set."""
-    from .conversion import default_filter
+    e.g. the GDN's in_proj_a / in_proj_b, MoE routers by name or shape, what transformers
+    keeps in fp32), so all arms convert the same set."""
+    from .conversion import default_filter_for
 
+    accept = default_filter_for(model)
     return [(name, mod) for name, mod in model.named_modules()
-            if isinstance(mod, nn.Linear) and ".layers." in f".{name}"
-            and default_filter(mod, name)]
+            if isinstance(mod, nn.Linear) and ".layers." in f".{name}" and accept(mod, name)]
 
 
 def _set(model: nn.Module, name: str, new: nn.Module) -> None:
