@@ -413,3 +413,37 @@ def test_generate_graph_rounds_alternate_and_take_the_median_replay(monkeypatch)
     assert by["fp8:per_tensor"].graph_ms == 1.0  # the median replay, not the mean (3.67)
     assert by["fp8:per_tensor"].graph_rounds_ms == [1.0, 1.0, 1.0]
     assert by["bf16"].graph_ms == 2.0 and by["bf16"].graph_tok_s == 500.0
+
+
+def test_generate_graph_rounds_go_on_past_an_arm_out_of_memory(monkeypatch):
+    """Every arm's graph is held at once: one that does not fit beside the others gets a
+    note and no graph time, the others are timed (a review, 2026-12-06)."""
+    pytest.importorskip("transformers")
+    from fp8tower.hf import generate
+
+    _fake_lives(monkeypatch, generate, {"fp8:per_tensor": 10.0, "bf16": 20.0})
+    steps = {}
+    real_build = generate.build_arm
+
+    def build(model, arm, **kw):
+        live = real_build(model, arm, **kw)
+        live.tok = torch.zeros(1)
+        steps[arm] = live.step = object()
+        return live
+
+    def capture(step, tok, pos, warm):
+        arm = next(a for a, s in steps.items() if s is step)
+        if arm == "bf16":
+            raise torch.cuda.OutOfMemoryError("CUDA out of memory")
+        return arm
+
+    monkeypatch.setattr(generate, "build_arm", build)
+    monkeypatch.setattr(generate, "_capture_decode", capture)
+    monkeypatch.setattr(generate, "_replays_ms", lambda captured, n: [1.0] * n)
+    res = generate.run_arms("tiny", ["bf16", "fp8:per_tensor"], batch=1, context=4, steps=3,
+                            rounds=2, device=torch.device("cuda"), backend="reference",
+                            graph=True, interleave=True)
+    by = {r.arm: r for r in res}
+    assert by["fp8:per_tensor"].graph_ms == 1.0
+    assert by["bf16"].graph_ms is None and by["bf16"].eager_ms is not None
+    assert any("out of memory capturing it" in n for n in by["bf16"].notes)

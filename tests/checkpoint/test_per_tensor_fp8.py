@@ -207,3 +207,17 @@ def test_on_a_gpu_both_activation_schemes_match_the_reference(tmp_path, preset, 
     with torch.no_grad():
         want, got = ref(ids).logits, gpu(ids.cuda()).logits.float().cpu()
     assert sqnr_db(want, got) >= 30, sqnr_db(want, got)
+
+
+def test_tune_hints_apply_only_where_per_tensor_keys_are_tuned(tmp_path, monkeypatch):
+    """A dynamic per_tensor model tuned for another scheme: no note, and --in-context is not
+    refused for a per_tensor hint it does not use (a review, 2026-12-06)."""
+    from fp8tower.cli import tune as cli_tune
+
+    qc = QC["autofp8 dynamic"][0]
+    seen, res = _tune_keys(monkeypatch, ["--model", _config(tmp_path, qc), "--scheme",
+                                         "block128", "--unmerged"])
+    assert res.exit_code == 0, res.output
+    assert {p.scheme for p in seen} == {Scheme.BLOCK128}
+    assert "quantization config: per_tensor keys" not in res.output
+    assert cli_tune._model_scale_keys(None, None, False, torch.bfloat16, True) == (True, False)

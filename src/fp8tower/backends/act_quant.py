@@ -38,8 +38,9 @@ def quantize(
     xq, s = quantize_activation(x, scheme, static_scale)
     if q is not None:
         xq = q.copy_(xq)
-    if s_out is not None:
-        s = s_out.copy_(s.reshape(-1, 1) if scheme is not Scheme.BLOCK128 else s)
+    if s_out is not None and s is not None:  # the kernel's returns: channel_token's (M,)
+        s_out.copy_(s.reshape(s_out.shape) if s.numel() == s_out.numel() else s)
+        s = s_out.reshape(-1) if scheme is Scheme.CHANNEL_TOKEN else s_out
     return xq, s
 
 

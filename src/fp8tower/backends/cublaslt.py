@@ -98,7 +98,7 @@ def _run(
         y = torch._scaled_mm(xq, packed["wt"], scale_a=sa, scale_b=scale_b, out_dtype=out_dtype)
     else:
         xq, sa = _quantize(x, weight, act_scale)
-        if sa.dim() > 0:  # channel_token's (M,) with a scalar weight scale: row-wise both
+        if sa.dim() > 0:  # FP8 per_tensor x with (M, 1) rows, a scalar weight scale
             sb = scale_b.reshape(1, 1).expand(1, weight.n).contiguous()
             y = torch._scaled_mm(xq, packed["wt"], scale_a=sa.reshape(-1, 1).contiguous(),
                                  scale_b=sb, out_dtype=out_dtype)

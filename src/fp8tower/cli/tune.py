@@ -206,7 +206,7 @@ def _model_scale_keys(spec, static: bool | None, channel: bool, act_dtype,
     tensors' dynamic tensor activations or channel weight scales), else static and scalar.
     Before, a dynamic checkpoint's model was tuned on static keys, which its calls never
     looked up (2026-12-06). FP8 x comes with a static scale: a given --act-dtype float8 keeps
-    static."""
+    static. ``spec`` None (no --model, or no per_tensor scheme tuned): the flags alone."""
     import torch
 
     hint_static = None if spec is None else spec.static_act_hint
@@ -491,8 +491,6 @@ def tune(
                 f"per_tensor scale, no bias), not the keys {', '.join(other)} make: tune "
                 "those without --in-context", param_hint="--in-context")
     gemms, spec = _gemms_from(model, shapes, merged, parts, tp)
-    static_act_scale, channel_scale = _model_scale_keys(spec, static_act_scale, channel_scale,
-                                                        adt, in_context)
     if in_context and any(bias for *_, bias in gemms):
         # the tower (tower/build.py) runs its GEMMs without the model's biases: it would
         # re-rank the bias-free keys, not the -bias ones this model's calls pose
@@ -507,6 +505,9 @@ def tune(
     else:
         _check_block_shards(spec, _parse_schemes(scheme), f"--scheme {scheme}")
     schemes = _parse_schemes(scheme)
+    static_act_scale, channel_scale = _model_scale_keys(
+        spec if Scheme.PER_TENSOR in schemes else None, static_act_scale, channel_scale, adt,
+        in_context)
     if in_context:
         from ..tower.build import STANDIN_KERNELS
         check_standin(standin, STANDIN_KERNELS, [s.value for s in schemes])

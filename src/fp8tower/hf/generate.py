@@ -525,6 +525,11 @@ def graph_rounds(lives: list[_Live], rounds: int) -> None:
             held.append(lv)
         except _recompile_error(lv) as e:  # the eager rounds stand; no graph time
             lv.res.notes.append(f"no graph time: {_recompiled_why(e)}")
+        except torch.cuda.OutOfMemoryError:  # every arm's graph is held at once: this one's pool
+            lv.graph = None  # did not fit beside the others (a review, 2026-12-06)
+            _release(lv.tok.device)
+            lv.res.notes.append("no graph time: out of memory capturing it beside the other "
+                                "arms' graphs (--one-at-a-time times each arm alone)")
     with torch.inference_mode():  # the buffers are inference tensors: rewound in place
         for r in range(rounds):
             for lv in held if r % 2 == 0 else held[::-1]:
