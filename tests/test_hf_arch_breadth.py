@@ -410,3 +410,15 @@ def test_modules_transformers_keeps_in_fp32_stay_high_precision():
     assert _count(m) > 0
     cos = torch.nn.functional.cosine_similarity(ref.flatten(), _logits(m).flatten(), dim=0)
     assert float(cos) > 0.99
+
+
+def test_gpt_neox_head_is_quantized_when_a_filter_asks(tmp_path):
+    """Pythia's embed_out is its lm_head: kept in high precision by default, quantized when
+    a filter asks (it counted as an embedding table, which no filter could reach)."""
+    _model("gpt_neox").save_pretrained(tmp_path)
+    m = from_pretrained(tmp_path, scheme="per_tensor", backend="reference",
+                        dtype=torch.float32, filter=lambda mod, fqn: True)
+    assert type(m.get_submodule("lm_head")) is Fp8Linear
+    default = from_pretrained(tmp_path, scheme="per_tensor", backend="reference",
+                              dtype=torch.float32)
+    assert type(default.get_submodule("lm_head")) is nn.Linear

@@ -18,10 +18,12 @@ from .base import Checkpoint, LinearSpec, LoadedLinear, module_of
 from .reader import FLOAT_DTYPES, CheckpointError, CheckpointReader
 
 # Name components of tables that are not linears: GPT-2/GPT-J's wte/wpe, T5's shared, and every
-# *embed* (embed_tokens, embeddings, word_embeddings, position_embeddings, GPT-NeoX embed_in /
-# embed_out, pos_embed); lm_head stays in high precision as in every FP8 checkpoint we read.
+# *embed* (embed_tokens, embeddings, word_embeddings, position_embeddings, GPT-NeoX embed_in,
+# pos_embed); lm_head stays in high precision as in every FP8 checkpoint we read, and so does
+# GPT-NeoX's embed_out, its lm_head (transformers 5 renames it at load): both quantized when a
+# filter asks (before, embed_out counted as an embedding and a filter could not; 2026-12-06).
 EMBEDDING_PARTS = ("wte", "wpe", "shared")
-KEPT_PARTS = ("lm_head",)
+KEPT_PARTS = ("lm_head", "embed_out")
 # model_types whose every 2-D float *.weight but lm_head and the embeddings is an nn.Linear
 # [out, in] (transformers 5.25; test_checkpoint_load.py builds each model and compares); not
 # MoE ones (routers, per-expert weights) nor GPT-2 (Conv1D [in, out])
@@ -29,7 +31,8 @@ LINEARS_BY_NAME = ("llama", "mistral", "qwen2", "qwen3", "qwen3_5", "qwen3_5_tex
 
 
 def is_embedding(fqn: str) -> bool:
-    return any(p in EMBEDDING_PARTS or "embed" in p for p in fqn.split("."))
+    return any(p in EMBEDDING_PARTS or ("embed" in p and p not in KEPT_PARTS)
+               for p in fqn.split("."))
 
 
 class UnquantizedCheckpoint(Checkpoint):
