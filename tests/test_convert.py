@@ -288,9 +288,10 @@ def test_filter_and_errors():
 
 
 def test_unknown_family_converts_unmerged():
-    cfg = transformers.OlmoConfig(vocab_size=VOCAB, hidden_size=160, intermediate_size=256,
-                                  num_hidden_layers=1, num_attention_heads=2,
-                                  num_key_value_heads=1)
+    # StableLM: q/k/v on one input, but no families.GROUPS entry (OLMo was, until 2026-12-06)
+    cfg = transformers.StableLmConfig(vocab_size=VOCAB, hidden_size=160, intermediate_size=256,
+                                      num_hidden_layers=1, num_attention_heads=2,
+                                      num_key_value_heads=1)
     m = transformers.AutoModelForCausalLM.from_config(cfg, dtype=torch.float32)
     convert(m, "channel_token", backend="reference")
     assert m.fp8tower_merges == []

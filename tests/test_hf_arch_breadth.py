@@ -39,6 +39,8 @@ SMALL = {"hidden_size": 64, "intermediate_size": 128, "moe_intermediate_size": 3
          "index_head_dim": 16, "index_n_heads": 2, "index_topk": 4, "sliding_window": 16,
          "tie_word_embeddings": False}
 
+NOT_AUTO = {"mistral4": "Mistral4ForCausalLM"}
+
 
 def _model(model_type: str, **over) -> nn.Module:
     base = transformers.AutoConfig.for_model(model_type)
@@ -49,7 +51,10 @@ def _model(model_type: str, **over) -> nn.Module:
     if getattr(cfg, "layer_types", None) is not None:
         cfg.layer_types = cfg.layer_types[:cfg.num_hidden_layers]
     torch.manual_seed(0)
-    m = transformers.AutoModelForCausalLM.from_config(cfg, dtype=torch.float32)
+    if model_type in NOT_AUTO:  # not in transformers 5.25's AutoModelForCausalLM table
+        m = getattr(transformers, NOT_AUTO[model_type])(cfg).float()
+    else:
+        m = transformers.AutoModelForCausalLM.from_config(cfg, dtype=torch.float32)
     with torch.no_grad():  # wider than the init's std 0.02: logits that vary
         for p in m.parameters():
             if p.dim() >= 2:
@@ -355,7 +360,24 @@ MERGES = {  # model_type -> (config overrides, merged names per layer)
     "qwen3_moe": ({"mlp_only_layers": [0]}, ["qkv_proj", "gate_up_proj"]),
     "mixtral": ({}, ["qkv_proj"]),
     "glm4_moe": ({}, ["qkv_proj", "gate_up_proj"]),
-    "deepseek_v3": ({"head_dim": 8, "num_key_value_heads": 4}, ["gate_up_proj"]),
+    "deepseek_v3": ({"head_dim": 8, "num_key_value_heads": 4},
+                    ["fused_qkv_a_proj", "gate_up_proj"]),
+    # multi-head latent attention: q_a_proj + kv_a_proj_with_mqa (q_proj without a q LoRA)
+    "deepseek_v2": ({"head_dim": 8, "num_key_value_heads": 4},
+                    ["fused_qkv_a_proj", "gate_up_proj"]),
+    "deepseek_v2:no_q_lora": ({"head_dim": 8, "num_key_value_heads": 4, "q_lora_rank": None},
+                              ["fused_qkv_a_proj", "gate_up_proj"]),
+    "deepseek_v32": ({"num_key_value_heads": 4}, ["fused_qkv_a_proj", "gate_up_proj"]),
+    "glm4_moe_lite": ({"num_key_value_heads": 4}, ["fused_qkv_a_proj", "gate_up_proj"]),
+    "glm_moe_dsa": ({"num_key_value_heads": 4}, ["fused_qkv_a_proj", "gate_up_proj"]),
+    "longcat_flash": ({"num_key_value_heads": 4, "head_dim": 8}, ["fused_qkv_a_proj", "gate_up_proj"]),
+    "kimi_linear": ({"num_key_value_heads": 4, "pad_token_id": 0,  # layer 1 MLA
+                     "layer_types": ["linear_attention", "full_attention"]},
+                    ["fused_qkv_a_proj", "gate_up_proj"]),
+    "minicpm3": ({"num_key_value_heads": 4}, ["fused_qkv_a_proj", "gate_up_proj"]),
+    "mistral4": ({"num_key_value_heads": 4, "head_dim": 24}, ["fused_qkv_a_proj", "gate_up_proj"]),
+    "olmo": ({"clip_qkv": None}, ["qkv_proj", "gate_up_proj"]),
+    "olmoe": ({"clip_qkv": None}, ["qkv_proj"]),
     "olmo2": ({}, ["qkv_proj", "gate_up_proj"]),
     "granite": ({}, ["qkv_proj", "gate_up_proj"]),
     "granitemoe": ({}, ["qkv_proj"]),
@@ -371,7 +393,7 @@ def test_more_families_merge_bit_exactly(model_type, monkeypatch):
     5.25.0, families.py) now merge; their logits are bit-equal to the unmerged model's and
     each GEMM runs once per forward."""
     over, names = MERGES[model_type]
-    base = _model(model_type, **over)
+    base = _model(model_type.partition(":")[0], **over)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the experts kept (item 6)
         unmerged = convert(copy.deepcopy(base), "per_tensor", merge=False, backend="reference")
@@ -422,3 +444,54 @@ def test_gpt_neox_head_is_quantized_when_a_filter_asks(tmp_path):
     default = from_pretrained(tmp_path, scheme="per_tensor", backend="reference",
                               dtype=torch.float32)
     assert type(default.get_submodule("lm_head")) is nn.Linear
+
+
+# ------------------------------------------------- 10. multi-head latent attention, OLMo
+
+
+def _block_fp8(m: nn.Module, path: Path) -> Path:
+    """``m`` saved as a DeepSeek-style block FP8 checkpoint (every projection quantized)."""
+    m.save_pretrained(path / "src")
+    tensors = load_file(path / "src" / "model.safetensors")
+    config = dict(m.config.to_dict(), quantization_config={
+        "quant_method": "fp8", "fmt": "e4m3", "activation_scheme": "dynamic",
+        "weight_block_size": [128, 128], "modules_to_not_convert": ["lm_head", "gate"]})
+    for k in [k for k in tensors if re.search(r"_proj(_with_mqa)?\.weight$", k)]:
+        tensors[k], tensors[k[:-len("weight")] + "weight_scale_inv"] = q_block(tensors[k].float())
+    return save(Spec("block_fp8", config, tensors), path / "fp8")
+
+
+@pytest.mark.filterwarnings("ignore:.*MoE expert parameter")
+def test_a_deepseek_block_fp8_checkpoint_merges_its_latent_projections(tmp_path):
+    """DeepSeek-V3's q_a_proj (N = 1536, 12 block rows) and kv_a_proj_with_mqa (N = 576,
+    a partial last block row) read one hidden state: one block128 GEMM (as vLLM's
+    fused_qkv_a_proj), the logits bit-equal to the unmerged load; describe says so first."""
+    m = _model("deepseek_v3", head_dim=8, num_key_value_heads=4, q_lora_rank=128)
+    path = _block_fp8(m, tmp_path)
+    groups = {(g["merged"], g["action"]) for g in describe(path)["merge_groups"]}
+    assert ("fused_qkv_a_proj", "merge") in groups
+    ours = from_pretrained(path, backend="reference", dtype=torch.float32)
+    unmerged = from_pretrained(path, backend="reference", dtype=torch.float32, merge=False)
+    fused = [r for r in ours.fp8tower_merges if r["merged"] == "fused_qkv_a_proj"]
+    assert len(fused) == 2 and all(r["merged_ok"] for r in fused)
+    assert fused[0]["sizes"] == [128, 40]  # kv_lora_rank 32 + qk_rope_head_dim 8
+    assert torch.equal(_logits(ours), _logits(unmerged))
+
+
+def test_olmo_merges_q_k_v_only_where_it_clips_none(tmp_path):
+    """OlmoAttention clamps q/k/v in place under clip_qkv (views of one merged GEMM cannot
+    be, under autograd): that group is kept apart with the reason, in convert and in
+    describe; gate/up still merge and the logits equal the unmerged model's."""
+    base = _model("olmo", clip_qkv=0.5)
+    merged = convert(copy.deepcopy(base), "per_tensor", backend="reference")
+    unmerged = convert(copy.deepcopy(base), "per_tensor", merge=False, backend="reference")
+    qkv = [r for r in merged.fp8tower_merges if r["merged"] == "qkv_proj"]
+    assert qkv and not any(r["merged_ok"] for r in qkv)
+    assert all("clip_qkv=0.5" in r["reason"] for r in qkv)
+    assert all(r["merged_ok"] for r in merged.fp8tower_merges if r["merged"] == "gate_up_proj")
+    assert torch.equal(_logits(merged), _logits(unmerged))
+    base.save_pretrained(tmp_path)
+    actions = {(g["merged"], g["action"], g["reason"]) 
+               for g in describe(tmp_path, scheme="per_tensor")["merge_groups"]}
+    assert {a[:2] for a in actions} == {("qkv_proj", "keep"), ("gate_up_proj", "merge")}
+    assert any(a[2] and "clip_qkv" in a[2] for a in actions)

@@ -148,6 +148,7 @@ def test_gdn_shards_and_merge_groups():
 # sha256 of digest(get_spec(name)), computed with the code before --tp (f1e7ddf, the parent
 # of the commit that added models/tp.py)
 TP1_GOLDEN = {
+    "deepseek-v3": "a88c003f80411e38928ccd70378e0b0287842f46a51bfb23bfa7b2945ac988c9",
     "qwen3-8b": "ed78ebf97b38a8c2e12a689e3f077f037bd79d53c5041c5110c1f4aeeae9664b",
     "qwen3.5-27b": "6e43d9884bd3eac6ea999c8272e31109701afcfe4f61f08e86ac93e843878638",
     "tiny-hybrid": "2b5e9cc93bb8905d57bb069585687c1dbb0a6a63343eae5383c8d27b88542f3d",

@@ -12,6 +12,14 @@ from pathlib import Path
 import typer
 
 
+def shipped_models() -> str:
+    """The shipped config names, comma-separated, for --model's help (models/ is torch-free:
+    a directory listing)."""
+    from ..models import list_models
+
+    return ", ".join(list_models())
+
+
 def console():
     """A console for tables: wide enough when stdout is not a terminal (cells are not cut)."""
     from rich.console import Console

@@ -19,6 +19,7 @@ from ._common import (
     check_json_path,
     check_standin,
     check_standin_device,
+    shipped_models,
     tp_size,
     write_json,
 )
@@ -332,7 +333,7 @@ GEN_CPU_ARMS = "bf16,fp8:per_tensor,fp8:channel_token"
 @app.command()
 def generate(
     model: Annotated[str | None, typer.Option(
-        "--model", help="Shipped name (qwen3-8b, qwen3.5-27b, tiny-hybrid) or a config.json / "
+        "--model", help=f"Shipped name ({shipped_models()}) or a config.json / "
         f"directory; default qwen3-8b on a GPU, {CPU_MODEL} on a CPU-only machine.")] = None,
     arms: Annotated[str | None, typer.Option(
         "--arms", help="Comma list of arms: bf16, fp8:<scheme>[:merged], torchao:per_row, "

@@ -21,6 +21,7 @@ from ._common import (
     check_json_path,
     check_standin,
     check_standin_device,
+    shipped_models,
     tp_size,
 )
 from ._common import console as _console
@@ -392,7 +393,7 @@ def _parse_steps(text: str) -> tuple[int, int]:
 @_handles_errors
 def capture(
     model: Annotated[str, typer.Option(
-        "--model", help="Shipped name (qwen3-8b, qwen3.5-27b, tiny-hybrid) or a config.json / "
+        "--model", help=f"Shipped name ({shipped_models()}) or a config.json / "
         "directory.")],
     arm: Annotated[
         ArmKind,
@@ -490,9 +491,8 @@ def capture(
 @_handles_errors
 def capture_model(
     model: Annotated[
-        str, typer.Option("--model", help="Shipped config name (qwen3-8b, qwen3.5-27b, "
-                          "tiny-hybrid) or a config.json / directory: a transformers model "
-                          "with random weights.")
+        str, typer.Option("--model", help=f"Shipped config name ({shipped_models()}) or a "
+                          "config.json / directory: a transformers model with random weights.")
     ],
     arm: Annotated[
         str, typer.Option("--arm", help="bf16, fp8:<scheme> (unmerged) or fp8:<scheme>:merged.")

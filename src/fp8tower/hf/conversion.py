@@ -248,6 +248,12 @@ def merge_group(parent: nn.Module, group: SiblingGroup, mode: MergeMode) -> Merg
     return merged
 
 
+def _candidate(parent: nn.Module, group: SiblingGroup) -> bool:
+    """Whether ``parent`` is of a class the group merges in and holds all its members."""
+    return (type(parent).__name__ in group.parent_classes
+            and all(isinstance(getattr(parent, m, None), nn.Module) for m in group.members))
+
+
 def merge_siblings(model: nn.Module, groups: Iterable[SiblingGroup],
                    mode: str | MergeMode = MergeMode.EXACT) -> list[dict]:
     """Merge each group wherever its parent class is listed; one record per candidate:
@@ -255,19 +261,17 @@ def merge_siblings(model: nn.Module, groups: Iterable[SiblingGroup],
     no member was converted (all kept in high precision, a choice): not a failed merge."""
     mode = MergeMode.parse(mode)
     groups = tuple(groups)
+    config = getattr(model, "config", None)
     records = []
     for fqn, parent in list(model.named_modules()):
-        cls = type(parent).__name__
         for group in groups:
-            if cls not in group.parent_classes:
-                continue
-            if not all(isinstance(getattr(parent, m, None), nn.Module) for m in group.members):
+            if not _candidate(parent, group):
                 continue
             linears = [getattr(parent, m) for m in group.members]
             rec = {"parent": fqn, "merged": group.merged_name, "members": list(group.members),
                    "sizes": [int(getattr(m, "out_features", 0)) for m in linears],
                    "merged_ok": False, "kept": all(type(m) is nn.Linear for m in linears),
-                   "reason": _merge_reason(linears, group)}
+                   "reason": group.skip_reason(config) or _merge_reason(linears, group)}
             if rec["reason"] is None:
                 try:
                     merge_group(parent, group, mode)
@@ -692,8 +696,8 @@ def convert(
         mt = _model_type(model)
         if mt in GROUPS and ck is not None and hasattr(ck, "check_merge_group"):
             for fqn, parent in model.named_modules():
-                for g in GROUPS[mt]:
-                    if type(parent).__name__ in g.parent_classes:
+                for g in GROUPS[mt]:  # the groups merge_family will try
+                    if _candidate(parent, g) and g.skip_reason(model.config) is None:
                         ck.check_merge_group([f"{fqn}.{m}" for m in g.members])
         records = merge_family(model, MergeMode.REQUANT_MAX if requant_max else MergeMode.EXACT)
     tried = [r for r in records if not r["kept"]]

@@ -29,10 +29,21 @@ tensor, one after the other, in the group's order, and changes no member's outpu
   ``apply_mask_to_padding_states`` (one tensor). (``Qwen3NextGatedDeltaNet`` has
   ``in_proj_qkvz`` and ``in_proj_ba`` already; ``in_proj_ba`` stays bf16 by default.)
 
-Left out: ``OlmoeAttention`` and ``OlmoAttention`` clamp q/k/v in place (``clamp_``) under
-``clip_qkv``, which a merged GEMM's split views do not allow under autograd; DeepSeek's MLA
-``q_a_proj`` + ``kv_a_proj_with_mqa`` (one input too) is not a q/k/v group and is not read
-yet. Phi-3 and Falcon store q/k/v (and Phi-3 gate/up) fused already.
+- Multi-head latent attention (2026-12-06, transformers 5.25.0): ``DeepseekV2Attention``,
+  ``DeepseekV3Attention``, ``DeepseekV32Attention``, ``Glm4MoeLiteAttention``,
+  ``GlmMoeDsaAttention``, ``LongcatFlashMLA``, ``KimiLinearAttention``,
+  ``MiniCPM3Attention``, ``Mistral4Attention``: ``q_a_proj`` (through ``q_a_layernorm`` to
+  ``q_b_proj``), then ``kv_a_proj_with_mqa``, on ``hidden_states`` -> ``fused_qkv_a_proj``
+  (vLLM's name; DeepSeek-V3: 1536 + 576 rows of K = 7168, one GEMM); with ``q_lora_rank``
+  null (DeepSeek-V2-Lite) ``q_proj`` and ``kv_a_proj_with_mqa`` alike. The DSA indexer's
+  ``wk`` reads ``hidden_states`` too but is called later, inside the indexer: not merged.
+  Their MLPs (dense, shared experts) are gate/up groups as above.
+- ``OlmoAttention`` / ``OlmoeAttention`` (q/k norms after): q/k/v on ``hidden_states``, but
+  under ``clip_qkv`` they clamp q/k/v in place (``clamp_``), which a merged GEMM's split
+  views do not allow under autograd: merged only where ``config.clip_qkv`` is null
+  (:attr:`SiblingGroup.skip`).
+
+Phi-3 and Falcon store q/k/v (and Phi-3 gate/up) fused already.
 
 MoE experts (3-D parameters, not ``nn.Linear``) are not converted; router gates stay in high
 precision (``conversion.kept_high_precision``). A family without an entry converts unmerged.
@@ -43,16 +54,22 @@ afresh, see ``MergedShard``); the class list only keeps that slow path from bein
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass
 
 
 @dataclass(frozen=True)
 class SiblingGroup:
-    """Members (attribute names on one parent) merged into ``merged_name`` on that parent."""
+    """Members (attribute names on one parent) merged into ``merged_name`` on that parent.
+    ``skip(config)``: why the model of that config must not merge the group (None: it may)."""
 
     merged_name: str
     members: tuple[str, ...]
     parent_classes: tuple[str, ...]
+    skip: Callable[[object], str | None] | None = None
+
+    def skip_reason(self, config) -> str | None:
+        return None if self.skip is None else self.skip(config)
 
 
 def _attn(*classes: str) -> SiblingGroup:
@@ -61,6 +78,21 @@ def _attn(*classes: str) -> SiblingGroup:
 
 def _mlp(*classes: str) -> SiblingGroup:
     return SiblingGroup("gate_up_proj", ("gate_proj", "up_proj"), classes)
+
+
+def _mla(*classes: str) -> tuple[SiblingGroup, SiblingGroup]:
+    """The latent projections of multi-head latent attention (one of the two is present)."""
+    return (SiblingGroup("fused_qkv_a_proj", ("q_a_proj", "kv_a_proj_with_mqa"), classes),
+            SiblingGroup("fused_qkv_a_proj", ("q_proj", "kv_a_proj_with_mqa"), classes))
+
+
+def _clips_qkv(config) -> str | None:
+    clip = getattr(config, "clip_qkv", None)
+    if clip is None and isinstance(config, dict):
+        clip = config.get("clip_qkv")
+    return None if clip is None else (
+        f"clip_qkv={clip}: the attention clamps q/k/v in place, which views of one merged "
+        "GEMM do not allow under autograd")
 
 
 def _gdn(cls: str) -> tuple[SiblingGroup, SiblingGroup]:
@@ -86,9 +118,20 @@ GROUPS: dict[str, tuple[SiblingGroup, ...]] = {
     "qwen3_moe": (_attn("Qwen3MoeAttention"), _mlp("Qwen3MoeMLP")),
     "mixtral": (_attn("MixtralAttention"),),
     "glm4_moe": (_attn("Glm4MoeAttention"), _mlp("Glm4MoeMLP")),
-    "deepseek_v2": (_mlp("DeepseekV2MLP"),),
-    "deepseek_v3": (_mlp("DeepseekV3MLP"),),
+    "deepseek_v2": (*_mla("DeepseekV2Attention"), _mlp("DeepseekV2MLP")),
+    "deepseek_v3": (*_mla("DeepseekV3Attention"), _mlp("DeepseekV3MLP")),
+    "deepseek_v32": (*_mla("DeepseekV32Attention"), _mlp("DeepseekV32MLP")),
+    "glm4_moe_lite": (*_mla("Glm4MoeLiteAttention"), _mlp("Glm4MoeLiteMLP")),
+    "glm_moe_dsa": (*_mla("GlmMoeDsaAttention"), _mlp("GlmMoeDsaMLP")),
+    "longcat_flash": (*_mla("LongcatFlashMLA"), _mlp("LongcatFlashMLP")),
+    "kimi_linear": (*_mla("KimiLinearAttention"), _mlp("KimiLinearMLP")),
+    "minicpm3": (*_mla("MiniCPM3Attention"), _mlp("MiniCPM3MLP")),
+    "mistral4": (*_mla("Mistral4Attention"), _mlp("Mistral4MLP")),
     "olmo2": (_attn("Olmo2Attention"), _mlp("Olmo2MLP")),
+    "olmo": (SiblingGroup("qkv_proj", ("q_proj", "k_proj", "v_proj"), ("OlmoAttention",),
+                          _clips_qkv), _mlp("OlmoMLP")),
+    "olmoe": (SiblingGroup("qkv_proj", ("q_proj", "k_proj", "v_proj"), ("OlmoeAttention",),
+                           _clips_qkv),),
     "granite": (_attn("GraniteAttention"), _mlp("GraniteMLP")),
     "granitemoe": (_attn("GraniteMoeAttention"),),
     "cohere": (_attn("CohereAttention"), _mlp("CohereMLP")),

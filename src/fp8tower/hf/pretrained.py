@@ -376,9 +376,11 @@ def _load_generation_config(model: nn.Module, folder: Path) -> None:
 # ----------------------------------------------------------------------------- describe
 
 
-def merge_groups_of(names: Iterable[str], model_type: str | None) -> list[dict]:
+def merge_groups_of(names: Iterable[str], model_type: str | None,
+                    config=None) -> list[dict]:
     """The family's sibling groups among module names (no model needed): one record per
-    parent holding every member: ``{"parent", "merged", "members"}`` (member fqns)."""
+    parent holding every member: ``{"parent", "merged", "members", "skip"}`` (member fqns;
+    ``skip``: why the model of ``config`` does not merge it, or None)."""
     present = set(names)
     # MoE experts' projections are no merge groups: fp8tower converts no experts (MOE_EXPERT)
     parents = sorted({n.rpartition(".")[0] for n in present
@@ -388,7 +390,8 @@ def merge_groups_of(names: Iterable[str], model_type: str | None) -> list[dict]:
         for g in GROUPS.get(model_type, ()):
             members = [f"{parent}.{m}" if parent else m for m in g.members]
             if all(m in present for m in members):
-                out.append({"parent": parent, "merged": g.merged_name, "members": members})
+                out.append({"parent": parent, "merged": g.merged_name, "members": members,
+                            "skip": g.skip_reason(config)})
     return out
 
 
@@ -458,13 +461,16 @@ def describe(path, *, scheme: Scheme | str | None = None) -> dict:
     mt = config_model_type(ck.config)
     stored_merged = ck.stored_merged() if hasattr(ck, "stored_merged") else {}
     weights = {n[: -len(".weight")] for n in ck.tensor_names() if n.endswith(".weight")}
-    groups = merge_groups_of(weights | set(ck.linear_names()), mt)
+    groups = merge_groups_of(weights | set(ck.linear_names()), mt, ck.config)
     merged_members = {tuple(g["members"]): name for name, g in stored_merged.items()}
     for g in groups:
         schemes = [ck.scheme_for(m) for m in g["members"]]
         split = [m.rpartition(".")[2] for m in g["members"] if ck.is_ignored(m)]
+        skip = g.pop("skip")  # the model's forward rules it out (families.SiblingGroup.skip)
         if tuple(g["members"]) in merged_members:
             g["action"], g["reason"] = "stored merged", None
+        elif skip:
+            g["action"], g["reason"] = "keep", skip
         elif split and len(split) < len(g["members"]):  # convert refuses it (check_merge_group)
             g["action"], g["reason"] = "keep", (
                 f"the ignore list covers only {', '.join(split)}: convert refuses to merge "

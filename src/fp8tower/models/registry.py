@@ -10,14 +10,15 @@ from pathlib import Path
 from typing import Any
 
 from ..quant_rules import modelopt_algo
-from . import llama, qwen
+from . import deepseek, llama, qwen
 from ._fields import Fields
 from .quant import parse_quant_config
 from .spec import ConfigError, TowerSpec
-from .tp import KV_HEADS, ROLES, ROW, check_block_shards, check_tp, shard
+from .tp import KV_HEADS, REPLICATED, ROLES, ROW, check_block_shards, check_tp, shard
 
 BUILDERS = {**{t: qwen.build for t in qwen.MODEL_TYPES},
-            **{t: llama.build for t in llama.MODEL_TYPES}}
+            **{t: llama.build for t in llama.MODEL_TYPES},
+            **{t: deepseek.build for t in deepseek.MODEL_TYPES}}
 SUPPORTED_MODEL_TYPES = tuple(BUILDERS)
 
 
@@ -163,6 +164,11 @@ def _tp_notes(tp: int, fields: dict[str, int], linears: tuple) -> list[str]:
               f"down_proj, GDN out_proj) K / {tp} (sizes the notes above give are the "
               "model's, unsharded); the all-reduce after each row-parallel GEMM is not "
               "modelled")]
+    replicated = sorted({lin.proj for lin in linears
+                         if ROLES.get((lin.kind, lin.proj)) == REPLICATED})
+    if replicated:
+        notes.append(f"{' / '.join(replicated)}: replicated on every rank, whole (vLLM's "
+                     "ReplicatedLinear for MLA's latent projections)")
     kv = fields.get(KV_HEADS)
     if kv is not None and kv < tp:
         notes.append(f"num_key_value_heads {kv} < tp {tp}: each rank holds one kv head "

@@ -8,6 +8,8 @@ With ``--tensor-parallel-size N`` each rank holds a slice of every linear:
   (N = head_dim).
 - row-parallel (attention o_proj, MLP down_proj, GDN out_proj): the input columns, K / tp;
   N stays the hidden size (the all-reduce after it is not a GEMM and is not modelled).
+- replicated (MLA's q_a_proj and kv_a_proj_with_mqa, vLLM's ReplicatedLinear in
+  DeepseekV2MLAAttention): whole on every rank; q_b_proj (or q_proj) column-parallel.
 
 A merge group is merged per rank from its sharded members (``TowerSpec.gemms``). The role of
 each linear comes from its ``(kind, proj)`` (``ROLES``); a linear with no known role is
@@ -28,7 +30,7 @@ from dataclasses import replace
 
 from .spec import ConfigError, LinearSpec
 
-COLUMN, KV, ROW = "column", "kv", "row"
+COLUMN, KV, ROW, REPLICATED = "column", "kv", "row", "replicated"
 BLOCK = 128  # block128's weight block (formats.BLOCK; models/ stays torch-free)
 
 ROLES: dict[tuple[str, str], str] = {
@@ -37,6 +39,11 @@ ROLES: dict[tuple[str, str], str] = {
     ("attention", "k_proj"): KV,
     ("attention", "v_proj"): KV,
     ("attention", "o_proj"): ROW,
+    # multi-head latent attention (DeepSeek-V2 / V3): the latent projections replicated,
+    # q_b_proj ColumnParallelLinear (q_proj without a q LoRA: as above)
+    ("attention", "q_a_proj"): REPLICATED,
+    ("attention", "kv_a_proj_with_mqa"): REPLICATED,
+    ("attention", "q_b_proj"): COLUMN,
     # dense MLP: MergedColumnParallelLinear (gate, up), RowParallelLinear (down)
     ("mlp", "gate_proj"): COLUMN,
     ("mlp", "up_proj"): COLUMN,
@@ -113,7 +120,9 @@ def shard(linears: Iterable[LinearSpec], tp: int, fields: Mapping[str, int],
     out = []
     for lin in linears:
         r = role(lin)
-        if r == ROW:
+        if r == REPLICATED:
+            out.append(lin)
+        elif r == ROW:
             out.append(replace(lin, k=_divide(lin, "K", lin.k, tp, context)))
         elif r == COLUMN:
             out.append(replace(lin, n=_divide(lin, "N", lin.n, tp, context)))
@@ -150,7 +159,7 @@ def check_block_shards(linears: Iterable[LinearSpec], tp: int, context: str = ""
                        context=context)
 
     for lin in linears:
-        if not lin.fp8:
+        if not lin.fp8 or role(lin) == REPLICATED:  # whole on every rank: no block is cut
             continue
         dim, value = ("K", lin.k) if role(lin) == ROW else ("N", lin.n)
         if value % BLOCK:
