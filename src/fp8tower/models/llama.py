@@ -1,4 +1,5 @@
-"""Llama-style dense decoders (llama, qwen2, qwen3, mistral): attention then a SwiGLU MLP.
+"""Llama-style decoders: attention then a SwiGLU MLP (llama, qwen2, qwen3, mistral) or a
+mixture of experts (qwen3_moe: Qwen3-30B-A3B / 235B-A22B; mixtral).
 
 Shapes (HF LlamaAttention / LlamaMLP): q_proj N = heads * head_dim, k_proj / v_proj
 N = kv_heads * head_dim, o_proj K = heads * head_dim; gate/up N = intermediate_size, down
@@ -11,6 +12,13 @@ llama, 8 for mistral, 32 for qwen2 / qwen3 (null: num_attention_heads, for all);
 hidden_size / num_attention_heads, 128 for qwen3. Biases as the modeling code builds them:
 llama q/k/v/o by attention_bias and gate/up/down by mlp_bias; qwen2 q/k/v always, o_proj and
 the MLP never; qwen3 q/k/v/o by attention_bias; mistral none.
+
+MoE types (transformers 5.25 Qwen3MoeDecoderLayer / MixtralDecoderLayer): qwen3_moe's layer i
+is sparse unless listed in ``mlp_only_layers`` or ``(i + 1) % decoder_sparse_step`` (a dense
+MLP of intermediate_size there, modelled), its attention as qwen3's but head_dim absent is
+hidden_size / num_attention_heads and num_key_value_heads absent 4; every mixtral layer is
+sparse. The routed experts are out of scope (3-D parameters, not linears); neither type has
+a shared expert.
 """
 
 from __future__ import annotations
@@ -19,9 +27,29 @@ from ._fields import Fields
 from .blocks import attention_linears, mlp_linears
 from .spec import LinearSpec
 
-MODEL_TYPES = ("llama", "qwen2", "qwen3", "mistral")
-KV_HEADS_DEFAULT = {"mistral": 8, "qwen2": 32, "qwen3": 32}  # others: num_attention_heads
+DENSE_TYPES = ("llama", "qwen2", "qwen3", "mistral")
+MOE_TYPES = ("qwen3_moe", "mixtral")
+MODEL_TYPES = DENSE_TYPES + MOE_TYPES
+# others: num_attention_heads
+KV_HEADS_DEFAULT = {"mistral": 8, "qwen2": 32, "qwen3": 32, "qwen3_moe": 4, "mixtral": 8}
 HEAD_DIM_DEFAULT = {"qwen3": 128}  # others: hidden_size / num_attention_heads
+
+
+def _sparse_layers(f: Fields, model_type: str, num_layers: int) -> list[bool]:
+    """Whether each layer's MLP is a mixture of experts (transformers 5.25's rule)."""
+    if model_type == "mixtral":
+        return [True] * num_layers
+    if model_type != "qwen3_moe":
+        return [False] * num_layers
+    dense = f.cfg.get("mlp_only_layers") or []
+    if not isinstance(dense, list) or not all(
+            isinstance(i, int) and not isinstance(i, bool) for i in dense):
+        raise f.error("mlp_only_layers", dense, "a list of layer indices")
+    experts = f.cfg.get("num_experts", 128)
+    if isinstance(experts, bool) or not isinstance(experts, int) or experts < 0:
+        raise f.error("num_experts", experts, "an integer >= 0")
+    step = f.pos_int("decoder_sparse_step", default=1)
+    return [i not in dense and experts > 0 and (i + 1) % step == 0 for i in range(num_layers)]
 
 
 def build(f: Fields, model_type: str) -> dict:
@@ -40,9 +68,10 @@ def build(f: Fields, model_type: str) -> dict:
         f.multiple("hidden_size", hidden, "num_attention_heads (head_dim is absent)", heads)
         head_dim = hidden // heads
     inter = f.pos_int("intermediate_size")
+    sparse = _sparse_layers(f, model_type, num_layers)
     if model_type == "qwen2":
         qkv_bias, o_bias, mlp_bias = True, False, False
-    elif model_type == "mistral":
+    elif model_type in ("mistral", "mixtral"):
         qkv_bias = o_bias = mlp_bias = False
     else:
         qkv_bias = o_bias = f.flag("attention_bias", False)
@@ -53,10 +82,24 @@ def build(f: Fields, model_type: str) -> dict:
     for i in range(num_layers):
         linears += attention_linears(i, heads * head_dim, kv_heads * head_dim, hidden,
                                      heads * head_dim, qkv_bias, o_bias)
-        linears += mlp_linears(i, inter, hidden, mlp_bias)
+        if not sparse[i]:
+            linears += mlp_linears(i, inter, hidden, mlp_bias)
 
+    tp_fields = {"num_attention_heads": heads, "num_key_value_heads": kv_heads,
+                 "intermediate_size": inter}  # (mixtral: its experts' width, split too)
+    notes = []
+    if any(sparse):
+        dense = num_layers - sum(sparse)
+        experts = f.cfg.get("num_local_experts" if model_type == "mixtral" else "num_experts")
+        notes.append(f"{sum(sparse)} of {num_layers} layers are mixtures of experts "
+                     f"({experts} experts): the routed experts are out of scope"
+                     + (f"; the {dense} dense layers' MLPs are modelled" if dense else
+                        "; the spec covers the attention only"))
+        if model_type == "qwen3_moe" and f.cfg.get("moe_intermediate_size") is not None:
+            tp_fields["moe_intermediate_size"] = f.cfg["moe_intermediate_size"]
+        if not dense and model_type != "mixtral":
+            del tp_fields["intermediate_size"]  # no dense MLP: nothing of that width
     return {"hidden_size": hidden, "num_layers": num_layers,
             "layer_types": ("full_attention",) * num_layers, "linears": linears,
-            "intermediate_size": inter, "mlp_in_scope": True, "notes": [],
-            "tp_fields": {"num_attention_heads": heads, "num_key_value_heads": kv_heads,
-                          "intermediate_size": inter}}
+            "intermediate_size": inter if not all(sparse) else None,
+            "mlp_in_scope": not all(sparse), "notes": notes, "tp_fields": tp_fields}

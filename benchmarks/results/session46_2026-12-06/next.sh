@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Session 46 had no device time (session 45's cut-off retry spent it): this is session 45's
+# next.sh in two calls, with the DeepSeek-V3 tower (added in session 46) in the first. Any
+# card; carry .gpu/run/whl. First call, steps under what is left of BUDGET (s):
+# 1. the GPU suite's plan and cuBLASLt tests (the plan fix's first GPU run);
+# 2. the 27B tower's merged cuBLASLt arms, block128 and per_tensor, M = 1 / 8 / 16 / 32, with
+#    auto beside them (the tower's "vs merged cuBLASLt" against the lean baseline; session
+#    45's call4 and session 38 had block128's cuBLASLt M = 1 16% slower than its M = 16);
+# 3. the DeepSeek-V3 tower (MLA attention, block128, 10.4 GB a step): merged cuBLASLt and
+#    auto, M = 1 / 8 (its shapes were never timed: 2112x7168, 24576x1536, 7168x16384).
+# next2.sh: untuned against the lean cuBLASLt on 29 shapes x 3 schemes, then the GPU suite.
+set -uo pipefail
+T0=$(date +%s)
+BUDGET=${BUDGET:-570}
+left() { echo $(( BUDGET - ($(date +%s) - T0) )); }
+lim() { local l=$(( $(left) - 5 )); [ "$l" -lt 1 ] && l=1; [ "$l" -lt "$1" ] && echo "$l" || echo "$1"; }
+echo "gpu: $(nvidia-smi --query-gpu=name --format=csv,noheader)"
+O=$OUT/call1
+mkdir -p "$O"
+. benchmarks/device_wheels.sh
+install_wheels .gpu/run "$O/status.txt"
+export PYTHONPATH=$PWD/src:/tmp/site PYTHONUNBUFFERED=1
+timeout "$(lim 90)" python3 -m pytest -q -m gpu -p no:cacheprovider -n 8 --timeout 80 -rfE \
+  --tb=short tests/test_gpu_plan.py tests/test_gpu.py -k "plan or cublaslt" > "$O/plan.log" 2>&1
+echo "plan tests rc=$? left=$(left)" | tee -a "$O/status.txt"
+grep -E "^(FAILED|ERROR)|passed|failed" "$O/plan.log" | tail -8
+for s in block128 per_tensor; do
+  timeout "$(lim 150)" python3 -m fp8tower bench tower --model qwen3.5-27b --arms merged \
+    --backends cublaslt,auto --scheme $s --m 1,8,16,32 --rounds 2 \
+    --json "$O/tower_$s.json" > "$O/tower_$s.log" 2>&1
+  echo "tower $s rc=$? left=$(left)" | tee -a "$O/status.txt"
+  grep -E "│ (block128|per_tensor)" "$O/tower_$s.log" | head -8
+done
+timeout "$(lim 200)" python3 -m fp8tower bench tower --model deepseek-v3 --arms merged \
+  --backends cublaslt,auto --scheme block128 --m 1,8 --rounds 2 \
+  --json "$O/tower_deepseek_v3_block128.json" > "$O/tower_deepseek_v3.log" 2>&1
+echo "deepseek-v3 tower rc=$? left=$(left)" | tee -a "$O/status.txt"
+grep -E "│ block128" "$O/tower_deepseek_v3.log" | head -8

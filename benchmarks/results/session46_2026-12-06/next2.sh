@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# The second device call after next.sh (any card; carry .gpu/run/whl): untuned against the
+# lean cuBLASLt on session 39's 29 shapes x M = 1-64, all three W8A8 schemes (on an H200: the
+# H200's rule, never checked against the lean cuBLASLt), then the whole GPU suite.
+set -uo pipefail
+T0=$(date +%s)
+BUDGET=${BUDGET:-570}
+left() { echo $(( BUDGET - ($(date +%s) - T0) )); }
+lim() { local l=$(( $(left) - 5 )); [ "$l" -lt 1 ] && l=1; [ "$l" -lt "$1" ] && echo "$l" || echo "$1"; }
+echo "gpu: $(nvidia-smi --query-gpu=name --format=csv,noheader)"
+O=$OUT/call2
+mkdir -p "$O"
+. benchmarks/device_wheels.sh
+install_wheels .gpu/run "$O/status.txt"
+export PYTHONPATH=$PWD/src:/tmp/site PYTHONUNBUFFERED=1
+S=6144x4096,4096x4096,1024x4096,28672x4096,4096x14336,24576x4096,4096x12288,10240x5120
+S=$S,5120x8192,51200x5120,5120x25600,10240x8192,8192x8192,57344x8192,8192x28672
+S=$S,1280x8192,8192x1024,7168x8192,8192x3584,5120x2048,2048x4096
+S=$S,16384x5120,14336x5120,5120x6144,6144x5120,12288x5120,1024x5120,34816x5120,5120x17408
+mkdir -p /tmp/un
+FP8TOWER_CACHE_DIR=/tmp/un FP8TOWER_TUNE=0 timeout "$(lim 200)" \
+  python3 benchmarks/bench_gemm.py --shapes "$S" --m 1,2,4,8,16,32,64 \
+  --schemes per_tensor,channel_token,block128 --backends cublaslt,untuned --precompile \
+  --replays 10 --rounds 3 --json "$O/untuned.json" > "$O/untuned.log" 2>&1
+echo "untuned rc=$? left=$(left)" | tee -a "$O/status.txt"
+grep -A30 "slower than" "$O/untuned.log" | head -30
+timeout "$(lim 260)" python3 -m pytest -q -m gpu -p no:cacheprovider -n 12 --timeout 200 -rfE \
+  --tb=short > "$O/suite.log" 2>&1
+echo "gpu suite rc=$? left=$(left)" | tee -a "$O/status.txt"
+grep -E "^(FAILED|ERROR)|passed|failed" "$O/suite.log" | tail -15

@@ -1,0 +1,69 @@
+"""Qwen3-MoE and Mixtral towers: the attention of every layer and the dense MLPs, with the
+shapes and biases of the modules transformers 5.25 builds; the routed experts left out."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from fp8tower.models import ConfigError, tower_spec_from_config
+
+transformers = pytest.importorskip("transformers")
+
+# Qwen3-30B-A3B's architecture fields (hidden 2048, 48 layers, 32 q / 4 kv heads of 128,
+# 128 experts of 768), cut to 4 layers
+QWEN3_MOE = {"model_type": "qwen3_moe", "hidden_size": 2048, "intermediate_size": 6144,
+             "moe_intermediate_size": 768, "num_hidden_layers": 4, "num_attention_heads": 32,
+             "num_key_value_heads": 4, "head_dim": 128, "num_experts": 128,
+             "num_experts_per_tok": 8, "vocab_size": 128}
+MIXTRAL = {"model_type": "mixtral", "hidden_size": 512, "intermediate_size": 1024,
+           "num_hidden_layers": 2, "num_attention_heads": 8, "num_key_value_heads": 2,
+           "num_local_experts": 4, "vocab_size": 128}
+
+
+def _hf(cfg: dict) -> dict[str, torch.nn.Linear]:
+    config = transformers.AutoConfig.for_model(**cfg)
+    with torch.device("meta"):
+        model = transformers.AutoModelForCausalLM.from_config(config)
+    return {n.removeprefix("model."): m for n, m in model.named_modules()
+            if isinstance(m, torch.nn.Linear)}
+
+
+@pytest.mark.parametrize("cfg", [
+    QWEN3_MOE, dict(QWEN3_MOE, mlp_only_layers=[0, 2]), dict(QWEN3_MOE, decoder_sparse_step=2),
+    dict(QWEN3_MOE, attention_bias=True), {k: v for k, v in QWEN3_MOE.items()
+                                           if k not in ("head_dim", "num_key_value_heads")},
+    MIXTRAL, dict({k: v for k, v in MIXTRAL.items() if k != "num_key_value_heads"},
+                  num_attention_heads=16)], ids=lambda c: str(sorted(c.items())))
+def test_every_modelled_linear_is_transformers_own(cfg):
+    spec = tower_spec_from_config(cfg)
+    hf = _hf(cfg)
+    ours = {lin.name: lin for lin in spec.all_linears}
+    assert {n: (hf[n].out_features, hf[n].in_features, hf[n].bias is not None)
+            for n in ours} == {n: (x.n, x.k, x.bias) for n, x in ours.items()}
+    assert sorted(set(hf) - set(ours)) == ["lm_head"]  # routers and experts: no nn.Linear
+
+
+def test_qwen3_moe_dense_layers_and_scope():
+    spec = tower_spec_from_config(dict(QWEN3_MOE, mlp_only_layers=[1]))
+    assert spec.mlp_in_scope and [lin.layer for lin in spec.all_linears
+                                  if lin.kind == "mlp"] == [1, 1, 1]
+    assert spec.shapes(merged=True) == {(4096 + 2 * 512, 2048): 4, (2048, 4096): 4}
+    assert any("3 of 4 layers are mixtures of experts (128 experts)" in n for n in spec.notes)
+    every = tower_spec_from_config(QWEN3_MOE)
+    assert not every.mlp_in_scope and every.intermediate_size is None
+    with pytest.raises(ValueError, match="mixture of experts"):
+        every.linears("all")
+    with pytest.raises(ConfigError, match=r"mlp_only_layers: got 'all'; expected a list"):
+        tower_spec_from_config(dict(QWEN3_MOE, mlp_only_layers="all"))
+
+
+def test_qwen3_moe_block128_tp8_is_refused_by_its_expert_width():
+    """Qwen3-30B-A3B's experts (768 wide) at tp 8 are 96 a rank: no whole 128-blocks; tp 2
+    (384) holds them."""
+    fp8 = {"quant_method": "fp8", "fmt": "e4m3", "activation_scheme": "dynamic",
+           "weight_block_size": [128, 128]}
+    cfg = dict(QWEN3_MOE, quantization_config=fp8)
+    assert tower_spec_from_config(cfg, tp=2).tp == 2
+    with pytest.raises(ConfigError, match=r"moe_intermediate_size per rank \(768 / 8\)"):
+        tower_spec_from_config(cfg, tp=8)
