@@ -162,20 +162,6 @@ def test_scheme_argument_on_fp8_checkpoint(tmp_path):
         open_checkpoint(path, scheme="fp4")
 
 
-def test_check_merge_group(tmp_path):
-    spec = build("compressed_tensors", ignore=("lm_head", "model.layers.0.self_attn.k_proj"),
-                 ignored_fqns=("model.layers.0.self_attn.k_proj",))
-    ck = open_checkpoint(save(spec, tmp_path))
-    qkv = [f"model.layers.0.self_attn.{p}_proj" for p in "qkv"]
-    with pytest.raises(CheckpointError) as e:
-        ck.check_merge_group(qkv)
-    msg = str(e.value)
-    assert "config.json" in msg and "ignored ['model.layers.0.self_attn.k_proj']" in msg
-    assert "model.layers.0.self_attn.q_proj" in msg and "expected all or none" in msg
-    ck.check_merge_group([f"model.layers.1.self_attn.{p}_proj" for p in "qkv"])  # all quantized
-    ck.check_merge_group(["model.layers.0.self_attn.k_proj"])  # all ignored
-
-
 def test_lazy_loading_reads_only_the_module(tmp_path, monkeypatch):
     """Opening reads headers only; load_linear reads that module's tensors and nothing else."""
     from fp8tower.checkpoint import reader

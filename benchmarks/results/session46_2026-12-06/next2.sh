@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The second device call after next.sh (any card; carry .gpu/run/whl): untuned against the
 # lean cuBLASLt on session 39's 29 shapes x M = 1-64, all three W8A8 schemes (on an H200: the
-# H200's rule, never checked against the lean cuBLASLt), then the whole GPU suite.
+# H200's rule, never checked against the lean cuBLASLt), DeepSeek-V3's 7 shapes (block128,
+# per_tensor), then the whole GPU suite.
 set -uo pipefail
 T0=$(date +%s)
 BUDGET=${BUDGET:-570}
@@ -24,6 +25,14 @@ FP8TOWER_CACHE_DIR=/tmp/un FP8TOWER_TUNE=0 timeout "$(lim 200)" \
   --replays 10 --rounds 3 --json "$O/untuned.json" > "$O/untuned.log" 2>&1
 echo "untuned rc=$? left=$(left)" | tee -a "$O/status.txt"
 grep -A30 "slower than" "$O/untuned.log" | head -30
+# DeepSeek-V3's shapes (never in the untuned rule's fitting set), block128 and per_tensor
+D=2112x7168,24576x1536,7168x16384,36864x7168,7168x18432,4096x7168,7168x2048
+FP8TOWER_CACHE_DIR=/tmp/un FP8TOWER_TUNE=0 timeout "$(lim 120)" \
+  python3 benchmarks/bench_gemm.py --shapes "$D" --m 1,2,4,8,16,32,64 \
+  --schemes block128,per_tensor --backends cublaslt,untuned --precompile \
+  --replays 10 --rounds 3 --json "$O/untuned_deepseek.json" > "$O/untuned_deepseek.log" 2>&1
+echo "untuned deepseek rc=$? left=$(left)" | tee -a "$O/status.txt"
+grep -A20 "slower than" "$O/untuned_deepseek.log" | head -20
 timeout "$(lim 260)" python3 -m pytest -q -m gpu -p no:cacheprovider -n 12 --timeout 200 -rfE \
   --tb=short > "$O/suite.log" 2>&1
 echo "gpu suite rc=$? left=$(left)" | tee -a "$O/status.txt"

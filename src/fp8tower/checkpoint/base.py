@@ -317,17 +317,6 @@ class Checkpoint:
         """Bytes of all tensors, as stored."""
         return self._reader.nbytes()
 
-    def check_merge_group(self, fqns: list[str]) -> None:
-        """Raise CheckpointError when the ignore list covers only some modules of a group that
-        is to be merged into one GEMM (they must be all quantized or all kept bf16)."""
-        ignored = [f for f in fqns if self.is_ignored(f)]
-        if ignored and len(ignored) != len(fqns):
-            kept = [f for f in fqns if f not in ignored]
-            raise CheckpointError(
-                f"{self.quant_config_file}: the ignore list covers only some modules of the merge "
-                f"group {fqns}: ignored {ignored}, quantized {kept}; expected all or none "
-                "(merge=False loads them unmerged)")
-
     def moe_expert_linears(self) -> list[str]:
         """The quantized linears of MoE experts (``<block>.experts.<i>.<proj>``): loadable one
         by one, but fp8tower converts no MoE experts (see MOE_EXPERT)."""

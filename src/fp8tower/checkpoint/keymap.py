@@ -27,7 +27,7 @@ def rename(name: str, rules: Sequence[tuple[str, str]]) -> str:
 
 class KeyMappedCheckpoint:
     """The Checkpoint API (linear_names, scheme_for, is_ignored, load_linear, load_tensor,
-    tensor_names, check_merge_group, ...) in the model's names; everything else (path,
+    tensor_names, ...) in the model's names; everything else (path,
     config, format, describe, nbytes, close) is the stored checkpoint's."""
 
     def __init__(self, ckpt, rules: Iterable[tuple[str, str]]):
@@ -72,9 +72,6 @@ class KeyMappedCheckpoint:
 
     def load_tensor(self, name: str, device=None, dtype=None):
         return self.stored.load_tensor(self.stored_name(name), device=device, dtype=dtype)
-
-    def check_merge_group(self, fqns: list[str]) -> None:
-        self.stored.check_merge_group([self.stored_name(f) for f in fqns])
 
     def __repr__(self) -> str:
         return f"KeyMappedCheckpoint({self.stored!r}, rules={list(self.rules)})"

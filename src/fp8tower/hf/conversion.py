@@ -257,8 +257,11 @@ def _candidate(parent: nn.Module, group: SiblingGroup) -> bool:
 def merge_siblings(model: nn.Module, groups: Iterable[SiblingGroup],
                    mode: str | MergeMode = MergeMode.EXACT) -> list[dict]:
     """Merge each group wherever its parent class is listed; one record per candidate:
-    ``{"parent", "merged", "members", "sizes", "merged_ok", "kept", "reason"}``. ``kept``:
-    no member was converted (all kept in high precision, a choice): not a failed merge."""
+    ``{"parent", "merged", "members", "sizes", "merged_ok", "kept", "split", "reason"}``.
+    ``kept``: no member was converted (all kept in high precision, a choice): not a failed
+    merge; ``split``: some members were converted, others kept in high precision (by the
+    checkpoint or a filter): each runs as its own GEMM, as vLLM's and SGLang's unfused
+    fallbacks do, where vLLM's loader used to refuse the checkpoint."""
     mode = MergeMode.parse(mode)
     groups = tuple(groups)
     config = getattr(model, "config", None)
@@ -272,6 +275,7 @@ def merge_siblings(model: nn.Module, groups: Iterable[SiblingGroup],
                    "sizes": [int(getattr(m, "out_features", 0)) for m in linears],
                    "merged_ok": False, "kept": all(type(m) is nn.Linear for m in linears),
                    "reason": group.skip_reason(config) or _merge_reason(linears, group)}
+            rec["split"] = not rec["kept"] and any(type(m) is nn.Linear for m in linears)
             if rec["reason"] is None:
                 try:
                     merge_group(parent, group, mode)
@@ -693,15 +697,16 @@ def convert(
     _warn_experts_kept(model, linear_weights)
     records: list[dict] = []
     if merge:
-        mt = _model_type(model)
-        if mt in GROUPS and ck is not None and hasattr(ck, "check_merge_group"):
-            for fqn, parent in model.named_modules():
-                for g in GROUPS[mt]:  # the groups merge_family will try
-                    if _candidate(parent, g) and g.skip_reason(model.config) is None:
-                        ck.check_merge_group([f"{fqn}.{m}" for m in g.members])
         records = merge_family(model, MergeMode.REQUANT_MAX if requant_max else MergeMode.EXACT)
+    split = [r for r in records if r["split"]]
+    if split:  # e.g. an ignore list naming one member of a group: slower, never wrong
+        first = split[0]
+        warnings.warn(f"{len(split)} sibling group(s) not merged: some members are FP8, others "
+                      f"kept in high precision (e.g. {first['parent']}.{first['merged']}: "
+                      f"{first['reason']}); each member runs as its own GEMM; see "
+                      "model.fp8tower_merges", stacklevel=2)
     tried = [r for r in records if not r["kept"]]
-    failed = [r for r in tried if not r["merged_ok"]]
+    failed = [r for r in tried if not r["merged_ok"] and not r["split"]]
     if requant_max and failed:  # asked for: say it did not happen (the numbers stay right)
         warnings.warn(f"requant_max: {len(failed)} of {len(tried)} sibling groups not merged "
                       f"({failed[0]['parent']}.{failed[0]['merged']}: {failed[0]['reason']}); "

@@ -471,10 +471,10 @@ def describe(path, *, scheme: Scheme | str | None = None) -> dict:
             g["action"], g["reason"] = "stored merged", None
         elif skip:
             g["action"], g["reason"] = "keep", skip
-        elif split and len(split) < len(g["members"]):  # convert refuses it (check_merge_group)
+        elif split and len(split) < len(g["members"]):  # convert's records: "split"
             g["action"], g["reason"] = "keep", (
-                f"the ignore list covers only {', '.join(split)}: convert refuses to merge "
-                "the group (merge=False loads it unmerged)")
+                f"the ignore list covers only {', '.join(split)}: the members load unmerged, "
+                "each its own GEMM")
         elif any(s is None for s in schemes):
             g["action"], g["reason"] = "keep", "not quantized in the checkpoint"
         elif ck.format == "unquantized" and not all(default_filter(None, m)
