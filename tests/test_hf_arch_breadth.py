@@ -23,6 +23,7 @@ from safetensors.torch import load_file
 from fp8tower.hf import conversion, families
 from fp8tower.hf.conversion import ConvertError, convert, default_filter
 from fp8tower.hf.pretrained import describe, from_pretrained
+from fp8tower.hf.write import write_merged
 from fp8tower.nn.linear import Fp8Linear
 
 V = 128
@@ -478,20 +479,45 @@ def test_a_deepseek_block_fp8_checkpoint_merges_its_latent_projections(tmp_path)
     assert torch.equal(_logits(ours), _logits(unmerged))
 
 
-def test_olmo_merges_q_k_v_only_where_it_clips_none(tmp_path):
+@pytest.mark.parametrize("model_type", ["olmo", "olmoe"])
+def test_olmo_merges_q_k_v_only_where_it_clips_none(tmp_path, model_type):
     """OlmoAttention clamps q/k/v in place under clip_qkv (views of one merged GEMM cannot
     be, under autograd): that group is kept apart with the reason, in convert and in
     describe; gate/up still merge and the logits equal the unmerged model's."""
-    base = _model("olmo", clip_qkv=0.5)
-    merged = convert(copy.deepcopy(base), "per_tensor", backend="reference")
-    unmerged = convert(copy.deepcopy(base), "per_tensor", merge=False, backend="reference")
+    base = _model(model_type, clip_qkv=0.5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # OLMoE's experts kept (item 6)
+        merged = convert(copy.deepcopy(base), "per_tensor", backend="reference")
+        unmerged = convert(copy.deepcopy(base), "per_tensor", merge=False, backend="reference")
     qkv = [r for r in merged.fp8tower_merges if r["merged"] == "qkv_proj"]
     assert qkv and not any(r["merged_ok"] for r in qkv)
     assert all("clip_qkv=0.5" in r["reason"] for r in qkv)
     assert all(r["merged_ok"] for r in merged.fp8tower_merges if r["merged"] == "gate_up_proj")
     assert torch.equal(_logits(merged), _logits(unmerged))
     base.save_pretrained(tmp_path)
-    actions = {(g["merged"], g["action"], g["reason"]) 
+    actions = {(g["merged"], g["action"], g["reason"])
                for g in describe(tmp_path, scheme="per_tensor")["merge_groups"]}
-    assert {a[:2] for a in actions} == {("qkv_proj", "keep"), ("gate_up_proj", "merge")}
+    assert {a[:2] for a in actions} == {("qkv_proj", "keep"), ("gate_up_proj", "merge")} - (
+        {("gate_up_proj", "merge")} if model_type == "olmoe" else set())
     assert any(a[2] and "clip_qkv" in a[2] for a in actions)
+    # write_merged's requant_max merges what an exact merge keeps, never a skipped group
+    # (it wrote q/k/v merged, which from_pretrained then kept apart)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # OLMoE's experts, stored per expert
+        fp8 = _block_fp8(base, tmp_path / "b")
+        report = write_merged(fp8, tmp_path / "out", requant_max=True)
+    qkv = [g for g in report["groups"] if g["merged"].endswith("qkv_proj")]
+    assert qkv and all(g["written"] == "separate" and "clip_qkv" in g["reason"] for g in qkv)
+
+
+def test_a_skip_reads_the_text_config_and_capture_groups_by_class():
+    """The family may be the text model's: its clip_qkv is the text config's. Kimi-Linear's
+    q_proj merges in its MLA layers only: its delta-rule layers' q_proj is no member."""
+    from fp8tower.hf.capture import _merged_name
+
+    assert "clip_qkv=8" in families._clips_qkv({"model_type": "x",
+                                                "text_config": {"clip_qkv": 8}})
+    assert families._clips_qkv({"text_config": {"clip_qkv": None}}) is None
+    names = _merged_name("kimi_linear")
+    assert names[("KimiLinearAttention", "q_proj")] == "fused_qkv_a_proj"
+    assert ("KimiLinearDeltaAttention", "q_proj") not in names

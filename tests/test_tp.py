@@ -146,7 +146,9 @@ def test_gdn_shards_and_merge_groups():
 
 
 # sha256 of digest(get_spec(name)), computed with the code before --tp (f1e7ddf, the parent
-# of the commit that added models/tp.py)
+# of the commit that added models/tp.py); deepseek-v3 (shipped later, 2026-12-06) pins the
+# spec its builder gave when it came, checked against transformers' modules by
+# tests/models/test_deepseek.py
 TP1_GOLDEN = {
     "deepseek-v3": "a88c003f80411e38928ccd70378e0b0287842f46a51bfb23bfa7b2945ac988c9",
     "qwen3-8b": "ed78ebf97b38a8c2e12a689e3f077f037bd79d53c5041c5110c1f4aeeae9664b",

@@ -69,7 +69,12 @@ def test_deepseek_v3_shapes_and_merges():
         (2 * 18432, 7168): 3, (7168, 18432): 3, (2 * 2048, 7168): 58, (7168, 2048): 58}
     groups = spec.merge_groups("all")
     assert [m.proj for m in groups["layers.0.qkv_a"]] == ["q_a_proj", "kv_a_proj_with_mqa"]
-    assert [m.proj for m in groups["layers.5.shared_gate_up"]] == ["gate_proj", "up_proj"]
+    assert [m.proj for m in groups["layers.5.shared_gate_up"]] == [
+        "shared_experts.gate_proj", "shared_experts.up_proj"]
+    # no q LoRA (DeepSeek-V2-Lite): q_proj and kv_a apart, as vLLM runs them
+    lite = tower_spec_from_config(dict(V3, q_lora_rank=None))
+    assert not any(g.endswith("qkv_a") for g in lite.merge_groups("all"))
+    assert (128 * 192, 7168) in lite.shapes("all", merged=True)
     assert any("kv_b_proj is not modelled" in n for n in spec.notes)
 
 
@@ -104,3 +109,20 @@ def test_deepseek_tower_runs_merged_and_unmerged_alike(scheme):
     assert len(mg.modules()) < len(un.modules())
     y_un, y_mg = un.step(un.static_x), mg.step(mg.static_x)
     assert torch.isfinite(y_un).all() and sqnr_db(y_un.float(), y_mg.float()) >= 40.0
+
+
+def test_a_deepseek_trace_with_the_mlps_reads_back(tmp_path):
+    """The dense MLP's and the shared experts' GEMMs had one label (mlp.gate_proj) in two
+    groups: the manifest was written, then refused by read_manifest."""
+    from fp8tower.tower.capture import capture_arm
+    from fp8tower.trace.manifest import read_manifest
+
+    spec = tower_spec_from_config(TINY)
+    want = {"unmerged": {"mlp.gate_proj", "mlp.shared_experts.gate_proj"},
+            "merged": {"mlp.gate_proj+up_proj",
+                       "mlp.shared_experts.gate_proj+shared_experts.up_proj",
+                       "attention.q_a_proj+kv_a_proj_with_mqa"}}
+    for arm, labels in want.items():
+        capture_arm(spec, arm, backend="reference", steps=(1, 2), out_dir=tmp_path / arm,
+                    device="cpu", parts="all")
+        assert labels <= {op.label for op in read_manifest(tmp_path / arm / "manifest.json").ops}

@@ -180,10 +180,13 @@ def align(eager_names: list[str], eager_fqns: list[str], graph_names: list[str])
 
 
 def _merged_name(model_type: str | None) -> dict[str, str]:
-    """member attribute -> merged attribute (in_proj_qkv -> in_proj_qkvz), for the group key."""
+    """(parent class, member attribute) -> merged attribute (in_proj_qkv -> in_proj_qkvz), for
+    the group key: by class, as the merge is (Kimi-Linear's q_proj merges in its MLA layers,
+    not in its delta-rule ones)."""
     from .families import GROUPS
 
-    return {m: g.merged_name for g in GROUPS.get(model_type or "", ()) for m in g.members}
+    return {(cls, m): g.merged_name for g in GROUPS.get(model_type or "", ())
+            for cls in g.parent_classes for m in g.members}
 
 
 def _fp8_modules(model: nn.Module) -> dict[str, nn.Module]:
@@ -250,7 +253,9 @@ def model_ops(model: nn.Module, names: list[str], fqns: list[str], m: int = 1,
         run = names[i:j + 1]
         # a linear's group is the merged module's, FP8 or not: the arms line up group by group
         head, _, attr = label.rpartition(".")
-        group = f"{head}.{merged.get(attr, attr)}" if head else merged.get(attr, attr)
+        owner = type(modules.get(fqn.rpartition(".")[0])).__name__
+        name = merged.get((owner, attr), attr)
+        group = f"{head}.{name}" if head else name
         if fqn in fp8:
             n, k, nbytes, backend = _gemm_info(fp8[fqn], m)
             # CPU runs: aten ops of the reference path, no kernel family applies

@@ -35,8 +35,10 @@ tensor, one after the other, in the group's order, and changes no member's outpu
   ``MiniCPM3Attention``, ``Mistral4Attention``: ``q_a_proj`` (through ``q_a_layernorm`` to
   ``q_b_proj``), then ``kv_a_proj_with_mqa``, on ``hidden_states`` -> ``fused_qkv_a_proj``
   (vLLM's name; DeepSeek-V3: 1536 + 576 rows of K = 7168, one GEMM); with ``q_lora_rank``
-  null (DeepSeek-V2-Lite) ``q_proj`` and ``kv_a_proj_with_mqa`` alike. The DSA indexer's
-  ``wk`` reads ``hidden_states`` too but is called later, inside the indexer: not merged.
+  null (DeepSeek-V2-Lite) ``q_proj`` and ``kv_a_proj_with_mqa`` alike (fp8tower's own: vLLM
+  keeps those two apart; with ``attention_bias`` only kv_a has a bias and they stay apart).
+  The DSA indexer's ``wk`` reads ``hidden_states`` too but is called later, inside the
+  indexer: not merged.
   Their MLPs (dense, shared experts) are gate/up groups as above.
 - ``OlmoAttention`` / ``OlmoeAttention`` (q/k norms after): q/k/v on ``hidden_states``, but
   under ``clip_qkv`` they clamp q/k/v in place (``clamp_``), which a merged GEMM's split
@@ -86,10 +88,19 @@ def _mla(*classes: str) -> tuple[SiblingGroup, SiblingGroup]:
             SiblingGroup("fused_qkv_a_proj", ("q_proj", "kv_a_proj_with_mqa"), classes))
 
 
+def _field(config, name: str):
+    """``config``'s field ``name`` (a PretrainedConfig or a config.json dict), else its
+    text_config's (the family may be the text model's, ``config_model_type``)."""
+    for c in (config, getattr(config, "text_config", None) if not isinstance(config, dict)
+              else config.get("text_config")):
+        value = c.get(name) if isinstance(c, dict) else getattr(c, name, None)
+        if value is not None:
+            return value
+    return None
+
+
 def _clips_qkv(config) -> str | None:
-    clip = getattr(config, "clip_qkv", None)
-    if clip is None and isinstance(config, dict):
-        clip = config.get("clip_qkv")
+    clip = _field(config, "clip_qkv")
     return None if clip is None else (
         f"clip_qkv={clip}: the attention clamps q/k/v in place, which views of one merged "
         "GEMM do not allow under autograd")

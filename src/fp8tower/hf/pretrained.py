@@ -466,11 +466,10 @@ def describe(path, *, scheme: Scheme | str | None = None) -> dict:
     for g in groups:
         schemes = [ck.scheme_for(m) for m in g["members"]]
         split = [m.rpartition(".")[2] for m in g["members"] if ck.is_ignored(m)]
-        skip = g.pop("skip")  # the model's forward rules it out (families.SiblingGroup.skip)
         if tuple(g["members"]) in merged_members:
             g["action"], g["reason"] = "stored merged", None
-        elif skip:
-            g["action"], g["reason"] = "keep", skip
+        elif g["skip"]:  # the model's forward rules it out (families.SiblingGroup.skip)
+            g["action"], g["reason"] = "keep", g["skip"]
         elif split and len(split) < len(g["members"]):  # convert's records: "split"
             g["action"], g["reason"] = "keep", (
                 f"the ignore list covers only {', '.join(split)}: the members load unmerged, "

@@ -209,9 +209,11 @@ def _write(ck, src: Path, dst: Path, mode: MergeMode, max_shard_bytes: int,
         members = g["members"]
         name = f"{g['parent']}.{g['merged']}" if g["parent"] else g["merged"]
         rec = {"merged": name, "members": members, "written": "merged", "reason": None}
-        # requant_max merges what an exact merge keeps (static input scales that differ);
+        # requant_max merges what an exact merge keeps (static input scales that differ;
+        # never a group the model's forward rules out, families.SiblingGroup.skip);
         # merge_weights says why where it cannot either
-        tried = g["action"] in ("merge", "stored merged") or mode is MergeMode.REQUANT_MAX
+        tried = g["action"] in ("merge", "stored merged") or (
+            mode is MergeMode.REQUANT_MAX and not g["skip"])
         if not tried or not set(members) <= wanted:
             rec["written"] = "separate"
             rec["reason"] = g.get("reason") or "not every member is a quantized linear here"

@@ -6,9 +6,10 @@ Shapes (transformers 5.25.0, DeepseekV3Attention / DeepseekV2Attention, Deepseek
 qk_head_dim = qk_nope_head_dim + qk_rope_head_dim:
 
 - ``q_a_proj`` N = q_lora_rank and ``kv_a_proj_with_mqa`` N = kv_lora_rank +
-  qk_rope_head_dim, both K = hidden, both on the normed hidden state: one merge group
-  (``fused_qkv_a_proj``, hf/families.py); with ``q_lora_rank`` null (DeepSeek-V2-Lite)
-  ``q_proj`` N = heads * qk_head_dim takes q_a_proj's place in it;
+  qk_rope_head_dim, both K = hidden, both on the normed hidden state: one merge group (vLLM's
+  ``fused_qkv_a_proj``); with ``q_lora_rank`` null (DeepSeek-V2-Lite) ``q_proj`` N = heads *
+  qk_head_dim, apart from kv_a, as vLLM runs them (fp8tower's HF conversion merges those two
+  too, hf/families.py);
 - ``q_b_proj`` N = heads * qk_head_dim, K = q_lora_rank, on q_a_layernorm's output;
 - ``o_proj`` N = hidden, K = heads * v_head_dim, on the attention's output;
 - q_a / kv_a / o carry a bias when ``attention_bias``; q_b / q_proj none;
@@ -23,7 +24,8 @@ M = the context length, not a decode-sized GEMM), and the routed experts (3-D, n
 
 Fields config.json leaves out take the type's defaults as transformers 5.25's config classes
 set them: q_lora_rank 1536 (null: no q LoRA), first_k_dense_replace 3 (V3) / 0 (V2),
-n_shared_experts 1 (V3) / 2 (V2); the sizes are required.
+n_shared_experts 1 (V3) / 2 (V2) (null: none); the sizes are required. ``moe_layer_freq``
+(which vLLM reads) is ignored, as transformers ignores it: every published model has 1.
 """
 
 from __future__ import annotations
@@ -40,24 +42,30 @@ Q_LORA_RANK_DEFAULT = 1536
 
 
 def _count(f: Fields, field: str, default: int) -> int:
-    """A count that may be 0 (no dense layer, no shared expert); absent: ``default``."""
-    value = f.cfg.get(field)
-    if value is None:
+    """A count that may be 0 (no dense layer, no shared expert); absent: ``default``;
+    null: 0."""
+    if field not in f.cfg:
         return default
+    value = f.cfg[field]
+    if value is None:  # null: none (vLLM builds no shared expert for n_shared_experts null)
+        return 0
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise f.error(field, value, "an integer >= 0")
     return value
 
 
-def _mlp(i: int, module: str, inter: int, hidden: int, bias: bool) -> list[LinearSpec]:
-    """gate/up (one merge group, on the post-attention norm) and down, under ``module``."""
-    group = "gate_up" if module == "mlp" else "shared_gate_up"
-    act = "mlp_act" if module == "mlp" else "shared_act"
-    return [linear(i, "mlp", module, "gate_proj", inter, hidden, group, "post_attn_norm",
+def _mlp(i: int, shared: bool, inter: int, hidden: int, bias: bool) -> list[LinearSpec]:
+    """gate/up (one merge group, on the post-attention norm) and down: the dense MLP's, or
+    the shared experts' (``mlp.shared_experts.*``: their proj says so, so that a trace's
+    labels, kind.proj, tell the two apart)."""
+    sub = "shared_experts." if shared else ""
+    group = "shared_gate_up" if shared else "gate_up"
+    act = "shared_act" if shared else "mlp_act"
+    return [linear(i, "mlp", "mlp", f"{sub}gate_proj", inter, hidden, group, "post_attn_norm",
                    bias=bias),
-            linear(i, "mlp", module, "up_proj", inter, hidden, group, "post_attn_norm",
+            linear(i, "mlp", "mlp", f"{sub}up_proj", inter, hidden, group, "post_attn_norm",
                    bias=bias),
-            linear(i, "mlp", module, "down_proj", hidden, inter, None, act, bias=bias)]
+            linear(i, "mlp", "mlp", f"{sub}down_proj", hidden, inter, None, act, bias=bias)]
 
 
 def build(f: Fields, model_type: str) -> dict:
@@ -83,23 +91,25 @@ def build(f: Fields, model_type: str) -> dict:
 
     linears: list[LinearSpec] = []
     for i in range(num_layers):
+        # vLLM fuses q_a + kv_a (fused_qkv_a_proj); without a q LoRA it keeps q_proj apart
+        group = None if q_lora is None else "qkv_a"
         if q_lora is None:
             linears.append(linear(i, "attention", "self_attn", "q_proj", heads * qk_dim, hidden,
-                                  "qkv_a", "hidden_norm"))
+                                  None, "hidden_norm"))
         else:
             linears.append(linear(i, "attention", "self_attn", "q_a_proj", q_lora, hidden,
-                                  "qkv_a", "hidden_norm", bias=attn_bias))
+                                  group, "hidden_norm", bias=attn_bias))
         linears.append(linear(i, "attention", "self_attn", "kv_a_proj_with_mqa", kv_lora + rope,
-                              hidden, "qkv_a", "hidden_norm", bias=attn_bias))
+                              hidden, group, "hidden_norm", bias=attn_bias))
         if q_lora is not None:
             linears.append(linear(i, "attention", "self_attn", "q_b_proj", heads * qk_dim, q_lora,
                                   None, "q_a_norm"))
         linears.append(linear(i, "attention", "self_attn", "o_proj", hidden, heads * v_dim, None,
                               "attn_core_out", bias=attn_bias))
         if i < dense_layers:
-            linears += _mlp(i, "mlp", inter, hidden, mlp_bias)
+            linears += _mlp(i, False, inter, hidden, mlp_bias)
         elif shared:
-            linears += _mlp(i, "mlp.shared_experts", shared * moe_inter, hidden, mlp_bias)
+            linears += _mlp(i, True, shared * moe_inter, hidden, mlp_bias)
 
     kv_b = ("MLA kv_b_proj is not modelled: engines absorb it into the attention (vLLM's MLA "
             "decode), and transformers runs it on every cached token, not a decode-sized GEMM")

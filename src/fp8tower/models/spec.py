@@ -11,7 +11,8 @@ Activations. ``LinearSpec.input`` names the tensor a linear reads, per layer:
 ``hidden_norm`` (input_layernorm output: GDN in_proj_*, attention q/k/v), ``gdn_core_out``
 (gated-RMSNorm output of the delta rule: GDN out_proj), ``attn_core_out`` (gated attention
 output: o_proj), ``post_attn_norm`` (post_attention_layernorm output: MLP gate/up),
-``mlp_act`` (silu(gate) * up: MLP down). Siblings that read the same input share a
+``mlp_act`` (silu(gate) * up: MLP down); DeepSeek's MLA adds ``q_a_norm`` (q_a_layernorm
+output: q_b_proj) and its shared experts ``shared_act``. Siblings that read the same input share a
 ``merge_group`` and may run as one GEMM with their N stacked.
 """
 

@@ -9,7 +9,7 @@ unmerged arm uses, so both arms compute the same step).
 Data flow. Only the FP8 linears are the subject; everything between them is a cheap,
 documented stand-in. The step is a chain of *stages*: the GEMMs that read one activation
 (the spec's ``input``: ``hidden_norm``, ``gdn_core_out``, ``attn_core_out``,
-``post_attn_norm``, ``mlp_act``), in execution order. A stage's input is made from the
+``post_attn_norm``, ``mlp_act``; DeepSeek's ``q_a_norm``, ``shared_act``), in execution order. A stage's input is made from the
 previous stage's outputs (the step input ``x`` for the first stage):
 
 - pass-through: the previous stage has one output of exactly the width K (out_proj /
