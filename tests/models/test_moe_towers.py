@@ -1,5 +1,6 @@
-"""Qwen3-MoE and Mixtral towers: the attention of every layer and the dense MLPs, with the
-shapes and biases of the modules transformers 5.25 builds; the routed experts left out."""
+"""Qwen3-MoE, Mixtral and GLM-4.5 towers: the attention of every layer, the dense MLPs and
+(GLM) the shared experts, with the shapes and biases of the modules transformers 5.25
+builds; the routed experts left out."""
 
 from __future__ import annotations
 
@@ -16,6 +17,11 @@ QWEN3_MOE = {"model_type": "qwen3_moe", "hidden_size": 2048, "intermediate_size"
              "moe_intermediate_size": 768, "num_hidden_layers": 4, "num_attention_heads": 32,
              "num_key_value_heads": 4, "head_dim": 128, "num_experts": 128,
              "num_experts_per_tok": 8, "vocab_size": 128}
+GLM4_MOE = {"model_type": "glm4_moe", "hidden_size": 512, "intermediate_size": 1024,
+            "moe_intermediate_size": 128, "num_hidden_layers": 3, "num_attention_heads": 8,
+            "num_key_value_heads": 2, "head_dim": 64, "n_routed_experts": 4,
+            "n_shared_experts": 1, "num_experts_per_tok": 2, "first_k_dense_replace": 1,
+            "n_group": 1, "topk_group": 1, "attention_bias": True, "vocab_size": 128}
 MIXTRAL = {"model_type": "mixtral", "hidden_size": 512, "intermediate_size": 1024,
            "num_hidden_layers": 2, "num_attention_heads": 8, "num_key_value_heads": 2,
            "num_local_experts": 4, "vocab_size": 128}
@@ -34,7 +40,10 @@ def _hf(cfg: dict) -> dict[str, torch.nn.Linear]:
     dict(QWEN3_MOE, attention_bias=True), {k: v for k, v in QWEN3_MOE.items()
                                            if k not in ("head_dim", "num_key_value_heads")},
     MIXTRAL, dict({k: v for k, v in MIXTRAL.items() if k != "num_key_value_heads"},
-                  num_attention_heads=16)], ids=lambda c: str(sorted(c.items())))
+                  num_attention_heads=16),
+    GLM4_MOE, dict(GLM4_MOE, n_shared_experts=2, attention_bias=False, first_k_dense_replace=0),
+    {k: v for k, v in GLM4_MOE.items() if k not in ("head_dim", "num_key_value_heads")}],
+    ids=lambda c: str(sorted(c.items())))
 def test_every_modelled_linear_is_transformers_own(cfg):
     spec = tower_spec_from_config(cfg)
     hf = _hf(cfg)
@@ -67,3 +76,13 @@ def test_qwen3_moe_block128_tp8_is_refused_by_its_expert_width():
     assert tower_spec_from_config(cfg, tp=2).tp == 2
     with pytest.raises(ConfigError, match=r"moe_intermediate_size per rank \(768 / 8\)"):
         tower_spec_from_config(cfg, tp=8)
+
+
+def test_glm4_moe_models_its_shared_experts():
+    spec = tower_spec_from_config(GLM4_MOE)
+    assert spec.mlp_in_scope
+    assert spec.shapes("all", merged=True) == {
+        (512 + 2 * 128, 512): 3, (512, 512): 3, (2 * 1024, 512): 1, (512, 1024): 1,
+        (2 * 128, 512): 2, (512, 128): 2}
+    assert any("2 of 3 layers are mixtures of experts (4 experts)" in n
+               and "shared experts (N = 1 x 128" in n for n in spec.notes)

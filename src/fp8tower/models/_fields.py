@@ -31,6 +31,18 @@ class Fields:
             raise self.error(field, value, "a positive integer (int64)")
         return value
 
+    def count(self, field: str, default: int) -> int:
+        """An integer >= 0 (a layer or expert count that may be 0); absent: ``default``;
+        null: 0 (vLLM builds no shared expert for n_shared_experts null)."""
+        if field not in self.cfg:
+            return default
+        value = self.cfg[field]
+        if value is None:
+            return 0
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise self.error(field, value, "an integer >= 0")
+        return value
+
     def flag(self, field: str, default: bool) -> bool:
         value = self.cfg.get(field)
         if value is None:

@@ -36,3 +36,17 @@ def mlp_linears(i, inter, hidden, bias=False) -> list[LinearSpec]:
                bias=bias),
         linear(i, "mlp", "mlp", "down_proj", hidden, inter, None, "mlp_act", bias=bias),
     ]
+
+
+def shared_expert_linears(i, inter, hidden, bias=False) -> list[LinearSpec]:
+    """A MoE layer's shared experts as one MLP (``mlp.shared_experts.*``, DeepSeek / GLM-4.5):
+    their proj names say so, so that a trace's labels (kind.proj) tell them from a dense
+    MLP's; gate/up one merge group on the post-attention norm, down on ``shared_act``."""
+    return [
+        linear(i, "mlp", "mlp", "shared_experts.gate_proj", inter, hidden, "shared_gate_up",
+               "post_attn_norm", bias=bias),
+        linear(i, "mlp", "mlp", "shared_experts.up_proj", inter, hidden, "shared_gate_up",
+               "post_attn_norm", bias=bias),
+        linear(i, "mlp", "mlp", "shared_experts.down_proj", hidden, inter, None, "shared_act",
+               bias=bias),
+    ]

@@ -31,7 +31,7 @@ n_shared_experts 1 (V3) / 2 (V2) (null: none); the sizes are required. ``moe_lay
 from __future__ import annotations
 
 from ._fields import Fields
-from .blocks import linear
+from .blocks import linear, mlp_linears, shared_expert_linears
 from .spec import LinearSpec
 from .tp import EXPERTS
 
@@ -39,33 +39,6 @@ MODEL_TYPES = ("deepseek_v2", "deepseek_v3")
 DEFAULTS = {"deepseek_v2": {"first_k_dense_replace": 0, "n_shared_experts": 2},
             "deepseek_v3": {"first_k_dense_replace": 3, "n_shared_experts": 1}}
 Q_LORA_RANK_DEFAULT = 1536
-
-
-def _count(f: Fields, field: str, default: int) -> int:
-    """A count that may be 0 (no dense layer, no shared expert); absent: ``default``;
-    null: 0."""
-    if field not in f.cfg:
-        return default
-    value = f.cfg[field]
-    if value is None:  # null: none (vLLM builds no shared expert for n_shared_experts null)
-        return 0
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise f.error(field, value, "an integer >= 0")
-    return value
-
-
-def _mlp(i: int, shared: bool, inter: int, hidden: int, bias: bool) -> list[LinearSpec]:
-    """gate/up (one merge group, on the post-attention norm) and down: the dense MLP's, or
-    the shared experts' (``mlp.shared_experts.*``: their proj says so, so that a trace's
-    labels, kind.proj, tell the two apart)."""
-    sub = "shared_experts." if shared else ""
-    group = "shared_gate_up" if shared else "gate_up"
-    act = "shared_act" if shared else "mlp_act"
-    return [linear(i, "mlp", "mlp", f"{sub}gate_proj", inter, hidden, group, "post_attn_norm",
-                   bias=bias),
-            linear(i, "mlp", "mlp", f"{sub}up_proj", inter, hidden, group, "post_attn_norm",
-                   bias=bias),
-            linear(i, "mlp", "mlp", f"{sub}down_proj", hidden, inter, None, act, bias=bias)]
 
 
 def build(f: Fields, model_type: str) -> dict:
@@ -80,11 +53,11 @@ def build(f: Fields, model_type: str) -> dict:
     nope, rope = f.pos_int("qk_nope_head_dim"), f.pos_int("qk_rope_head_dim")
     v_dim = f.pos_int("v_head_dim")
     qk_dim = nope + rope
-    dense_layers = min(_count(f, "first_k_dense_replace", defaults["first_k_dense_replace"]),
+    dense_layers = min(f.count("first_k_dense_replace", defaults["first_k_dense_replace"]),
                        num_layers)
     inter = f.pos_int("intermediate_size") if dense_layers else None
     moe = dense_layers < num_layers
-    shared = _count(f, "n_shared_experts", defaults["n_shared_experts"]) if moe else 0
+    shared = f.count("n_shared_experts", defaults["n_shared_experts"]) if moe else 0
     moe_inter = f.pos_int("moe_intermediate_size") if shared else 0
     attn_bias = f.flag("attention_bias", False)
     mlp_bias = f.flag("mlp_bias", False) if model_type == "deepseek_v2" else False
@@ -107,9 +80,9 @@ def build(f: Fields, model_type: str) -> dict:
         linears.append(linear(i, "attention", "self_attn", "o_proj", hidden, heads * v_dim, None,
                               "attn_core_out", bias=attn_bias))
         if i < dense_layers:
-            linears += _mlp(i, False, inter, hidden, mlp_bias)
+            linears += mlp_linears(i, inter, hidden, mlp_bias)
         elif shared:
-            linears += _mlp(i, True, shared * moe_inter, hidden, mlp_bias)
+            linears += shared_expert_linears(i, shared * moe_inter, hidden, mlp_bias)
 
     kv_b = ("MLA kv_b_proj is not modelled: engines absorb it into the attention (vLLM's MLA "
             "decode), and transformers runs it on every cached token, not a decode-sized GEMM")

@@ -1,5 +1,5 @@
 """Llama-style decoders: attention then a SwiGLU MLP (llama, qwen2, qwen3, mistral) or a
-mixture of experts (qwen3_moe: Qwen3-30B-A3B / 235B-A22B; mixtral).
+mixture of experts (qwen3_moe: Qwen3-30B-A3B / 235B-A22B; mixtral; glm4_moe: GLM-4.5 / 4.6).
 
 Shapes (HF LlamaAttention / LlamaMLP): q_proj N = heads * head_dim, k_proj / v_proj
 N = kv_heads * head_dim, o_proj K = heads * head_dim; gate/up N = intermediate_size, down
@@ -17,21 +17,25 @@ MoE types (transformers 5.25 Qwen3MoeDecoderLayer / MixtralDecoderLayer): qwen3_
 is sparse unless listed in ``mlp_only_layers`` or ``(i + 1) % decoder_sparse_step`` (a dense
 MLP of intermediate_size there, modelled), its attention as qwen3's but head_dim absent is
 hidden_size / num_attention_heads and num_key_value_heads absent 4; every mixtral layer is
-sparse. The routed experts are out of scope (3-D parameters, not linears); neither type has
-a shared expert.
+sparse; glm4_moe's layers from ``first_k_dense_replace`` (default 1) on, each with shared
+experts of moe_intermediate_size * n_shared_experts (default 1), modelled as an MLP
+(``mlp.shared_experts.*``), its q/k/v biased by attention_bias, o_proj never, head_dim absent
+hidden_size / num_attention_heads, num_key_value_heads absent 8. The routed experts are out
+of scope (3-D parameters, not linears).
 """
 
 from __future__ import annotations
 
 from ._fields import Fields
-from .blocks import attention_linears, mlp_linears
+from .blocks import attention_linears, mlp_linears, shared_expert_linears
 from .spec import LinearSpec
 
 DENSE_TYPES = ("llama", "qwen2", "qwen3", "mistral")
-MOE_TYPES = ("qwen3_moe", "mixtral")
+MOE_TYPES = ("qwen3_moe", "mixtral", "glm4_moe")
 MODEL_TYPES = DENSE_TYPES + MOE_TYPES
 # others: num_attention_heads
-KV_HEADS_DEFAULT = {"mistral": 8, "qwen2": 32, "qwen3": 32, "qwen3_moe": 4, "mixtral": 8}
+KV_HEADS_DEFAULT = {"mistral": 8, "qwen2": 32, "qwen3": 32, "qwen3_moe": 4, "mixtral": 8,
+                    "glm4_moe": 8}
 HEAD_DIM_DEFAULT = {"qwen3": 128}  # others: hidden_size / num_attention_heads
 
 
@@ -39,6 +43,8 @@ def _sparse_layers(f: Fields, model_type: str, num_layers: int) -> list[bool]:
     """Whether each layer's MLP is a mixture of experts (transformers 5.25's rule)."""
     if model_type == "mixtral":
         return [True] * num_layers
+    if model_type == "glm4_moe":
+        return [i >= f.count("first_k_dense_replace", 1) for i in range(num_layers)]
     if model_type != "qwen3_moe":
         return [False] * num_layers
     dense = f.cfg.get("mlp_only_layers") or []
@@ -73,10 +79,14 @@ def build(f: Fields, model_type: str) -> dict:
         qkv_bias, o_bias, mlp_bias = True, False, False
     elif model_type in ("mistral", "mixtral"):
         qkv_bias = o_bias = mlp_bias = False
+    elif model_type == "glm4_moe":
+        qkv_bias, o_bias, mlp_bias = f.flag("attention_bias", False), False, False
     else:
         qkv_bias = o_bias = f.flag("attention_bias", False)
         mlp_bias = f.flag("mlp_bias", False) if model_type == "llama" else False
 
+    shared = f.count("n_shared_experts", 1) if model_type == "glm4_moe" and any(sparse) else 0
+    moe_inter = f.pos_int("moe_intermediate_size") if shared else 0
     linears: list[LinearSpec] = []
 
     for i in range(num_layers):
@@ -84,22 +94,28 @@ def build(f: Fields, model_type: str) -> dict:
                                      heads * head_dim, qkv_bias, o_bias)
         if not sparse[i]:
             linears += mlp_linears(i, inter, hidden, mlp_bias)
+        elif shared:
+            linears += shared_expert_linears(i, shared * moe_inter, hidden)
 
     tp_fields = {"num_attention_heads": heads, "num_key_value_heads": kv_heads,
                  "intermediate_size": inter}  # (mixtral: its experts' width, split too)
     notes = []
     if any(sparse):
         dense = num_layers - sum(sparse)
-        experts = f.cfg.get("num_local_experts" if model_type == "mixtral" else "num_experts")
+        experts = f.cfg.get({"mixtral": "num_local_experts",
+                             "glm4_moe": "n_routed_experts"}.get(model_type, "num_experts"))
+        modelled = [f"the {dense} dense layers' MLPs"] if dense else []
+        modelled += [f"their shared experts (N = {shared} x {moe_inter}, as an MLP)"] * bool(shared)
         notes.append(f"{sum(sparse)} of {num_layers} layers are mixtures of experts "
-                     f"({experts} experts): the routed experts are out of scope"
-                     + (f"; the {dense} dense layers' MLPs are modelled" if dense else
-                        "; the spec covers the attention only"))
-        if model_type == "qwen3_moe" and f.cfg.get("moe_intermediate_size") is not None:
+                     f"({experts} experts): the routed experts are out of scope; "
+                     + (" and ".join(modelled) + " are modelled" if modelled
+                        else "the spec covers the attention only"))
+        if model_type != "mixtral" and f.cfg.get("moe_intermediate_size") is not None:
             tp_fields["moe_intermediate_size"] = f.cfg["moe_intermediate_size"]
         if not dense and model_type != "mixtral":
             del tp_fields["intermediate_size"]  # no dense MLP: nothing of that width
+    in_scope = not all(sparse) or bool(shared)
     return {"hidden_size": hidden, "num_layers": num_layers,
             "layer_types": ("full_attention",) * num_layers, "linears": linears,
             "intermediate_size": inter if not all(sparse) else None,
-            "mlp_in_scope": not all(sparse), "notes": notes, "tp_fields": tp_fields}
+            "mlp_in_scope": in_scope, "notes": notes, "tp_fields": tp_fields}
