@@ -6,5 +6,13 @@ install_wheels() {
   if [ -d "$run/whl" ] && ls "$run"/whl/*.whl >/dev/null 2>&1; then
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
       --target /tmp/site "$run"/whl/*.whl || echo "wheel install failed" | tee -a "$status"
+  else  # not carried (benchmarks/fetch_device_wheels.sh makes them): say so, go on without
+    echo "no wheels in $run/whl: optional packages missing" | tee -a "$status"
   fi
+}
+# "-n N --timeout T" where pytest-xdist and pytest-timeout are importable, else nothing (the
+# GPU tests then run in one process, with no per-test limit): pytest_par N T
+pytest_par() {
+  PYTHONPATH=/tmp/site:${PYTHONPATH:-} python3 -c "import xdist, pytest_timeout" 2>/dev/null \
+    && echo "-n $1 --timeout $2"
 }

@@ -86,3 +86,22 @@ def test_glm4_moe_models_its_shared_experts():
         (2 * 128, 512): 2, (512, 128): 2}
     assert any("2 of 3 layers are mixtures of experts (4 experts)" in n
                and "shared experts (N = 1 x 128" in n for n in spec.notes)
+
+
+def test_moe_edges_tp_and_null_counts():
+    """GLM's shared experts split as a dense MLP at tp > 1; qwen3_moe with no experts is
+    dense everywhere; a null first_k_dense_replace (transformers and vLLM fail on it) is
+    refused, naming the field; the note leaves out an expert count config.json does not
+    give."""
+    glm = tower_spec_from_config(GLM4_MOE, tp=2)
+    assert glm.shapes("all", merged=True)[(128, 512)] == 2  # shared gate+up: 2 x 128 / 2
+    assert glm.shapes("all", merged=True)[(512, 64)] == 2  # shared down: K 128 / 2
+    dense = tower_spec_from_config(dict(QWEN3_MOE, num_experts=0))
+    assert dense.mlp_in_scope and not dense.notes[:-2]
+    assert len([x for x in dense.all_linears if x.kind == "mlp"]) == 3 * 4
+    with pytest.raises(ConfigError, match=r"first_k_dense_replace: missing; expected an "
+                                          r"integer >= 0"):
+        tower_spec_from_config(dict(GLM4_MOE, first_k_dense_replace=None))
+    quiet = tower_spec_from_config({k: v for k, v in GLM4_MOE.items()
+                                    if k != "n_routed_experts"})
+    assert any("2 of 3 layers are mixtures of experts: " in n for n in quiet.notes)

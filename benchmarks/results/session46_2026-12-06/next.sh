@@ -20,7 +20,7 @@ mkdir -p "$O"
 . benchmarks/device_wheels.sh
 install_wheels .gpu/run "$O/status.txt"
 export PYTHONPATH=$PWD/src:/tmp/site PYTHONUNBUFFERED=1
-timeout "$(lim 90)" python3 -m pytest -q -m gpu -p no:cacheprovider -n 8 --timeout 80 -rfE \
+timeout "$(lim 90)" python3 -m pytest -q -m gpu -p no:cacheprovider $(pytest_par 8 80) -rfE \
   --tb=short tests/test_gpu_plan.py tests/test_gpu.py -k "plan or cublaslt" > "$O/plan.log" 2>&1
 echo "plan tests rc=$? left=$(left)" | tee -a "$O/status.txt"
 grep -E "^(FAILED|ERROR)|passed|failed" "$O/plan.log" | tail -8
@@ -31,8 +31,12 @@ for s in block128 per_tensor; do
   echo "tower $s rc=$? left=$(left)" | tee -a "$O/status.txt"
   grep -E "│ (block128|per_tensor)" "$O/tower_$s.log" | head -8
 done
-timeout "$(lim 200)" python3 -m fp8tower bench tower --model deepseek-v3 --arms merged \
-  --backends cublaslt,auto --scheme block128 --m 1,8 --rounds 2 \
-  --json "$O/tower_deepseek_v3_block128.json" > "$O/tower_deepseek_v3.log" 2>&1
-echo "deepseek-v3 tower rc=$? left=$(left)" | tee -a "$O/status.txt"
-grep -E "│ block128" "$O/tower_deepseek_v3.log" | head -8
+# cuBLASLt's block128 needs N a multiple of 128 (kv_a's 576, the merged 2112 are not): its
+# rows are unservable there, so block128 runs auto alone and per_tensor gives the ratio
+for s in per_tensor block128; do
+  timeout "$(lim 120)" python3 -m fp8tower bench tower --model deepseek-v3 --arms merged \
+    --backends cublaslt,auto --scheme $s --m 1,8 --rounds 2 \
+    --json "$O/tower_deepseek_v3_$s.json" > "$O/tower_deepseek_v3_$s.log" 2>&1
+  echo "deepseek-v3 tower $s rc=$? left=$(left)" | tee -a "$O/status.txt"
+  grep -E "│ (block128|per_tensor)" "$O/tower_deepseek_v3_$s.log" | head -8
+done

@@ -33,7 +33,7 @@ FP8TOWER_CACHE_DIR=/tmp/un FP8TOWER_TUNE=0 timeout "$(lim 120)" \
   --replays 10 --rounds 3 --json "$O/untuned_deepseek.json" > "$O/untuned_deepseek.log" 2>&1
 echo "untuned deepseek rc=$? left=$(left)" | tee -a "$O/status.txt"
 grep -A20 "slower than" "$O/untuned_deepseek.log" | head -20
-timeout "$(lim 260)" python3 -m pytest -q -m gpu -p no:cacheprovider -n 12 --timeout 200 -rfE \
+timeout "$(lim 260)" python3 -m pytest -q -m gpu -p no:cacheprovider $(pytest_par 12 200) -rfE \
   --tb=short > "$O/suite.log" 2>&1
 echo "gpu suite rc=$? left=$(left)" | tee -a "$O/status.txt"
 grep -E "^(FAILED|ERROR)|passed|failed" "$O/suite.log" | tail -15

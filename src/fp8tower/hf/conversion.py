@@ -260,8 +260,9 @@ def merge_siblings(model: nn.Module, groups: Iterable[SiblingGroup],
     ``{"parent", "merged", "members", "sizes", "merged_ok", "kept", "split", "reason"}``.
     ``kept``: no member was converted (all kept in high precision, a choice): not a failed
     merge; ``split``: some members were converted, others kept in high precision (by the
-    checkpoint or a filter): each runs as its own GEMM, as vLLM's and SGLang's unfused
-    fallbacks do, where vLLM's loader used to refuse the checkpoint."""
+    checkpoint or a filter): each runs as its own GEMM (vLLM's loader refuses such a
+    checkpoint; fp8tower loads it unmerged). A group the model's forward rules out
+    (``SiblingGroup.skip``) is neither."""
     mode = MergeMode.parse(mode)
     groups = tuple(groups)
     config = getattr(model, "config", None)
@@ -275,7 +276,8 @@ def merge_siblings(model: nn.Module, groups: Iterable[SiblingGroup],
                    "sizes": [int(getattr(m, "out_features", 0)) for m in linears],
                    "merged_ok": False, "kept": all(type(m) is nn.Linear for m in linears),
                    "reason": group.skip_reason(config) or _merge_reason(linears, group)}
-            rec["split"] = not rec["kept"] and any(type(m) is nn.Linear for m in linears)
+            rec["split"] = (not rec["kept"] and any(type(m) is nn.Linear for m in linears)
+                            and group.skip_reason(config) is None)
             if rec["reason"] is None:
                 try:
                     merge_group(parent, group, mode)
@@ -701,10 +703,11 @@ def convert(
     split = [r for r in records if r["split"]]
     if split:  # e.g. an ignore list naming one member of a group: slower, never wrong
         first = split[0]
+        why = "the checkpoint" if ck is not None else "the filter"
         warnings.warn(f"{len(split)} sibling group(s) not merged: some members are FP8, others "
-                      f"kept in high precision (e.g. {first['parent']}.{first['merged']}: "
-                      f"{first['reason']}); each member runs as its own GEMM; see "
-                      "model.fp8tower_merges", stacklevel=2)
+                      f"kept in high precision by {why} (e.g. {first['parent']}."
+                      f"{first['merged']}: {first['reason']}); each member runs as its own "
+                      "GEMM; see model.fp8tower_merges", stacklevel=2)
     tried = [r for r in records if not r["kept"]]
     failed = [r for r in tried if not r["merged_ok"] and not r["split"]]
     if requant_max and failed:  # asked for: say it did not happen (the numbers stay right)

@@ -474,8 +474,13 @@ def describe(path, *, scheme: Scheme | str | None = None) -> dict:
             g["action"], g["reason"] = "keep", (
                 f"the ignore list covers only {', '.join(split)}: the members load unmerged, "
                 "each its own GEMM")
-        elif any(s is None for s in schemes):
+        elif all(s is None for s in schemes):
             g["action"], g["reason"] = "keep", "not quantized in the checkpoint"
+        elif any(s is None for s in schemes):  # e.g. compressed-tensors targets: "split" too
+            only = [m.rpartition(".")[2] for m, s in zip(g["members"], schemes) if s is not None]
+            g["action"], g["reason"] = "keep", (
+                f"only {', '.join(only)} quantized in the checkpoint: the members load "
+                "unmerged, each its own GEMM")
         elif ck.format == "unquantized" and not all(default_filter(None, m)
                                                     for m in g["members"]):
             # convert's default filter keeps them in high precision when quantizing
@@ -485,7 +490,8 @@ def describe(path, *, scheme: Scheme | str | None = None) -> dict:
         else:
             reason = _exact_merge_reason(ck, g["members"], schemes[0])
             g["action"], g["reason"] = ("keep", reason) if reason else ("merge", None)
-        g["scheme"] = None if schemes[0] is None else str(schemes[0])
+        # the group's one scheme; None where its members' differ or one is not quantized
+        g["scheme"] = str(schemes[0]) if len(set(schemes)) == 1 and schemes[0] else None
     info["model_type"] = mt
     info["merge_groups"] = groups
     info["merge_counts"] = dict(collections.Counter(

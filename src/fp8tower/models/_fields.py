@@ -31,14 +31,15 @@ class Fields:
             raise self.error(field, value, "a positive integer (int64)")
         return value
 
-    def count(self, field: str, default: int) -> int:
+    def count(self, field: str, default: int, null: int | None = None) -> int:
         """An integer >= 0 (a layer or expert count that may be 0); absent: ``default``;
-        null: 0 (vLLM builds no shared expert for n_shared_experts null)."""
+        null: ``null`` where given (vLLM builds no shared expert for n_shared_experts null),
+        else refused (transformers and vLLM fail on first_k_dense_replace null)."""
         if field not in self.cfg:
             return default
         value = self.cfg[field]
-        if value is None:
-            return 0
+        if value is None and null is not None:
+            return null
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             raise self.error(field, value, "an integer >= 0")
         return value

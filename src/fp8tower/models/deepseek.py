@@ -57,7 +57,7 @@ def build(f: Fields, model_type: str) -> dict:
                        num_layers)
     inter = f.pos_int("intermediate_size") if dense_layers else None
     moe = dense_layers < num_layers
-    shared = f.count("n_shared_experts", defaults["n_shared_experts"]) if moe else 0
+    shared = f.count("n_shared_experts", defaults["n_shared_experts"], null=0) if moe else 0
     moe_inter = f.pos_int("moe_intermediate_size") if shared else 0
     attn_bias = f.flag("attention_bias", False)
     mlp_bias = f.flag("mlp_bias", False) if model_type == "deepseek_v2" else False

@@ -85,7 +85,8 @@ def build(f: Fields, model_type: str) -> dict:
         qkv_bias = o_bias = f.flag("attention_bias", False)
         mlp_bias = f.flag("mlp_bias", False) if model_type == "llama" else False
 
-    shared = f.count("n_shared_experts", 1) if model_type == "glm4_moe" and any(sparse) else 0
+    shared = (f.count("n_shared_experts", 1, null=0) if model_type == "glm4_moe" and any(sparse)
+              else 0)
     moe_inter = f.pos_int("moe_intermediate_size") if shared else 0
     linears: list[LinearSpec] = []
 
@@ -106,8 +107,9 @@ def build(f: Fields, model_type: str) -> dict:
                              "glm4_moe": "n_routed_experts"}.get(model_type, "num_experts"))
         modelled = [f"the {dense} dense layers' MLPs"] if dense else []
         modelled += [f"their shared experts (N = {shared} x {moe_inter}, as an MLP)"] * bool(shared)
-        notes.append(f"{sum(sparse)} of {num_layers} layers are mixtures of experts "
-                     f"({experts} experts): the routed experts are out of scope; "
+        count = f" ({experts} experts)" if experts is not None else ""
+        notes.append(f"{sum(sparse)} of {num_layers} layers are mixtures of experts{count}: "
+                     "the routed experts are out of scope; "
                      + (" and ".join(modelled) + " are modelled" if modelled
                         else "the spec covers the attention only"))
         if model_type != "mixtral" and f.cfg.get("moe_intermediate_size") is not None:

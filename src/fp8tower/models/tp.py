@@ -44,7 +44,7 @@ ROLES: dict[tuple[str, str], str] = {
     ("attention", "q_a_proj"): REPLICATED,
     ("attention", "kv_a_proj_with_mqa"): REPLICATED,
     ("attention", "q_b_proj"): COLUMN,
-    # DeepSeek's shared experts (models/deepseek.py): split as a dense MLP
+    # shared experts (DeepSeek, GLM-4.5: blocks.shared_expert_linears): split as a dense MLP
     ("mlp", "shared_experts.gate_proj"): COLUMN,
     ("mlp", "shared_experts.up_proj"): COLUMN,
     ("mlp", "shared_experts.down_proj"): ROW,
