@@ -203,7 +203,8 @@ def test_the_tuning_cache_read_is_named_with_a_hash_of_its_bytes(tmp_path, monke
       "num_key_value_heads": 2, "head_dim": 64, "linear_num_key_heads": 2,
       "linear_num_value_heads": 4, "linear_key_head_dim": 32, "linear_value_head_dim": 32,
       "full_attention_interval": 2, "num_hidden_layers": 2, "num_experts": 4,
-      "num_experts_per_tok": 2, "moe_intermediate_size": 64, "vocab_size": 1000},
+      "num_experts_per_tok": 2, "moe_intermediate_size": 64, "vocab_size": 1000,
+      "shared_expert_intermediate_size": 0},  # no shared expert: no MLP modelled
      ("--include-mlp",), "--include-mlp: "),
     ({"model_type": "llama", "hidden_size": 256, "num_attention_heads": 4,
       "num_key_value_heads": 2, "intermediate_size": 512, "num_hidden_layers": 2,

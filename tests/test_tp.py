@@ -136,10 +136,17 @@ def test_gdn_shards_and_merge_groups():
            "num_attention_heads": 16, "num_key_value_heads": 2, "head_dim": 256}
     spec = from_config(cfg, tp=4)
     assert layer0(spec) == {"in_proj_qkvz": ((2 * 2048 + 2 * 4096) // 4, 2048),
-                            "in_proj_ba": (16, 2048), "out_proj": (2048, 1024)}
+                            "in_proj_ba": (16, 2048), "out_proj": (2048, 1024),
+                            # its shared expert (512 by default) split as an MLP; the gate whole
+                            "shared_expert.gate_proj": (128, 2048),
+                            "shared_expert.up_proj": (128, 2048),
+                            "shared_expert.down_proj": (2048, 128),
+                            "shared_expert_gate": (1, 2048)}
     assert layer0_of_type(spec, "full_attention") == {
         "q_proj": (2048, 2048), "k_proj": (256, 2048), "v_proj": (256, 2048),
-        "o_proj": (2048, 1024)}
+        "o_proj": (2048, 1024), "shared_expert.gate_proj": (128, 2048),
+        "shared_expert.up_proj": (128, 2048), "shared_expert.down_proj": (2048, 128),
+        "shared_expert_gate": (1, 2048)}
 
 
 # ------------------------------------------------------------------- tp = 1
@@ -280,22 +287,25 @@ def test_block128_shards_must_hold_whole_blocks():
 
 
 def test_block128_moe_experts_must_hold_whole_blocks():
-    """The experts are not modelled as GEMMs, but a block128 checkpoint's experts are split
-    too: moe_intermediate_size / tp and shared_expert_intermediate_size / tp must be multiples
-    of 128. Qwen3.5-35B-A3B's 512 at tp 8: 64 a rank (GDN in_proj_b / a / ba kept BF16, as
-    FP8 checkpoints keep them)."""
-    block = {**BLOCK_FP8, "modules_to_not_convert": ["in_proj_a", "in_proj_b", "in_proj_ba"]}
+    """The routed experts are not modelled as GEMMs, but a block128 checkpoint's experts are
+    split too: moe_intermediate_size / tp must be a multiple of 128, and so must the shared
+    expert's N per rank (modelled since 2026-12-06). Qwen3.5-35B-A3B's 512 at tp 8: 64 a rank
+    (GDN in_proj_b / a / ba kept BF16, as FP8 checkpoints keep them)."""
+    block = {**BLOCK_FP8, "modules_to_not_convert": ["in_proj_a", "in_proj_b", "in_proj_ba",
+                                                     "shared_expert_gate"]}
     for tp in (2, 4):  # 256, 128 a rank
         assert from_config(moe(quantization_config=block), tp=tp).tp == tp
+    wide = 1024  # a shared expert that holds blocks at tp 8: the routed experts' width refused
     with pytest.raises(TpError, match=r"moe_intermediate_size per rank \(512 / 8\): got 64; "
                        r"expected a multiple of 128 for block128 at tp 8.*the checkpoint is "
                        r"block128: use another tp"):
-        from_config(moe(quantization_config=block), tp=8)
-    with pytest.raises(TpError, match=r"shared_expert_intermediate_size per rank \(384 / 2\): "
+        from_config(moe(quantization_config=block, shared_expert_intermediate_size=wide), tp=8)
+    with pytest.raises(TpError, match=r"layers\.0\.mlp\.shared_expert\.gate_proj N per rank: "
                        r"got 192; expected a multiple of 128"):
         from_config(moe(shared_expert_intermediate_size=384, quantization_config=block),
                     tp=2)
-    nxt = moe(model_type="qwen3_next", quantization_config=block)
+    nxt = moe(model_type="qwen3_next", quantization_config=block,
+              shared_expert_intermediate_size=wide)
     with pytest.raises(TpError, match=r"moe_intermediate_size per rank \(512 / 8\): got 64"):
         from_config(nxt, tp=8)
     # other schemes: nothing to cut
@@ -379,7 +389,7 @@ def test_cli_block128_split_is_refused(tmp_path):
     # an MoE model whose experts cannot hold blocks at this tp: the same
     cfg = tmp_path / "moe" / "config.json"
     cfg.parent.mkdir()
-    cfg.write_text(json.dumps(moe()))
+    cfg.write_text(json.dumps(moe(shared_expert_intermediate_size=1024)))
     code, out = run("dispatch", "--model", cfg, "--tp", "8", "--scheme", "block128")
     assert code == 2 and "moe_intermediate_size per rank (512 / 8): got 64" in out, out
 

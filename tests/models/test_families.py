@@ -87,13 +87,24 @@ def test_qwen3_next(qwen35_text):
     assert not any(lin.fp8 for lin in spec.linears() if lin.proj == "in_proj_ba")
     assert all(lin.merge_group is None for lin in spec.linears() if lin.kind == "gdn")
     assert len(spec.gemms()) == 6 * 2 + 2 * 4
-    assert not spec.mlp_in_scope and spec.intermediate_size is None
-    assert any("experts are out of scope" in n for n in spec.notes)
+    assert spec.mlp_in_scope and spec.intermediate_size is None
+    assert any("routed experts are out of scope; the shared expert (N = 512)" in n
+               for n in spec.notes)
     assert any("MTP" in n for n in spec.notes)
+    # every layer's shared expert (512 by default), its N = 1 gate modelled, not FP8
+    assert [(x.proj, x.n, x.k, x.fp8) for x in spec.linears("all") if x.layer == 0][3:] == [
+        ("shared_expert.gate_proj", 512, 512, True), ("shared_expert.up_proj", 512, 512, True),
+        ("shared_expert.down_proj", 512, 512, True), ("shared_expert_gate", 1, 512, False)]
+    # mlp_only_layers: a dense MLP of intermediate_size there
+    dense = tower_spec_from_config(dict(cfg, mlp_only_layers=[1], intermediate_size=1024))
+    assert [(x.proj, x.n) for x in dense.linears("all") if x.layer == 1][-3:] == [
+        ("gate_proj", 1024), ("up_proj", 1024), ("down_proj", 512)]
+    none = tower_spec_from_config(dict(cfg, shared_expert_intermediate_size=0))
+    assert not none.mlp_in_scope
     with pytest.raises(ValueError, match="mixture of experts"):
-        spec.linears("all")
+        none.linears("all")
     with pytest.raises(ValueError, match="mixture of experts"):
-        spec.fp8_bytes(("gdn", "attention", "mlp"))
+        none.fp8_bytes(("gdn", "attention", "mlp"))
 
 
 def test_qwen35_moe_nested(qwen35_text):
@@ -103,11 +114,11 @@ def test_qwen35_moe_nested(qwen35_text):
     spec = tower_spec_from_config({"model_type": "qwen3_5_moe", "text_config": text})
     assert [lin.proj for lin in spec.linears() if lin.layer == 0] == [
         "in_proj_qkv", "in_proj_z", "in_proj_b", "in_proj_a", "out_proj"]
-    assert not spec.mlp_in_scope
+    assert spec.mlp_in_scope  # the shared experts (512 by default)
     assert spec.module_prefix == "model.language_model."
     assert spec.shapes(merged=True)[(2 * 128 + 2 * 384, 512)] == 6
-    with pytest.raises(ValueError, match="mixture of experts"):
-        spec.shapes("all")
+    shared = [g for g in spec.gemms("all", merged=True) if g.name.endswith("shared_gate_up")]
+    assert len(shared) == spec.num_layers and {(g.n, g.k) for g in shared} == {(2 * 512, 512)}
 
 
 def test_llama_defaults(llama_cfg):

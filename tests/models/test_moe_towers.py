@@ -105,3 +105,30 @@ def test_moe_edges_tp_and_null_counts():
     quiet = tower_spec_from_config({k: v for k, v in GLM4_MOE.items()
                                     if k != "n_routed_experts"})
     assert any("2 of 3 layers are mixtures of experts: " in n for n in quiet.notes)
+
+
+QWEN_MOE = {"hidden_size": 256, "num_hidden_layers": 4, "full_attention_interval": 2,
+            "linear_num_key_heads": 2, "linear_key_head_dim": 32, "linear_num_value_heads": 4,
+            "linear_value_head_dim": 32, "num_attention_heads": 4, "num_key_value_heads": 2,
+            "head_dim": 64, "num_experts": 4, "num_experts_per_tok": 2,
+            "moe_intermediate_size": 64, "shared_expert_intermediate_size": 96,
+            "intermediate_size": 384, "vocab_size": 128}
+
+
+@pytest.mark.parametrize("cfg", [
+    dict(QWEN_MOE, model_type="qwen3_5_moe_text"),
+    dict(QWEN_MOE, model_type="qwen3_next"),
+    dict(QWEN_MOE, model_type="qwen3_next", mlp_only_layers=[1], decoder_sparse_step=1)],
+    ids=["qwen3_5_moe_text", "qwen3_next", "qwen3_next-dense1"])
+def test_qwen_moe_shared_experts_are_transformers_own(cfg):
+    """Qwen3.5-MoE / Qwen3-Next: every linear the spec models (the shared expert and its N = 1
+    gate among them) is a module transformers builds, of that shape and bias; left out: the
+    routers, experts and lm_head."""
+    spec = tower_spec_from_config(cfg)
+    hf = _hf(cfg)
+    ours = {lin.name: lin for lin in spec.all_linears}
+    assert {n: (hf[n].out_features, hf[n].in_features, hf[n].bias is not None)
+            for n in ours} == {n: (x.n, x.k, x.bias) for n, x in ours.items()}
+    assert sorted(set(hf) - set(ours)) == ["lm_head"]
+    assert sum(x.proj == "shared_expert_gate" for x in spec.all_linears) == sum(
+        n.endswith("shared_expert_gate") for n in hf)

@@ -234,8 +234,9 @@ def tower(
                     "give --scheme per_tensor, or drop --merge-mode")
     parts = ALL_PARTS if include_mlp else DEFAULT_PARTS
     if include_mlp and not spec.mlp_in_scope:
-        raise _fail(f"--include-mlp: {spec.name} ({spec.model_type}) has a mixture-of-experts "
-                    "MLP, which towers do not model yet; leave --include-mlp out")
+        raise _fail(f"--include-mlp: {spec.name} ({spec.model_type}) has only mixture-of-"
+                    "experts MLPs without a shared expert, and towers do not model routed "
+                    "experts; leave --include-mlp out")
     if not spec.linears(parts, fp8_only=True):
         raise _fail(f"{spec.name}: no FP8 linears to run (quantization_config method "
                     f"{spec.quant_method!r}); towers run FP8 checkpoints' linears")

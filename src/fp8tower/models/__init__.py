@@ -10,7 +10,7 @@ stores them in FP8. Pure Python: no torch, no CUDA.
     (208, 7214202880)
 
 Supported model_type values: Qwen3.5 / 3.6 hybrids (qwen3_5, qwen3_5_text; qwen3_5_moe and
-qwen3_next for GDN + attention only, their experts are out of scope), Llama-style decoders
+qwen3_next with their shared experts, routed experts out of scope), Llama-style decoders
 (dense: llama, qwen2, qwen3, mistral; MoE, their routed experts out of scope: qwen3_moe,
 mixtral, glm4_moe) and DeepSeek-V2 / V3 (deepseek_v2, deepseek_v3:
 multi-head latent attention, dense MLPs and shared experts; routed experts out of scope).

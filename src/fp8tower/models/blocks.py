@@ -38,15 +38,17 @@ def mlp_linears(i, inter, hidden, bias=False) -> list[LinearSpec]:
     ]
 
 
-def shared_expert_linears(i, inter, hidden, bias=False) -> list[LinearSpec]:
-    """A MoE layer's shared experts as one MLP (``mlp.shared_experts.*``, DeepSeek / GLM-4.5):
-    their proj names say so, so that a trace's labels (kind.proj) tell them from a dense
-    MLP's; gate/up one merge group on the post-attention norm, down on ``shared_act``."""
+def shared_expert_linears(i, inter, hidden, bias=False,
+                          module="shared_experts") -> list[LinearSpec]:
+    """A MoE layer's shared experts as one MLP (``mlp.shared_experts.*``, DeepSeek / GLM-4.5;
+    Qwen's ``mlp.shared_expert.*``): their proj names say so, so that a trace's labels
+    (kind.proj) tell them from a dense MLP's; gate/up one merge group on the post-attention
+    norm, down on ``shared_act``."""
     return [
-        linear(i, "mlp", "mlp", "shared_experts.gate_proj", inter, hidden, "shared_gate_up",
+        linear(i, "mlp", "mlp", f"{module}.gate_proj", inter, hidden, "shared_gate_up",
                "post_attn_norm", bias=bias),
-        linear(i, "mlp", "mlp", "shared_experts.up_proj", inter, hidden, "shared_gate_up",
+        linear(i, "mlp", "mlp", f"{module}.up_proj", inter, hidden, "shared_gate_up",
                "post_attn_norm", bias=bias),
-        linear(i, "mlp", "mlp", "shared_experts.down_proj", hidden, inter, None, "shared_act",
+        linear(i, "mlp", "mlp", f"{module}.down_proj", hidden, inter, None, "shared_act",
                bias=bias),
     ]

@@ -47,11 +47,18 @@ def _sparse_layers(f: Fields, model_type: str, num_layers: int) -> list[bool]:
         return [i >= f.count("first_k_dense_replace", 1) for i in range(num_layers)]
     if model_type != "qwen3_moe":
         return [False] * num_layers
+    return sparse_by_step(f, num_layers, 128)
+
+
+def sparse_by_step(f: Fields, num_layers: int, experts_default: int) -> list[bool]:
+    """Qwen's rule (Qwen3MoeDecoderLayer, Qwen3NextDecoderLayer): layer i is a mixture of
+    experts unless listed in ``mlp_only_layers``, or ``(i + 1) % decoder_sparse_step``, or
+    ``num_experts`` is 0."""
     dense = f.cfg.get("mlp_only_layers") or []
     if not isinstance(dense, list) or not all(
             isinstance(i, int) and not isinstance(i, bool) for i in dense):
         raise f.error("mlp_only_layers", dense, "a list of layer indices")
-    experts = f.cfg.get("num_experts", 128)
+    experts = f.cfg.get("num_experts", experts_default)
     if isinstance(experts, bool) or not isinstance(experts, int) or experts < 0:
         raise f.error("num_experts", experts, "an integer >= 0")
     step = f.pos_int("decoder_sparse_step", default=1)

@@ -13,7 +13,11 @@ MLP. Shapes follow HF transformers (modular_qwen3_next.py, modular_qwen3_5.py):
   (query + sigmoid gate; the default, and always so in Qwen3-Next); k_proj / v_proj
   N = num_key_value_heads * head_dim; o_proj K = num_attention_heads * head_dim; each has a
   bias when ``attention_bias`` (default false). GDN and MLP linears have none.
-- MLP (Qwen3.5 dense only): gate/up N = intermediate_size, down K = intermediate_size.
+- MLP (Qwen3.5 dense; Qwen3-Next's ``mlp_only_layers`` / ``decoder_sparse_step`` layers):
+  gate/up N = intermediate_size, down K = intermediate_size. A MoE layer (Qwen3.5-MoE: every
+  one) has a shared expert, one MLP of shared_expert_intermediate_size (default 512) under
+  ``mlp.shared_expert``, and its N = 1 ``shared_expert_gate`` (not FP8 by default, like
+  in_proj_b / a); its routed experts are out of scope (3-D parameters, not linears).
 
 By default in_proj_b / in_proj_a / in_proj_ba are not FP8: FP8 checkpoints keep these
 N = num_value_heads projections in BF16 (e.g. Qwen's Qwen3.6-35B-A3B-FP8 stores a and b as
@@ -23,7 +27,8 @@ BF16 beside FP8 qkv / z / out_proj). A quantization config, when given, decides 
 from __future__ import annotations
 
 from ._fields import Fields
-from .blocks import attention_linears, linear, mlp_linears
+from .blocks import attention_linears, linear, mlp_linears, shared_expert_linears
+from .llama import sparse_by_step
 from .spec import LinearSpec
 from .tp import EXPERTS
 
@@ -85,7 +90,14 @@ def build(f: Fields, model_type: str) -> dict:
         f.multiple("num_attention_heads", heads, "num_key_value_heads", kv_heads)
         gate = True if next_style else f.flag("attn_output_gate", True)
         bias = f.flag("attention_bias", False)  # q/k/v/o; GDN and MLP linears have none
-    inter = f.pos_int("intermediate_size") if dense_mlp else None
+    if dense_mlp:
+        sparse = [False] * num_layers
+    elif model_type == "qwen3_next":
+        sparse = sparse_by_step(f, num_layers, 512)
+    else:  # Qwen3_5MoeDecoderLayer: every layer a mixture of experts
+        sparse = [True] * num_layers
+    inter = f.pos_int("intermediate_size") if not all(sparse) else None
+    shared = (f.count("shared_expert_intermediate_size", 512, null=0) if any(sparse) else 0)
 
     linears: list[LinearSpec] = []
 
@@ -112,17 +124,21 @@ def build(f: Fields, model_type: str) -> dict:
             q_n = heads * head_dim * (2 if gate else 1)  # query (+ output gate)
             linears += attention_linears(i, q_n, kv_heads * head_dim, hidden, heads * head_dim,
                                          bias, bias)
-        if dense_mlp:
+        if not sparse[i]:
             linears += mlp_linears(i, inter, hidden)
+        elif shared:
+            linears += shared_expert_linears(i, shared, hidden, module="shared_expert")
+            add(i, "mlp", "mlp", "shared_expert_gate", 1, hidden, None, "post_attn_norm",
+                fp8=False)
 
     tp_fields = {}  # the values a tensor-parallel split must divide (models/tp.py)
     if LINEAR in types:
         tp_fields.update(linear_num_key_heads=nk, linear_num_value_heads=nv)
     if FULL in types:
         tp_fields.update(num_attention_heads=heads, num_key_value_heads=kv_heads)
-    if dense_mlp:
+    if inter is not None:
         tp_fields["intermediate_size"] = inter
-    else:  # the experts' widths, as given: checked at tp > 1 only (tp.check_fields)
+    if any(sparse):  # the experts' widths, as given: checked at tp > 1 only (tp.check_fields)
         tp_fields.update({k: f.cfg[k] for k in EXPERTS if f.cfg.get(k) is not None})
 
     notes = []
@@ -130,13 +146,20 @@ def build(f: Fields, model_type: str) -> dict:
         ab = "in_proj_ba" if next_style else "in_proj_b / in_proj_a"
         notes.append(f"GDN {ab} (N = {nv if not next_style else 2 * nv}) are modelled but not "
                      "FP8 unless a quantization config says so: FP8 checkpoints keep them BF16")
-    if not dense_mlp:
+    if any(sparse):
         experts = f.cfg.get("num_experts")
-        notes.append(f"MLP is a mixture of experts (num_experts={experts}): routed and shared "
-                     "experts are out of scope; the spec covers GDN + attention only")
+        count = f" (num_experts={experts})" if experts is not None else ""
+        dense = num_layers - sum(sparse)
+        notes.append(f"{sum(sparse)} of {num_layers} MLPs are mixtures of experts{count}: "
+                     "the routed experts are out of scope; "
+                     + (f"the shared expert (N = {shared}) is modelled as an MLP, its N = 1 "
+                        "shared_expert_gate not FP8 unless a quantization config says so"
+                        if shared else "no shared expert")
+                     + (f"; {dense} dense MLPs" if dense else ""))
     mtp = f.cfg.get("mtp_num_hidden_layers")
     if isinstance(mtp, int) and mtp > 0:
         notes.append(f"MTP draft layer(s) (mtp_num_hidden_layers={mtp}) are not included")
     return {"hidden_size": hidden, "num_layers": num_layers, "layer_types": types,
-            "linears": linears, "intermediate_size": inter, "mlp_in_scope": dense_mlp,
+            "linears": linears, "intermediate_size": inter,
+            "mlp_in_scope": not all(sparse) or bool(shared),
             "notes": notes, "tp_fields": tp_fields}

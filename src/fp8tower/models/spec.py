@@ -119,7 +119,9 @@ class TowerSpec:
     all_linears: tuple[LinearSpec, ...]
     module_prefix: str = "model."  # prepended to LinearSpec.name: the checkpoint's name
     intermediate_size: int | None = None  # dense MLP width; None when the MLP is out of scope
-    mlp_in_scope: bool = True  # False for MoE models: experts are not modelled yet
+    # False where every MLP is a mixture of experts without a shared expert (Mixtral): the
+    # routed experts are not modelled
+    mlp_in_scope: bool = True
     quant_method: str | None = None  # quantization_config's method; None: default policy
     scheme_hint: str | None = None  # per_tensor / channel_token / block128 / None
     # per_tensor: static activation scale (None: not said), (N,) weight scales (QuantPolicy)

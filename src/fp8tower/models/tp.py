@@ -16,8 +16,8 @@ each linear comes from its ``(kind, proj)`` (``ROLES``); a linear with no known 
 refused, not guessed. The checks vLLM makes are made here, each naming the values:
 num_attention_heads divisible by tp, num_key_value_heads divisible by tp or tp by it, the GDN
 key and value heads, intermediate_size and the MoE expert widths (moe_intermediate_size,
-shared_expert_intermediate_size: experts are not modelled as GEMMs, but they are split too)
-divisible by tp. block128 (128x128 weight blocks, one scale each): every sharded dimension
+shared_expert_intermediate_size: routed experts are not modelled as GEMMs, but they are
+split too) divisible by tp. block128 (128x128 weight blocks, one scale each): every sharded dimension
 of an FP8 linear, N of a column-parallel one and K of a row-parallel one, and each expert
 width per rank must be a multiple of 128: a rank's shard must hold whole blocks, since a cut
 block's one scale would span two ranks' shards (:func:`check_block_shards`).
@@ -44,7 +44,12 @@ ROLES: dict[tuple[str, str], str] = {
     ("attention", "q_a_proj"): REPLICATED,
     ("attention", "kv_a_proj_with_mqa"): REPLICATED,
     ("attention", "q_b_proj"): COLUMN,
-    # shared experts (DeepSeek, GLM-4.5: blocks.shared_expert_linears): split as a dense MLP
+    # shared experts (DeepSeek, GLM-4.5, Qwen: blocks.shared_expert_linears): split as a dense
+    # MLP; Qwen's N = 1 shared_expert_gate whole on every rank
+    ("mlp", "shared_expert.gate_proj"): COLUMN,
+    ("mlp", "shared_expert.up_proj"): COLUMN,
+    ("mlp", "shared_expert.down_proj"): ROW,
+    ("mlp", "shared_expert_gate"): REPLICATED,
     ("mlp", "shared_experts.gate_proj"): COLUMN,
     ("mlp", "shared_experts.up_proj"): COLUMN,
     ("mlp", "shared_experts.down_proj"): ROW,
