@@ -168,7 +168,7 @@ def _tp_notes(tp: int, fields: dict[str, int], linears: tuple) -> list[str]:
                          if ROLES.get((lin.kind, lin.proj)) == REPLICATED})
     if replicated:
         notes.append(f"{' / '.join(replicated)}: replicated on every rank, whole (vLLM's "
-                     "ReplicatedLinear for MLA's latent projections)")
+                     "ReplicatedLinear)")
     kv = fields.get(KV_HEADS)
     if kv is not None and kv < tp:
         notes.append(f"num_key_value_heads {kv} < tp {tp}: each rank holds one kv head "

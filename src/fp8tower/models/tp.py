@@ -9,7 +9,8 @@ With ``--tensor-parallel-size N`` each rank holds a slice of every linear:
 - row-parallel (attention o_proj, MLP down_proj, GDN out_proj): the input columns, K / tp;
   N stays the hidden size (the all-reduce after it is not a GEMM and is not modelled).
 - replicated (MLA's q_a_proj and kv_a_proj_with_mqa, vLLM's ReplicatedLinear in
-  DeepseekV2MLAAttention): whole on every rank; q_b_proj (or q_proj) column-parallel.
+  DeepseekV2MLAAttention; Qwen's N = 1 shared_expert_gate): whole on every rank; q_b_proj
+  (or q_proj) column-parallel; shared experts split as a dense MLP.
 
 A merge group is merged per rank from its sharded members (``TowerSpec.gemms``). The role of
 each linear comes from its ``(kind, proj)`` (``ROLES``); a linear with no known role is
@@ -17,10 +18,10 @@ refused, not guessed. The checks vLLM makes are made here, each naming the value
 num_attention_heads divisible by tp, num_key_value_heads divisible by tp or tp by it, the GDN
 key and value heads, intermediate_size and the MoE expert widths (moe_intermediate_size,
 shared_expert_intermediate_size: routed experts are not modelled as GEMMs, but they are
-split too) divisible by tp. block128 (128x128 weight blocks, one scale each): every sharded dimension
-of an FP8 linear, N of a column-parallel one and K of a row-parallel one, and each expert
-width per rank must be a multiple of 128: a rank's shard must hold whole blocks, since a cut
-block's one scale would span two ranks' shards (:func:`check_block_shards`).
+split too) divisible by tp. block128 (128x128 weight blocks, one scale each): every sharded
+dimension of an FP8 linear, N of a column-parallel one and K of a row-parallel one, and each
+expert width per rank must be a multiple of 128: a rank's shard must hold whole blocks,
+since a cut block's one scale would span two ranks' shards (:func:`check_block_shards`).
 """
 
 from __future__ import annotations
