@@ -9,7 +9,8 @@ cd "$(dirname "$0")/.."
 W=${RUN:-.gpu/run}/whl
 mkdir -p "$W"
 python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 \
-  --platform manylinux_2_28_x86_64 --platform manylinux2014_x86_64 --platform any \
+  --implementation cp --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 \
+  --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 --platform any \
   -d "$W" pytest-xdist==3.8.0 execnet==2.1.2 pytest-timeout nvidia-cutlass==4.2.0.0 \
   torchao==0.18.0
 ls -l "$W"

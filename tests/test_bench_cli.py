@@ -211,9 +211,11 @@ def test_the_tuning_cache_read_is_named_with_a_hash_of_its_bytes(tmp_path, monke
       "vocab_size": 1000, "quantization_config": {"quant_method": "awq", "bits": 4}},
      (), "no FP8 linears to run (quantization_config method 'awq')"),
 ])
-def test_configs_a_tower_cannot_run_are_one_line(tmp_path, config, args, message):
+def test_configs_a_tower_cannot_run_are_one_line(tmp_path, config, args, message, monkeypatch):
     """A MoE model's MLP, or a checkpoint with no FP8 linear: refused before anything is
-    built, in one line (they were tracebacks from inside the benchmark)."""
+    built, in one line (they were tracebacks from inside the benchmark). In tmp_path: a case
+    that ran anyway wrote its default JSON under the checkout's benchmarks/results."""
+    monkeypatch.chdir(tmp_path)
     (tmp_path / "config.json").write_text(json.dumps(config))
     r = run("tower", "--model", str(tmp_path / "config.json"), "--m", "1", *args)
     assert r.exit_code == 2, r.output

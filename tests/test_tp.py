@@ -140,13 +140,11 @@ def test_gdn_shards_and_merge_groups():
                             # its shared expert (512 by default) split as an MLP; the gate whole
                             "shared_expert.gate_proj": (128, 2048),
                             "shared_expert.up_proj": (128, 2048),
-                            "shared_expert.down_proj": (2048, 128),
-                            "shared_expert_gate": (1, 2048)}
+                            "shared_expert.down_proj": (2048, 128)}
     assert layer0_of_type(spec, "full_attention") == {
         "q_proj": (2048, 2048), "k_proj": (256, 2048), "v_proj": (256, 2048),
         "o_proj": (2048, 1024), "shared_expert.gate_proj": (128, 2048),
-        "shared_expert.up_proj": (128, 2048), "shared_expert.down_proj": (2048, 128),
-        "shared_expert_gate": (1, 2048)}
+        "shared_expert.up_proj": (128, 2048), "shared_expert.down_proj": (2048, 128)}
 
 
 # ------------------------------------------------------------------- tp = 1
@@ -291,8 +289,7 @@ def test_block128_moe_experts_must_hold_whole_blocks():
     split too: moe_intermediate_size / tp must be a multiple of 128, and so must the shared
     expert's N per rank (modelled since 2026-12-06). Qwen3.5-35B-A3B's 512 at tp 8: 64 a rank
     (GDN in_proj_b / a / ba kept BF16, as FP8 checkpoints keep them)."""
-    block = {**BLOCK_FP8, "modules_to_not_convert": ["in_proj_a", "in_proj_b", "in_proj_ba",
-                                                     "shared_expert_gate"]}
+    block = {**BLOCK_FP8, "modules_to_not_convert": ["in_proj_a", "in_proj_b", "in_proj_ba"]}
     for tp in (2, 4):  # 256, 128 a rank
         assert from_config(moe(quantization_config=block), tp=tp).tp == tp
     wide = 1024  # a shared expert that holds blocks at tp 8: the routed experts' width refused

@@ -91,19 +91,19 @@ def test_qwen3_next(qwen35_text):
     assert any("routed experts are out of scope; the shared expert (N = 512)" in n
                for n in spec.notes)
     assert any("MTP" in n for n in spec.notes)
-    # every layer's shared expert (512 by default), its N = 1 gate modelled, not FP8
+    # every layer's shared expert (512 by default); its N = 1 gate not (vLLM: unquantized)
     assert [(x.proj, x.n, x.k, x.fp8) for x in spec.linears("all") if x.layer == 0][3:] == [
         ("shared_expert.gate_proj", 512, 512, True), ("shared_expert.up_proj", 512, 512, True),
-        ("shared_expert.down_proj", 512, 512, True), ("shared_expert_gate", 1, 512, False)]
+        ("shared_expert.down_proj", 512, 512, True)]
     # mlp_only_layers: a dense MLP of intermediate_size there
     dense = tower_spec_from_config(dict(cfg, mlp_only_layers=[1], intermediate_size=1024))
     assert [(x.proj, x.n) for x in dense.linears("all") if x.layer == 1][-3:] == [
         ("gate_proj", 1024), ("up_proj", 1024), ("down_proj", 512)]
     none = tower_spec_from_config(dict(cfg, shared_expert_intermediate_size=0))
     assert not none.mlp_in_scope
-    with pytest.raises(ValueError, match="mixture of experts"):
+    with pytest.raises(ValueError, match="mixtures of experts without a shared expert"):
         none.linears("all")
-    with pytest.raises(ValueError, match="mixture of experts"):
+    with pytest.raises(ValueError, match="mixtures of experts without a shared expert"):
         none.fp8_bytes(("gdn", "attention", "mlp"))
 
 

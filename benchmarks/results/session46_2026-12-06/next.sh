@@ -6,8 +6,9 @@
 # 2. the 27B tower's merged cuBLASLt arms, block128 and per_tensor, M = 1 / 8 / 16 / 32, with
 #    auto beside them (the tower's "vs merged cuBLASLt" against the lean baseline; session
 #    45's call4 and session 38 had block128's cuBLASLt M = 1 16% slower than its M = 16);
-# 3. the DeepSeek-V3 tower (MLA attention, block128, 10.4 GB a step): merged cuBLASLt and
-#    auto, M = 1 / 8 (its shapes were never timed: 2112x7168, 24576x1536, 7168x16384).
+# 3. the DeepSeek-V3 tower (MLA attention, 10.4 GB a step), merged, M = 1 / 8: per_tensor
+#    cuBLASLt and auto, block128 auto (its shapes were never timed: 2112x7168, 24576x1536,
+#    7168x16384).
 # next2.sh: untuned against the lean cuBLASLt on 29 shapes x 3 schemes, then the GPU suite.
 set -uo pipefail
 T0=$(date +%s)
@@ -34,8 +35,9 @@ done
 # cuBLASLt's block128 needs N a multiple of 128 (kv_a's 576, the merged 2112 are not): its
 # rows are unservable there, so block128 runs auto alone and per_tensor gives the ratio
 for s in per_tensor block128; do
+  b=cublaslt,auto; [ $s = block128 ] && b=auto
   timeout "$(lim 120)" python3 -m fp8tower bench tower --model deepseek-v3 --arms merged \
-    --backends cublaslt,auto --scheme $s --m 1,8 --rounds 2 \
+    --backends $b --scheme $s --m 1,8 --rounds 2 \
     --json "$O/tower_deepseek_v3_$s.json" > "$O/tower_deepseek_v3_$s.log" 2>&1
   echo "deepseek-v3 tower $s rc=$? left=$(left)" | tee -a "$O/status.txt"
   grep -E "│ (block128|per_tensor)" "$O/tower_deepseek_v3_$s.log" | head -8

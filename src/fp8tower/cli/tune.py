@@ -178,7 +178,8 @@ def _model_gemms(spec, merged: bool | None, parts: str) -> list[Gemm]:
     if not gemms:
         from ..models.spec import ALL_PARTS
 
-        modelled = ALL_PARTS if spec.mlp_in_scope else ("gdn", "attention")  # MoE: no MLP
+        # no MLP where every one is a mixture of experts without a shared expert
+        modelled = ALL_PARTS if spec.mlp_in_scope else ("gdn", "attention")
         has = {g.kind for g in spec.gemms(modelled)}
         kinds = [k for k in ALL_PARTS if k in has]
         raise _bad(f"{parts!r} names no FP8 GEMMs of {spec.name}; expected one "

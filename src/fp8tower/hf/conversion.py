@@ -657,6 +657,10 @@ def convert(
             except ValueError as e:  # e.g. a stored bias of the wrong shape: name the module
                 raise ConvertError(f"{fqn}: {e}") from None
 
+    # who keeps a member in high precision, for the split warning below
+    keeper = ("the checkpoint" if filter is None and ck is not None and ck.format != "unquantized"
+              else "the filter" if ck is None or ck.format == "unquantized"
+              else "the checkpoint or the filter")
     if (filter is None or filter is default_filter) and ck is not None \
             and ck.format != "unquantized":
         filter = _not_skipped  # FP8 weights: the checkpoint says which are FP8
@@ -703,9 +707,8 @@ def convert(
     split = [r for r in records if r["split"]]
     if split:  # e.g. an ignore list naming one member of a group: slower, never wrong
         first = split[0]
-        why = "the checkpoint" if ck is not None else "the filter"
         warnings.warn(f"{len(split)} sibling group(s) not merged: some members are FP8, others "
-                      f"kept in high precision by {why} (e.g. {first['parent']}."
+                      f"kept in high precision by {keeper} (e.g. {first['parent']}."
                       f"{first['merged']}: {first['reason']}); each member runs as its own "
                       "GEMM; see model.fp8tower_merges", stacklevel=2)
     tried = [r for r in records if not r["kept"]]

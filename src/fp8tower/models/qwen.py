@@ -16,8 +16,9 @@ MLP. Shapes follow HF transformers (modular_qwen3_next.py, modular_qwen3_5.py):
 - MLP (Qwen3.5 dense; Qwen3-Next's ``mlp_only_layers`` / ``decoder_sparse_step`` layers):
   gate/up N = intermediate_size, down K = intermediate_size. A MoE layer (Qwen3.5-MoE: every
   one) has a shared expert, one MLP of shared_expert_intermediate_size (default 512) under
-  ``mlp.shared_expert``, and its N = 1 ``shared_expert_gate`` (not FP8 by default, like
-  in_proj_b / a); its routed experts are out of scope (3-D parameters, not linears).
+  ``mlp.shared_expert``; its N = 1 ``shared_expert_gate`` is not modelled (vLLM builds it
+  unquantized, ``quant_config=None``, whatever the checkpoint's config says), nor are the
+  routed experts (3-D parameters, not linears).
 
 By default in_proj_b / in_proj_a / in_proj_ba are not FP8: FP8 checkpoints keep these
 N = num_value_heads projections in BF16 (e.g. Qwen's Qwen3.6-35B-A3B-FP8 stores a and b as
@@ -97,7 +98,7 @@ def build(f: Fields, model_type: str) -> dict:
     else:  # Qwen3_5MoeDecoderLayer: every layer a mixture of experts
         sparse = [True] * num_layers
     inter = f.pos_int("intermediate_size") if not all(sparse) else None
-    shared = (f.count("shared_expert_intermediate_size", 512, null=0) if any(sparse) else 0)
+    shared = f.count("shared_expert_intermediate_size", 512) if any(sparse) else 0
 
     linears: list[LinearSpec] = []
 
@@ -128,8 +129,6 @@ def build(f: Fields, model_type: str) -> dict:
             linears += mlp_linears(i, inter, hidden)
         elif shared:
             linears += shared_expert_linears(i, shared, hidden, module="shared_expert")
-            add(i, "mlp", "mlp", "shared_expert_gate", 1, hidden, None, "post_attn_norm",
-                fp8=False)
 
     tp_fields = {}  # the values a tensor-parallel split must divide (models/tp.py)
     if LINEAR in types:
@@ -152,9 +151,9 @@ def build(f: Fields, model_type: str) -> dict:
         dense = num_layers - sum(sparse)
         notes.append(f"{sum(sparse)} of {num_layers} MLPs are mixtures of experts{count}: "
                      "the routed experts are out of scope; "
-                     + (f"the shared expert (N = {shared}) is modelled as an MLP, its N = 1 "
-                        "shared_expert_gate not FP8 unless a quantization config says so"
-                        if shared else "no shared expert")
+                     + (f"the shared expert (N = {shared}) is modelled as an MLP, not its N = 1 "
+                        "shared_expert_gate (unquantized in vLLM)" if shared
+                        else "no shared expert")
                      + (f"; {dense} dense MLPs" if dense else ""))
     mtp = f.cfg.get("mtp_num_hidden_layers")
     if isinstance(mtp, int) and mtp > 0:

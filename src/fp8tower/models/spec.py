@@ -141,9 +141,9 @@ class TowerSpec:
         parts = _check_parts(parts)
         if "mlp" in parts and not self.mlp_in_scope:
             raise ValueError(
-                f"{self.name} ({self.model_type}): MLP parts requested, but its MLP is a "
-                "mixture of experts, which this spec does not model yet; request "
-                "parts=('gdn', 'attention')"
+                f"{self.name} ({self.model_type}): MLP parts requested, but its MLPs are all "
+                "mixtures of experts without a shared expert, and routed experts are not "
+                "modelled; request parts=('gdn', 'attention')"
             )
         return parts
 

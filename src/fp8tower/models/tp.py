@@ -9,8 +9,8 @@ With ``--tensor-parallel-size N`` each rank holds a slice of every linear:
 - row-parallel (attention o_proj, MLP down_proj, GDN out_proj): the input columns, K / tp;
   N stays the hidden size (the all-reduce after it is not a GEMM and is not modelled).
 - replicated (MLA's q_a_proj and kv_a_proj_with_mqa, vLLM's ReplicatedLinear in
-  DeepseekV2MLAAttention; Qwen's N = 1 shared_expert_gate): whole on every rank; q_b_proj
-  (or q_proj) column-parallel; shared experts split as a dense MLP.
+  DeepseekV2MLAAttention): whole on every rank; q_b_proj (or q_proj) column-parallel; shared
+  experts split as a dense MLP.
 
 A merge group is merged per rank from its sharded members (``TowerSpec.gemms``). The role of
 each linear comes from its ``(kind, proj)`` (``ROLES``); a linear with no known role is
@@ -46,11 +46,10 @@ ROLES: dict[tuple[str, str], str] = {
     ("attention", "kv_a_proj_with_mqa"): REPLICATED,
     ("attention", "q_b_proj"): COLUMN,
     # shared experts (DeepSeek, GLM-4.5, Qwen: blocks.shared_expert_linears): split as a dense
-    # MLP; Qwen's N = 1 shared_expert_gate whole on every rank
+    # MLP
     ("mlp", "shared_expert.gate_proj"): COLUMN,
     ("mlp", "shared_expert.up_proj"): COLUMN,
     ("mlp", "shared_expert.down_proj"): ROW,
-    ("mlp", "shared_expert_gate"): REPLICATED,
     ("mlp", "shared_experts.gate_proj"): COLUMN,
     ("mlp", "shared_experts.up_proj"): COLUMN,
     ("mlp", "shared_experts.down_proj"): ROW,
@@ -168,13 +167,20 @@ def check_block_shards(linears: Iterable[LinearSpec], tp: int, context: str = ""
                        "one scale would span two ranks' shards)" + (f"; {fix}" if fix else ""),
                        context=context)
 
+    linears = list(linears)
     for lin in linears:
         if not lin.fp8 or role(lin) == REPLICATED:  # whole on every rank: no block is cut
             continue
         dim, value = ("K", lin.k) if role(lin) == ROW else ("N", lin.n)
         if value % BLOCK:
             raise refuse(f"{lin.name} {dim} per rank", value)
-    for name in EXPERTS:  # not modelled as GEMMs: their per-rank width still cuts blocks
+    # a shared expert modelled (Qwen's mlp.shared_expert.*) is checked as its linears above,
+    # FP8 or not; the routed experts, not modelled as GEMMs, by their per-rank width
+    modelled = {"shared_expert_intermediate_size"} if any(
+        lin.proj.startswith("shared_expert.") for lin in linears) else set()
+    for name in EXPERTS:
+        if name in modelled:
+            continue
         value = (fields or {}).get(name)
         if isinstance(value, int) and value % tp == 0 and value // tp % BLOCK:
             raise refuse(f"{name} per rank ({value} / {tp})", value // tp)
