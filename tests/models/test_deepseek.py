@@ -126,3 +126,15 @@ def test_a_deepseek_trace_with_the_mlps_reads_back(tmp_path):
         capture_arm(spec, arm, backend="reference", steps=(1, 2), out_dir=tmp_path / arm,
                     device="cpu", parts="all")
         assert labels <= {op.label for op in read_manifest(tmp_path / arm / "manifest.json").ops}
+
+
+def test_kimi_k2_reads_as_deepseek_v3():
+    """Kimi-K2's config.json says model_type kimi_k2 (DeepseekV3ForCausalLM's shapes; a
+    kimi_k25 config nests it as its text_config): the DeepSeek-V3 tower, not a ConfigError."""
+    kimi = dict(V3, model_type="kimi_k2", n_routed_experts=384, num_attention_heads=64)
+    spec = tower_spec_from_config(kimi)
+    assert spec.model_type == "kimi_k2"
+    assert spec.shapes(merged=True) == {(2112, 7168): 61, (64 * 192, 1536): 61,
+                                        (7168, 64 * 128): 61}
+    nested = tower_spec_from_config({"model_type": "kimi_k25", "text_config": kimi})
+    assert nested.shapes(merged=True) == spec.shapes(merged=True)

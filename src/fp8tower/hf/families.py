@@ -150,6 +150,9 @@ GROUPS: dict[str, tuple[SiblingGroup, ...]] = {
     "gpt_oss": (_attn("GptOssAttention"),),
 }
 GROUPS["qwen3_5_text"] = GROUPS["qwen3_5"]
+# Kimi-K2's model_type (its remote code's classes are DeepseekV3Attention / DeepseekV3MLP;
+# transformers 5.25 reads a kimi_k2 text config as deepseek_v3: kimi_k25's configuration)
+GROUPS["kimi_k2"] = GROUPS["deepseek_v3"]
 GROUPS["qwen3_5_moe_text"] = GROUPS["qwen3_5_moe"]
 
 

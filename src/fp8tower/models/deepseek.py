@@ -1,4 +1,5 @@
-"""DeepSeek-V2 / V3 decoders (deepseek_v2, deepseek_v3: DeepSeek-V3 / R1, Kimi-K2 shapes):
+"""DeepSeek-V2 / V3 decoders (deepseek_v2, deepseek_v3: DeepSeek-V3 / R1; kimi_k2, Kimi-K2's
+own model_type, which transformers 5.25 reads as deepseek_v3, kimi_k25's text_config):
 multi-head latent attention (MLA), then a dense MLP (the first ``first_k_dense_replace``
 layers) or a mixture of experts with shared experts.
 
@@ -35,9 +36,10 @@ from .blocks import linear, mlp_linears, shared_expert_linears
 from .spec import LinearSpec
 from .tp import EXPERTS
 
-MODEL_TYPES = ("deepseek_v2", "deepseek_v3")
+MODEL_TYPES = ("deepseek_v2", "deepseek_v3", "kimi_k2")
 DEFAULTS = {"deepseek_v2": {"first_k_dense_replace": 0, "n_shared_experts": 2},
             "deepseek_v3": {"first_k_dense_replace": 3, "n_shared_experts": 1}}
+DEFAULTS["kimi_k2"] = DEFAULTS["deepseek_v3"]
 Q_LORA_RANK_DEFAULT = 1536
 
 
