@@ -137,7 +137,8 @@ def test_gdn_shards_and_merge_groups():
     spec = from_config(cfg, tp=4)
     assert layer0(spec) == {"in_proj_qkvz": ((2 * 2048 + 2 * 4096) // 4, 2048),
                             "in_proj_ba": (16, 2048), "out_proj": (2048, 1024),
-                            # its shared expert (512 by default) split as an MLP; the gate whole
+                            # its shared expert (512 by default) split as an MLP (its N = 1
+                            # gate is not modelled)
                             "shared_expert.gate_proj": (128, 2048),
                             "shared_expert.up_proj": (128, 2048),
                             "shared_expert.down_proj": (2048, 128)}
