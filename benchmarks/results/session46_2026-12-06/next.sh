@@ -20,6 +20,13 @@ O=$OUT/call1
 mkdir -p "$O"
 . benchmarks/device_wheels.sh
 install_wheels .gpu/run "$O/status.txt"
+# the tuner's CUTLASS libraries, built on the CPU machine (benchmarks/prebuild_cutlass.py)
+if [ -f .gpu/run/prebuilt.tar.xz ]; then
+  mkdir -p ~/.cache/fp8tower && tar xJf .gpu/run/prebuilt.tar.xz -C ~/.cache/fp8tower
+else
+  echo "no .gpu/run/prebuilt.tar.xz: the tuner builds its CUTLASS libraries here" \
+    | tee -a "$O/status.txt"
+fi
 export PYTHONPATH=$PWD/src:/tmp/site PYTHONUNBUFFERED=1
 timeout "$(lim 90)" python3 -m pytest -q -m gpu -p no:cacheprovider $(pytest_par 8 80) -rfE \
   --tb=short tests/test_gpu_plan.py tests/test_gpu.py -k "plan or cublaslt" > "$O/plan.log" 2>&1
