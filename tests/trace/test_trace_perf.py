@@ -1,9 +1,9 @@
 """Ingest speed: the 8+136-step pair of a 208-GEMM tower (~85k kernel events, ~75 MB of JSON)
 must ingest and diff faster than the standard library's json.loads parses the long trace
 alone (measured on the 2-core CPU box: 0.35 s in 2026-11-29, benchmarks/results/
-trace_ingest_cpu.json, with json.load of the pair ~1.0 s; 0.79 s against json.loads' 1.35 s on
-2026-12-06). Relative, timed alternately: a fixed 1.5 s budget failed a CI run whose machine
-was shared (1.68 s), which says nothing about our code."""
+trace_ingest_cpu.json, with json.load of the pair ~1.0 s). Relative, timed alternately: a
+fixed 1.5 s budget failed a CI run whose machine was shared, which says nothing about our
+code."""
 
 from __future__ import annotations
 
