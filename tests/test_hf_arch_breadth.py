@@ -377,6 +377,12 @@ MERGES = {  # model_type -> (config overrides, merged names per layer)
                     ["fused_qkv_a_proj", "gate_up_proj"]),
     "minicpm3": ({"num_key_value_heads": 4}, ["fused_qkv_a_proj", "gate_up_proj"]),
     "mistral4": ({"num_key_value_heads": 4, "head_dim": 24}, ["fused_qkv_a_proj", "gate_up_proj"]),
+    # shared-KV attention: q_a_proj + kv_proj; layer 0's indexer q_b_proj reads q_a_norm's
+    # output (another module's: apart), the compressors' kv / gate stay high precision
+    "deepseek_v4": ({"num_key_value_heads": 1, "head_dim": 32, "o_groups": 2,
+                     "o_lora_rank": 16, "layer_types": ["compressed_sparse_attention",
+                                                        "heavily_compressed_attention"]},
+                    ["fused_qkv_a_proj", "gate_up_proj"]),
     "olmo": ({"clip_qkv": None}, ["qkv_proj", "gate_up_proj"]),
     "olmoe": ({"clip_qkv": None}, ["qkv_proj"]),
     "olmo2": ({}, ["qkv_proj", "gate_up_proj"]),

@@ -40,6 +40,11 @@ tensor, one after the other, in the group's order, and changes no member's outpu
   The DSA indexer's ``wk`` reads ``hidden_states`` too but is called later, inside the
   indexer: not merged.
   Their MLPs (dense, shared experts) are gate/up groups as above.
+- ``DeepseekV4Attention`` (2026-12-06, transformers 5.25.0): ``q_a_proj`` (through
+  ``q_a_norm`` to ``q_b_proj``), then ``kv_proj`` (the one shared KV head), on
+  ``hidden_states`` -> ``fused_qkv_a_proj``; ``DeepseekV4MLP`` (the shared expert) gate/up,
+  each clamped after its GEMM (not in place). The compressors' ``kv_proj`` / ``gate_proj``
+  read ``hidden_states`` too but are BF16 in V4 checkpoints (``_keep_in_fp32_modules``): kept.
 - ``OlmoAttention`` / ``OlmoeAttention`` (q/k norms after): q/k/v on ``hidden_states``, but
   under ``clip_qkv`` they clamp q/k/v in place (``clamp_``), which a merged GEMM's split
   views do not allow under autograd: merged only where ``config.clip_qkv`` is null
@@ -138,6 +143,8 @@ GROUPS: dict[str, tuple[SiblingGroup, ...]] = {
     "kimi_linear": (*_mla("KimiLinearAttention"), _mlp("KimiLinearMLP")),
     "minicpm3": (*_mla("MiniCPM3Attention"), _mlp("MiniCPM3MLP")),
     "mistral4": (*_mla("Mistral4Attention"), _mlp("Mistral4MLP")),
+    "deepseek_v4": (SiblingGroup("fused_qkv_a_proj", ("q_a_proj", "kv_proj"),
+                                 ("DeepseekV4Attention",)), _mlp("DeepseekV4MLP")),
     "olmo2": (_attn("Olmo2Attention"), _mlp("Olmo2MLP")),
     "olmo": (SiblingGroup("qkv_proj", ("q_proj", "k_proj", "v_proj"), ("OlmoAttention",),
                           _clips_qkv), _mlp("OlmoMLP")),

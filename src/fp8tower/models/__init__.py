@@ -12,10 +12,11 @@ stores them in FP8. Pure Python: no torch, no CUDA.
 Supported model_type values: Qwen3.5 / 3.6 hybrids (qwen3_5, qwen3_5_text; qwen3_5_moe and
 qwen3_next with their shared experts, routed experts out of scope), Llama-style decoders
 (dense: llama, qwen2, qwen3, mistral; MoE, their routed experts out of scope: qwen3_moe,
-mixtral, glm4_moe) and DeepSeek-V2 / V3 (deepseek_v2, deepseek_v3:
-multi-head latent attention, dense MLPs and shared experts; routed experts out of scope).
+mixtral, glm4_moe), DeepSeek-V2 / V3 (deepseek_v2, deepseek_v3:
+multi-head latent attention, dense MLPs and shared experts; routed experts out of scope) and
+DeepSeek-V4 (deepseek_v4: shared-KV attention, shared experts).
 See ``spec.py`` for names and inputs, ``quant.py`` for how a quantization config decides
-FP8, ``qwen.py`` / ``llama.py`` / ``deepseek.py`` for the shapes,
+FP8, ``qwen.py`` / ``llama.py`` / ``deepseek.py`` / ``deepseek_v4.py`` for the shapes,
 ``tp.py`` for one tensor-parallel rank's shards (``get_spec(name, tp=N)``).
 """
 

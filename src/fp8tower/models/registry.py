@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from ..quant_rules import modelopt_algo
-from . import deepseek, llama, qwen
+from . import deepseek, deepseek_v4, llama, qwen
 from ._fields import Fields
 from .quant import parse_quant_config
 from .spec import ConfigError, TowerSpec
@@ -18,7 +18,8 @@ from .tp import KV_HEADS, REPLICATED, ROLES, ROW, check_block_shards, check_tp, 
 
 BUILDERS = {**{t: qwen.build for t in qwen.MODEL_TYPES},
             **{t: llama.build for t in llama.MODEL_TYPES},
-            **{t: deepseek.build for t in deepseek.MODEL_TYPES}}
+            **{t: deepseek.build for t in deepseek.MODEL_TYPES},
+            **{t: deepseek_v4.build for t in deepseek_v4.MODEL_TYPES}}
 SUPPORTED_MODEL_TYPES = tuple(BUILDERS)
 
 

@@ -115,7 +115,7 @@ class TowerSpec:
     model_type: str
     hidden_size: int
     num_layers: int
-    layer_types: tuple[str, ...]  # "linear_attention" / "full_attention" per layer
+    layer_types: tuple[str, ...]  # per layer: "linear_attention" / "full_attention" (V4: its own)
     all_linears: tuple[LinearSpec, ...]
     module_prefix: str = "model."  # prepended to LinearSpec.name: the checkpoint's name
     intermediate_size: int | None = None  # dense MLP width; None when the MLP is out of scope
@@ -199,9 +199,12 @@ class TowerSpec:
     def summary(self, parts: Parts = DEFAULT_PARTS) -> str:
         """A few human-readable lines (for the CLI and logs)."""
         types = self.layer_types
+        counts = Counter(types)
+        classic = ("linear_attention", "full_attention")  # both named, even at 0
+        kinds = ", ".join(f"{counts[t]} {t}" for t in (
+            classic if set(counts) <= set(classic) else counts))
         head = (f"{self.name} ({self.model_type}): hidden {self.hidden_size}, {self.num_layers}"
-                f" layers ({types.count('linear_attention')} linear_attention,"
-                f" {types.count('full_attention')} full_attention)")
+                f" layers ({kinds})")
         if self.tp > 1:
             head += f", one rank of tp {self.tp}"
         tower = (f"parts {'+'.join(self._parts(parts))}: {len(self.gemms(parts))} FP8 GEMMs/step"
