@@ -177,8 +177,12 @@ def _h100_defers(p: GemmProblem) -> bool:
       runs), every such shape lost: 8192x3584 0.969 / 0.974x, 8192x8192 0.982 / 0.980x,
       8192x4096 0.955x, 8192x5120 0.973x; the nearest others won (8192x28672, 56 steps a
       split, 1.027-1.028x; 7168x8192, 0.85 waves, 1.009-1.011x). Fitted on those 4 shapes,
-      not yet held out. Left: 5120x2048 at M = 64 (split 2, 0.61 waves, 4 steps a split)
-      0.970 / 0.979x, the one shape of its kind measured.
+      not yet held out.
+    - block128 at M >= 64 on a split-2 default with at most 4 BLOCK_K steps a split (K <=
+      2048), whatever the waves: 5120x2048 (0.61 waves) 0.970 / 0.979x (session 45) and
+      0.975x, then DeepSeek-V3's 7168x2048 (0.85 waves), held out, 0.911x (session 47,
+      results/session47_2026-12-06/call2/untuned{,_deepseek}.json); it gives up 4096x2048
+      (0.48 waves, 1.008x there).
     Held out (session 40, call1/heldout.json, 26 shapes of Mistral-Large-2, Llama-3.1-405B
     TP8, Command-R+, Yi-1.5-34B, Gemma-3-27B, GLM-4-9B; this rule, with the deferral below
     dropped: its 12 cells timed as the arm "rule", the H200's rule, which runs the same
@@ -202,9 +206,10 @@ def _h100_defers(p: GemmProblem) -> bool:
     if p.scheme is Scheme.PER_TENSOR and p.m >= 2 and one_wave_fallback(p):
         return True
     cfg = default_config(p)
+    steps = -(-p.k // cfg["block_k"])
     if p.scheme is Scheme.BLOCK128 and p.m >= 64 and cfg["split_k"] == 2 and (
-            p.k % cfg["block_k"] != 0
-            or (waves(cfg, p) > 0.9 and -(-p.k // cfg["block_k"]) <= 2 * 16)):
+            p.k % cfg["block_k"] != 0 or steps <= 2 * 4
+            or (waves(cfg, p) > 0.9 and steps <= 2 * 16)):
         return True
     if cfg["split_k"] < 2:
         return False
