@@ -180,9 +180,9 @@ def _h100_defers(p: GemmProblem) -> bool:
       not yet held out.
     - block128 at M >= 64 on a split-2 default with at most 4 BLOCK_K steps a split (K <=
       2048), whatever the waves: 5120x2048 (0.61 waves) 0.970 / 0.979x (session 45) and
-      0.975x, then DeepSeek-V3's 7168x2048 (0.85 waves), held out, 0.911x (session 47,
+      0.975x, then DeepSeek-V3's 7168x2048 (0.85 waves), held out, 0.913x (session 47,
       results/session47_2026-12-06/call2/untuned{,_deepseek}.json); it gives up 4096x2048
-      (0.48 waves, 1.008x there).
+      (0.48 waves, 1.007x there).
     Held out (session 40, call1/heldout.json, 26 shapes of Mistral-Large-2, Llama-3.1-405B
     TP8, Command-R+, Yi-1.5-34B, Gemma-3-27B, GLM-4-9B; this rule, with the deferral below
     dropped: its 12 cells timed as the arm "rule", the H200's rule, which runs the same
