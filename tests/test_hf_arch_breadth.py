@@ -441,6 +441,27 @@ def test_modules_transformers_keeps_in_fp32_stay_high_precision():
     assert float(cos) > 0.99
 
 
+def test_deepseek_v4_keeps_its_bf16_projections_and_grouped_output():
+    """DeepSeek-V4: the compressors' and the indexer's kv / gate projections and the scorer's
+    weights_proj (BF16 in V4 checkpoints, transformers' _keep_in_fp32_modules) stay
+    nn.Linear, the grouped o_a_proj stays itself; the indexer's q_b_proj is converted."""
+    over, _ = MERGES["deepseek_v4"]
+    m = _model("deepseek_v4", **over)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the grouped linear and the experts, left as they are
+        convert(m, "per_tensor", backend="reference")
+    mods = dict(m.named_modules())
+    kept = [n for n in mods if n.endswith(("compressor.kv_proj", "compressor.gate_proj",
+                                           "indexer.kv_proj", "indexer.gate_proj",
+                                           "scorer.weights_proj"))]
+    assert len(kept) == 2 + 2 + 3  # CSA layer 0: all five; HCA layer 1: its compressor's two
+    assert all(type(mods[n]) is nn.Linear for n in kept)
+    assert all(type(x).__name__ == "DeepseekV4GroupedLinear"
+               for n, x in mods.items() if n.endswith("o_a_proj"))
+    assert type(mods["model.layers.0.self_attn.compressor.indexer.q_b_proj"]) is Fp8Linear
+    assert torch.isfinite(_logits(m)).all()
+
+
 def test_gpt_neox_head_is_quantized_when_a_filter_asks(tmp_path):
     """Pythia's embed_out is its lm_head: kept in high precision by default, quantized when
     a filter asks (it counted as an embedding table, which no filter could reach)."""

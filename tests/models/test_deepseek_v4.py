@@ -70,6 +70,7 @@ def test_the_default_config_is_v4_flash_shaped():
 
 @pytest.mark.parametrize("over", [
     {"layer_types": [SWA, CSA, HCA, CSA]},  # longer: cut to num_hidden_layers
+    {"layer_types": [SWA, CSA, HCA, "full_attention"]},  # cut before transformers checks
     {"layer_types": None, "compress_ratios": [0, 4, 128]},  # the legacy per-layer ratios
 ])
 def test_the_layer_schedule_is_transformers_own(over):
@@ -80,6 +81,17 @@ def test_the_layer_schedule_is_transformers_own(over):
     without = {k: v for k, v in TINY.items() if k != "layer_types"}
     assert tower_spec_from_config(without).layer_types == tuple(
         transformers.AutoConfig.for_model(**without).layer_types)
+
+
+def test_intermediate_size_is_the_shared_experts_width_as_transformers_reads_it():
+    """config.json's intermediate_size sets moe_intermediate_size (the config's attribute
+    map); given both, transformers takes intermediate_size."""
+    for over in ({"intermediate_size": 96}, {"intermediate_size": 96,
+                                             "moe_intermediate_size": None}):
+        cfg = {k: v for k, v in dict(TINY, **over).items() if v is not None}
+        spec = tower_spec_from_config(cfg)
+        assert transformers.AutoConfig.for_model(**cfg).moe_intermediate_size == 96
+        assert {lin.n for lin in spec.all_linears if "gate_proj" in lin.name} == {96}
 
 
 @pytest.mark.parametrize("field, value, match", [
@@ -98,11 +110,13 @@ def test_config_errors_name_the_field(field, value, match):
         tower_spec_from_config(cfg)
 
 
-def test_tp_is_refused_not_guessed():
-    """How an engine splits V4's shared KV head and grouped output is not known here."""
-    with pytest.raises(TpError, match=r"layers\.0\.self_attn\.kv_proj: got 'attention\."
-                                      r"kv_proj'; expected a linear whose tensor-parallel"):
-        tower_spec_from_config(TINY, tp=2)
+@pytest.mark.parametrize("tp", [2, 3, 128])
+def test_tp_is_refused_not_guessed(tp):
+    """How an engine splits V4's shared KV head and grouped output is not known here: every
+    tp > 1 is refused by name (tp 3 was refused for the heads, as if tp 2 would do)."""
+    with pytest.raises(TpError, match=rf"tp: got {tp}; expected 1 for deepseek_v4: how an "
+                                      r"engine splits DeepSeek-V4's shared KV head"):
+        tower_spec_from_config(TINY, tp=tp)
 
 
 @pytest.mark.parametrize("scheme", ["per_tensor", "block128"])

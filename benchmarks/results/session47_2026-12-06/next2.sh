@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The next session's second device call (any card; carry .gpu/run): the whole GPU suite with
-# the call's time (session 47's got 260 s and reached about 92%, none failed), 12 workers.
+# the call's time (session 47's got 260 s and reached about 98%, none failed), 12 workers.
 set -uo pipefail
 O=$OUT/call2
 mkdir -p "$O" ~/.cache/fp8tower tests/.cache

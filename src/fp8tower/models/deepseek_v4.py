@@ -28,7 +28,7 @@ Layer types as the config class sets them: ``layer_types``, else the legacy per-
 and heavily compressed alternating; a list longer than num_hidden_layers is cut to it, as
 transformers does. The V4-specific sizes config.json leaves out take the config class's
 defaults (o_groups 8, o_lora_rank 1024, index_n_heads 64, index_head_dim 128); the common
-sizes are required.
+sizes are required. ``--tp`` > 1 is refused (:data:`TP_REFUSED`).
 """
 
 from __future__ import annotations
@@ -44,6 +44,9 @@ SLIDING, CSA, HCA = ("sliding_attention", "compressed_sparse_attention",
 LAYER_TYPES = (SLIDING, CSA, HCA)
 COMPRESS_RATIO_TYPES = {0: SLIDING, 4: CSA, 128: HCA}
 DEFAULTS = {"o_groups": 8, "o_lora_rank": 1024, "index_n_heads": 64, "index_head_dim": 128}
+TP_REFUSED = ("how an engine splits DeepSeek-V4's shared KV head (kv_proj), the indexer's "
+              "q_b_proj and the grouped output projection over tensor-parallel ranks is not "
+              "known here: refused rather than guessed")
 
 
 def layer_types(f: Fields, num_layers: int) -> tuple[str, ...]:
@@ -58,8 +61,11 @@ def layer_types(f: Fields, num_layers: int) -> tuple[str, ...]:
                 + tuple(CSA if i % 2 else HCA for i in range(max(num_layers - 2, 0))))
     expected = (f"a list of at least num_hidden_layers ({num_layers}) entries, each one of "
                 f"{', '.join(map(repr, allowed))}")
-    if (not isinstance(types, list) or len(types) < num_layers
-            or any(isinstance(t, bool) or t not in allowed for t in types)):
+    if not isinstance(types, list) or len(types) < num_layers:
+        raise f.error(field, types, expected)
+    # transformers maps every compress ratio, then cuts; it cuts layer_types, then checks
+    checked = types if field == "compress_ratios" else types[:num_layers]
+    if any(isinstance(t, bool) or t not in allowed for t in checked):
         raise f.error(field, types, expected)
     types = types[:num_layers]
     return tuple(COMPRESS_RATIO_TYPES[t] for t in types) if field != "layer_types" \
@@ -77,9 +83,9 @@ def build(f: Fields, model_type: str) -> dict:
     if heads * head_dim % o_groups:
         raise f.error("o_groups", o_groups, f"a divisor of num_attention_heads * head_dim "
                       f"({heads} x {head_dim}): each group projects an equal slice of heads")
-    # config.json's intermediate_size is moe_intermediate_size (the config's attribute_map)
-    inter_field = ("moe_intermediate_size" if f.has("moe_intermediate_size")
-                   or not f.has("intermediate_size") else "intermediate_size")
+    # config.json's intermediate_size is moe_intermediate_size (the config's attribute_map);
+    # given both, transformers sets intermediate_size last: it wins
+    inter_field = "intermediate_size" if f.has("intermediate_size") else "moe_intermediate_size"
     moe_inter = f.pos_int(inter_field)
     mlp_bias = f.flag("mlp_bias", False)
     types = layer_types(f, num_layers)
@@ -104,7 +110,8 @@ def build(f: Fields, model_type: str) -> dict:
                               o_groups * o_lora, None, "attn_core_out"))
         linears += shared_expert_linears(i, moe_inter, hidden, mlp_bias)
 
-    routed = f.cfg.get("n_routed_experts")
+    routed = f.cfg.get("n_routed_experts", f.cfg.get("num_local_experts"))
+    routed = "not given" if routed is None else routed
     notes = [
         (f"o_a_proj is not modelled: a grouped linear, {o_groups} GEMMs of N = {o_lora}, "
          f"K = {heads * head_dim // o_groups} on slices of the attention output (one batched "
@@ -119,4 +126,4 @@ def build(f: Fields, model_type: str) -> dict:
     tp_fields.update({k: f.cfg[k] for k in EXPERTS if f.cfg.get(k) is not None})
     return {"hidden_size": hidden, "num_layers": num_layers, "layer_types": types,
             "linears": linears, "intermediate_size": None, "mlp_in_scope": True,
-            "notes": notes, "tp_fields": tp_fields}
+            "notes": notes, "tp_fields": tp_fields, "tp_refused": TP_REFUSED}

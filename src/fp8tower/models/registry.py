@@ -14,7 +14,7 @@ from . import deepseek, deepseek_v4, llama, qwen
 from ._fields import Fields
 from .quant import parse_quant_config
 from .spec import ConfigError, TowerSpec
-from .tp import KV_HEADS, REPLICATED, ROLES, ROW, check_block_shards, check_tp, shard
+from .tp import KV_HEADS, REPLICATED, ROLES, ROW, TpError, check_block_shards, check_tp, shard
 
 BUILDERS = {**{t: qwen.build for t in qwen.MODEL_TYPES},
             **{t: llama.build for t in llama.MODEL_TYPES},
@@ -118,6 +118,8 @@ def tower_spec_from_config(
         raise ConfigError("model_type", model_type,
                           f"one of {', '.join(SUPPORTED_MODEL_TYPES)}", context=name)
     built = BUILDERS[model_type](Fields(text, name), model_type)
+    if tp > 1 and built.get("tp_refused"):
+        raise TpError("tp", tp, f"1 for {model_type}: {built['tp_refused']}", context=name)
     sharded = shard(built["linears"], tp, built["tp_fields"], context=name)
 
     notes = list(built["notes"])
