@@ -75,6 +75,10 @@ CASES = [
      _rename(f"{Q}.weight_scale_inv", f"{Q}.weight_scale"), "open",
      (rf"missing scale: expected tensor '{Q}.weight_scale_inv' .*; the checkpoint has "
       rf"'{Q}.weight_scale' instead")),
+    ("block scale under DeepSeek's own name", "block_fp8", "",
+     _rename(f"{Q}.weight_scale_inv", f"{Q}.scale"), "open",
+     (rf"missing scale: expected tensor '{Q}.weight_scale_inv' .*; the checkpoint has "
+      rf"'{Q}.scale' instead, DeepSeek's own naming, which fp8tower does not read")),
     ("channel scale under the inverse's name", "compressed_tensors", "FP8_DYNAMIC",
      _rename(f"{Q}.weight_scale", f"{Q}.weight_scale_inv"), "open",
      rf"expected tensor '{Q}.weight_scale' .*; the checkpoint has '{Q}.weight_scale_inv' instead"),

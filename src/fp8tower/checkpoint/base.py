@@ -193,6 +193,11 @@ class Checkpoint:
                        else "ModelOpt and compressed-tensors")
                     + " give it: config.json's quantization_config does not match how these "
                     "tensors were saved" if r.has(other) else "")
+            if not hint and r.has(f"{fqn}.scale"):  # DeepSeek's own names (V3's inference
+                # code, V4's release): transformers' FP8 loader renames .scale on load
+                hint = (f"; the checkpoint has {fqn + '.scale'!r} instead, DeepSeek's own "
+                        "naming, which fp8tower does not read: it reads the Hugging Face names "
+                        f"({self.scale_suffix!r})")
             raise self._err(w, f"missing scale: expected tensor {sname!r} ({scheme} scale of "
                                f"shape {shapes}){hint}")
         self._check_scale_meta(r.info(sname), self._stored_scale_shapes(fqn, scheme, n, k))
