@@ -462,6 +462,40 @@ def test_deepseek_v4_keeps_its_bf16_projections_and_grouped_output():
     assert torch.isfinite(_logits(m)).all()
 
 
+def test_a_model_saved_under_transformers_original_names_is_explained(tmp_path):
+    """DeepSeek-V4 saved by transformers' save_pretrained (DeepSeek's own names by default:
+    head.weight, layers.N.attn.wq_a, experts one by one): the error says why and what to do
+    (before: only "pass key_mapping=", which could not load the experts); saved with
+    save_original_format=False it loads."""
+    from fp8tower.hf.conversion import ConvertError
+
+    over, _ = MERGES["deepseek_v4"]
+    m = _model("deepseek_v4", **over)
+    m.save_pretrained(tmp_path / "orig")
+    with pytest.raises(ConvertError, match=r"transformers renames deepseek_v4's checkpoint "
+                                           r"tensors on load .* save_original_format=False"):
+        from_pretrained(tmp_path / "orig", scheme="per_tensor")
+    m.save_pretrained(tmp_path / "hf", save_original_format=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the grouped o_a_proj and the experts, kept
+        loaded = from_pretrained(tmp_path / "hf", scheme="per_tensor", backend="reference")
+    assert _count(loaded) > 0 and torch.isfinite(_logits(loaded)).all()
+
+
+def test_deepseek_v4_is_not_run_step_by_step(tmp_path):
+    """bench generate / trace capture-model prefill a StaticCache and repeat one step: V4 has
+    neither (a KeyError after the build before); refused by name before anything is built."""
+    import json
+
+    from fp8tower.hf.random_model import text_config
+
+    cfg = transformers.AutoConfig.for_model("deepseek_v4").to_dict()
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    with pytest.raises(ValueError, match=r"model_type 'deepseek_v4' is not run step by step "
+                                         r"here: its compressed-attention caches"):
+        text_config(str(tmp_path / "config.json"))
+
+
 def test_gpt_neox_head_is_quantized_when_a_filter_asks(tmp_path):
     """Pythia's embed_out is its lm_head: kept in high precision by default, quantized when
     a filter asks (it counted as an embedding table, which no filter could reach)."""

@@ -535,8 +535,29 @@ def _nothing_converted(model: nn.Module, ck, names: set[str]) -> ConvertError | 
         return ConvertError(
             f"{ck.path}: none of the checkpoint's {len(names)} {what} (e.g. "
             f"{min(names)!r}{mapped}) is a linear of the model (e.g. {example!r}); pass "
-            "key_mapping= if the checkpoint names them differently")
+            "key_mapping= if the checkpoint names them differently"
+            + _original_format_hint(getattr(getattr(model, "config", None), "model_type", None),
+                                    rules))
     return None
+
+
+def _original_format_hint(model_type: str | None, rules) -> str:
+    """Where transformers renames ``model_type``'s tensors on load (its conversion mapping)
+    and fp8tower applies none of it: its save_pretrained writes those original names back
+    by default, which fp8tower does not read (2026-12-06 audit: a DeepSeek-V4 model saved by
+    transformers, DeepSeek's own names, and a key_mapping= hint that could not load its
+    per-expert tensors)."""
+    if not model_type or rules:
+        return ""
+    try:
+        from transformers.conversion_mapping import get_checkpoint_conversion_mapping
+    except ImportError:  # transformers 4, or a layout of the module we do not know
+        return ""
+    renamed = bool(get_checkpoint_conversion_mapping(model_type))
+    return (f"; transformers renames {model_type}'s checkpoint tensors on load and writes "
+            "them back under their original names (save_pretrained's save_original_format="
+            "True): fp8tower does not apply those renames, so save with "
+            "save_original_format=False" if renamed else "")
 
 
 def _device_of(lin: nn.Linear, fqn: str, device) -> torch.device:

@@ -14,6 +14,18 @@ from pathlib import Path
 import torch
 from torch import nn
 
+# Model types whose decode step `bench generate` and `trace capture-model` cannot run: they
+# prefill into a StaticCache and replay one step, while DeepSeek-V4's compressor caches have no
+# static form (transformers 5.25: StaticCache refused, _can_compile_fullgraph False) and its
+# compressors fire every compress_rate tokens, so no two decode steps launch alike (a paired
+# trace's difference assumes they do; 2026-12-06 audit: a raw KeyError after the build before)
+NO_STATIC_DECODE = {
+    "deepseek_v4": ("its compressed-attention caches have no static form (transformers' "
+                    "StaticCache refuses them) and its compressors run every compress_rate "
+                    "tokens, so its decode steps differ from one another; `bench tower "
+                    "--model` and `tune --model` take its config"),
+}
+
 
 def text_config(name: str, layers: int | None = None):
     """A transformers config of the text decoder of ``name`` (a shipped config name or a
@@ -58,6 +70,9 @@ def text_config(name: str, layers: int | None = None):
     if not isinstance(model_type, str):  # the message `fp8tower dispatch --model` gives
         raise ConfigError("model_type", model_type, f"one of {', '.join(SUPPORTED_MODEL_TYPES)}",
                           context=name)
+    if model_type in NO_STATIC_DECODE:
+        raise ValueError(f"{name}: model_type {model_type!r} is not run step by step here: "
+                         f"{NO_STATIC_DECODE[model_type]}")
     known = transformers.CONFIG_MAPPING
     # a multimodal config's text part: Qwen3.5 registers its own "<type>_text" config; a
     # llava-style one nests a plain "llama" (no "llama_text" exists)
