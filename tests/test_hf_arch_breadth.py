@@ -480,6 +480,15 @@ def test_a_model_saved_under_transformers_original_names_is_explained(tmp_path):
         warnings.simplefilter("ignore")  # the grouped o_a_proj and the experts, kept
         loaded = from_pretrained(tmp_path / "hf", scheme="per_tensor", backend="reference")
     assert _count(loaded) > 0 and torch.isfinite(_logits(loaded)).all()
+    # describe keeps what from_pretrained kept: the BF16 compressor / indexer projections
+    # (transformers' _keep_in_fp32_modules; reported quantized before)
+    info = describe(tmp_path / "hf", scheme="per_tensor")
+    fp8 = {n.removeprefix("model.") for n, x in loaded.named_modules() if type(x) is Fp8Linear}
+    kept = {n.removeprefix("model.") for n in info["kept_high_precision"]}
+    assert {n for n in kept if "compressor" in n} == {
+        n.removeprefix("model.") for n, x in loaded.named_modules()
+        if "compressor" in n and type(x) is nn.Linear}
+    assert not fp8 & kept
 
 
 def test_deepseek_v4_is_not_run_step_by_step(tmp_path):

@@ -28,6 +28,7 @@ from .conversion import (
     convert,
     default_filter,
     expert_counts,
+    keep_in_fp32,
     open_mapped,
     router_shaped,
 )
@@ -71,6 +72,21 @@ def _decode_special_floats(obj):
     if isinstance(obj, list):
         return [_decode_special_floats(v) for v in obj]
     return obj
+
+
+def _class_keep_in_fp32(config: dict) -> re.Pattern | None:
+    """:func:`~fp8tower.hf.conversion.keep_in_fp32` of the causal LM class transformers maps
+    ``config``'s model type to (class attributes: no model is built), so that describe keeps
+    what convert keeps (2026-12-06 audit: DeepSeek-V4's BF16 compressor projections were
+    reported quantized); None where transformers or the type is not known."""
+    try:
+        import transformers
+        from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+    except ImportError:
+        return None
+    name = MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.get(config_model_type(config) or "")
+    cls = getattr(transformers, name, None) if isinstance(name, str) else None
+    return None if cls is None else keep_in_fp32(cls)
 
 
 def empty_model(config, *, dtype: torch.dtype = torch.bfloat16, cls=None) -> nn.Module:
@@ -453,8 +469,10 @@ def describe(path, *, scheme: Scheme | str | None = None) -> dict:
         # convert the router-shaped linears (out_features the expert count, beside experts)
         counts = expert_counts(ck.config)
         holders = {n.split(".experts.")[0] for n in ck.tensor_names() if ".experts." in n}
+        fp32 = _class_keep_in_fp32(ck.config)
         kept = sorted(f for f in info["schemes"] if not default_filter(None, f) or (
-            counts and router_shaped(f, ck.linear_spec(f).n, counts, holders.__contains__)))
+            counts and router_shaped(f, ck.linear_spec(f).n, counts, holders.__contains__))
+            or (fp32 is not None and fp32.search(f"{f}.weight") is not None))
         info["schemes"] = {f: s for f, s in info["schemes"].items() if f not in set(kept)}
         info["scheme_counts"] = dict(collections.Counter(info["schemes"].values()))
         info["kept_high_precision"] = kept
