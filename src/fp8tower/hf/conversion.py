@@ -272,12 +272,13 @@ def merge_siblings(model: nn.Module, groups: Iterable[SiblingGroup],
             if not _candidate(parent, group):
                 continue
             linears = [getattr(parent, m) for m in group.members]
+            skip = group.skip_reason(config)
             rec = {"parent": fqn, "merged": group.merged_name, "members": list(group.members),
                    "sizes": [int(getattr(m, "out_features", 0)) for m in linears],
                    "merged_ok": False, "kept": all(type(m) is nn.Linear for m in linears),
-                   "reason": group.skip_reason(config) or _merge_reason(linears, group)}
+                   "reason": skip or _merge_reason(linears, group)}
             rec["split"] = (not rec["kept"] and any(type(m) is nn.Linear for m in linears)
-                            and group.skip_reason(config) is None)
+                            and skip is None)
             if rec["reason"] is None:
                 try:
                     merge_group(parent, group, mode)

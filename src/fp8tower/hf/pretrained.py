@@ -85,7 +85,10 @@ def _class_keep_in_fp32(config: dict) -> re.Pattern | None:
     except ImportError:
         return None
     name = MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.get(config_model_type(config) or "")
-    cls = getattr(transformers, name, None) if isinstance(name, str) else None
+    try:  # transformers imports the model's module lazily: it may need a package not here
+        cls = getattr(transformers, name, None) if isinstance(name, str) else None
+    except (ImportError, RuntimeError):
+        return None
     return None if cls is None else keep_in_fp32(cls)
 
 
