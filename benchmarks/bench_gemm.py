@@ -50,6 +50,7 @@ from pathlib import Path
 
 import torch
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 from triton.errors import TritonError
 
@@ -444,19 +445,29 @@ def main(argv=None):
     for r in rows:
         if "us" not in r:
             continue
-        label = r["backend"] + (f" ({r['chosen']})" if "chosen" in r else "")
-        table.add_row(r["scheme"], f"{r['n']}x{r['k']}", str(r["m"]), label,
+        table.add_row(r["scheme"], f"{r['n']}x{r['k']}", str(r["m"]), arm_label(r),
                       f"{r['us']:.2f}", f"{r['gbs']:.0f}", pct_cell(r),
                       f"{r.get('speedup_vs_cublaslt', float('nan')):.2f}x")
     console.print(table)
     slow = [r for r in rows if r.get("speedup_vs_cublaslt", 2.0) < 1 / (1 + CUBLASLT_TOLERANCE)]
     for r in slow:
-        console.print(f"[red]slower than cuBLASLt by > {CUBLASLT_TOLERANCE:.0%}[/red]: "
-                      f"{r['backend']} {r['scheme']} {r['n']}x{r['k']} M={r['m']} "
-                      f"{r['us']:.2f} us ({r['speedup_vs_cublaslt']:.3f}x)")
+        console.print(slow_line(r))
     path = write_result(args.json, rows, slow, acc, ceiling, ceilings, cap, argv, complete=True,
                         chain=args.chain, rounds=args.rounds)
     console.print(f"wrote {path} ({time.time() - t0:.0f} s)")
+
+
+def arm_label(row: dict) -> str:
+    """A row's arm for rich (and what auto / untuned chose), escaped: rich reads an override
+    arm's "[split_k=3]" as markup and drops it, so three arms printed as "triton" alike."""
+    return escape(row["backend"] + (f" ({row['chosen']})" if "chosen" in row else ""))
+
+
+def slow_line(row: dict) -> str:
+    """The summary's line for a row more than CUBLASLT_TOLERANCE slower than cuBLASLt."""
+    return (f"[red]slower than cuBLASLt by > {CUBLASLT_TOLERANCE:.0%}[/red]: {arm_label(row)} "
+            f"{row['scheme']} {row['n']}x{row['k']} M={row['m']} {row['us']:.2f} us "
+            f"({row['speedup_vs_cublaslt']:.3f}x)")
 
 
 def write_result(json_path, rows, slow, acc, ceiling, ceilings, cap, argv, *, complete,

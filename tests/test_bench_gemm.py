@@ -116,6 +116,28 @@ def test_an_arm_with_overrides_is_its_config_with_those_keys_replaced():
     assert be is None and "no deep variant" in reason
 
 
+def test_an_override_arm_prints_with_its_brackets():
+    """rich reads "[num_stages=4]" as markup: unescaped, session 48's table and summary printed
+    three arms as "triton" alike (results/session48_2026-12-06/call4/family.log)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    row = {"backend": "triton[num_stages=4]", "scheme": "block128", "n": 8704, "k": 8192,
+           "m": 16, "us": 29.94, "speedup_vs_cublaslt": 0.93}
+    console = Console(record=True, width=200)
+    table = Table()
+    table.add_column("backend")
+    table.add_row(bench.arm_label(row))
+    console.print(table)
+    console.print(bench.slow_line(row))
+    console.print(bench.slow_line({**row, "backend": "untuned", "chosen": "triton"}))
+    text = console.export_text()
+    assert text.count("triton[num_stages=4]") == 2
+    assert "slower than cuBLASLt by > 2%: triton[num_stages=4] block128 8704x8192 M=16 29.94 us" \
+        in text
+    assert "untuned (triton) block128" in text
+
+
 def test_auto_with_overrides_changes_its_triton_choices_only(monkeypatch):
     """``auto[num_stages=3]``: where auto chose Triton, its cached config with those keys
     set; where it chose another backend, that choice as it is."""

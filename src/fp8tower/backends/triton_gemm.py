@@ -106,8 +106,9 @@ H100_SXM = "NVIDIA H100 80GB HBM3"
 def untuned_defers_to(p: GemmProblem, gpu: str | None = None) -> str | None:
     """The backend to serve ``p`` instead of this one when nothing is tuned (dispatch's
     safe default) on the GPU named ``gpu`` (dispatch.UNTUNED_RULE_GPUS; None: the CPU, which
-    takes the H200's rule): the H200's rule, and on the H100 SXM its own deferrals too
-    (``_h100_defers``). The H200's: cuBLASLt where the Triton default lost to it there (2026-12-01,
+    takes the H200's rule): the H200's rule with the deferrals measured on both GPUs
+    (``_split_defers``), and on the H100 SXM its own too (``_h100_defers``). The H200's:
+    cuBLASLt where the Triton default lost to it there (2026-12-01,
     results/split_k_H200_2026-12-01/call{1,2,3,5}/untuned.json: 21 shapes of Llama-3.1 8B / 70B
     (+ TP8 shards), Qwen3 8B / 32B / 30B-A3B x M = 1-64, each default against cuBLASLt):
     - per_tensor with a grid over one wave (51200x5120 0.92x at M = 8, 57344x8192 0.95x at
@@ -132,7 +133,7 @@ def untuned_defers_to(p: GemmProblem, gpu: str | None = None) -> str | None:
     cuBLASLt cannot lose to it."""
     if p.scheme is Scheme.WEIGHT_ONLY:
         return None  # cuBLASLt cannot serve it
-    if gpu == H100_SXM and _h100_defers(p):
+    if _split_defers(p) or (gpu == H100_SXM and _h100_defers(p)):
         return "cublaslt"
     if p.m >= 64 and p.k <= 1024:
         return "cublaslt"
@@ -159,8 +160,6 @@ def _h100_defers(p: GemmProblem) -> bool:
     - per_tensor on the one-wave fallback tile (BLOCK_K 128) at M >= 2, which the H200's rule
       keeps there: 28672x4096 0.968-0.974x at M = 2-16 (34816x5120 ran 1.05-1.07x: deferred
       with it, as at M = 1 on the H200);
-    - per_tensor at M >= 16 on a split wave-fit default (the tile moved to 3 stages, split
-      K): 10240x5120 0.975x, 10240x8192 0.977-0.979x (0.991-1.016x at M = 2-8);
     - channel_token at M >= 64 where the default splits K over more than one wave (the
       split pays its reduction and fills no wave; ``waves``: 1.21): 10240x5120 0.945-0.948x
       (10240x8192 1.020-1.022x, deferred with it; on the H200 0.96-1.01x); its other split
@@ -178,11 +177,6 @@ def _h100_defers(p: GemmProblem) -> bool:
       8192x4096 0.955x, 8192x5120 0.973x; the nearest others won (8192x28672, 56 steps a
       split, 1.027-1.028x; 7168x8192, 0.85 waves, 1.009-1.011x). Fitted on those 4 shapes,
       not yet held out.
-    - block128 at M >= 64 on a split-2 default with at most 4 BLOCK_K steps a split (K <=
-      2048), whatever the waves: 5120x2048 (0.61 waves) 0.970 / 0.979x (session 45) and
-      0.975x, then DeepSeek-V3's 7168x2048 (0.85 waves), held out, 0.913x (session 47,
-      results/session47_2026-12-06/call2/untuned{,_deepseek}.json); it gives up 4096x2048
-      (0.48 waves, 1.007x there).
     Held out (session 40, call1/heldout.json, 26 shapes of Mistral-Large-2, Llama-3.1-405B
     TP8, Command-R+, Yi-1.5-34B, Gemma-3-27B, GLM-4-9B; this rule, with the deferral below
     dropped: its 12 cells timed as the arm "rule", the H200's rule, which runs the same
@@ -208,14 +202,36 @@ def _h100_defers(p: GemmProblem) -> bool:
     cfg = default_config(p)
     steps = -(-p.k // cfg["block_k"])
     if p.scheme is Scheme.BLOCK128 and p.m >= 64 and cfg["split_k"] == 2 and (
-            p.k % cfg["block_k"] != 0 or steps <= 2 * 4
-            or (waves(cfg, p) > 0.9 and steps <= 2 * 16)):
+            p.k % cfg["block_k"] != 0 or (waves(cfg, p) > 0.9 and steps <= 2 * 16)):
         return True
+    return p.scheme is Scheme.CHANNEL_TOKEN and p.m >= 64 and cfg["split_k"] >= 2 \
+        and waves(cfg, p) > 1.0
+
+
+def _split_defers(p: GemmProblem) -> bool:
+    """Split-K defaults that lost to the lean cuBLASLt (session 45 on) by more than 2% on the
+    H100 SXM and the H200 alike:
+    - per_tensor at M >= 16 on a split wave-fit default (the tile moved to 3 stages, split
+      K): on the H100 10240x5120 0.975x, 10240x8192 0.977-0.979x (session 39, results/
+      session39_2026-12-05/call3/rule_*.json; 0.991-1.016x at M = 2-8); on the H200
+      10240x5120 0.971 / 0.975x, 10240x8192 0.984 / 0.990x in two runs (results/
+      session48_2026-12-06/call5/untuned.json, call6/recheck.json; 0.978-0.986x at M = 8,
+      not deferred). At M >= 32 the H200's rule defers them anyway.
+    - block128 at M >= 64 on a split-2 default with at most 4 BLOCK_K steps a split (K <=
+      2048), whatever the waves: on the H100 5120x2048 (0.61 waves) 0.970 / 0.979x (session
+      45) and 0.975x, then DeepSeek-V3's 7168x2048 (0.85 waves), held out, 0.913x (session
+      47, results/session47_2026-12-06/call2/untuned{,_deepseek}.json); on the H200
+      5120x2048 0.974 / 0.971x, 7168x2048 0.941 / 0.947x (session 48, call5/
+      untuned{,_deepseek}.json, call6/recheck.json). It gives up 4096x2048 (0.48 waves:
+      1.007x on the H100, 1.001 / 0.998x on the H200)."""
+    if p.scheme not in (Scheme.PER_TENSOR, Scheme.BLOCK128):
+        return False
+    cfg = default_config(p)
     if cfg["split_k"] < 2:
         return False
     if p.scheme is Scheme.PER_TENSOR:
         return p.m >= 16 and wave_fit_default(p)
-    return p.scheme is Scheme.CHANNEL_TOKEN and p.m >= 64 and waves(cfg, p) > 1.0
+    return p.m >= 64 and cfg["split_k"] == 2 and -(-p.k // cfg["block_k"]) <= 2 * 4
 
 
 def _prepare(weight: Fp8Weight) -> dict:
