@@ -258,7 +258,8 @@ def time_cell(names, p: GemmProblem, chain, untuned, rule=None, *, rounds: int =
                 ts.append(chain.time(be, cfg))
             except (ValueError, RuntimeError, TritonError) as e:  # e.g. an override past
                 # shared memory: the row records it, the sweep goes on
-                report(f"[red]{r['backend']} {p.scheme.value} {p.n}x{p.k} M={p.m}: {e}[/red]")
+                report(f"[red]{escape(r['backend'])} {p.scheme.value} {p.n}x{p.k} M={p.m}: "
+                       f"{escape(str(e))}[/red]")
                 r["error"] = f"{type(e).__name__}: {e}"
     for r, _, _, ts in timed:
         if "error" in r or not ts:

@@ -263,6 +263,31 @@ def test_gemm_cell_records_an_error_and_goes_on(monkeypatch):
     assert len(said) == 1
 
 
+def test_gemm_cell_error_line_keeps_an_override_arm_and_brackets(monkeypatch):
+    """The error line goes through rich: an override arm's "[num_stages=5]" and brackets in
+    the error's text are escaped, not read as markup (dropped, or a MarkupError)."""
+    from rich.console import Console
+
+    bench = _gemm()
+    clock = FakeClock()
+    arms = {"triton": dataclasses.replace(fake_backend("triton", clock, {"default": 1.0}),
+                                          default_config=lambda q: {"num_stages": 4})}
+    monkeypatch.setattr(bench.backends, "get", arms.__getitem__)
+
+    class Failing(_Chain):
+        def time(self, be, cfg):
+            assert cfg == {"num_stages": 5}
+            raise ValueError("smem [/x] over 227 KB")
+
+    said = []
+    bench.time_cell(["triton[num_stages=5]"], cpu_problem(m=4), Failing({}), None,
+                    report=said.append)
+    console = Console(record=True, width=200)
+    console.print(said[0])
+    text = console.export_text()
+    assert "triton[num_stages=5] channel_token" in text and "smem [/x] over 227 KB" in text
+
+
 def test_gemm_cudnn_rows_record_the_plan_run(monkeypatch):
     """A cuDNN plan that does not build at this M was replaced by the next that does: the
     row labelled plan 1 timed plan 2. The row now says which plan ran."""

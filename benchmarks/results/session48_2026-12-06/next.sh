@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # The next session's first device call (an H200 answers what session 48 left; an H100 repeats
-# it; carry .gpu/run): the untuned rule as shipped in session 48 (the deep tile from the pair
-# at M = 2-7 on 64-95 tiles; _split_defers on both GPUs) against the lean cuBLASLt:
-# 1. call8.sh's 18 shapes, per_tensor, M = 1-8, with the default without the deep tile;
-# 2. session 39's 29 shapes x M = 1-64 x three schemes, then DeepSeek-V3's and V4's 12.
+# it; carry .gpu/run), against the lean cuBLASLt:
+# 1. call8.sh's 18 shapes, per_tensor, M = 1-8: the untuned default against the deep tile
+#    from the pair (the H100 gained 1.06-1.40x with it at M = 2 / 4; the H200 lost with it at
+#    M = 2 / 3 in session 19, deep_default_H200_2026-12-02/call6/);
+# 2. the untuned rule as shipped (_split_defers on both GPUs) on session 39's 29 shapes x
+#    M = 1-64 x three schemes, then DeepSeek-V3's and V4's 12.
 # The device tool returns at most 8 files a call: the logs travel as one tarball.
 set -uo pipefail
 T0=$(date +%s)
@@ -27,7 +29,7 @@ run() {  # NAME LIMIT bench_gemm.py args...
 S=4096x2048,4096x4096,4096x7168,4096x8192,4096x12288,4096x14336,5120x2048,5120x4096
 S=$S,5120x6144,5120x8192,5120x17408,5120x25600,4608x4096,6144x4096,8192x8192,2048x4096
 S=$S,10240x5120,1024x5120
-run deep_m2 90 --shapes "$S" --m 1,2,4,8 --schemes per_tensor --backends cublaslt,untuned,nodeep
+run deep_m2 90 --shapes "$S" --m 1,2,3,4,8 --schemes per_tensor --backends cublaslt,untuned,deep
 S=6144x4096,4096x4096,1024x4096,28672x4096,4096x14336,24576x4096,4096x12288,10240x5120
 S=$S,5120x8192,51200x5120,5120x25600,10240x8192,8192x8192,57344x8192,8192x28672
 S=$S,1280x8192,8192x1024,7168x8192,8192x3584,5120x2048,2048x4096

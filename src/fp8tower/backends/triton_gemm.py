@@ -160,6 +160,9 @@ def _h100_defers(p: GemmProblem) -> bool:
     - per_tensor on the one-wave fallback tile (BLOCK_K 128) at M >= 2, which the H200's rule
       keeps there: 28672x4096 0.968-0.974x at M = 2-16 (34816x5120 ran 1.05-1.07x: deferred
       with it, as at M = 1 on the H200);
+    - per_tensor at M >= 16 on a split wave-fit default (the tile moved to 3 stages, split
+      K): 10240x5120 0.975x, 10240x8192 0.977-0.979x (0.991-1.016x at M = 2-8); on the H200
+      only its split-2 configs (``_split_defers``);
     - channel_token at M >= 64 where the default splits K over more than one wave (the
       split pays its reduction and fills no wave; ``waves``: 1.21): 10240x5120 0.945-0.948x
       (10240x8192 1.020-1.022x, deferred with it; on the H200 0.96-1.01x); its other split
@@ -204,34 +207,39 @@ def _h100_defers(p: GemmProblem) -> bool:
     if p.scheme is Scheme.BLOCK128 and p.m >= 64 and cfg["split_k"] == 2 and (
             p.k % cfg["block_k"] != 0 or (waves(cfg, p) > 0.9 and steps <= 2 * 16)):
         return True
-    return p.scheme is Scheme.CHANNEL_TOKEN and p.m >= 64 and cfg["split_k"] >= 2 \
-        and waves(cfg, p) > 1.0
-
-
-def _split_defers(p: GemmProblem) -> bool:
-    """Split-K defaults that lost to the lean cuBLASLt (session 45 on) by more than 2% on the
-    H100 SXM and the H200 alike:
-    - per_tensor at M >= 16 on a split wave-fit default (the tile moved to 3 stages, split
-      K): on the H100 10240x5120 0.975x, 10240x8192 0.977-0.979x (session 39, results/
-      session39_2026-12-05/call3/rule_*.json; 0.991-1.016x at M = 2-8); on the H200
-      10240x5120 0.971 / 0.975x, 10240x8192 0.984 / 0.990x in two runs (results/
-      session48_2026-12-06/call5/untuned.json, call6/recheck.json; 0.978-0.986x at M = 8,
-      not deferred). At M >= 32 the H200's rule defers them anyway.
-    - block128 at M >= 64 on a split-2 default with at most 4 BLOCK_K steps a split (K <=
-      2048), whatever the waves: on the H100 5120x2048 (0.61 waves) 0.970 / 0.979x (session
-      45) and 0.975x, then DeepSeek-V3's 7168x2048 (0.85 waves), held out, 0.913x (session
-      47, results/session47_2026-12-06/call2/untuned{,_deepseek}.json); on the H200
-      5120x2048 0.974 / 0.971x, 7168x2048 0.941 / 0.947x (session 48, call5/
-      untuned{,_deepseek}.json, call6/recheck.json). It gives up 4096x2048 (0.48 waves:
-      1.007x on the H100, 1.001 / 0.998x on the H200)."""
-    if p.scheme not in (Scheme.PER_TENSOR, Scheme.BLOCK128):
-        return False
-    cfg = default_config(p)
     if cfg["split_k"] < 2:
         return False
     if p.scheme is Scheme.PER_TENSOR:
         return p.m >= 16 and wave_fit_default(p)
-    return p.m >= 64 and cfg["split_k"] == 2 and -(-p.k // cfg["block_k"]) <= 2 * 4
+    return p.scheme is Scheme.CHANNEL_TOKEN and p.m >= 64 and waves(cfg, p) > 1.0
+
+
+def _split_defers(p: GemmProblem) -> bool:
+    """Split-K defaults that lost to cuBLASLt by more than 2% on the H100 SXM and the H200
+    alike:
+    - per_tensor at M >= 16 on a split-2 wave-fit default (BLOCK_N 64 at 3 stages, N = 8704 -
+      11264): on the H100 10240x5120 0.975x, 10240x8192 0.977-0.979x (session 39, before the
+      lean cuBLASLt, results/session39_2026-12-05/call3/rule_*.json; ``_h100_defers`` takes
+      every split wave-fit default there); on the H200, against the lean cuBLASLt, 10240x5120
+      0.971 / 0.975x, 10240x8192 0.984 / 0.990x (results/session48_2026-12-06/call5/
+      untuned.json, call6/recheck.json; 0.978-0.986x at M = 8, not deferred). Fitted on that
+      one N on the H200: the other split wave-fit defaults (e.g. 3072xK, split 8) were not
+      timed there at M = 16 and keep Triton. At M >= 32 the H200's rule defers them anyway.
+    - block128 at M >= 64 on a split-2 default with at most 4 BLOCK_K steps a split (K <=
+      2048), whatever the waves, against the lean cuBLASLt: on the H100 5120x2048 (0.61
+      waves) 0.970 / 0.979x (session 45) and 0.975x, then DeepSeek-V3's 7168x2048 (0.85
+      waves), held out, 0.913x (session 47, results/session47_2026-12-06/call2/
+      untuned{,_deepseek}.json); on the H200 5120x2048 0.974 / 0.971x, 7168x2048 0.941 /
+      0.947x (session 48, call5/untuned{,_deepseek}.json, call6/recheck.json). It gives up
+      4096x2048 (0.48 waves: 1.007x on the H100, 1.001 / 0.998x on the H200)."""
+    if p.scheme not in (Scheme.PER_TENSOR, Scheme.BLOCK128):
+        return False
+    cfg = default_config(p)
+    if cfg["split_k"] != 2:
+        return False
+    if p.scheme is Scheme.PER_TENSOR:
+        return p.m >= 16 and wave_fit_default(p)
+    return p.m >= 64 and -(-p.k // cfg["block_k"]) <= 2 * 4
 
 
 def _prepare(weight: Fp8Weight) -> dict:

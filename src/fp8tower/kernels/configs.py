@@ -228,14 +228,16 @@ def _tile_default(p: GemmProblem) -> dict:
 # untuned.json): 86 cells moved, 0.988-1.357x (median 1.097; the one loss channel_token
 # 6144x5120 at M = 2). K >= 1024 only: shorter rows were not measured.
 DEEP_TILES = (96, H200_SMS)
-# 64-95 tiles at M = 2-7 too (H100 SXM 2026-12-06, results/session48_2026-12-06/call7/
-# deep_m2.json, 12 shapes 4096 / 5120 x K = 2048-25600, one run of 3 rounds): the deep tile
-# from the pair ran 1.07-1.40x the split default (x quantized in the GEMM) at M = 2 and 4,
-# 1.12-1.43x cuBLASLt, as fast as at M = 8; that default lost 3-4% to the lean cuBLASLt on the
-# H200 at 5120x2048 / 4096 (call6/recheck.json). M = 1 keeps it (on the H200 the deep tile
-# lost there on the longer K, above).
+# Not below M = 8, though the H100 SXM would gain there (session 48, results/
+# session48_2026-12-06/call7/deep_m2.json, call8/, call9/, call10/: on 12 shapes 4096 / 5120 x
+# K = 2048-25600 at M = 2 / 4 the deep tile from the pair ran 1.06-1.40x this default,
+# 1.11-1.43x cuBLASLt, three runs): on the H200 it lost at M = 2 / 3 (results/deep_default_H200_2026-12-02/
+# call6/small_m_{1,2}.json: 4096x14336 0.77-0.86x, 5120x6144 0.94-0.97x; about even at M = 4),
+# and the defaults do not depend on the GPU's name. Untuned, the H200's split default at M = 2 /
+# 4 lost 3-4% to the lean cuBLASLt on 5120x2048 / 5120x4096 (session 48, call6/recheck.json:
+# open); tuning times the deep tile first (priority_configs).
 DEEP_TILES_PAIR_MIN = 64  # per_tensor from the pre-pass pair, M >= DEEP_PAIR_MIN_M
-DEEP_PAIR_MIN_M = 2
+DEEP_PAIR_MIN_M = 8
 DEEP_MAX_M = 16
 
 
