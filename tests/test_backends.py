@@ -784,8 +784,9 @@ def test_the_deep_tile_is_the_default_where_one_wave_of_it_streams_at_hbm_speed(
     assert deep(1, 6144, 4096) == "in" and deep(2, 6144, 4096) == "pair"  # 96 tiles
     assert deep(8, 8192, 8192) == deep(16, 8192, 28672) == "pair"
     assert deep(8, 5120, 6144) == deep(16, 4096, 4096) == "pair"  # 80 / 64 tiles: M >= 8
-    # not below: on the H200 it lost at M = 2 / 3 (deep_default_H200_2026-12-02/call6/), where
-    # the H100 gained (session48_2026-12-06/call7/); the defaults are the same on both
+    # not below: on the H200 4096x14336 lost at M = 2 / 3 (0.80 / 0.86x, deep_default_H200_
+    # 2026-12-02/call6/), where the H100 gained (session48_2026-12-06/call7/); the defaults are
+    # the same on both
     assert deep(1, 5120, 6144) is deep(4, 4096, 4096) is deep(8, 2048, 4096) is None
     assert deep(2, 5120, 2048) is deep(7, 5120, 17408) is None
     assert deep(8, 3968, 4096) is None  # 62 tiles

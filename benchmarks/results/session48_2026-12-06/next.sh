@@ -2,8 +2,9 @@
 # The next session's first device call (an H200 answers what session 48 left; an H100 repeats
 # it; carry .gpu/run), against the lean cuBLASLt:
 # 1. call8.sh's 18 shapes, per_tensor, M = 1-8: the untuned default against the deep tile
-#    from the pair (the H100 gained 1.06-1.40x with it at M = 2 / 4; the H200 lost with it at
-#    M = 2 / 3 in session 19, deep_default_H200_2026-12-02/call6/);
+#    from the pair (the H100 gained 1.06-1.41x with it at M = 2 / 4; on the H200 in session
+#    19, deep_default_H200_2026-12-02/call6/, 4096x14336 lost at M = 2 / 3, 0.80 / 0.86x,
+#    4096x4096 gained 1.20x);
 # 2. the untuned rule as shipped (_split_defers on both GPUs) on session 39's 29 shapes x
 #    M = 1-64 x three schemes, then DeepSeek-V3's and V4's 12.
 # The device tool returns at most 8 files a call: the logs travel as one tarball.

@@ -216,15 +216,17 @@ def _h100_defers(p: GemmProblem) -> bool:
 
 def _split_defers(p: GemmProblem) -> bool:
     """Split-K defaults that lost to cuBLASLt by more than 2% on the H100 SXM and the H200
-    alike:
-    - per_tensor at M >= 16 on a split-2 wave-fit default (BLOCK_N 64 at 3 stages, N = 8704 -
-      11264): on the H100 10240x5120 0.975x, 10240x8192 0.977-0.979x (session 39, before the
-      lean cuBLASLt, results/session39_2026-12-05/call3/rule_*.json; ``_h100_defers`` takes
-      every split wave-fit default there); on the H200, against the lean cuBLASLt, 10240x5120
-      0.971 / 0.975x, 10240x8192 0.984 / 0.990x (results/session48_2026-12-06/call5/
-      untuned.json, call6/recheck.json; 0.978-0.986x at M = 8, not deferred). Fitted on that
-      one N on the H200: the other split wave-fit defaults (e.g. 3072xK, split 8) were not
-      timed there at M = 16 and keep Triton. At M >= 32 the H200's rule defers them anyway.
+    alike, deferred as classes:
+    - per_tensor at M >= 16 on a split-2 wave-fit default (BLOCK_N 64 at 3 stages; N = 8704 -
+      11264 at M = 16, and e.g. 6144 / 6656 at M = 17-31, which dispatch evaluates at 32):
+      on the H100 10240x5120 0.975x, 10240x8192 0.977-0.979x (session 39, before the lean
+      cuBLASLt, results/session39_2026-12-05/call3/rule_*.json; ``_h100_defers`` takes every
+      split wave-fit default there); on the H200, against the lean cuBLASLt, 10240x5120 0.971
+      / 0.975x past 2%, 10240x8192 0.984 / 0.990x within it (results/session48_2026-12-06/
+      call5/untuned.json, call6/recheck.json; 10240x5120 0.978 / 0.986x at M = 8, not
+      deferred). Fitted on that one N on the H200: the other split wave-fit defaults (e.g.
+      3072xK, split 8) were not timed there at M = 16 and keep Triton. At M >= 32 the H200's
+      rule defers them anyway.
     - block128 at M >= 64 on a split-2 default with at most 4 BLOCK_K steps a split (K <=
       2048), whatever the waves, against the lean cuBLASLt: on the H100 5120x2048 (0.61
       waves) 0.970 / 0.979x (session 45) and 0.975x, then DeepSeek-V3's 7168x2048 (0.85

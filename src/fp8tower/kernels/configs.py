@@ -230,12 +230,14 @@ def _tile_default(p: GemmProblem) -> dict:
 DEEP_TILES = (96, H200_SMS)
 # Not below M = 8, though the H100 SXM would gain there (session 48, results/
 # session48_2026-12-06/call7/deep_m2.json, call8/, call9/, call10/: on 12 shapes 4096 / 5120 x
-# K = 2048-25600 at M = 2 / 4 the deep tile from the pair ran 1.06-1.40x this default,
-# 1.11-1.43x cuBLASLt, three runs): on the H200 it lost at M = 2 / 3 (results/deep_default_H200_2026-12-02/
-# call6/small_m_{1,2}.json: 4096x14336 0.77-0.86x, 5120x6144 0.94-0.97x; about even at M = 4),
-# and the defaults do not depend on the GPU's name. Untuned, the H200's split default at M = 2 /
-# 4 lost 3-4% to the lean cuBLASLt on 5120x2048 / 5120x4096 (session 48, call6/recheck.json:
-# open); tuning times the deep tile first (priority_configs).
+# K = 2048-25600 at M = 2 / 4 the deep tile from the pair ran 1.06-1.41x this default,
+# 1.11-1.43x cuBLASLt, four runs). On the H200 it was mixed (results/deep_default_H200_
+# 2026-12-02/call6/small_m_{1,2}.json, two runs; at M = 2: 4096x14336 0.80x, 5120x6144 /
+# 8192 0.96-0.97x, 5120x17408 1.02x, 4096x4096 1.20x; at M = 3 4096x14336 0.86x; at M = 4
+# 0.98-1.06x), and the defaults do not depend on the GPU's name. Untuned, the H200's split
+# default at M = 2 / 4 lost 3-4% to the lean cuBLASLt on 5120x2048 / 5120x4096 (session 48,
+# call6/recheck.json; the deep tile untimed there: open); tuning times the deep tile first
+# (priority_configs).
 DEEP_TILES_PAIR_MIN = 64  # per_tensor from the pre-pass pair, M >= DEEP_PAIR_MIN_M
 DEEP_PAIR_MIN_M = 8
 DEEP_MAX_M = 16
