@@ -462,9 +462,11 @@ def test_triton_untuned_rule_on_the_h100_sxm():
     def rule(m, n, k, scheme=Scheme.PER_TENSOR, gpu=H100_SXM):
         return untuned_defers_to(GemmProblem(m, n, k, scheme), gpu)
 
-    # the one-wave fallback tile past M = 1: 28672x4096 0.97x on the H100 (kept on the H200)
-    assert rule(2, 28672, 4096) == rule(16, 34816, 5120) == "cublaslt"
-    assert rule(2, 28672, 4096, gpu="NVIDIA H200") is None
+    # the one-wave fallback tile past M = 1: 28672x4096 0.97x on the H100 (kept on the H200);
+    # at M <= 8 the H100 serves its own deep tile there (untuned_config: 1.04x cuBLASLt)
+    assert rule(16, 28672, 4096) == rule(16, 34816, 5120) == "cublaslt"
+    assert rule(2, 28672, 4096) is None
+    assert rule(16, 28672, 4096, gpu="NVIDIA H200") is None
     # a split wave-fit default at M = 16 (10240x5120 0.975x), not at M = 8 (0.991x); on the
     # H200 too (0.971 / 0.975x, session 48: _split_defers)
     assert rule(16, 10240, 5120) == rule(16, 10240, 8192) == "cublaslt"
@@ -507,14 +509,61 @@ def test_triton_untuned_rule_on_the_h100_sxm():
     assert rule(64, 7168, 2048, Scheme.BLOCK128, gpu="NVIDIA H200") == "cublaslt"
     assert rule(64, 6144, 4096, Scheme.BLOCK128) is rule(32, 7168, 2048, Scheme.BLOCK128) \
         is rule(64, 6144, 4096, Scheme.BLOCK128, gpu="NVIDIA H200") is None
+    # block128 at M = 32 on a split-2 wave-fit default (10240x8192 0.954-0.993x in five H100
+    # runs, sessions 45-49; 10240x5120 0.989-1.006x with it); on the H200 1.05-1.08x; M = 16
+    # (1.02-1.09x) and the class at M = 64 (6144x4096 / 5120, 1.00-1.08x) kept
+    assert rule(32, 10240, 8192, Scheme.BLOCK128) == rule(32, 10240, 5120, Scheme.BLOCK128) \
+        == "cublaslt"
+    assert rule(32, 10240, 8192, Scheme.BLOCK128, gpu="NVIDIA H200") is None
+    assert rule(16, 10240, 8192, Scheme.BLOCK128) is rule(64, 6144, 4096, Scheme.BLOCK128) \
+        is rule(64, 6144, 5120, Scheme.BLOCK128) is None
     # each guard keeps measured wins on Triton: the deep tile at K >= 8192 (4096x14336 at
     # M = 8, 1.148x), a split plain tile (1280x8192 at M = 8, 1.106x), a split tile that is
     # not a wave-fit move (1024x4096 at M = 16, 1.194x)
     assert rule(8, 4096, 14336) is rule(8, 1280, 8192) is rule(16, 1024, 4096) is None
-    # everything the H200's rule defers, the H100 defers too; the deep tile is kept
-    assert rule(1, 28672, 4096) == rule(32, 10240, 5120) == "cublaslt"
+    # everything the H200's rule defers, the H100 defers too, but at M <= 8 where its own
+    # deep tile serves (untuned_config); the deep tile is kept
+    assert rule(16, 28672, 4096) == rule(32, 10240, 5120) == "cublaslt"
+    assert rule(1, 28672, 4096, gpu="NVIDIA H200") == "cublaslt" and rule(1, 28672, 4096) is None
     assert rule(8, 4096, 4096) is rule(1, 5120, 6144) is None
     assert rule(1, 4096, 4096, Scheme.WEIGHT_ONLY) is None
+
+
+def test_triton_untuned_config_on_the_h100_sxm():
+    """Untuned, the H100 SXM serves per_tensor at M <= 8 with K >= 2048 over 16 tiles or more
+    (not under 24 with K > 5120) on the deep tile from the pre-pass pair (configs.small_m_deep:
+    1.01-1.39x the shared default where it differs, 1.04-1.43x cuBLASLt, results/
+    session49_2026-12-06/call1/deep_m2.json, call2/), what bench_gemm's "deep" arm timed,
+    and does not defer those to cuBLASLt; the H200 and everything else keep
+    ``default_config``. A tuning times it too (priority_configs)."""
+    from fp8tower.backends.triton_gemm import H100_SXM, untuned_config, untuned_defers_to
+    from fp8tower.kernels import configs as kc
+
+    def cfg(m, n, k, scheme=Scheme.PER_TENSOR, gpu=H100_SXM, **kw):
+        return untuned_config(GemmProblem(m, n, k, scheme, **kw), gpu)
+
+    def default(m, n, k, scheme=Scheme.PER_TENSOR, **kw):
+        return kc.default_config(GemmProblem(m, n, k, scheme, **kw))
+
+    deep = {"block_n": 64, "block_k": 512, "split_k": 1, "num_warps": 4, "num_stages": 4,
+            "prequant": True, **kc.PDL_PAIR}
+    for m, n, k in [(1, 4096, 2048), (2, 5120, 4096), (4, 4096, 14336), (8, 1024, 5120),
+                    (8, 10240, 5120), (1, 5120, 25600), (2, 11264, 4096), (1, 28672, 4096),
+                    (8, 57344, 8192), (4, 1536, 7168)]:
+        p = GemmProblem(m, n, k, Scheme.PER_TENSOR)
+        assert cfg(m, n, k) == deep and untuned_defers_to(p, H100_SXM) is None, (m, n, k)
+        assert deep in kc.priority_configs(p), (m, n, k)
+        assert cfg(m, n, k, gpu="NVIDIA H200") == cfg(m, n, k, gpu=None) == default(m, n, k)
+    assert cfg(2, 5120, 4096) != default(2, 5120, 4096)  # the split default it replaces
+    # outside what the H100 measured or won: M > 8, K < 2048, < 16 tiles, < 24 tiles with
+    # K > 5120 (1280x8192: 0.92-0.98x the split default), another scheme, FP8 x
+    for m, n, k, scheme, kw in [(16, 5120, 4096, Scheme.PER_TENSOR, {}),
+                                (2, 5120, 1024, Scheme.PER_TENSOR, {}),
+                                (2, 960, 4096, Scheme.PER_TENSOR, {}),
+                                (2, 1280, 8192, Scheme.PER_TENSOR, {}),
+                                (2, 5120, 4096, Scheme.CHANNEL_TOKEN, {}),
+                                (2, 5120, 4096, Scheme.PER_TENSOR, {"act_dtype": FP8_DTYPE})]:
+        assert cfg(m, n, k, scheme, **kw) == default(m, n, k, scheme, **kw), (m, n, k, scheme)
 
 
 def test_triton_untuned_defers_to_cublaslt():
@@ -723,7 +772,11 @@ def test_the_tuner_times_the_deep_unsplit_tile_where_the_default_splits(scheme, 
         assert c["num_stages"] == max(d["num_stages"] for d in same)
     unsplit = GemmProblem(m, 16384, 5120, scheme, capability=(9, 0))
     assert kc.default_config(unsplit)["split_k"] == 1
-    assert not [c for c in kc.priority_configs(unsplit) if c["block_k"] == 512]
+    # but the H100 SXM's untuned choice (per_tensor at M <= 8, configs.small_m_deep)
+    own = kc.small_m_deep(unsplit)
+    assert (own is not None) == (scheme is Scheme.PER_TENSOR and m <= 8)
+    assert [c for c in kc.priority_configs(unsplit) if c["block_k"] == 512] == \
+        ([own] if own else [])
 
 
 @pytest.mark.parametrize("scheme", list(Scheme))

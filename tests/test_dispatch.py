@@ -826,6 +826,34 @@ def test_untuned_default_follows_untuned_defers_to():
     assert d.resolve(cpu_problem())[0] is to_never
 
 
+def test_untuned_default_takes_the_backends_untuned_config_on_the_rules_gpus():
+    """The safe default serves the config the chosen backend's ``untuned_config`` gives for
+    this GPU (Triton on the H100 SXM: configs.small_m_deep) where the untuned rules hold; its
+    ``default_config`` (None for these fakes) on other GPUs, for prefill M and for a backend
+    without one."""
+    clock = FakeClock()
+    slow, fast, _ = three(clock)
+    seen = []
+
+    def own(p, gpu):
+        seen.append((p.m, gpu))
+        return f"own on {gpu}"
+
+    slow = dataclasses.replace(slow, untuned_config=own)
+    h100 = "NVIDIA H100 80GB HBM3"
+    on = Dispatcher(candidates=[slow, fast], tune=False, persist=False, gpu_name=h100)
+    assert on.safe_default(gpu_problem(m=3)) == (slow, f"own on {h100}")
+    assert seen == [(4, h100)]  # at the bucket's M, with the GPU's name
+    assert on.safe_default(gpu_problem(m=128))[1] is None  # prefill: the rules do not hold
+    h200 = Dispatcher(candidates=[slow, fast], tune=False, persist=False, gpu_name="NVIDIA H200")
+    assert h200.safe_default(gpu_problem())[1] == "own on NVIDIA H200"
+    other = Dispatcher(candidates=[slow, fast], tune=False, persist=False, gpu_name="NVIDIA L40S")
+    assert other.safe_default(gpu_problem())[1] is None and len(seen) == 2
+    assert on.safe_default(cpu_problem())[1] == "own on None"  # the CPU takes the H200's
+    plain = Dispatcher(candidates=[fast, slow], tune=False, persist=False, gpu_name=h100)
+    assert plain.safe_default(gpu_problem())[1] is None
+
+
 def test_the_hot_path_does_not_load_the_tuner():
     """nn/ imports dispatch (resolution); the tuning half loads only when a miss may tune."""
     import subprocess

@@ -141,13 +141,15 @@ class Dispatcher:
         return b.unavailable_reason() or b.check(problem)
 
     def safe_default(self, problem: GemmProblem) -> tuple[Backend, Any]:
-        """What serves ``problem`` untuned, with the default config at its bucket's M (where
-        the rules and defaults were measured, and what a tuning of the key times):
+        """What serves ``problem`` untuned, with its config at the bucket's M (where the
+        rules and defaults were measured, and what a tuning of the key times first):
 
         - a CUDA problem on a GPU of UNTUNED_RULE_GPUS (the H200, the H100 SXM), M <=
           MAX_DECODE_M, and any CPU problem (interpreter, tests): the first able backend in
           fallback order, or the able backend its ``untuned_defers_to`` names for this GPU
-          (Triton -> cuBLASLt where its default lost there);
+          (Triton -> cuBLASLt where its default lost there), with the config its
+          ``untuned_config`` gives for this GPU (Triton on the H100 SXM: the deep tile at
+          small M, configs.small_m_deep), else its ``default_config``;
         - a CUDA problem on any other GPU, or of M > MAX_DECODE_M (prefill, where the
           Triton kernels are decode kernels): BASELINE (cuBLASLt) where it can serve, else
           the first able backend. The Triton defaults and the rule's wave math were measured
@@ -170,15 +172,18 @@ class Dispatcher:
             reasons.append(f"{b.name}: {reason}")
         if first is None:
             raise BackendError(f"no backend can serve {problem.key()}: " + "; ".join(reasons))
+        gpu = self._device_name() if problem.on_cuda else None
         if problem.on_cuda and not self.untuned_rule_applies(problem):
             other = BASELINE
         else:
             # an evidence rule, e.g. -> cuBLASLt; per GPU where the GPUs differ
-            other = first.untuned_defers_to(at, self._device_name() if problem.on_cuda else None)
+            other = first.untuned_defers_to(at, gpu)
         alt = next((a for a in self.pool() if a.name == other), None) if other else None
-        if alt is not None and self.able(alt, problem) is None:
-            return alt, alt.default_config(at)
-        return first, first.default_config(at)
+        chosen = alt if alt is not None and self.able(alt, problem) is None else first
+        if chosen.untuned_config is None or (problem.on_cuda
+                                             and not self.untuned_rule_applies(problem)):
+            return chosen, chosen.default_config(at)
+        return chosen, chosen.untuned_config(at, gpu)  # e.g. the H100's own small-M tile
 
     def untuned_rule_applies(self, problem: GemmProblem) -> bool:
         """Whether the backends' ``untuned_defers_to`` rules hold for CUDA ``problem``: decode
@@ -224,8 +229,9 @@ class Dispatcher:
         hit = self._explicit.get((problem, name))
         if hit is None or (isinstance(backend, Backend) and hit[0] is not backend):
             b = self._require(backend, problem)
-            # its default at the bucket's M, as safe_default and the tuner take it (at the
-            # call's M, triton at per_tensor 10240x5120 M = 17 ran another config than auto)
+            # its default at the bucket's M, as the tuner takes it (at the call's M, triton at
+            # per_tensor 10240x5120 M = 17 ran another config than auto); not the GPU's own
+            # untuned config (safe_default): a named backend runs its one default everywhere
             at = problem if problem.m == problem.bucket else replace(problem, m=problem.bucket)
             hit = self._explicit[(problem, name)] = (b, b.default_config(at))
         return hit

@@ -61,6 +61,9 @@ class Backend:
       layout (Triton: tile-major); the tuner times them for its winner only.
     - ``precompile(jobs)``: optional; build the kernels of [(problem, config), ...] ahead of
       tuning (in parallel); returns a report with ``summary()`` and ``failures``.
+    - ``untuned_defers_to(problem, gpu)`` / ``untuned_config(problem, gpu)``: what the
+      dispatcher's safe default serves untuned on that GPU instead of this backend's
+      ``default_config`` (another backend's name / another config), where measured faster.
     """
 
     name: str
@@ -81,6 +84,9 @@ class Backend:
     # problem and the GPU's name (dispatch.UNTUNED_RULE_GPUS; None for a CPU problem).
     untuned_defers_to: Callable[[GemmProblem, str | None], str | None] = field(
         default=lambda problem, gpu=None: None)
+    # The config it serves the problem with when nothing is tuned, on the GPU named (as
+    # above); None: ``default_config``. Triton: the H100 SXM's own small-M default.
+    untuned_config: Callable[[GemmProblem, str | None], Any] | None = None
 
     def is_available(self) -> bool:
         return self.unavailable_reason() is None

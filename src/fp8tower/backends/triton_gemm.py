@@ -32,6 +32,7 @@ from ..kernels.configs import (
     one_wave_fallback,
     priority_configs,
     refinements,
+    small_m_deep,
     split_per_token,
     wave_fit_default,
     waves,
@@ -133,6 +134,8 @@ def untuned_defers_to(p: GemmProblem, gpu: str | None = None) -> str | None:
     cuBLASLt cannot lose to it."""
     if p.scheme is Scheme.WEIGHT_ONLY:
         return None  # cuBLASLt cannot serve it
+    if gpu == H100_SXM and small_m_deep(p) is not None:
+        return None  # its own small-M tile (untuned_config) beat cuBLASLt everywhere measured
     if _split_defers(p) or (gpu == H100_SXM and _h100_defers(p)):
         return "cublaslt"
     if p.m >= 64 and p.k <= 1024:
@@ -150,6 +153,14 @@ def untuned_defers_to(p: GemmProblem, gpu: str | None = None) -> str | None:
     if p.scheme is Scheme.BLOCK128 and over_one_wave and p.m >= 64:
         return "cublaslt"
     return None
+
+
+def untuned_config(p: GemmProblem, gpu: str | None = None) -> dict:
+    """The config this backend serves ``p`` with when nothing is tuned, on the GPU named
+    ``gpu`` (as ``untuned_defers_to``): ``default_config``, but on the H100 SXM the deep tile
+    from the pre-pass pair at small M where it measured faster (configs.small_m_deep)."""
+    deep = small_m_deep(p) if gpu == H100_SXM else None
+    return deep if deep is not None else default_config(p)
 
 
 def _h100_defers(p: GemmProblem) -> bool:
@@ -180,6 +191,15 @@ def _h100_defers(p: GemmProblem) -> bool:
       8192x4096 0.955x, 8192x5120 0.973x; the nearest others won (8192x28672, 56 steps a
       split, 1.027-1.028x; 7168x8192, 0.85 waves, 1.009-1.011x). Fitted on those 4 shapes,
       not yet held out.
+    - block128 at M = 32 on a split-2 wave-fit default (BLOCK_N 64, 3 stages; N = 8449 -
+      11264, 133-176 tiles), against the lean cuBLASLt: 10240x8192 0.955 / 0.993x (session
+      45, call1 / call3), 0.957x (session 47, call2), 0.968x (session 48, call1), 0.954x
+      (results/session49_2026-12-06/call1/untuned.json): past 2% in 4 of 5 runs. On 8 shapes
+      of the class (call2/b128_m32.json) the default ran 0.981-1.019x (10240x8192 0.981x,
+      9216x7168 1.015x, 8704x4096 1.019x): even at best, so the class defers (9216x4096 had
+      won 1.019x in session 45's call3). On the H200 it ran 1.05-1.08x (session 48,
+      call4-6). At M = 16 the class won (1.02-1.09x), at M = 64 its 6144x4096 / 5120 ran
+      1.00-1.08x: kept.
     Held out (session 40, call1/heldout.json, 26 shapes of Mistral-Large-2, Llama-3.1-405B
     TP8, Command-R+, Yi-1.5-34B, Gemma-3-27B, GLM-4-9B; this rule, with the deferral below
     dropped: its 12 cells timed as the arm "rule", the H200's rule, which runs the same
@@ -209,6 +229,8 @@ def _h100_defers(p: GemmProblem) -> bool:
         return True
     if cfg["split_k"] < 2:
         return False
+    if p.scheme is Scheme.BLOCK128 and p.m == 32 and cfg["split_k"] == 2:
+        return wave_fit_default(p)
     if p.scheme is Scheme.PER_TENSOR:
         return p.m >= 16 and wave_fit_default(p)
     return p.scheme is Scheme.CHANNEL_TOKEN and p.m >= 64 and waves(cfg, p) > 1.0
@@ -217,7 +239,7 @@ def _h100_defers(p: GemmProblem) -> bool:
 def _split_defers(p: GemmProblem) -> bool:
     """Split-K defaults that lost to cuBLASLt by more than 2% on the H100 SXM and the H200
     alike, deferred as classes:
-    - per_tensor at M >= 16 on a split-2 wave-fit default (BLOCK_N 64 at 3 stages; N = 8704 -
+    - per_tensor at M >= 16 on a split-2 wave-fit default (BLOCK_N 64 at 3 stages; N = 8449 -
       11264 at M = 16, and e.g. 6144 / 6656 at M = 17-31, which dispatch evaluates at 32):
       on the H100 10240x5120 0.975x, 10240x8192 0.977-0.979x (session 39, before the lean
       cuBLASLt, results/session39_2026-12-05/call3/rule_*.json; ``_h100_defers`` takes every
@@ -390,4 +412,5 @@ BACKEND = Backend(
     layout_variants=layout_variants,
     precompile=_precompile,
     untuned_defers_to=untuned_defers_to,
+    untuned_config=untuned_config,
 )

@@ -17,8 +17,9 @@ def untuned_default(gpu_name: str | None) -> str:
                     "pass backend reference for those)")
         return "no GPU: the reference backend (the float oracle)"
     if gpu_name in UNTUNED_RULE_GPUS:
-        return (f"the rule measured on this GPU ({gpu_name}): Triton's defaults, cuBLASLt where "
-                "they lost to it; `fp8tower tune` measures each shape")
+        return (f"the rule measured on this GPU ({gpu_name}): Triton's defaults (on the H100 "
+                "its own at M <= 8), cuBLASLt where they lost to it; `fp8tower tune` measures "
+                "each shape")
     return ("cuBLASLt (no untuned rule measured on this GPU; weight_only: Triton's default); "
             "`fp8tower tune` measures each shape")
 

@@ -228,16 +228,14 @@ def _tile_default(p: GemmProblem) -> dict:
 # untuned.json): 86 cells moved, 0.988-1.357x (median 1.097; the one loss channel_token
 # 6144x5120 at M = 2). K >= 1024 only: shorter rows were not measured.
 DEEP_TILES = (96, H200_SMS)
-# Not below M = 8, though the H100 SXM would gain there (session 48, results/
-# session48_2026-12-06/call7/deep_m2.json, call8/, call9/, call10/: on 12 shapes 4096 / 5120 x
-# K = 2048-25600 at M = 2 / 4 the deep tile from the pair ran 1.06-1.41x this default,
-# 1.11-1.43x cuBLASLt, four runs). On the H200 it was mixed (results/deep_default_H200_
+# Not below M = 8 in this default, which does not depend on the GPU: the H100 SXM gains there
+# (session 48, results/session48_2026-12-06/call7/ to call10/, four runs) and takes the deep tile
+# untuned through ``small_m_deep`` below; on the H200 it was mixed (results/deep_default_H200_
 # 2026-12-02/call6/small_m_{1,2}.json, two runs; at M = 2: 4096x14336 0.80x, 5120x6144 /
 # 8192 0.96-0.97x, 5120x17408 1.02x, 4096x4096 1.20x; at M = 3 4096x14336 0.86x; at M = 4
-# 0.98-1.06x), and the defaults do not depend on the GPU's name. Untuned, the H200's split
-# default at M = 2 / 4 lost 3-4% to the lean cuBLASLt on 5120x2048 / 5120x4096 (session 48,
-# call6/recheck.json; the deep tile untimed there: open); tuning times the deep tile first
-# (priority_configs).
+# 0.98-1.06x). Untuned, the H200's split default at M = 2 / 4 lost 3-4% to the lean cuBLASLt
+# on 5120x2048 / 5120x4096 (session 48, call6/recheck.json; the deep tile untimed there:
+# open); tuning times the deep tile first (priority_configs).
 DEEP_TILES_PAIR_MIN = 64  # per_tensor from the pre-pass pair, M >= DEEP_PAIR_MIN_M
 DEEP_PAIR_MIN_M = 8
 DEEP_MAX_M = 16
@@ -261,6 +259,42 @@ def deep_default(p: GemmProblem) -> dict | None:
     if p.scheme is Scheme.PER_TENSOR and p.m > 1:
         mode = {"prequant": True, **PDL_PAIR}
     return deep_tile(p, mode)
+
+
+# The H100 SXM's untuned default at small M (triton_gemm.untuned_config serves it there, not
+# on the H200, whose own small-M evidence above was mixed): the deep tile with x from the
+# pre-pass pair, over any number of tiles. H100, bench_gemm.py, cuBLASLt us / arm us:
+# - session 48 (results/session48_2026-12-06/call7/deep_m2.json, call8/ to call10/, four
+#   runs): 12 shapes 4096 / 5120 x K = 2048-25600 at M = 2 / 4, 1.06-1.41x the shared
+#   default, 1.11-1.43x cuBLASLt;
+# - session 49 (results/session49_2026-12-06/call1/deep_m2.json, 18 shapes, K = 2048-25600,
+#   16-160 tiles, M = 1-8): where its config differs from the shared default, 1.01-1.20x it
+#   at M = 1, 1.05-1.39x at M = 2-4, 1.06-1.14x at M = 8 (16-32 / 160 tiles, outside
+#   DEEP_TILES), 1.04-1.43x cuBLASLt in every cell; call2/heldout.json and small_m.json (23
+#   held-out shapes and the 29 of the rule, M = 1, 2, 4, 8): 1.04-1.13x cuBLASLt on the 12
+#   shapes of 161-896 tiles, where the shared default or cuBLASLt served (0.97-1.07x);
+#   fewer than 24 tiles of longer rows lost to the shared split default: 1280x8192 0.92-0.98x
+#   of it (1024x5120, K = 5120, 1.01-1.09x).
+# Not measured on the H100: K < 2048, fp16 x, a dynamic activation scale (bench_gemm times a
+# static one), channel_token. Eager: two launches at M = 1 where the shared default takes x
+# in the GEMM, in one (host time, not timed here).
+SMALL_M_DEEP_MAX_M = 8
+SMALL_M_DEEP_MIN_TILES = 16
+SMALL_M_DEEP_MIN_K = 2048
+
+
+def small_m_deep(p: GemmProblem) -> dict | None:
+    """The deep tile (``deep_tile``) with x from the pre-pass pair for per_tensor with bf16 /
+    fp16 x at M <= SMALL_M_DEEP_MAX_M, K >= SMALL_M_DEEP_MIN_K over at least
+    SMALL_M_DEEP_MIN_TILES programs of BLOCK_N 64, but not fewer than 24 with K > 5120 (the
+    H100 SXM's evidence above), or None."""
+    if p.scheme is not Scheme.PER_TENSOR or p.act_dtype == FP8_DTYPE \
+            or p.m > SMALL_M_DEEP_MAX_M or p.k < SMALL_M_DEEP_MIN_K:
+        return None
+    tiles = -(-p.n // 64)
+    if tiles < SMALL_M_DEEP_MIN_TILES or (tiles < 24 and p.k > 5120):
+        return None
+    return deep_tile(p, {"prequant": True, **PDL_PAIR})
 
 
 X_MODE_KEYS = ("prequant", "fused_amax", "pdl", "prefetch")  # how a config takes x
@@ -412,8 +446,9 @@ def priority_configs(p: GemmProblem) -> list[dict]:
     with x quantized the other way (in the GEMM or by the pre-pass / channel_token's fused
     amax): one launch or two is the choice that moves eager host time most (issue #11);
     then the default launched the other way with respect to PDL (PDL_PAIR on or off); then
-    weight_only's ``split_twin``; then ``deep_unsplit`` in the x modes of the default, its
-    twin and the split twins; then ``wide_in_gemm``."""
+    weight_only's ``split_twin``; then ``small_m_deep`` (the H100 SXM's untuned choice);
+    then ``deep_unsplit`` in the x modes of the default, its twin and the split twins; then
+    ``wide_in_gemm``."""
     base = default_config(p)
     space = _candidates(p, base)[1:]
     tile = ("block_n", "block_k", "split_k", "num_stages")
@@ -424,6 +459,8 @@ def priority_configs(p: GemmProblem) -> list[dict]:
                  and bool(c.get("pdl")) != bool(base.get("pdl"))]
     splits = split_twin(p, base, space)
     first = wave_fits(p) + twins[:1] + pdl_twins[:1] + splits
+    own = small_m_deep(p)  # what the H100 SXM serves untuned: a tuning times it too
+    first += [own] if own is not None and own in space and own not in first else []
     deep = [c for c in deep_unsplit(base, space, [base, *twins[:1], *splits]) if c not in first]
     wide = [c for c in wide_in_gemm(p, space) if c not in first + deep]
     return first + deep + wide
