@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Session 49, call 3 (carry .gpu/run): configs.small_m_deep over any number of tiles (the
-# H100's untuned choice at M <= 8 as of this call) against the lean cuBLASLt, the shared
+# The next session's first device call, prepared in session 49 (no machine could start for
+# it; carry .gpu/run; on an H100): configs.small_m_deep over any number of tiles (the H100's
+# untuned choice at M <= 8) against the lean cuBLASLt, the shared
 # default ("rule") and the deep tile ("deep"), on shapes call2 left open: 133-160 tiles around
 # 9216x7168 (its M = 1 lost), few tiles of long rows around 1280x8192 (lost to the split
 # default), and more over 160 tiles; then at M = 1 the deep tile with x in the GEMM
@@ -10,7 +11,7 @@ T0=$(date +%s)
 BUDGET=${BUDGET:-560}
 left() { echo $(( BUDGET - ($(date +%s) - T0) )); }
 lim() { local l=$(( $(left) - 5 )); [ "$l" -lt 1 ] && l=1; [ "$l" -lt "$1" ] && echo "$l" || echo "$1"; }
-O=$OUT/call3
+O=$OUT/next
 mkdir -p "$O" /tmp/un ~/.cache/fp8tower tests/.cache
 . benchmarks/device_wheels.sh
 install_wheels .gpu/run "$O/status.txt"
