@@ -509,9 +509,9 @@ def test_triton_untuned_rule_on_the_h100_sxm():
     assert rule(64, 7168, 2048, Scheme.BLOCK128, gpu="NVIDIA H200") == "cublaslt"
     assert rule(64, 6144, 4096, Scheme.BLOCK128) is rule(32, 7168, 2048, Scheme.BLOCK128) \
         is rule(64, 6144, 4096, Scheme.BLOCK128, gpu="NVIDIA H200") is None
-    # block128 at M = 32 on a split-2 wave-fit default (10240x8192 0.954-0.993x in five H100
+    # block128 at M = 32 on a split-2 wave-fit default (10240x8192 0.954-0.993x in six H100
     # runs, sessions 45-49; 10240x5120 0.989-1.006x with it); on the H200 1.05-1.08x; M = 16
-    # (1.02-1.09x) and the class at M = 64 (6144x4096 / 5120, 1.00-1.08x) kept
+    # (1.02-1.10x) and the class at M = 64 (6144x4096 / 5120, 1.00-1.08x) kept
     assert rule(32, 10240, 8192, Scheme.BLOCK128) == rule(32, 10240, 5120, Scheme.BLOCK128) \
         == "cublaslt"
     assert rule(32, 10240, 8192, Scheme.BLOCK128, gpu="NVIDIA H200") is None
@@ -531,11 +531,12 @@ def test_triton_untuned_rule_on_the_h100_sxm():
 
 def test_triton_untuned_config_on_the_h100_sxm():
     """Untuned, the H100 SXM serves per_tensor at M <= 8 with K >= 2048 over 16 tiles or more
-    (not under 24 with K > 5120) on the deep tile from the pre-pass pair (configs.small_m_deep:
-    1.01-1.39x the shared default where it differs, 1.04-1.43x cuBLASLt, results/
-    session49_2026-12-06/call1/deep_m2.json, call2/), what bench_gemm's "deep" arm timed,
-    and does not defer those to cuBLASLt; the H200 and everything else keep
-    ``default_config``. A tuning times it too (priority_configs)."""
+    (not under 24 with K > 5120, nor 133-159) on the deep tile from the pre-pass pair
+    (configs.small_m_deep: 1.01-1.39x the shared default where it differs, 1.04-1.43x
+    cuBLASLt, results/session49_2026-12-06/call1/deep_m2.json; past 160 tiles 1.04-1.16x,
+    call2/), what bench_gemm's "deep" arm timed, and does not defer those to cuBLASLt; the
+    H200 and everything else keep ``default_config``. A tuning times it too
+    (priority_configs)."""
     from fp8tower.backends.triton_gemm import H100_SXM, untuned_config, untuned_defers_to
     from fp8tower.kernels import configs as kc
 
@@ -549,15 +550,19 @@ def test_triton_untuned_config_on_the_h100_sxm():
             "prequant": True, **kc.PDL_PAIR}
     for m, n, k in [(1, 4096, 2048), (2, 5120, 4096), (4, 4096, 14336), (8, 1024, 5120),
                     (8, 10240, 5120), (1, 5120, 25600), (2, 11264, 4096), (1, 28672, 4096),
-                    (8, 57344, 8192), (4, 1536, 7168)]:
+                    (8, 57344, 8192), (4, 1536, 7168), (1, 10304, 4096), (1, 8448, 4096)]:
         p = GemmProblem(m, n, k, Scheme.PER_TENSOR)
         assert cfg(m, n, k) == deep and untuned_defers_to(p, H100_SXM) is None, (m, n, k)
         assert deep in kc.priority_configs(p), (m, n, k)
         assert cfg(m, n, k, gpu="NVIDIA H200") == cfg(m, n, k, gpu=None) == default(m, n, k)
     assert cfg(2, 5120, 4096) != default(2, 5120, 4096)  # the split default it replaces
     # outside what the H100 measured or won: M > 8, K < 2048, < 16 tiles, < 24 tiles with
-    # K > 5120 (1280x8192: 0.92-0.98x the split default), another scheme, FP8 x
+    # K > 5120 (1280x8192: 0.92-0.98x the split default), 133-159 tiles (9216x7168: 0.96x it
+    # at M = 1), another scheme, FP8 x
     for m, n, k, scheme, kw in [(16, 5120, 4096, Scheme.PER_TENSOR, {}),
+                                (1, 9216, 7168, Scheme.PER_TENSOR, {}),
+                                (8, 8512, 4096, Scheme.PER_TENSOR, {}),
+                                (2, 10176, 4096, Scheme.PER_TENSOR, {}),
                                 (2, 5120, 1024, Scheme.PER_TENSOR, {}),
                                 (2, 960, 4096, Scheme.PER_TENSOR, {}),
                                 (2, 1280, 8192, Scheme.PER_TENSOR, {}),

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The next session's first device call, prepared in session 49 (no machine could start for
-# it; carry .gpu/run; on an H100): configs.small_m_deep over any number of tiles (the H100's
-# untuned choice at M <= 8) against the lean cuBLASLt, the shared
-# default ("rule") and the deep tile ("deep"), on shapes call2 left open: 133-160 tiles around
-# 9216x7168 (its M = 1 lost), few tiles of long rows around 1280x8192 (lost to the split
+# it; carry .gpu/run; on an H100): the H100's untuned choice at M <= 8 ("untuned":
+# configs.small_m_deep as shipped, the shared default where it does not apply) against the
+# lean cuBLASLt, the shared default ("rule") and the deep tile ("deep"), on the edges of its
+# bounds: 133-160 tiles around 9216x7168 (the deep tile lost there in call2: the shared
+# default serves 133-159), few tiles of long rows around 1280x8192 (lost to the split
 # default), and more over 160 tiles; then at M = 1 the deep tile with x in the GEMM
 # ("deep_own", one launch) against the pair ("deep"); then the GPU suite with what is left.
 set -uo pipefail

@@ -135,7 +135,7 @@ def untuned_defers_to(p: GemmProblem, gpu: str | None = None) -> str | None:
     if p.scheme is Scheme.WEIGHT_ONLY:
         return None  # cuBLASLt cannot serve it
     if gpu == H100_SXM and small_m_deep(p) is not None:
-        return None  # its own small-M tile (untuned_config) beat cuBLASLt everywhere measured
+        return None  # its own small-M tile (untuned_config): 1.04-1.43x cuBLASLt where served
     if _split_defers(p) or (gpu == H100_SXM and _h100_defers(p)):
         return "cublaslt"
     if p.m >= 64 and p.k <= 1024:
@@ -194,12 +194,12 @@ def _h100_defers(p: GemmProblem) -> bool:
     - block128 at M = 32 on a split-2 wave-fit default (BLOCK_N 64, 3 stages; N = 8449 -
       11264, 133-176 tiles), against the lean cuBLASLt: 10240x8192 0.955 / 0.993x (session
       45, call1 / call3), 0.957x (session 47, call2), 0.968x (session 48, call1), 0.954x
-      (results/session49_2026-12-06/call1/untuned.json): past 2% in 4 of 5 runs. On 8 shapes
-      of the class (call2/b128_m32.json) the default ran 0.981-1.019x (10240x8192 0.981x,
-      9216x7168 1.015x, 8704x4096 1.019x): even at best, so the class defers (9216x4096 had
-      won 1.019x in session 45's call3). On the H200 it ran 1.05-1.08x (session 48,
-      call4-6). At M = 16 the class won (1.02-1.09x), at M = 64 its 6144x4096 / 5120 ran
-      1.00-1.08x: kept.
+      (results/session49_2026-12-06/call1/untuned.json), 0.981x (call2): past 2% in 4 of 6
+      runs. On 8 shapes of the class (call2/b128_m32.json) the default ran 0.981-1.019x
+      (10240x8192 0.981x, 9216x7168 1.015x, 8704x4096 1.019x): even at best, so the class
+      defers (9216x4096 had won 1.019x in session 45's call3). On the H200 it ran
+      1.05-1.08x (session 48, call4-6). At M = 16 the class won (1.02-1.10x), at M = 64 its
+      6144x4096 / 5120 ran 1.00-1.08x: kept.
     Held out (session 40, call1/heldout.json, 26 shapes of Mistral-Large-2, Llama-3.1-405B
     TP8, Command-R+, Yi-1.5-34B, Gemma-3-27B, GLM-4-9B; this rule, with the deferral below
     dropped: its 12 cells timed as the arm "rule", the H200's rule, which runs the same

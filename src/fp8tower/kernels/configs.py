@@ -263,36 +263,42 @@ def deep_default(p: GemmProblem) -> dict | None:
 
 # The H100 SXM's untuned default at small M (triton_gemm.untuned_config serves it there, not
 # on the H200, whose own small-M evidence above was mixed): the deep tile with x from the
-# pre-pass pair, over any number of tiles. H100, bench_gemm.py, cuBLASLt us / arm us:
+# pre-pass pair. H100, bench_gemm.py (a static activation scale), cuBLASLt us / arm us:
 # - session 48 (results/session48_2026-12-06/call7/deep_m2.json, call8/ to call10/, four
 #   runs): 12 shapes 4096 / 5120 x K = 2048-25600 at M = 2 / 4, 1.06-1.41x the shared
 #   default, 1.11-1.43x cuBLASLt;
-# - session 49 (results/session49_2026-12-06/call1/deep_m2.json, 18 shapes, K = 2048-25600,
-#   16-160 tiles, M = 1-8): where its config differs from the shared default, 1.01-1.20x it
-#   at M = 1, 1.05-1.39x at M = 2-4, 1.06-1.14x at M = 8 (16-32 / 160 tiles, outside
-#   DEEP_TILES), 1.04-1.43x cuBLASLt in every cell; call2/heldout.json and small_m.json (23
-#   held-out shapes and the 29 of the rule, M = 1, 2, 4, 8): 1.04-1.13x cuBLASLt on the 12
-#   shapes of 161-896 tiles, where the shared default or cuBLASLt served (0.97-1.07x);
-#   fewer than 24 tiles of longer rows lost to the shared split default: 1280x8192 0.92-0.98x
-#   of it (1024x5120, K = 5120, 1.01-1.09x).
-# Not measured on the H100: K < 2048, fp16 x, a dynamic activation scale (bench_gemm times a
-# static one), channel_token. Eager: two launches at M = 1 where the shared default takes x
-# in the GEMM, in one (host time, not timed here).
+# - session 49 (results/session49_2026-12-06/call1/deep_m2.json, 18 shapes, N = 1024-10240,
+#   K = 2048-25600, M = 1-8): where its config differs from the shared default, 1.01-1.20x
+#   it at M = 1, 1.05-1.39x at M = 2-4, 1.06-1.14x at M = 8 (16-32 / 160 tiles, outside
+#   DEEP_TILES), 1.04-1.43x cuBLASLt in every cell; call2/heldout.json and small_m.json (20
+#   held-out shapes and the rule's 29, M = 1, 2, 4, 8): 1.04-1.16x cuBLASLt on the 10 shapes
+#   of 161-896 tiles, where the shared default or cuBLASLt served (0.97-1.15x), at or above
+#   it in every cell. Where it lost, the shared default serves:
+#   - under 24 tiles with K > 5120: 1280x8192 (20 tiles) 0.92-0.98x the shared split default
+#     in both files (1024x5120, 16 tiles of K = 5120, 1.02-1.09x; 1536x7168, 24 tiles,
+#     1.00-1.04x);
+#   - 133-159 tiles (one to 1.2 waves of these one-an-SM programs): 9216x7168 (144) 0.96x the
+#     shared default at M = 1, 0.974-0.980x cuBLASLt at M = 1-8 (heldout.json), the band's
+#     only shape timed; 160 tiles (10240x5120 / 8192) and 161-176 (10304 / 11264 x 4096) won.
+# Not measured on the H100: K < 2048, x in fp16 / fp32, a dynamic activation scale,
+# channel_token, past 160 tiles with K outside 4096-8192. Eager: two launches at M = 1 where
+# the shared default takes x in the GEMM in one (host time, not timed here).
 SMALL_M_DEEP_MAX_M = 8
 SMALL_M_DEEP_MIN_TILES = 16
 SMALL_M_DEEP_MIN_K = 2048
 
 
 def small_m_deep(p: GemmProblem) -> dict | None:
-    """The deep tile (``deep_tile``) with x from the pre-pass pair for per_tensor with bf16 /
-    fp16 x at M <= SMALL_M_DEEP_MAX_M, K >= SMALL_M_DEEP_MIN_K over at least
-    SMALL_M_DEEP_MIN_TILES programs of BLOCK_N 64, but not fewer than 24 with K > 5120 (the
-    H100 SXM's evidence above), or None."""
+    """The deep tile (``deep_tile``) with x from the pre-pass pair for per_tensor with x other
+    than FP8 at M <= SMALL_M_DEEP_MAX_M, K >= SMALL_M_DEEP_MIN_K over at least
+    SMALL_M_DEEP_MIN_TILES programs of BLOCK_N 64, but not under 24 of them with K > 5120 nor
+    133-159 (the H100 SXM's evidence above), or None."""
     if p.scheme is not Scheme.PER_TENSOR or p.act_dtype == FP8_DTYPE \
             or p.m > SMALL_M_DEEP_MAX_M or p.k < SMALL_M_DEEP_MIN_K:
         return None
     tiles = -(-p.n // 64)
-    if tiles < SMALL_M_DEEP_MIN_TILES or (tiles < 24 and p.k > 5120):
+    if tiles < SMALL_M_DEEP_MIN_TILES or (tiles < 24 and p.k > 5120) \
+            or H200_SMS < tiles < 160:
         return None
     return deep_tile(p, {"prequant": True, **PDL_PAIR})
 
