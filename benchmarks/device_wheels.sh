@@ -16,3 +16,14 @@ pytest_par() {
   PYTHONPATH=/tmp/site:${PYTHONPATH:-} python3 -c "import xdist, pytest_timeout" 2>/dev/null \
     && echo "-n $1 --timeout $2"
 }
+# unpack_prebuilt RUN DIR...: benchmarks/prebuild_cutlass.py's RUN/prebuilt.tar.xz (the
+# tuner's CUTLASS libraries, built on the CPU machine) into each FP8TOWER_CACHE_DIR given, so
+# nothing is built with nvcc on the device; nothing where it was not carried.
+unpack_prebuilt() {
+  local run=$1 dir
+  shift
+  [ -f "$run/prebuilt.tar.xz" ] || return 0
+  for dir in "$@"; do
+    mkdir -p "$dir" && tar xJf "$run/prebuilt.tar.xz" -C "$dir"
+  done
+}

@@ -251,3 +251,35 @@ def test_cublaslt_glue_old_wrapper_matches_the_backend_on_cpu():
         old = glue._old_run(x, w, be.prepare(w), torch.bfloat16)
         new = be.run(x, w, be.prepare(w), out_dtype=torch.bfloat16)
         assert old.shape == (m, 64) and torch.equal(old, new), m
+
+
+def test_unpack_prebuilt_fills_each_cache_dir_and_skips_when_not_carried(tmp_path):
+    """device_wheels.sh's unpack_prebuilt: RUN/prebuilt.tar.xz into every directory given
+    (made if missing); without the tarball nothing happens and the script goes on."""
+    import shutil
+    import subprocess
+    import tarfile
+
+    if shutil.which("bash") is None or shutil.which("xz") is None:
+        pytest.skip("needs bash and xz")
+    run, src = tmp_path / "run", tmp_path / "src"
+    (src / "cutlass").mkdir(parents=True)
+    (src / "cutlass" / "lib.so").write_text("built")
+    run.mkdir()
+    with tarfile.open(run / "prebuilt.tar.xz", "w:xz") as t:
+        t.add(src / "cutlass", arcname="cutlass")
+    a, b = tmp_path / "a", tmp_path / "b" / "deep"
+
+    def call(run_dir):
+        script = (f'. "{BENCH}/device_wheels.sh" && '
+                  f'unpack_prebuilt "{run_dir}" "{a}" "{b}" && echo ok')
+        return subprocess.run(["bash", "-c", script], capture_output=True, text=True,
+                              check=False)
+
+    out = call(run)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
+    assert (a / "cutlass" / "lib.so").read_text() == (b / "cutlass" / "lib.so").read_text() \
+        == "built"
+    shutil.rmtree(a)
+    out = call(tmp_path / "missing")
+    assert out.returncode == 0 and out.stdout.strip() == "ok" and not a.exists()

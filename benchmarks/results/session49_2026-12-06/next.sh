@@ -13,12 +13,10 @@ BUDGET=${BUDGET:-560}
 left() { echo $(( BUDGET - ($(date +%s) - T0) )); }
 lim() { local l=$(( $(left) - 5 )); [ "$l" -lt 1 ] && l=1; [ "$l" -lt "$1" ] && echo "$l" || echo "$1"; }
 O=$OUT/next
-mkdir -p "$O" /tmp/un ~/.cache/fp8tower tests/.cache
+mkdir -p "$O"
 . benchmarks/device_wheels.sh
 install_wheels .gpu/run "$O/status.txt"
-for c in /tmp/un ~/.cache/fp8tower tests/.cache; do
-  [ -f .gpu/run/prebuilt.tar.xz ] && tar xJf .gpu/run/prebuilt.tar.xz -C "$c"
-done
+unpack_prebuilt .gpu/run /tmp/un ~/.cache/fp8tower tests/.cache
 export PYTHONPATH=$PWD/src:/tmp/site PYTHONUNBUFFERED=1
 echo "gpu: $(nvidia-smi --query-gpu=name --format=csv,noheader)" | tee -a "$O/status.txt"
 run() {  # NAME LIMIT bench_gemm.py args...
