@@ -13,7 +13,7 @@ from fp8tower import dispatch
 from fp8tower.formats import Scheme
 from fp8tower.kernels import configs as kc
 from fp8tower.tower import context, timing
-from fp8tower.tower.build import build_tower
+from fp8tower.tower.build import Tower, build_tower
 from fp8tower.tuning.cache import DecisionCache, Entry, EntryError, Measurement
 
 
@@ -55,6 +55,17 @@ def fresh_dispatch(tmp_path, monkeypatch):
     dispatch.reset()
     yield tmp_path
     dispatch.reset()
+
+
+@pytest.fixture
+def no_warmup(monkeypatch):
+    """refine warms the tower up before each step timing: on the interpreter 1-2 s a warm-up,
+    10-30 a pass. The tests of its ranking fake the step's time from dispatch's choices and
+    skip them; test_refine_keeps_what_the_step_says and test_retuning_keeps_what_refine_installed
+    run them."""
+    calls = []
+    monkeypatch.setattr(Tower, "warmup", lambda self, steps=2: calls.append(steps))
+    return calls
 
 
 def _tower_with_two_candidates():
@@ -123,7 +134,7 @@ def _fluke_timer(problems, alt, seen):
     return fake_time_tower
 
 
-def test_a_fast_fluke_is_not_confirmed(interpret, fresh_dispatch, monkeypatch):
+def test_a_fast_fluke_is_not_confirmed(interpret, fresh_dispatch, no_warmup, monkeypatch):
     """One round: a challenger that times fast once and not again keeps the current choice."""
     tower, d, problems, alt = _tower_with_two_candidates()
     monkeypatch.setattr(timing, "time_tower", _fluke_timer(problems, alt, {}))
@@ -135,7 +146,7 @@ def test_a_fast_fluke_is_not_confirmed(interpret, fresh_dispatch, monkeypatch):
         assert d.entries_for(p)[key].context["confirm_ms"] == [1.1, 1.2, 1.2, 1.1]
 
 
-def test_two_rounds_average_a_fluke_away(interpret, fresh_dispatch, monkeypatch):
+def test_two_rounds_average_a_fluke_away(interpret, fresh_dispatch, no_warmup, monkeypatch):
     """By default each candidate is timed twice and ranked by the mean: the fluke's 1.0 and
     1.2 average to the current choice's 1.1, so nothing needs confirming."""
     tower, d, problems, alt = _tower_with_two_candidates()
@@ -153,7 +164,8 @@ def test_two_rounds_average_a_fluke_away(interpret, fresh_dispatch, monkeypatch)
         context.refine(tower, steps=1, replays=1, rounds=0)
 
 
-def test_a_failed_confirmation_tries_the_next_challenger(interpret, fresh_dispatch, monkeypatch):
+def test_a_failed_confirmation_tries_the_next_challenger(interpret, fresh_dispatch, no_warmup,
+                                                         monkeypatch):
     """The fastest challenger's confirmation fails (a fluke); the second fastest, really
     faster, is confirmed and kept: a fluke must not hide a real gain."""
     tower = build_tower("tiny-hybrid", scheme="per_tensor", arm="merged", backend="auto",
@@ -209,7 +221,7 @@ def test_a_context_must_name_a_measured_candidate_it_timed():
         Entry.from_json(p.key(), {**ok.to_json(), "context": ["x"]})
 
 
-def test_a_choice_never_timed_is_not_judged_against_another(interpret, fresh_dispatch,
+def test_a_choice_never_timed_is_not_judged_against_another(interpret, fresh_dispatch, no_warmup,
                                                             monkeypatch):
     """A key whose current choice is not among its timed candidates (set by a rule or by
     hand) is left as it is: the pass would otherwise compare challengers with the fastest
@@ -258,7 +270,7 @@ def _refine_target(monkeypatch, ms):
     return row, d.entries_for(problems[target])[target].config == alt[target]
 
 
-def test_a_drift_favours_no_candidate(interpret, fresh_dispatch, monkeypatch):
+def test_a_drift_favours_no_candidate(interpret, fresh_dispatch, no_warmup, monkeypatch):
     """A step timer that drifts (each timing 1/64 ms slower than the last), candidates the
     same: every other round runs in reverse, so each candidate's mean takes the same drift
     (in one order the first candidate would always look faster)."""
@@ -274,9 +286,11 @@ def test_a_drift_favours_no_candidate(interpret, fresh_dispatch, monkeypatch):
         (current, other) = r["candidates"]
         assert current["rounds"] != other["rounds"] and current["ms"] == other["ms"], r
         assert r["kept"] == r["was"] and not r["confirms"]
+    assert len(no_warmup) == n[0] + 1  # one warm-up before the pass, one before each timing
 
 
-def test_a_gain_under_min_gain_is_not_confirmed_at_all(interpret, fresh_dispatch, monkeypatch):
+def test_a_gain_under_min_gain_is_not_confirmed_at_all(interpret, fresh_dispatch, no_warmup,
+                                                       monkeypatch):
     """A challenger 0.1% faster in its rounds (under MIN_GAIN) is no challenger: no
     confirmation is timed, though this one would show a 10% gain."""
     row, moved = _refine_target(monkeypatch, lambda n, is_alt:
@@ -285,7 +299,7 @@ def test_a_gain_under_min_gain_is_not_confirmed_at_all(interpret, fresh_dispatch
     assert row["confirms"] == [] and row["kept"] == row["was"] and not moved
 
 
-def test_a_confirmation_must_show_min_gain(interpret, fresh_dispatch, monkeypatch):
+def test_a_confirmation_must_show_min_gain(interpret, fresh_dispatch, no_warmup, monkeypatch):
     """A challenger 10% faster in its rounds whose confirmation shows it 0.1% faster (under
     MIN_GAIN) is not confirmed."""
     row, moved = _refine_target(monkeypatch, lambda n, is_alt:
@@ -294,7 +308,7 @@ def test_a_confirmation_must_show_min_gain(interpret, fresh_dispatch, monkeypatc
     assert row["kept"] == row["was"] and not moved
 
 
-def test_the_confirmation_is_abba(interpret, fresh_dispatch, monkeypatch):
+def test_the_confirmation_is_abba(interpret, fresh_dispatch, no_warmup, monkeypatch):
     """The confirmation times current, challenger, challenger, current and compares the means:
     a timer drifting 1% faster per timing during it, the two the same, confirms nothing
     (current then challenger alone read the drift as a 1% gain)."""
@@ -304,7 +318,8 @@ def test_the_confirmation_is_abba(interpret, fresh_dispatch, monkeypatch):
     assert row["kept"] == row["was"] and not moved
 
 
-def test_refine_records_the_stand_in_kernel_of_its_step(interpret, fresh_dispatch, monkeypatch):
+def test_refine_records_the_stand_in_kernel_of_its_step(interpret, fresh_dispatch, no_warmup,
+                                                        monkeypatch):
     """torch, rows and rows_fp8 steps re-rank the same bf16 keys: the entry and the rows say
     which stand-in (and parts) the deciding step ran, or one step's decision reads as
     another's."""
@@ -356,7 +371,7 @@ def test_retuning_keeps_what_refine_installed(interpret, fresh_dispatch, monkeyp
 
 
 @pytest.mark.filterwarnings("ignore:fp8tower. cached choice for .* ignored")  # the stuck key
-def test_refine_times_only_candidates_that_can_run_here(interpret, fresh_dispatch,
+def test_refine_times_only_candidates_that_can_run_here(interpret, fresh_dispatch, no_warmup,
                                                         monkeypatch):
     """A candidate that cannot run here (CUTLASS on the CPU) would be timed as whatever
     dispatch falls back on, under its own label: it is left out; a key whose choice cannot
