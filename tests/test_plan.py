@@ -281,7 +281,8 @@ def test_cublaslt_plan_writes_its_layouts_in_the_quant_launch(interpret, monkeyp
 
 def test_eager_one_launch_twin(interpret):
     """Eager channel_token / block128 calls at M <= 16 take the Triton GEMM that quantizes x
-    itself; per_tensor, larger M and an explicitly named non-Triton backend keep theirs."""
+    itself; per_tensor only where its Triton choice takes the pre-pass (the same tile then
+    quantizes x itself); larger M and an explicitly named non-Triton backend keep theirs."""
     from fp8tower import backends
     from fp8tower.kernels import configs as kc
     from fp8tower.nn.plan import EAGER_ONE_LAUNCH_MAX_M, eager_one_launch
@@ -304,7 +305,23 @@ def test_eager_one_launch_twin(interpret):
         big = GemmProblem(EAGER_ONE_LAUNCH_MAX_M + 1, 4096, 4096, scheme, capability=(9, 0))
         assert eager_one_launch(big, triton, kc.default_config(big), "auto") is None
     p = GemmProblem(1, 4096, 4096, Scheme.PER_TENSOR, capability=(9, 0), static_act_scale=True)
-    assert eager_one_launch(p, triton, kc.default_config(p), "auto") is None
+    own = kc.default_config(p)
+    assert not kc.x_is_fp8(Scheme.PER_TENSOR, False, own)  # x quantized in the GEMM
+    assert eager_one_launch(p, triton, own, "auto") is None
+    for m in (1, 8, EAGER_ONE_LAUNCH_MAX_M):  # the H100's deep tile (M <= 8), the H200's (>= 8)
+        p = GemmProblem(m, 4096, 4096, Scheme.PER_TENSOR, capability=(9, 0),
+                        static_act_scale=True)
+        pair = kc.small_m_deep(p) if m <= 8 else kc.default_config(p)
+        assert pair["prequant"] and pair["pdl"] and pair["prefetch"], (m, pair)
+        be, cfg = eager_one_launch(p, triton, pair, "auto")
+        plain = {k: v for k, v in pair.items() if k not in ("pdl", "prefetch")}
+        assert be is triton and cfg == {**plain, "prequant": False}, m
+        assert eager_one_launch(p, triton, cfg, "auto") is None
+        assert eager_one_launch(p, ref, None, "auto") is None  # another backend: its choice
+        assert eager_one_launch(p, triton, pair, "reference") is None
+    big = GemmProblem(EAGER_ONE_LAUNCH_MAX_M + 1, 4096, 4096, Scheme.PER_TENSOR,
+                      capability=(9, 0), static_act_scale=True)
+    assert eager_one_launch(big, triton, {**pair, "block_n": 128}, "auto") is None
     p = GemmProblem(1, 4096, 4096, Scheme.CHANNEL_TOKEN, capability=(9, 0))
     assert not kc.x_is_fp8(Scheme.CHANNEL_TOKEN, False, kc.default_config(p))
     assert eager_one_launch(p, triton, kc.default_config(p), "auto") is None
@@ -349,10 +366,19 @@ def test_eager_one_launch_twin_of_weight_only(interpret, monkeypatch):
     torch.testing.assert_close(y, want, rtol=0, atol=0)
 
 
-@pytest.mark.parametrize("scheme", [Scheme.CHANNEL_TOKEN, Scheme.BLOCK128])
-def test_eager_one_launch_plan_equals_the_pre_pass_pair(interpret, scheme):
-    """The eager plan's single launch gives the unplanned (pre-pass + GEMM) bits."""
+@pytest.mark.parametrize("scheme", [Scheme.CHANNEL_TOKEN, Scheme.BLOCK128, Scheme.PER_TENSOR])
+def test_eager_one_launch_plan_equals_the_pre_pass_pair(interpret, scheme, monkeypatch):
+    """The eager plan's single launch gives the unplanned (pre-pass + GEMM) bits. per_tensor:
+    dispatch choosing the deep tile with x from the pre-pass (the H100's small_m_deep)."""
     planned, plain = _pair(scheme, n=80, k=384, backend="triton")
+    if scheme is Scheme.PER_TENSOR:
+        from fp8tower import backends, dispatch
+        from fp8tower.kernels import configs as kc
+
+        deep = {"block_n": 64, "block_k": 128, "split_k": 1, "num_warps": 4, "num_stages": 2,
+                "prequant": True, **kc.PDL_PAIR}
+        triton = backends.get("triton")
+        monkeypatch.setattr(dispatch, "resolve", lambda problem, backend: (triton, deep))
     for seed in range(2):
         x = _x((2, 1, 384), scheme, seed)
         torch.testing.assert_close(planned(x), plain(x), rtol=0, atol=0)

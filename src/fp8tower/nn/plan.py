@@ -17,9 +17,10 @@ built under CUDA graph capture (a capture-time dispatch miss is not final, and b
 must not come from the graph's pool) but are used there, so warm up eagerly first.
 
 Eager and captured calls may differ (``eager_one_launch``): where the dispatch choice
-takes two launches (channel_token / block128: pre-pass + GEMM), an eager plan runs one
-Triton launch that quantizes x itself, the same bits; such a plan is ``eager_only`` and a
-captured call of its module runs the dispatch choice unplanned.
+takes two launches (channel_token / block128: pre-pass + GEMM; per_tensor's and
+weight_only's Triton pre-pass pairs), an eager plan runs one Triton launch that quantizes x
+itself, the same bits; such a plan is ``eager_only`` and a captured call of its module runs
+the dispatch choice unplanned.
 
 Buffers are reused across calls: calls of one module must be ordered on one stream (the
 split-K counters already required that). The direct launch is taken only where it is
@@ -273,24 +274,32 @@ def same_kernels_as_graphs():
 def eager_one_launch(problem, be, config, backend):
     """(triton backend, its one-launch config) for an eager call of ``problem`` whose
     dispatch choice (``be``, ``config``) takes two launches; None where it takes one, for
-    another scheme, M > EAGER_ONE_LAUNCH_MAX_M, a backend the caller named other than
-    "triton" (an explicit choice is kept), or when turned off (``eager_one_launch_enabled``).
+    M > EAGER_ONE_LAUNCH_MAX_M, a backend the caller named other than "triton" (an
+    explicit choice is kept), or when turned off (``eager_one_launch_enabled``).
     weight_only: only a Triton choice at M = 1 splitting x per token by the pre-pass
     (``wo_mode`` 3), whose split in the GEMM (4) has its bits; the split per 1x128 group has
     no one-launch twin with its bits. Host time of a planned call, two launches / one (H200
     2026-12-04, results/wo_token_H200_2026-12-04/call7/, idle GPU): 16384x5120 39.4-40.8 /
-    30.5-31.6 us, 5120x6144 35.2-42.9 / 20.0-21.5."""
+    30.5-31.6 us, 5120x6144 35.2-42.9 / 20.0-21.5.
+    per_tensor (a static scale: ``build`` plans no one-launch quant without one): only a
+    Triton choice that takes x from the pre-pass (the deep tiles of configs.deep_default at
+    M >= DEEP_PAIR_MIN_M, the H100's configs.small_m_deep at M <= 8 since session 49, tuned
+    pairs), run as the same tile quantizing x with that scale (the same bits:
+    tests/test_gpu_plan.py's in-kernel quant test); another backend keeps its quant-first
+    plan (not timed against a Triton twin for per_tensor)."""
     from ..backends import get
     from ..kernels import configs
 
     scheme = problem.scheme
-    if scheme not in (Scheme.CHANNEL_TOKEN, Scheme.BLOCK128, Scheme.WEIGHT_ONLY) \
-            or problem.m > EAGER_ONE_LAUNCH_MAX_M:
+    if problem.m > EAGER_ONE_LAUNCH_MAX_M:
         return None
     if not eager_one_launch_enabled():
         return None
     name = backend.name if hasattr(backend, "name") else backend
     if name not in ("auto", "triton"):
+        return None
+    if scheme is Scheme.PER_TENSOR and (be.name != "triton" or not config
+                                        or not configs.x_is_fp8(scheme, False, config)):
         return None
     triton = be if be.name == "triton" else get("triton")
     if triton.unavailable_reason() is not None or triton.check(problem) is not None:
