@@ -162,6 +162,45 @@ def test_eager_plan_is_one_launch_and_graphs_keep_the_dispatch_choice(scheme):
         assert entry.plan.direct_launches == before
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=str)
+@pytest.mark.parametrize("m", [2, 8, 16])
+def test_eager_per_tensor_twin_of_the_deep_pair(m, dtype, monkeypatch):
+    """An eager per_tensor call whose choice is the deep tile from the pre-pass pair (the
+    H100's untuned small_m_deep, deep_default at M > 1) runs that tile quantizing x itself:
+    one launch, the pair's bits; fp32 x on fewer stages (4 outgrew shared memory, session
+    50's review); a captured call runs the pair, not the plan."""
+    from fp8tower import backends, dispatch
+    from fp8tower.kernels import configs as kc
+    from fp8tower.problem import GemmProblem
+
+    n, k = 4096, 4096
+    g = torch.Generator(device="cuda").manual_seed(300 + m)
+    w = quantize_weight(torch.randn(n, k, device="cuda", generator=g) * 0.02,
+                        Scheme.PER_TENSOR, act_scale=0.0137)
+    p = GemmProblem(m, n, k, Scheme.PER_TENSOR, capability=(9, 0), act_dtype=dtype)
+    pair = kc.deep_tile(p, {"prequant": True, **kc.PDL_PAIR})
+    triton = backends.get("triton")
+    monkeypatch.setattr(dispatch, "resolve", lambda problem, backend: (triton, pair))
+    planned, plain = _planned_and_plain(w, None, "auto")
+    for _ in range(2):
+        x = torch.randn(m, k, device="cuda", generator=g)
+        x = (x * torch.exp2(torch.randint(-6, 6, (m, k), device="cuda", generator=g))).to(dtype)
+        torch.testing.assert_close(planned(x), plain(x), rtol=0, atol=0)
+    (entry,) = planned._plans.values()
+    assert entry.eager_only and len(entry.plan.launches) == 1
+    assert not kc.x_is_fp8(Scheme.PER_TENSOR, False, entry.plan.config)
+    assert (entry.plan.config["num_stages"] < pair["num_stages"]) == (dtype is torch.float32)
+    before = entry.plan.direct_launches
+    x = torch.randn(m, k, device="cuda", generator=g).to(dtype)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        y = planned(x)
+    x.copy_(torch.randn(m, k, device="cuda", generator=g).to(dtype))
+    graph.replay()
+    torch.testing.assert_close(y, plain(x), rtol=0, atol=0)
+    assert entry.plan.direct_launches == before  # the capture ran the pair, unplanned
+
+
 @pytest.mark.parametrize("scheme", [Scheme.CHANNEL_TOKEN, Scheme.BLOCK128], ids=str)
 @pytest.mark.parametrize("m", [1, 8])
 def test_pdl_pre_pass_pair_is_exact_planned_and_in_a_graph(scheme, m):
@@ -249,8 +288,8 @@ def test_amax_scale_under_capture_first():
                          ids=str)
 def test_captured_buffers_survive_the_plan_cache(backend, scheme):
     """A captured graph keeps the addresses of what its kernels read: a plan's buffers (x's
-    FP8 copy and scale) or, unplanned (eager-only plans: channel_token / block128 under
-    auto), the prepared weight's (kernel scales, split-K counters). Clearing the plans (17
+    FP8 copy and scale) or, unplanned (eager-only plans: a pre-pass pair's under auto),
+    the prepared weight's (kernel scales, split-K counters). Clearing the plans (17
     shapes, refresh, backend) must not free them: replays after other allocations still give
     the unplanned result (nn/linear.py Fp8Linear._pinned)."""
     n, k, m = 1024, 1280, 1

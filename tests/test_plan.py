@@ -308,7 +308,7 @@ def test_eager_one_launch_twin(interpret):
     own = kc.default_config(p)
     assert not kc.x_is_fp8(Scheme.PER_TENSOR, False, own)  # x quantized in the GEMM
     assert eager_one_launch(p, triton, own, "auto") is None
-    for m in (1, 8, EAGER_ONE_LAUNCH_MAX_M):  # the H100's deep tile (M <= 8), the H200's (>= 8)
+    for m in (1, 8, EAGER_ONE_LAUNCH_MAX_M):  # small_m_deep (the H100, M <= 8), deep_default
         p = GemmProblem(m, 4096, 4096, Scheme.PER_TENSOR, capability=(9, 0),
                         static_act_scale=True)
         pair = kc.small_m_deep(p) if m <= 8 else kc.default_config(p)
@@ -369,11 +369,12 @@ def test_eager_one_launch_twin_of_weight_only(interpret, monkeypatch):
 @pytest.mark.parametrize("scheme", [Scheme.CHANNEL_TOKEN, Scheme.BLOCK128, Scheme.PER_TENSOR])
 def test_eager_one_launch_plan_equals_the_pre_pass_pair(interpret, scheme, monkeypatch):
     """The eager plan's single launch gives the unplanned (pre-pass + GEMM) bits. per_tensor:
-    dispatch choosing the deep tile with x from the pre-pass (the H100's small_m_deep)."""
+    dispatch choosing a tile with x from the pre-pass pair (as the H100's small_m_deep)."""
+    from fp8tower.kernels import configs as kc
+
     planned, plain = _pair(scheme, n=80, k=384, backend="triton")
     if scheme is Scheme.PER_TENSOR:
         from fp8tower import backends, dispatch
-        from fp8tower.kernels import configs as kc
 
         deep = {"block_n": 64, "block_k": 128, "split_k": 1, "num_warps": 4, "num_stages": 2,
                 "prequant": True, **kc.PDL_PAIR}
@@ -384,6 +385,29 @@ def test_eager_one_launch_plan_equals_the_pre_pass_pair(interpret, scheme, monke
         torch.testing.assert_close(planned(x), plain(x), rtol=0, atol=0)
     (entry,) = planned._plans.values()
     assert entry.eager_only and len(entry.plan.launches) == 1
+    # the interpreter's plans launch no separate quant: the config says x is quantized in it
+    assert not kc.x_is_fp8(scheme, False, entry.plan.config)
+
+
+def test_eager_one_launch_fits_fp32_x_in_shared_memory(interpret):
+    """x quantized in the GEMM is staged as it comes: fp32 x on the deep tile's 4 stages
+    would outgrow shared memory at M > 1 (238,592 B compiled for sm_90 against 232,448), so
+    its twin runs fewer; bf16 x keeps the pair's stages."""
+    from fp8tower import backends
+    from fp8tower.kernels import configs as kc
+    from fp8tower.nn.plan import eager_one_launch
+    from fp8tower.problem import GemmProblem
+
+    triton = backends.get("triton")
+    for scheme in (Scheme.PER_TENSOR, Scheme.CHANNEL_TOKEN):
+        for dtype, stages in ((torch.bfloat16, 4), (torch.float16, 4), (torch.float32, 3)):
+            p = GemmProblem(8, 4096, 4096, scheme, capability=(9, 0), act_dtype=dtype,
+                            static_act_scale=scheme is Scheme.PER_TENSOR)
+            pair = kc.deep_tile(p, {"prequant": True, **kc.PDL_PAIR})
+            assert pair["num_stages"] == 4
+            be, cfg = eager_one_launch(p, triton, pair, "auto")
+            assert be is triton and cfg["num_stages"] == stages, (scheme, dtype)
+            assert kc.smem_bytes(cfg, kc.block_m_for(8), dtype.itemsize) <= kc.SMEM_BUDGET
 
 
 def test_eager_one_launch_can_be_turned_off(interpret, monkeypatch):

@@ -282,11 +282,15 @@ def eager_one_launch(problem, be, config, backend):
     2026-12-04, results/wo_token_H200_2026-12-04/call7/, idle GPU): 16384x5120 39.4-40.8 /
     30.5-31.6 us, 5120x6144 35.2-42.9 / 20.0-21.5.
     per_tensor (a static scale: ``build`` plans no one-launch quant without one): only a
-    Triton choice that takes x from the pre-pass (the deep tiles of configs.deep_default at
-    M >= DEEP_PAIR_MIN_M, the H100's configs.small_m_deep at M <= 8 since session 49, tuned
-    pairs), run as the same tile quantizing x with that scale (the same bits:
-    tests/test_gpu_plan.py's in-kernel quant test); another backend keeps its quant-first
-    plan (not timed against a Triton twin for per_tensor)."""
+    Triton choice that takes x from the pre-pass (configs.deep_default at M > 1, the H100's
+    configs.small_m_deep at M <= 8, tuned pairs), run as the same tile quantizing x with that
+    scale (the same bits: tests/test_gpu_plan.py). Host time of a planned call, H100,
+    untuned (small_m_deep's pair), 4096x4096 / 5120x4096 at M = 1 and 8, alternated twice
+    (results/session50_2026-12-06/call1/): 23.0-24.3 us two launches, 16.1-16.6 one
+    (nn.Linear bf16 15.6-18.8). On the GPU that tile quantizing x itself took 1.03-1.40x the
+    pair's time at M = 1 (call1/m1_own.json): an eager call, host-bound, gains; graphs keep
+    the pair. Another
+    backend keeps its quant-first plan (not timed against a Triton twin for per_tensor)."""
     from ..backends import get
     from ..kernels import configs
 
@@ -308,7 +312,7 @@ def eager_one_launch(problem, be, config, backend):
         if problem.m != 1 or be.name != "triton" or not config or config.get("wo_mode") != 3:
             return None
         cfg = {k: v for k, v in config.items() if k not in ("pdl", "prefetch")}
-        return triton, {**cfg, "prequant": False, "wo_mode": 4}
+        return triton, _fit_x(problem, {**cfg, "prequant": False, "wo_mode": 4})
     base = config if be.name == "triton" and config else configs.default_config(problem)
     if not configs.x_is_fp8(scheme, False, base):
         return None if be.name == "triton" else (triton, base)
@@ -317,7 +321,22 @@ def eager_one_launch(problem, be, config, backend):
     cfg["prequant"] = False
     if scheme is Scheme.CHANNEL_TOKEN:
         cfg["fused_amax"] = True
-    return triton, cfg
+    return triton, _fit_x(problem, cfg)
+
+
+def _fit_x(problem, cfg: dict) -> dict:
+    """``cfg`` on fewer stages where x quantized in the GEMM (staged as it comes, where the
+    pair staged FP8) would outgrow shared memory: fp32 x on the deep tile (64 x 512, 4
+    stages) at M = 2-16 took 238,592 B of the 232,448 a block may have, 3 stages 173,056
+    (sm_90 compiled offline, session 50's review). Stages do not change the bits."""
+    from ..kernels import configs
+
+    item = problem.act_dtype.itemsize
+    block_m = configs.block_m_for(problem.m)
+    out = dict(cfg)
+    while out["num_stages"] > 2 and configs.smem_bytes(out, block_m, item) > configs.SMEM_BUDGET:
+        out["num_stages"] -= 1
+    return out
 
 
 # Backends whose GEMM takes FP8 activations from our separate quant launch
