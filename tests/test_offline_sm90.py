@@ -283,3 +283,40 @@ def test_the_rows_fp8_standin_streams_16_bytes_a_load_without_pdl():
     assert ops.get("ld.global.v4.b32") == 2 and ops.get("st.global.v2.b32") == 1, ops
     assert ops.get("cvt.rn.satfinite.e4m3x2.f32") == 4, ops
     assert not any(op.startswith("griddepcontrol") for op in ops), ops
+
+
+def test_eager_twins_of_the_deep_pair_fit_for_every_x_dtype():
+    """An eager twin quantizes x in the GEMM, staging x as it comes (the pair staged FP8):
+    per_tensor's and channel_token's twins of the deep tile's pair at M = 8 build for sm_90
+    within a block's shared memory for bf16, fp16 and fp32 x (fp32 on 4 stages took 238,592
+    B of 232,448: nn/plan._fit_x runs it on 3)."""
+    env = _compile_env()
+    code = (
+        "import json, torch\n"
+        "from fp8tower.formats import Scheme\n"
+        "from fp8tower.kernels import configs, offline\n"
+        "from fp8tower.nn.plan import _fit_x\n"
+        "from fp8tower.problem import GemmProblem\n"
+        "out = []\n"
+        "for scheme in (Scheme.PER_TENSOR, Scheme.CHANNEL_TOKEN):\n"
+        "    for dtype in (torch.bfloat16, torch.float16, torch.float32):\n"
+        "        p = GemmProblem(8, 4096, 4096, scheme, capability=(9, 0), act_dtype=dtype,\n"
+        "                        static_act_scale=scheme is Scheme.PER_TENSOR)\n"
+        "        # eager_one_launch's twin of the pair (its Triton check needs a GPU here)\n"
+        "        own = {'prequant': False}\n"
+        "        if scheme is Scheme.CHANNEL_TOKEN:\n"
+        "            own['fused_amax'] = True\n"
+        "        cfg = _fit_x(p, configs.deep_tile(p, own))\n"
+        "        f = offline.compile_gemm(p, cfg)\n"
+        "        out.append([str(p.key()), cfg['num_stages'], f.x_fp8, f.shared_bytes,\n"
+        "                    f.spill_bytes])\n"
+        "print(json.dumps(out))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                         timeout=600, check=False)
+    assert out.returncode == 0, out.stderr[-3000:]
+    rows = json.loads(out.stdout.strip().splitlines()[-1])
+    assert len(rows) == 6
+    for key, stages, x_fp8, shared, spill in rows:
+        assert not x_fp8 and stages >= 3, key
+        assert shared <= SMEM_PER_BLOCK and spill in (0, None), (key, stages, shared)
