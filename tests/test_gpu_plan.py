@@ -191,6 +191,7 @@ def test_eager_per_tensor_twin_of_the_deep_pair(m, dtype, monkeypatch):
     assert not kc.x_is_fp8(Scheme.PER_TENSOR, False, entry.plan.config)
     assert (entry.plan.config["num_stages"] < pair["num_stages"]) == (dtype is torch.float32)
     before = entry.plan.direct_launches
+    assert before > 0  # the plan launches directly: a capture that used it would count
     x = torch.randn(m, k, device="cuda", generator=g).to(dtype)
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):

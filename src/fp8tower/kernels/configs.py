@@ -281,8 +281,9 @@ def deep_default(p: GemmProblem) -> dict | None:
 #     shared default at M = 1, 0.974-0.980x cuBLASLt at M = 1-8 (heldout.json), the band's
 #     only shape timed; 160 tiles (10240x5120 / 8192) and 161-176 (10304 / 11264 x 4096) won.
 # Not measured on the H100: K < 2048, x in fp16 / fp32, a dynamic activation scale,
-# channel_token, past 160 tiles with K outside 4096-8192. Eager calls run the tile with x
-# quantized in the GEMM, one launch (nn/plan.eager_one_launch, session 50).
+# channel_token, past 160 tiles with K outside 4096-8192. Eager calls (a static scale,
+# backend auto or triton) run the tile with x quantized in the GEMM, one launch
+# (nn/plan.eager_one_launch, session 50).
 SMALL_M_DEEP_MAX_M = 8
 SMALL_M_DEEP_MIN_TILES = 16
 SMALL_M_DEEP_MIN_K = 2048

@@ -284,10 +284,12 @@ def eager_one_launch(problem, be, config, backend):
     per_tensor (a static scale: ``build`` plans no one-launch quant without one): only a
     Triton choice that takes x from the pre-pass (configs.deep_default at M > 1, the H100's
     configs.small_m_deep at M <= 8, tuned pairs), run as the same tile quantizing x with that
-    scale (the same bits: tests/test_gpu_plan.py). Host time of a planned call, H100,
+    scale (the same bits: the in-GEMM quantization is the pre-pass's, tests/test_gpu_plan.py
+    test_in_kernel_quant_is_bit_exact_on_gpu; test_eager_per_tensor_twin_of_the_deep_pair
+    there checks the twin itself, not yet run on a GPU). Host time of a planned call, H100,
     untuned (small_m_deep's pair), 4096x4096 / 5120x4096 at M = 1 and 8, alternated twice
     (results/session50_2026-12-06/call1/): 23.0-24.3 us two launches, 16.1-16.6 one
-    (nn.Linear bf16 15.6-18.8). On the GPU that tile quantizing x itself took 1.03-1.40x the
+    (nn.Linear bf16 15.6-18.8). On the GPU that tile quantizing x itself took 1.03-1.39x the
     pair's time at M = 1 (call1/m1_own.json): an eager call, host-bound, gains; graphs keep
     the pair. Another
     backend keeps its quant-first plan (not timed against a Triton twin for per_tensor)."""
@@ -328,7 +330,9 @@ def _fit_x(problem, cfg: dict) -> dict:
     """``cfg`` on fewer stages where x quantized in the GEMM (staged as it comes, where the
     pair staged FP8) would outgrow shared memory: fp32 x on the deep tile (64 x 512, 4
     stages) at M = 2-16 took 238,592 B of the 232,448 a block may have, 3 stages 173,056
-    (sm_90 compiled offline, session 50's review). Stages do not change the bits."""
+    (sm_90 compiled offline, session 50's review). The estimate (configs.smem_bytes against
+    SMEM_BUDGET, 16 rows of x at M = 1 too) is conservative: fp32 x at M = 1 would have fit
+    on 4 stages (146,432 B) and runs on 3. Stages do not change the bits."""
     from ..kernels import configs
 
     item = problem.act_dtype.itemsize
