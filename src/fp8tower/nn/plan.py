@@ -286,13 +286,13 @@ def eager_one_launch(problem, be, config, backend):
     configs.small_m_deep at M <= 8, tuned pairs), run as the same tile quantizing x with that
     scale (the same bits: the in-GEMM quantization is the pre-pass's, tests/test_gpu_plan.py
     test_in_kernel_quant_is_bit_exact_on_gpu; test_eager_per_tensor_twin_of_the_deep_pair
-    there checks the twin itself: passed on an H100, session 50's call2). Host time of a planned call, H100,
-    untuned (small_m_deep's pair), 4096x4096 / 5120x4096 at M = 1 and 8, alternated twice
-    (results/session50_2026-12-06/call1/): 23.0-24.3 us two launches, 16.1-16.6 one
-    (nn.Linear bf16 15.6-18.8). On the GPU that tile quantizing x itself took 1.03-1.39x the
-    pair's time at M = 1 (call1/m1_own.json): an eager call, host-bound, gains; graphs keep
-    the pair. Another
-    backend keeps its quant-first plan (not timed against a Triton twin for per_tensor)."""
+    there checks the twin itself, passed on an H100 in session 50's call2). Host time of a
+    planned call, H100, untuned (small_m_deep's pair), 4096x4096 / 5120x4096 at M = 1 and 8,
+    alternated twice (results/session50_2026-12-06/call1/): 23.0-24.3 us two launches,
+    16.1-16.6 one (nn.Linear bf16 15.6-18.8). On the GPU that tile quantizing x itself took
+    1.03-1.39x the pair's time at M = 1 (call1/m1_own.json): an eager call, host-bound,
+    gains; graphs keep the pair. Another backend keeps its quant-first plan (not timed
+    against a Triton twin for per_tensor)."""
     from ..backends import get
     from ..kernels import configs
 
