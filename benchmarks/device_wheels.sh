@@ -27,3 +27,28 @@ unpack_prebuilt() {
     mkdir -p "$dir" && tar xJf "$run/prebuilt.tar.xz" -C "$dir"
   done
 }
+# A device script's time budget (the device tool stops a command at its limit, losing what
+# was not written): budget_start SECONDS starts the clock; left prints the seconds left; lim N
+# the smaller of N and what is left less 5 s, at least 1 (a timeout for the next step).
+budget_start() {
+  T0=$(date +%s)
+  BUDGET=$1
+}
+left() { echo $(( BUDGET - ($(date +%s) - T0) )); }
+lim() {
+  local l=$(( $(left) - 5 ))
+  [ "$l" -lt 1 ] && l=1
+  [ "$l" -lt "$1" ] && echo "$l" || echo "$1"
+}
+# bench_untuned DIR NAME LIMIT ARGS...: bench_gemm.py ARGS untuned (FP8TOWER_TUNE=0, cache
+# /tmp/un: unpack_prebuilt it first), within lim LIMIT, into DIR/NAME.json and .log; prints
+# its status line (also appended to DIR/status.txt) and its cells slower than cuBLASLt.
+bench_untuned() {
+  local dir=$1 name=$2 l=$3
+  shift 3
+  FP8TOWER_CACHE_DIR=/tmp/un FP8TOWER_TUNE=0 timeout "$(lim "$l")" python3 \
+    benchmarks/bench_gemm.py "$@" --precompile --replays 10 --rounds 3 \
+    --json "$dir/$name.json" > "$dir/$name.log" 2>&1
+  echo "$name rc=$? left=$(left)" | tee -a "$dir/status.txt"
+  grep -A12 "slower than" "$dir/$name.log" | head -12
+}

@@ -283,3 +283,35 @@ def test_unpack_prebuilt_fills_each_cache_dir_and_skips_when_not_carried(tmp_pat
     shutil.rmtree(a)
     out = call(tmp_path / "missing")
     assert out.returncode == 0 and out.stdout.strip() == "ok" and not a.exists()
+
+
+def test_device_budget_helpers_and_bench_untuned(tmp_path):
+    """device_wheels.sh's budget_start / left / lim (a step's timeout: the smaller of its own
+    and what is left less 5 s, at least 1) and bench_untuned (bench_gemm.py untuned, its
+    status line appended to DIR/status.txt): here with a stand-in python3 on PATH."""
+    import shutil
+    import subprocess
+
+    if shutil.which("bash") is None or shutil.which("timeout") is None:
+        pytest.skip("needs bash and timeout")
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "python3").write_text(
+        '#!/usr/bin/env bash\necho "args: $*"; echo "env: $FP8TOWER_TUNE $FP8TOWER_CACHE_DIR"\n'
+        'echo "slower than cuBLASLt by > 2%: a cell"\nexit 3\n')
+    (fake / "python3").chmod(0o755)
+    script = (f'. "{BENCH}/device_wheels.sh" && budget_start 100 && echo "$(lim 30) '
+              f'$(lim 200) $(left)" && budget_start 3 && echo "$(lim 10)" && budget_start 60 && '
+              f'PATH="{fake}:$PATH" bench_untuned "{tmp_path}" cells 20 --m 1')
+    out = subprocess.run(["bash", "-c", script], capture_output=True, text=True, check=False,
+                         cwd=str(tmp_path))
+    lines = out.stdout.splitlines()
+    # a second may tick between the clock's start and a reading
+    assert out.returncode == 0 and lines[0] in ("30 95 100", "30 94 99"), (out.stdout,
+                                                                           out.stderr)
+    assert lines[1] == "1" and "a cell" in lines[3], lines
+    assert lines[2] in ("cells rc=3 left=60", "cells rc=3 left=59"), lines
+    assert (tmp_path / "status.txt").read_text() == lines[2] + "\n"
+    log = (tmp_path / "cells.log").read_text()
+    assert "benchmarks/bench_gemm.py --m 1 --precompile --replays 10 --rounds 3 --json" in log
+    assert "env: 0 /tmp/un" in log and str(tmp_path / "cells.json") in log

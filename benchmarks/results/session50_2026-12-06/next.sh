@@ -12,27 +12,15 @@
 # 3. The GPU suite with what is left.
 set -uo pipefail
 GPU=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
-T0=$(date +%s)
-BUDGET=${BUDGET:-560}
-left() { echo $(( BUDGET - ($(date +%s) - T0) )); }
-lim() {  # the smaller of $1 and what is left, at least 1
-  local l=$(( $(left) - 5 )); [ "$l" -lt 1 ] && l=1; [ "$l" -lt "$1" ] && echo "$l" || echo "$1"
-}
+. benchmarks/device_wheels.sh
+budget_start "${BUDGET:-560}"
 O=$OUT/next
 mkdir -p "$O"
-. benchmarks/device_wheels.sh
 install_wheels .gpu/run "$O/status.txt"
 unpack_prebuilt .gpu/run /tmp/un ~/.cache/fp8tower tests/.cache
 export PYTHONPATH=$PWD/src:/tmp/site PYTHONUNBUFFERED=1
 echo "gpu: $GPU" | tee -a "$O/status.txt"
-run() {  # NAME LIMIT bench_gemm.py args...
-  local name=$1 l=$2; shift 2
-  FP8TOWER_CACHE_DIR=/tmp/un FP8TOWER_TUNE=0 timeout "$(lim "$l")" python3 \
-    benchmarks/bench_gemm.py "$@" --precompile --replays 10 --rounds 3 --json "$O/$name.json" \
-    > "$O/$name.log" 2>&1
-  echo "$name rc=$? left=$(left)" | tee -a "$O/status.txt"
-  grep -A12 "slower than" "$O/$name.log" | head -12
-}
+run() { bench_untuned "$O" "$@"; }  # NAME LIMIT bench_gemm.py args...
 B=8576x4096,8960x5120,9472x4096,9984x3584,8704x2048,10112x5120,9472x2560,8832x4608
 B=$B,9472x6144,8960x7168,9984x8192,8576x14336
 run band 100 --shapes "$B" --m 1,2,4,8 --schemes per_tensor --backends cublaslt,untuned,deep
