@@ -52,3 +52,13 @@ bench_untuned() {
   echo "$name rc=$? left=$(left)" | tee -a "$dir/status.txt"
   grep -A12 "slower than" "$dir/$name.log" | head -12
 }
+# gpu_suite_with_left DIR: the GPU tests (12 workers where xdist is there) within what is
+# left less 10 s, if that is over a minute, into DIR/suite.log; its summary on stdout.
+gpu_suite_with_left() {
+  local dir=$1 l=$(( $(left) - 10 ))
+  [ "$l" -gt 60 ] || { echo "gpu suite skipped: ${l}s left" | tee -a "$dir/status.txt"; return 0; }
+  timeout "$l" python3 -m pytest -q -m gpu -p no:cacheprovider $(pytest_par 12 240) \
+    -rfE --tb=short > "$dir/suite.log" 2>&1
+  echo "gpu suite rc=$? left=$(left)" | tee -a "$dir/status.txt"
+  grep -E "^(FAILED|ERROR)|passed|failed" "$dir/suite.log" | tail -15
+}

@@ -315,3 +315,19 @@ def test_device_budget_helpers_and_bench_untuned(tmp_path):
     log = (tmp_path / "cells.log").read_text()
     assert "benchmarks/bench_gemm.py --m 1 --precompile --replays 10 --rounds 3 --json" in log
     assert "env: 0 /tmp/un" in log and str(tmp_path / "cells.json") in log
+
+
+def test_gpu_suite_with_left_skips_under_a_minute(tmp_path):
+    """device_wheels.sh's gpu_suite_with_left: with a minute or less left it runs nothing and
+    says so in DIR/status.txt."""
+    import shutil
+    import subprocess
+
+    if shutil.which("bash") is None:
+        pytest.skip("needs bash")
+    script = (f'. "{BENCH}/device_wheels.sh" && budget_start 50 && '
+              f'gpu_suite_with_left "{tmp_path}"')
+    out = subprocess.run(["bash", "-c", script], capture_output=True, text=True, check=False)
+    assert out.returncode == 0 and out.stdout.startswith("gpu suite skipped: "), out
+    assert (tmp_path / "status.txt").read_text().startswith("gpu suite skipped: ")
+    assert not (tmp_path / "suite.log").exists()

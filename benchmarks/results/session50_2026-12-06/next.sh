@@ -45,11 +45,5 @@ case "$GPU" in
     run pt_m8 40 --shapes 10240x5120,10240x4096,9216x5120,11264x5120 --m 8,16 \
       --schemes per_tensor --backends cublaslt,untuned ;;
 esac
-l=$(( $(left) - 10 ))
-if [ "$l" -gt 60 ]; then
-  timeout "$l" python3 -m pytest -q -m gpu -p no:cacheprovider $(pytest_par 12 240) \
-    -rfE --tb=short > "$O/suite.log" 2>&1
-  echo "gpu suite rc=$? left=$(left)" | tee -a "$O/status.txt"
-  grep -E "^(FAILED|ERROR)|passed|failed" "$O/suite.log" | tail -15
-fi
+gpu_suite_with_left "$O"
 (cd "$O" && tar czf logs.tgz ./*.log && rm -f ./*.log)
