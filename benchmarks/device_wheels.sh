@@ -1,6 +1,8 @@
-# Sourced by the device-side scripts (verify_h200.sh, ab_tower.sh): install_wheels RUN STATUS
-# installs the optional packages that travel as wheels in RUN/whl into /tmp/site (on
-# PYTHONPATH in those scripts); a failure is appended to the STATUS file.
+# Sourced by the device-side scripts (verify_h200.sh, ab_tower.sh, each session's calls):
+# install_wheels, pytest_par, unpack_prebuilt, a script's time budget (budget_start, left,
+# lim), bench_untuned and gpu_suite_with_left, each described above it.
+# install_wheels RUN STATUS installs the optional packages that travel as wheels in RUN/whl
+# into /tmp/site (on PYTHONPATH in those scripts); a failure is appended to the STATUS file.
 install_wheels() {
   local run=$1 status=$2
   if [ -d "$run/whl" ] && ls "$run"/whl/*.whl >/dev/null 2>&1; then
@@ -34,7 +36,7 @@ budget_start() {
   T0=$(date +%s)
   BUDGET=$1
 }
-left() { echo $(( BUDGET - ($(date +%s) - T0) )); }
+left() { echo $(( ${BUDGET:?call budget_start first} - ($(date +%s) - ${T0:?}) )); }
 lim() {
   local l=$(( $(left) - 5 ))
   [ "$l" -lt 1 ] && l=1
@@ -46,7 +48,7 @@ lim() {
 bench_untuned() {
   local dir=$1 name=$2 l=$3
   shift 3
-  FP8TOWER_CACHE_DIR=/tmp/un FP8TOWER_TUNE=0 timeout "$(lim "$l")" python3 \
+  FP8TOWER_CACHE_DIR=/tmp/un FP8TOWER_TUNE=0 timeout -k 10 "$(lim "$l")" python3 \
     benchmarks/bench_gemm.py "$@" --precompile --replays 10 --rounds 3 \
     --json "$dir/$name.json" > "$dir/$name.log" 2>&1
   echo "$name rc=$? left=$(left)" | tee -a "$dir/status.txt"
@@ -57,7 +59,7 @@ bench_untuned() {
 gpu_suite_with_left() {
   local dir=$1 l=$(( $(left) - 10 ))
   [ "$l" -gt 60 ] || { echo "gpu suite skipped: ${l}s left" | tee -a "$dir/status.txt"; return 0; }
-  timeout "$l" python3 -m pytest -q -m gpu -p no:cacheprovider $(pytest_par 12 240) \
+  timeout -k 10 "$l" python3 -m pytest -q -m gpu -p no:cacheprovider $(pytest_par 12 240) \
     -rfE --tb=short > "$dir/suite.log" 2>&1
   echo "gpu suite rc=$? left=$(left)" | tee -a "$dir/status.txt"
   grep -E "^(FAILED|ERROR)|passed|failed" "$dir/suite.log" | tail -15

@@ -285,49 +285,88 @@ def test_unpack_prebuilt_fills_each_cache_dir_and_skips_when_not_carried(tmp_pat
     assert out.returncode == 0 and out.stdout.strip() == "ok" and not a.exists()
 
 
-def test_device_budget_helpers_and_bench_untuned(tmp_path):
-    """device_wheels.sh's budget_start / left / lim (a step's timeout: the smaller of its own
-    and what is left less 5 s, at least 1) and bench_untuned (bench_gemm.py untuned, its
-    status line appended to DIR/status.txt): here with a stand-in python3 on PATH."""
-    import shutil
+def _fake_device_bin(tmp_path, rc=3):
+    """A PATH directory of stand-ins: ``date +%s`` reads a clock file (starting at 1000),
+    ``timeout`` logs its arguments and runs the rest, ``python3`` logs its arguments and
+    environment, moves the clock 7 s on and exits ``rc`` (``-c``: 1 at once)."""
+    fake, clock = tmp_path / "bin", tmp_path / "clock"
+    fake.mkdir()
+    clock.write_text("1000")
+    scripts = {
+        "date": f'#!/usr/bin/env bash\ncat "{clock}"\n',
+        "timeout": f'#!/usr/bin/env bash\necho "timeout $*" >> "{tmp_path}/calls"\n'
+                   'shift 3\nexec "$@"\n',
+        # python3 -c: pytest_par's import check (no xdist here)
+        "python3": f'#!/usr/bin/env bash\n[ "$1" = -c ] && exit 1\necho "args: $*"; '
+                   'echo "env: $FP8TOWER_TUNE $FP8TOWER_CACHE_DIR"\n'
+                   'echo "slower than cuBLASLt by > 2%: a cell"; echo "1 passed"\n'
+                   f'echo $(( $(cat "{clock}") + 7 )) > "{clock}"\nexit {rc}\n',
+    }
+    for name, text in scripts.items():
+        (fake / name).write_text(text)
+        (fake / name).chmod(0o755)
+    return fake
+
+
+def _bash(tmp_path, body):
     import subprocess
 
-    if shutil.which("bash") is None or shutil.which("timeout") is None:
-        pytest.skip("needs bash and timeout")
-    fake = tmp_path / "bin"
-    fake.mkdir()
-    (fake / "python3").write_text(
-        '#!/usr/bin/env bash\necho "args: $*"; echo "env: $FP8TOWER_TUNE $FP8TOWER_CACHE_DIR"\n'
-        'echo "slower than cuBLASLt by > 2%: a cell"\nexit 3\n')
-    (fake / "python3").chmod(0o755)
-    script = (f'. "{BENCH}/device_wheels.sh" && budget_start 100 && echo "$(lim 30) '
-              f'$(lim 200) $(left)" && budget_start 3 && echo "$(lim 10)" && budget_start 60 && '
-              f'PATH="{fake}:$PATH" bench_untuned "{tmp_path}" cells 20 --m 1')
-    out = subprocess.run(["bash", "-c", script], capture_output=True, text=True, check=False,
-                         cwd=str(tmp_path))
+    fake = _fake_device_bin(tmp_path)
+    script = f'. "{BENCH}/device_wheels.sh" && PATH="{fake}:$PATH" && {body}'
+    return subprocess.run(["bash", "-c", script], capture_output=True, text=True, check=False,
+                          cwd=str(tmp_path))
+
+
+def test_device_budget_helpers_and_bench_untuned(tmp_path):
+    """device_wheels.sh's budget_start / left / lim (a step's timeout: the smaller of its own
+    and what is left less 5 s, at least 1) and bench_untuned (bench_gemm.py untuned under
+    that timeout, its status line appended to DIR/status.txt), on a stand-in clock."""
+    import shutil
+
+    if shutil.which("bash") is None:
+        pytest.skip("needs bash")
+    out = _bash(tmp_path, 'budget_start 100 && echo "$(lim 30) $(lim 200) $(left)" && '
+                          'budget_start 3 && echo "$(lim 10)" && budget_start 60 && '
+                          f'bench_untuned "{tmp_path}" cells 20 --m 1 && echo "$(left)"')
     lines = out.stdout.splitlines()
-    # a second may tick between the clock's start and a reading
-    assert out.returncode == 0 and lines[0] in ("30 95 100", "30 94 99"), (out.stdout,
-                                                                           out.stderr)
-    assert lines[1] == "1" and "a cell" in lines[3], lines
-    assert lines[2] in ("cells rc=3 left=60", "cells rc=3 left=59"), lines
-    assert (tmp_path / "status.txt").read_text() == lines[2] + "\n"
+    assert out.returncode == 0 and lines[:2] == ["30 95 100", "1"], (out.stdout, out.stderr)
+    assert lines[2] == "cells rc=3 left=53" and "a cell" in lines[3], lines  # 7 s went by
+    assert lines[-1] == "53"
+    assert (tmp_path / "status.txt").read_text() == "cells rc=3 left=53\n"
+    assert (tmp_path / "calls").read_text().startswith("timeout -k 10 20 python3 ")
     log = (tmp_path / "cells.log").read_text()
     assert "benchmarks/bench_gemm.py --m 1 --precompile --replays 10 --rounds 3 --json" in log
     assert "env: 0 /tmp/un" in log and str(tmp_path / "cells.json") in log
 
 
-def test_gpu_suite_with_left_skips_under_a_minute(tmp_path):
-    """device_wheels.sh's gpu_suite_with_left: with a minute or less left it runs nothing and
-    says so in DIR/status.txt."""
+def test_gpu_suite_with_left(tmp_path):
+    """device_wheels.sh's gpu_suite_with_left: the GPU tests within what is left less 10 s,
+    into DIR/suite.log; with a minute or less left nothing runs, said in DIR/status.txt."""
+    import shutil
+
+    if shutil.which("bash") is None:
+        pytest.skip("needs bash")
+    out = _bash(tmp_path, f'budget_start 200 && gpu_suite_with_left "{tmp_path}"')
+    assert out.returncode == 0 and out.stdout.splitlines()[0] == "gpu suite rc=3 left=193", out
+    call = (tmp_path / "calls").read_text()
+    assert call.startswith("timeout -k 10 190 python3 -m pytest -q -m gpu ") and \
+        "--tb=short" in call, call
+    assert "1 passed" in (tmp_path / "suite.log").read_text()
+    short = tmp_path / "short"
+    short.mkdir()
+    out = _bash(short, f'budget_start 70 && gpu_suite_with_left "{short}"')
+    assert out.returncode == 0 and out.stdout.startswith("gpu suite skipped: 60s left"), out
+    assert (short / "status.txt").read_text() == "gpu suite skipped: 60s left\n"
+    assert not (short / "suite.log").exists() and not (short / "calls").exists()
+
+
+def test_left_without_budget_start_says_so(tmp_path):
+    """``left`` before ``budget_start`` is an error that names it, not a silent 1 s limit."""
     import shutil
     import subprocess
 
     if shutil.which("bash") is None:
         pytest.skip("needs bash")
-    script = (f'. "{BENCH}/device_wheels.sh" && budget_start 50 && '
-              f'gpu_suite_with_left "{tmp_path}"')
-    out = subprocess.run(["bash", "-c", script], capture_output=True, text=True, check=False)
-    assert out.returncode == 0 and out.stdout.startswith("gpu suite skipped: "), out
-    assert (tmp_path / "status.txt").read_text().startswith("gpu suite skipped: ")
-    assert not (tmp_path / "suite.log").exists()
+    out = subprocess.run(["bash", "-c", f'. "{BENCH}/device_wheels.sh" && left'],
+                         capture_output=True, text=True, check=False)
+    assert out.returncode != 0 and "call budget_start first" in out.stderr
