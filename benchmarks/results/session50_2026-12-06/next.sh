@@ -2,7 +2,7 @@
 # The next session's first device call, prepared in session 50 (carry .gpu/run; either card).
 # 1. Both: the lead of call1 for the H100's 133-159-tile band (where the shared default serves
 #    and three cells at M = 8 lost 2.2-2.5%): the deep tile against it on 12 shapes of the band
-#    neither file timed, K = 2048-14336, M = 1, 2, 4, 8 ("band").
+#    not timed before, K = 2048-14336, M = 1, 2, 4, 8 ("band").
 # 2. H100: the eager Qwen3-8B-shaped step, bf16 against merged per_tensor untuned (its
 #    choice the deep tile from the pre-pass pair at M = 1), this session's one-launch twin off
 #    / on ("gen_{0,1}": FP8TOWER_EAGER_ONE_LAUNCH); session 40 measured 1.020x bf16's time
