@@ -208,7 +208,6 @@ def test_weight_only_split_at_m64_is_one_128_row_tile_without_spills(wo_mode):
     """weight_only's split x at M = 64 (128 FP8 rows) runs as one 128-row tile, so W streams
     once (configs.SPLIT_BLOCK_M_MAX): it builds for sm_90 without spills, one program a SM,
     with scales per 1x128 group and per token (wo_mode 3, the default there)."""
-    env = _compile_env()
     code = (
         "import json, dataclasses\n"
         "from fp8tower.kernels import configs, offline\n"
@@ -219,14 +218,19 @@ def test_weight_only_split_at_m64_is_one_128_row_tile_without_spills(wo_mode):
         "f = offline.compile_gemm(p, cfg)\n"
         "print(json.dumps({**dataclasses.asdict(f), 'block_m': configs.block_m_for(128, split=True)}))\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
-                         timeout=600, check=False)
-    assert out.returncode == 0, out.stderr[-3000:]
-    r = json.loads(out.stdout.strip().splitlines()[-1])
+    r = _printed_json(code)
     assert r["block_m"] == 128 and r["x_fp8"]
     assert r["spill_bytes"] in (0, None) and r["shared_bytes"] <= SMEM_PER_BLOCK
     assert r["programs_per_sm"] >= 1
     assert r["grid_programs"] == 16384 // 64  # one M tile: no second pass over W
+
+
+def _printed_json(code: str):
+    """The JSON a compiling subprocess running ``code`` prints last."""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env=_compile_env(), timeout=600, check=False)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def _ptx_ops(script: str) -> dict:
@@ -290,7 +294,6 @@ def test_eager_twins_of_the_deep_pair_fit_for_every_x_dtype():
     per_tensor's and channel_token's twins of the deep tile's pair at M = 8 build for sm_90
     within a block's shared memory for bf16, fp16 and fp32 x (fp32 on 4 stages took 238,592
     B of 232,448: nn/plan._fit_x runs it on 3)."""
-    env = _compile_env()
     code = (
         "import json, torch\n"
         "from fp8tower.formats import Scheme\n"
@@ -312,10 +315,7 @@ def test_eager_twins_of_the_deep_pair_fit_for_every_x_dtype():
         "                    f.spill_bytes])\n"
         "print(json.dumps(out))\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
-                         timeout=600, check=False)
-    assert out.returncode == 0, out.stderr[-3000:]
-    rows = json.loads(out.stdout.strip().splitlines()[-1])
+    rows = _printed_json(code)
     assert len(rows) == 6
     for key, stages, x_fp8, shared, spill in rows:
         assert not x_fp8 and stages >= 3, key

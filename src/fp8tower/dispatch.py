@@ -172,23 +172,20 @@ class Dispatcher:
             reasons.append(f"{b.name}: {reason}")
         if first is None:
             raise BackendError(f"no backend can serve {problem.key()}: " + "; ".join(reasons))
-        gpu = self._device_name() if problem.on_cuda else None
-        if problem.on_cuda and not self.untuned_rule_applies(problem):
-            other = BASELINE
-        else:
-            # an evidence rule, e.g. -> cuBLASLt; per GPU where the GPUs differ
-            other = first.untuned_defers_to(at, gpu)
+        gpu = self._device_name() if problem.on_cuda else None  # asked once: a CUDA query
+        rules = not problem.on_cuda or self.untuned_rule_applies(problem, gpu)
+        # an evidence rule, e.g. -> cuBLASLt; per GPU where the GPUs differ
+        other = first.untuned_defers_to(at, gpu) if rules else BASELINE
         alt = next((a for a in self.pool() if a.name == other), None) if other else None
         chosen = alt if alt is not None and self.able(alt, problem) is None else first
-        if chosen.untuned_config is None or (problem.on_cuda
-                                             and not self.untuned_rule_applies(problem)):
+        if chosen.untuned_config is None or not rules:
             return chosen, chosen.default_config(at)
         return chosen, chosen.untuned_config(at, gpu)  # e.g. the H100's own small-M tile
 
-    def untuned_rule_applies(self, problem: GemmProblem) -> bool:
+    def untuned_rule_applies(self, problem: GemmProblem, gpu: str | None = None) -> bool:
         """Whether the backends' ``untuned_defers_to`` rules hold for CUDA ``problem``: decode
-        M on the GPU they were measured on (UNTUNED_RULE_GPUS)."""
-        return problem.bucket <= MAX_DECODE_M and self._device_name() in UNTUNED_RULE_GPUS
+        M on the GPU they were measured on (UNTUNED_RULE_GPUS; ``gpu``: its name if known)."""
+        return problem.bucket <= MAX_DECODE_M and (gpu or self._device_name()) in UNTUNED_RULE_GPUS
 
     def _device_name(self) -> str | None:
         """This dispatcher's GPU (``gpu_name``, else CUDA's current device; None without)."""
