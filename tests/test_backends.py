@@ -531,10 +531,12 @@ def test_triton_untuned_rule_on_the_h100_sxm():
 
 def test_triton_untuned_config_on_the_h100_sxm():
     """Untuned, the H100 SXM serves per_tensor at M <= 8 with K >= 2048 over 16 tiles or more
-    (not under 24 with K > 5120, nor 133-159) on the deep tile from the pre-pass pair
-    (configs.small_m_deep: 1.01-1.39x the shared default where it differs, 1.04-1.43x
-    cuBLASLt, results/session49_2026-12-06/call1/deep_m2.json; past 160 tiles 1.04-1.16x,
-    call2/), what bench_gemm's "deep" arm timed, and does not defer those to cuBLASLt; the
+    (not under 24 with K > 5120, nor 133-159 at M = 1 or with K > 5120) on the deep tile from
+    the pre-pass pair (configs.small_m_deep: 1.01-1.39x the shared default where it differs,
+    1.04-1.43x cuBLASLt, results/session49_2026-12-06/call1/deep_m2.json; past 160 tiles
+    1.04-1.16x, call2/; 133-159 tiles at M = 2-8 with K <= 5120 1.001-1.112x,
+    session50_2026-12-06/call1/edges.json, session51_2026-12-06/call1/band.json), what
+    bench_gemm's "deep" arm timed, and does not defer those to cuBLASLt; the
     H200 and everything else keep ``default_config``. A tuning times it too
     (priority_configs)."""
     from fp8tower.backends.triton_gemm import H100_SXM, untuned_config, untuned_defers_to
@@ -550,19 +552,22 @@ def test_triton_untuned_config_on_the_h100_sxm():
             "prequant": True, **kc.PDL_PAIR}
     for m, n, k in [(1, 4096, 2048), (2, 5120, 4096), (4, 4096, 14336), (8, 1024, 5120),
                     (8, 10240, 5120), (1, 5120, 25600), (2, 11264, 4096), (1, 28672, 4096),
-                    (8, 57344, 8192), (4, 1536, 7168), (1, 10304, 4096), (1, 8448, 4096)]:
+                    (8, 57344, 8192), (4, 1536, 7168), (1, 10304, 4096), (1, 8448, 4096),
+                    (2, 8512, 4096), (8, 10176, 5120), (4, 9216, 2048)]:  # the last 133-159
         p = GemmProblem(m, n, k, Scheme.PER_TENSOR)
         assert cfg(m, n, k) == deep and untuned_defers_to(p, H100_SXM) is None, (m, n, k)
         assert deep in kc.priority_configs(p), (m, n, k)
         assert cfg(m, n, k, gpu="NVIDIA H200") == cfg(m, n, k, gpu=None) == default(m, n, k)
     assert cfg(2, 5120, 4096) != default(2, 5120, 4096)  # the split default it replaces
     # outside what the H100 measured or won: M > 8, K < 2048, < 16 tiles, < 24 tiles with
-    # K > 5120 (1280x8192: 0.92-0.98x the split default), 133-159 tiles (9216x7168: 0.96x it
-    # at M = 1), another scheme, FP8 x
+    # K > 5120 (1280x8192: 0.92-0.98x the split default), 133-159 tiles with K > 5120
+    # (8576x14336: 0.88-0.91x it) or at M = 1 (8960x5120: 0.96x), another scheme, FP8 x
     for m, n, k, scheme, kw in [(16, 5120, 4096, Scheme.PER_TENSOR, {}),
                                 (1, 9216, 7168, Scheme.PER_TENSOR, {}),
-                                (8, 8512, 4096, Scheme.PER_TENSOR, {}),
-                                (2, 10176, 4096, Scheme.PER_TENSOR, {}),
+                                (8, 8512, 5248, Scheme.PER_TENSOR, {}),
+                                (2, 10176, 14336, Scheme.PER_TENSOR, {}),
+                                (1, 8512, 4096, Scheme.PER_TENSOR, {}),
+                                (1, 10176, 2048, Scheme.PER_TENSOR, {}),
                                 (2, 5120, 1024, Scheme.PER_TENSOR, {}),
                                 (2, 960, 4096, Scheme.PER_TENSOR, {}),
                                 (2, 1280, 8192, Scheme.PER_TENSOR, {}),
