@@ -534,8 +534,9 @@ def test_triton_untuned_config_on_the_h100_sxm():
     (not under 24 with K > 5120, nor 133-159 at M = 1 or with K > 5120) on the deep tile from
     the pre-pass pair (configs.small_m_deep: 1.01-1.39x the shared default where it differs,
     1.04-1.43x cuBLASLt, results/session49_2026-12-06/call1/deep_m2.json; past 160 tiles
-    1.04-1.16x, call2/; 133-159 tiles at M = 2-8 with K <= 5120 1.001-1.112x,
-    session50_2026-12-06/call1/edges.json, session51_2026-12-06/call1/band.json), what
+    1.04-1.16x, call2/; 133-159 tiles at M = 2-8 with K <= 5120 1.001-1.112x the shared
+    default, 1.01-1.15x cuBLASLt, session50_2026-12-06/call1/edges.json,
+    session51_2026-12-06/call1/band.json), what
     bench_gemm's "deep" arm timed, and does not defer those to cuBLASLt; the
     H200 and everything else keep ``default_config``. A tuning times it too
     (priority_configs)."""
@@ -553,7 +554,8 @@ def test_triton_untuned_config_on_the_h100_sxm():
     for m, n, k in [(1, 4096, 2048), (2, 5120, 4096), (4, 4096, 14336), (8, 1024, 5120),
                     (8, 10240, 5120), (1, 5120, 25600), (2, 11264, 4096), (1, 28672, 4096),
                     (8, 57344, 8192), (4, 1536, 7168), (1, 10304, 4096), (1, 8448, 4096),
-                    (2, 8512, 4096), (8, 10176, 5120), (4, 9216, 2048)]:  # the last 133-159
+                    (1, 10240, 5120), (2, 10240, 8192),  # 160 tiles: past the band
+                    (2, 8512, 4096), (8, 10176, 5120), (4, 9216, 2048)]:  # band, M 2-8, K <= 5120
         p = GemmProblem(m, n, k, Scheme.PER_TENSOR)
         assert cfg(m, n, k) == deep and untuned_defers_to(p, H100_SXM) is None, (m, n, k)
         assert deep in kc.priority_configs(p), (m, n, k)

@@ -277,25 +277,24 @@ def deep_default(p: GemmProblem) -> dict | None:
 #   - under 24 tiles with K > 5120: 1280x8192 (20 tiles) 0.92-0.98x the shared split default
 #     in both files (1024x5120, 16 tiles of K = 5120, 1.02-1.09x; 1536x7168, 24 tiles,
 #     1.00-1.04x);
-#   - 133-159 tiles (one to 1.2 waves of these one-an-SM programs) at M = 1 or with K > 5120:
+#   - 133-159 tiles (one to 1.2 waves of these one-an-SM programs) at M = 1 or with K > 5120
+#     (160 tiles, 10240x5120 / 8192, and 161-176, 10304 / 11264 x 4096, won):
 #     9216x7168 (144) 0.96x the shared default at M = 1, 0.974-0.980x cuBLASLt at M = 1-8
-#     (heldout.json); session 50 (results/session50_2026-12-06/call1/edges.json, 7 shapes of
-#     the band) and 51 (results/session51_2026-12-06/call1/band.json, 12 more): with K > 5120
-#     0.88-1.03x the shared default (8576x14336 0.88-0.91x), at M = 1 with K <= 5120
-#     0.959-1.067x. At M = 2-8 with K <= 5120 it won on all 10 such shapes (1.001-1.112x the
-#     shared default, 1.01-1.15x cuBLASLt; the shared default 0.977-1.08x cuBLASLt there):
-#     served since session 51. Held out as served (session 51, call3/heldout.json and
-#     call5/k_tail.json: 16 more shapes of the band, K = 2048-5120, Phi-3-mini's qkv_proj
-#     9216x3072 and Gemma-2-2B's gate / up 9216x2304 among them; 51 cells at M = 2, 4, 8,
-#     8768x3840 in both files):
-#     0.987-1.124x the shared default (median 1.034; its losses on K = 3840 / 4864, a half
-#     last K step, at most 1.3%), 0.983-1.155x cuBLASLt, where the shared default ran
-#     0.972-1.077x (six cells more than 2% behind). 160 tiles (10240x5120 / 8192) and 161-176
-#     (10304 / 11264 x 4096) won.
+#     (session 49's call2/heldout.json); session 50 (results/session50_2026-12-06/call1/
+#     edges.json, 7 shapes of the band) and 51 (results/session51_2026-12-06/call1/band.json,
+#     12 more): with K > 5120 0.88-1.03x the shared default (8576x14336 0.88-0.91x), at M = 1
+#     with K <= 5120 0.959-1.067x. At M = 2-8 with K <= 5120 it won on all 10 such shapes
+#     (1.001-1.112x the shared default, 1.01-1.15x cuBLASLt; the shared default 0.975-1.08x
+#     cuBLASLt there): served since session 51. Held out as served (session 51,
+#     call3/heldout.json and call5/k_tail.json: 16 more shapes of the band, K = 2048-5120,
+#     Phi-3-mini's qkv_proj 9216x3072 and Gemma-2-2B's gate / up 9216x2304 among them; 51
+#     cells at M = 2, 4, 8, 8768x3840 in both files): 0.987-1.124x the shared default (median
+#     1.034; its losses on K = 3840 / 4864, a half last K step, at most 1.3%), 0.983-1.155x
+#     cuBLASLt, where the shared default ran 0.972-1.077x (six cells more than 2% behind).
 # Not measured on the H100: K < 2048, x in fp16 / fp32, a dynamic activation scale,
 # channel_token, past 160 tiles with K outside 4096-8192. Eager calls (a static scale,
 # backend auto or triton) run the tile with x quantized in the GEMM, one launch
-# (nn/plan.eager_one_launch, session 50).
+# (nn/plan.eager_one_launch, session 50; its GPU time timed at M = 1 only).
 SMALL_M_DEEP_MAX_M = 8
 SMALL_M_DEEP_MIN_TILES = 16
 SMALL_M_DEEP_MIN_K = 2048
