@@ -536,10 +536,9 @@ def test_triton_untuned_config_on_the_h100_sxm():
     1.04-1.43x cuBLASLt, results/session49_2026-12-06/call1/deep_m2.json; past 160 tiles
     1.04-1.16x, call2/; 133-159 tiles at M = 2-8 with K <= 5120 1.001-1.112x the shared
     default, 1.01-1.15x cuBLASLt, session50_2026-12-06/call1/edges.json,
-    session51_2026-12-06/call1/band.json), what
-    bench_gemm's "deep" arm timed, and does not defer those to cuBLASLt; the
-    H200 and everything else keep ``default_config``. A tuning times it too
-    (priority_configs)."""
+    session51_2026-12-06/call1/band.json), what bench_gemm's "deep" arm timed, and does not
+    defer those to cuBLASLt; the H200 and everything else keep ``default_config``. A tuning
+    times it too (priority_configs)."""
     from fp8tower.backends.triton_gemm import H100_SXM, untuned_config, untuned_defers_to
     from fp8tower.kernels import configs as kc
 
