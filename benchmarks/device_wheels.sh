@@ -1,6 +1,6 @@
 # Sourced by the device-side scripts (verify_h200.sh, ab_tower.sh, each session's calls):
-# install_wheels, pytest_par, unpack_prebuilt, a script's time budget (budget_start, left,
-# lim), bench_untuned and gpu_suite_with_left, each described above it.
+# install_wheels, pytest_par, unpack_prebuilt, device_setup, a script's time budget
+# (budget_start, left, lim), bench_untuned and gpu_suite_with_left, each described above it.
 # install_wheels RUN STATUS installs the optional packages that travel as wheels in RUN/whl
 # into /tmp/site (on PYTHONPATH in those scripts); a failure is appended to the STATUS file.
 install_wheels() {
@@ -28,6 +28,16 @@ unpack_prebuilt() {
   for dir in "$@"; do
     mkdir -p "$dir" && tar xJf "$run/prebuilt.tar.xz" -C "$dir"
   done
+}
+# device_setup RUN DIR: what a session's device call does first: DIR made, install_wheels RUN
+# (failures in DIR/status.txt), unpack_prebuilt RUN into /tmp/un (bench_untuned's cache) and
+# the default caches, PYTHONPATH on src and /tmp/site, Python unbuffered.
+device_setup() {
+  local run=$1 dir=$2
+  mkdir -p "$dir"
+  install_wheels "$run" "$dir/status.txt"
+  unpack_prebuilt "$run" /tmp/un ~/.cache/fp8tower tests/.cache
+  export PYTHONPATH=$PWD/src:/tmp/site PYTHONUNBUFFERED=1
 }
 # A device script's time budget (the device tool stops a command at its limit, losing what
 # was not written): budget_start SECONDS starts the clock; left prints the seconds left; lim N

@@ -1130,3 +1130,19 @@ def test_triton_older_than_pdl_is_unavailable_with_its_reason(monkeypatch):
         assert triton_gemm._too_old() is None
     finally:
         triton_gemm._too_old.cache_clear()
+
+
+def test_fit_stages_drops_stages_until_shared_memory_fits():
+    """configs.fit_stages (deep_tile, unsplit_twin and nn/plan._fit_x use it): fewer stages
+    until smem_bytes fits SMEM_BUDGET, not below min_stages, x's item size counted, the
+    config given left as it was."""
+    from fp8tower.kernels import configs as kc
+
+    tile = {"block_n": 64, "block_k": 512, "split_k": 1, "num_warps": 4, "num_stages": 4}
+    assert kc.fit_stages(tile, 16)["num_stages"] == 4  # bf16 x: 196,608 B
+    fp32 = kc.fit_stages(tile, 16, 4)  # 4 stages 262,144 B, 3 196,608
+    assert fp32["num_stages"] == 3 and tile["num_stages"] == 4
+    assert kc.smem_bytes(fp32, 16, 4) <= kc.SMEM_BUDGET < kc.smem_bytes(tile, 16, 4)
+    huge = {**tile, "block_n": 512}  # 278,528 B a stage: never fits
+    assert kc.fit_stages(huge, 16)["num_stages"] == 2
+    assert kc.fit_stages(huge, 16, min_stages=1)["num_stages"] == 1

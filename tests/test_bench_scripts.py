@@ -370,3 +370,23 @@ def test_left_without_budget_start_says_so(tmp_path):
     out = subprocess.run(["bash", "-c", f'. "{BENCH}/device_wheels.sh" && left'],
                          capture_output=True, text=True, check=False)
     assert out.returncode != 0 and "call budget_start first" in out.stderr
+
+
+def test_device_setup(tmp_path):
+    """device_wheels.sh's device_setup RUN DIR: DIR made, RUN's wheels installed into
+    /tmp/site (a failure said in DIR/status.txt), no prebuilt CUTLASS unpacked where none was
+    carried, PYTHONPATH on the checkout's src and /tmp/site."""
+    import shutil
+
+    if shutil.which("bash") is None:
+        pytest.skip("needs bash")
+    run, out_dir = tmp_path / "run", tmp_path / "out" / "next"
+    (run / "whl").mkdir(parents=True)
+    (run / "whl" / "a-1-py3-none-any.whl").write_text("")
+    out = _bash(tmp_path, f'HOME="{tmp_path}" && device_setup "{run}" "{out_dir}" && '
+                          'echo "path: $PYTHONPATH $PYTHONUNBUFFERED"')
+    assert out.returncode == 0, out
+    assert "-m pip install" in out.stdout and "--target /tmp/site" in out.stdout, out.stdout
+    assert out.stdout.splitlines()[-1] == f"path: {tmp_path}/src:/tmp/site 1", out.stdout
+    assert (out_dir / "status.txt").read_text() == "wheel install failed\n"  # python3 rc 3
+    assert not (tmp_path / ".cache").exists()  # no prebuilt.tar.xz carried

@@ -13,10 +13,7 @@ set -uo pipefail
 budget_start "${BUDGET:-560}"
 GPU=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
 O=$OUT/next
-mkdir -p "$O"
-install_wheels .gpu/run "$O/status.txt"
-unpack_prebuilt .gpu/run /tmp/un ~/.cache/fp8tower tests/.cache
-export PYTHONPATH=$PWD/src:/tmp/site PYTHONUNBUFFERED=1
+device_setup .gpu/run "$O"
 echo "gpu: $GPU" | tee -a "$O/status.txt"
 run() { bench_untuned "$O" "$@"; }  # NAME LIMIT bench_gemm.py args...
 case "$GPU" in

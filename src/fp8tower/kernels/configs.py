@@ -47,6 +47,15 @@ def smem_bytes(cfg: dict, block_m: int, x_itemsize: int = 2) -> int:
     return cfg["num_stages"] * per_stage
 
 
+def fit_stages(cfg: dict, block_m: int, x_itemsize: int = 2, min_stages: int = 2) -> dict:
+    """A copy of ``cfg`` on fewer stages, not below ``min_stages``, until ``smem_bytes`` fits
+    SMEM_BUDGET (it may still not fit at ``min_stages``: callers that care check)."""
+    out = dict(cfg)
+    while out["num_stages"] > min_stages and smem_bytes(out, block_m, x_itemsize) > SMEM_BUDGET:
+        out["num_stages"] -= 1
+    return out
+
+
 # What a split-K costs and what an unsplit program streams, fitted to two runs (H200
 # 2026-12-01, per_tensor M = 1, results/split_k_H200_2026-12-01/call2-3/split.json, the
 # default tile BLOCK_N 64 x BLOCK_K 256): a split GEMM took bytes / ceiling + 4.6 us (4.5-4.8
@@ -323,9 +332,7 @@ def deep_tile(p: GemmProblem, mode: dict) -> dict:
     """BLOCK_N 64 unsplit at BLOCK_K 512 on the most stages (up to 4) that fit, x taken as
     ``mode`` says (X_MODE_KEYS)."""
     cfg = {"block_n": 64, "block_k": 512, "split_k": 1, "num_warps": 4, "num_stages": 4, **mode}
-    while smem_bytes(cfg, block_m_for(p.m)) > SMEM_BUDGET:
-        cfg["num_stages"] -= 1
-    return cfg
+    return fit_stages(cfg, block_m_for(p.m), min_stages=1)
 
 
 def default_config(p: GemmProblem, deep: bool = True) -> dict:
@@ -580,9 +587,7 @@ def unsplit_twin(p: GemmProblem, cfg: dict) -> dict | None:
     block_m = block_m_for(p.m)
     if -(-p.n // cfg["block_n"]) * -(-p.m // block_m) < DEEP_TILES[0]:
         return None
-    out = {**cfg, "split_k": 1, "num_stages": 4}
-    while out["num_stages"] > 2 and smem_bytes(out, block_m) > SMEM_BUDGET:
-        out["num_stages"] -= 1
+    out = fit_stages({**cfg, "split_k": 1, "num_stages": 4}, block_m)
     if smem_bytes(out, block_m) > SMEM_BUDGET or waves(out, p) > 1.0:
         return None
     return out

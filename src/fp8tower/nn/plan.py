@@ -335,12 +335,7 @@ def _fit_x(problem, cfg: dict) -> dict:
     on 4 stages (146,432 B) and runs on 3. Stages do not change the bits."""
     from ..kernels import configs
 
-    item = problem.act_dtype.itemsize
-    block_m = configs.block_m_for(problem.m)
-    out = dict(cfg)
-    while out["num_stages"] > 2 and configs.smem_bytes(out, block_m, item) > configs.SMEM_BUDGET:
-        out["num_stages"] -= 1
-    return out
+    return configs.fit_stages(cfg, configs.block_m_for(problem.m), problem.act_dtype.itemsize)
 
 
 # Backends whose GEMM takes FP8 activations from our separate quant launch
