@@ -1054,6 +1054,36 @@ def test_triton_per_tensor_in_gemm_quant_is_the_exact_division(interpret, m):
     assert sqnr_db(_ref64(x, w), fused) >= MIN_DB
 
 
+def test_triton_per_tensor_few_tokens_convert_only_their_rows(interpret, monkeypatch):
+    """per_tensor x quantized in the GEMM at M = 2-8 converts M rows padded to a power of two,
+    tiled into the MMA's 16 columns (fp8_gemm.x_rows): the whole 16-row tile's bits, unsplit
+    at BLOCK_K 512 (the deep tile) and split, masked N and K, non-finite x kept (the finite
+    rows as the reference). M = 1 (row1), M > 8, FP8 x and the other schemes keep theirs."""
+    from fp8tower.kernels import fp8_gemm
+
+    assert [fp8_gemm.x_rows(0, False, m, 16) for m in (1, 2, 3, 4, 5, 8, 9, 16)] \
+        == [0, 2, 4, 4, 8, 8, 0, 0]
+    assert fp8_gemm.x_rows(0, False, 8, 32) == 8 and fp8_gemm.x_rows(0, True, 4, 16) == 0
+    assert all(fp8_gemm.x_rows(s, False, 4, 16) == 0 for s in (1, 2, 3))
+    n, k = 200, 1040
+    w = quantize_weight(random_weight(n, k), Scheme.PER_TENSOR, act_scale=0.0137)
+    be = backends.get("triton")
+    tiles = ({"block_n": 64, "block_k": 512, "split_k": 1, "num_warps": 4, "num_stages": 2},
+             {"block_n": 64, "block_k": 256, "split_k": 2, "num_warps": 4, "num_stages": 2})
+    for m in (2, 3, 5, 8):
+        x = exact_activations(m, k, Scheme.PER_TENSOR, 0.0137, seed=m)  # no rounding to get wrong
+        x[0, 7], x[1, 600] = float("nan"), float("-inf")
+        for cfg in tiles:
+            cfg = {**cfg, "prequant": False}
+            rows = be.run(x, w, be.prepare(w), out_dtype=torch.float32, config=cfg)
+            with monkeypatch.context() as mp:
+                mp.setattr(fp8_gemm, "x_rows", lambda *a: 0)
+                whole = be.run(x, w, be.prepare(w), out_dtype=torch.float32, config=cfg)
+            torch.testing.assert_close(rows, whole, rtol=0, atol=0, equal_nan=True)
+            clean = torch.isfinite(x.float()).all(dim=1)
+            assert sqnr_db(_ref64(x[clean], w), rows[clean]) >= MIN_DB, (m, cfg)
+
+
 @pytest.mark.parametrize("m", [1, 3])
 def test_dynamic_and_saturating_per_tensor_as_the_reference(interpret, m):
     """per_tensor with no static scale: one global amax, then x / (amax / 448); and a static

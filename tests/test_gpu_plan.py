@@ -103,7 +103,7 @@ def test_channel_token_fused_amax_is_bit_exact_on_gpu(m, split):
     torch.testing.assert_close(fused, pre, rtol=0, atol=0)
 
 
-@pytest.mark.parametrize("m", [1, 5, 16, 33])
+@pytest.mark.parametrize("m", [1, 2, 5, 16, 33])
 @pytest.mark.parametrize("scheme", [Scheme.PER_TENSOR, Scheme.CHANNEL_TOKEN, Scheme.BLOCK128],
                          ids=str)
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=str)
@@ -112,7 +112,8 @@ def test_in_kernel_quant_is_bit_exact_on_gpu(m, scheme, dtype):
     block128's per-group scales) divides by one reciprocal per scale plus an FMA correction
     (fp8_gemm._div_by_scale): the pre-pass's exact division, bit for bit, on values spread
     over 12 binades, bf16 and fp32 x (fp32 x has more quotients on an FP8 rounding tie).
-    per_tensor's x * (1.0 / s) (div.full.f32, approximate) was not (M = 1: the one-row path)."""
+    per_tensor's x * (1.0 / s) (div.full.f32, approximate) was not (M = 1: the one-row path;
+    M = 2 / 5: its rows tiled, fp8_gemm.x_rows)."""
     from fp8tower.backends import triton_gemm
 
     n, k = 2048, 4096
@@ -163,7 +164,7 @@ def test_eager_plan_is_one_launch_and_graphs_keep_the_dispatch_choice(scheme):
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=str)
-@pytest.mark.parametrize("m", [2, 8, 16])
+@pytest.mark.parametrize("m", [2, 3, 8, 16])
 def test_eager_per_tensor_twin_of_the_deep_pair(m, dtype, monkeypatch):
     """An eager per_tensor call whose choice is the deep tile from the pre-pass pair (the
     H100's untuned small_m_deep, deep_default at M > 1) runs that tile quantizing x itself:

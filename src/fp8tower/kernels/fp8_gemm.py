@@ -273,6 +273,7 @@ def _fp8_gemm_decode_kernel(
     EVEN_N: tl.constexpr, EVEN_K: tl.constexpr,
     PREFETCH: tl.constexpr = 0, PDL: tl.constexpr = False, WO_MODE: tl.constexpr = 0,
     AMAX_CHUNKS: tl.constexpr = 0, X_ROW1: tl.constexpr = False, PACKED: tl.constexpr = False,
+    X_ROWS: tl.constexpr = 0,
 ):
     pid_n = tl.program_id(0)
     pid_k = tl.program_id(1)
@@ -434,6 +435,13 @@ def _fp8_gemm_decode_kernel(
                 xq = tl.broadcast_to(_saturate(q1, FMAX).to(w.dtype)[None, :],
                                      (BLOCK_M, BLOCK_K))
                 acc = tl.dot(w, tl.trans(xq), acc)
+            elif X_ROWS > 0:  # 2-8 tokens (per_tensor): X_ROWS rows quantized, tiled to BLOCK_M
+                xr = _load_x_tile(x_ptr, stride_xm, tl.arange(0, X_ROWS), offs_k, M, k_end)
+                q = _saturate(_div_by_scale(xr.to(tl.float32), q_scale, q_inv), FMAX)
+                xq = tl.reshape(tl.broadcast_to(q.to(w.dtype)[None, :, :],
+                                                (BLOCK_M // X_ROWS, X_ROWS, BLOCK_K)),
+                                (BLOCK_M, BLOCK_K))
+                acc = tl.dot(w, tl.trans(xq), acc)
             else:
                 x = _load_x_tile(x_ptr, stride_xm, offs_m, offs_k, M, k_end)
                 if SCHEME == 3 and WO_MODE == 1:
@@ -518,6 +526,21 @@ def row1(scheme_id: int, x_fp8: bool, m: int, wo_mode: int = 0) -> bool:
                                      or (scheme_id == 3 and wo_mode in (2, 4)))
 
 
+def x_rows(scheme_id: int, x_fp8: bool, m: int, block_m: int) -> int:
+    """The X_ROWS constexpr: per_tensor x quantized in the GEMM at M = 2-8, its M rows padded
+    to the next power of two (X_ROWS) and tiled BLOCK_M / X_ROWS times into the MMA's
+    columns (column j holds token j % X_ROWS; only j < M are stored), so the tile converts
+    X_ROWS rows, not BLOCK_M: the row1 idea for a few tokens. Each token's column sums the
+    same products in the same order: the 16-row tile's bits. 0: the whole tile. H100
+    2026-12-06 (results/session52_2026-12-06/call2/twin.json): the 16-row conversion made
+    the deep tile quantizing x itself 1.08-2.26x its pre-pass pair's time at M = 2-8 on 18
+    shapes (1.02-1.43x at M = 1, the row vector)."""
+    if scheme_id != 0 or x_fp8 or m < 2:
+        return 0
+    rows = 1 << (m - 1).bit_length()
+    return rows if rows < block_m else 0
+
+
 AMAX_UNROLL_MAX = 16  # tiles of channel_token's unrolled amax (more: the stepped loop)
 
 
@@ -576,6 +599,7 @@ def launch_args(
     kwargs["AMAX_CHUNKS"] = amax_chunks(scheme_id, x_fp8, m, k, block_m, wo_mode)
     kwargs["X_ROW1"] = row1(scheme_id, x_fp8, m, wo_mode)
     kwargs["PACKED"] = packed
+    kwargs["X_ROWS"] = x_rows(scheme_id, x_fp8, m, block_m)
     if pdl and not interpret:
         kwargs["launch_pdl"] = True
     return grid, args, kwargs

@@ -220,6 +220,7 @@ def compile_gemm(problem: GemmProblem, config: dict, capability: tuple[int, int]
                                              cfg.get("wo_mode", 0)),
             X_ROW1=fp8_gemm.row1(SCHEME_ID[p.scheme], x_fp8, p.m, cfg.get("wo_mode", 0)),
             PACKED=bool(cfg.get("packed")),
+            X_ROWS=fp8_gemm.x_rows(SCHEME_ID[p.scheme], x_fp8, p.m, bm),
             **({"WO_MODE": cfg["wo_mode"]} if cfg.get("wo_mode") else {}),
             **({"launch_pdl": True} if cfg.get("pdl") else {}),
         )
@@ -272,8 +273,10 @@ def _variant_key(problem: GemmProblem, config: dict) -> tuple:
     x_fp8 = x_is_fp8(problem.scheme, problem.act_dtype == torch.float8_e4m3fn, config)
     return (problem.scheme, problem.act_dtype, problem.out_dtype, problem.capability,
             problem.n, problem.k, block_m_for(problem.m), json.dumps(config, sort_keys=True),
-            # one token quantized in the GEMM is its own build
-            fp8_gemm.row1(SCHEME_ID[problem.scheme], x_fp8, problem.m, config.get("wo_mode", 0)))
+            # one token quantized in the GEMM is its own build, as are 2-8 (fp8_gemm.x_rows)
+            fp8_gemm.row1(SCHEME_ID[problem.scheme], x_fp8, problem.m, config.get("wo_mode", 0)),
+            fp8_gemm.x_rows(SCHEME_ID[problem.scheme], x_fp8, problem.m,
+                            block_m_for(problem.m)))
 
 
 def precompile(jobs, workers: int | None = None) -> PrecompileReport:

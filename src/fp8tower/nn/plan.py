@@ -290,9 +290,13 @@ def eager_one_launch(problem, be, config, backend):
     planned call, H100, untuned (small_m_deep's pair), 4096x4096 / 5120x4096 at M = 1 and 8,
     alternated twice (results/session50_2026-12-06/call1/): 23.0-24.3 us two launches,
     16.1-16.6 one (nn.Linear bf16 15.6-18.8). On the GPU that tile quantizing x itself took
-    1.03-1.39x the pair's time at M = 1 (call1/m1_own.json): an eager call, host-bound,
-    gains; graphs keep the pair. Another backend keeps its quant-first plan (not timed
-    against a Triton twin for per_tensor)."""
+    1.03-1.39x the pair's time at M = 1 (call1/m1_own.json), 1.03-2.04x at M = 2-8 on 18
+    shapes (results/session52_2026-12-06/call3/rows.json; the shared default's own tile,
+    one launch too, was faster in 37 of those 54 cells but sums in another order): an
+    eager call, host-bound, gains (the eager Qwen3-8B-shaped step at batch 4, merged,
+    H100: 0.969-0.976x bf16's time with the twin, 1.034-1.045x without; session 52's
+    call2 / call3 gen4_*.json); graphs keep the pair. Another backend keeps its
+    quant-first plan (not timed against a Triton twin for per_tensor)."""
     from ..backends import get
     from ..kernels import configs
 
