@@ -1063,22 +1063,33 @@ def test_triton_per_tensor_few_tokens_convert_only_their_rows(interpret, monkeyp
 
     assert [fp8_gemm.x_rows(0, False, m, 16) for m in (1, 2, 3, 4, 5, 8, 9, 16)] \
         == [0, 2, 4, 4, 8, 8, 0, 0]
-    assert fp8_gemm.x_rows(0, False, 8, 32) == 8 and fp8_gemm.x_rows(0, True, 4, 16) == 0
+    assert fp8_gemm.x_rows(0, True, 4, 16) == 0  # FP8 x given
     assert all(fp8_gemm.x_rows(s, False, 4, 16) == 0 for s in (1, 2, 3))
     n, k = 200, 1040
     w = quantize_weight(random_weight(n, k), Scheme.PER_TENSOR, act_scale=0.0137)
     be = backends.get("triton")
     tiles = ({"block_n": 64, "block_k": 512, "split_k": 1, "num_warps": 4, "num_stages": 2},
              {"block_n": 64, "block_k": 256, "split_k": 2, "num_warps": 4, "num_stages": 2})
+    launched = []  # the X_ROWS each launch got
+    real = fp8_gemm.launch_args
+
+    def spy(*args, **kw):
+        out = real(*args, **kw)
+        launched.append(out[2]["X_ROWS"])
+        return out
+
+    monkeypatch.setattr(fp8_gemm, "launch_args", spy)
     for m in (2, 3, 5, 8):
         x = exact_activations(m, k, Scheme.PER_TENSOR, 0.0137, seed=m)  # no rounding to get wrong
         x[0, 7], x[1, 600] = float("nan"), float("-inf")
         for cfg in tiles:
             cfg = {**cfg, "prequant": False}
             rows = be.run(x, w, be.prepare(w), out_dtype=torch.float32, config=cfg)
+            assert launched[-1] == 1 << (m - 1).bit_length()
             with monkeypatch.context() as mp:
                 mp.setattr(fp8_gemm, "x_rows", lambda *a: 0)
                 whole = be.run(x, w, be.prepare(w), out_dtype=torch.float32, config=cfg)
+            assert launched[-1] == 0
             torch.testing.assert_close(rows, whole, rtol=0, atol=0, equal_nan=True)
             clean = torch.isfinite(x.float()).all(dim=1)
             assert sqnr_db(_ref64(x[clean], w), rows[clean]) >= MIN_DB, (m, cfg)

@@ -112,8 +112,8 @@ def test_in_kernel_quant_is_bit_exact_on_gpu(m, scheme, dtype):
     block128's per-group scales) divides by one reciprocal per scale plus an FMA correction
     (fp8_gemm._div_by_scale): the pre-pass's exact division, bit for bit, on values spread
     over 12 binades, bf16 and fp32 x (fp32 x has more quotients on an FP8 rounding tie).
-    per_tensor's x * (1.0 / s) (div.full.f32, approximate) was not (M = 1: the one-row path;
-    M = 2 / 5: its rows tiled, fp8_gemm.x_rows)."""
+    per_tensor's x * (1.0 / s) (div.full.f32, approximate) was not. Paths: M = 1 the one-row
+    vector, M = 2 / 5 the rows tiled (fp8_gemm.x_rows), M = 16 / 33 the whole tile."""
     from fp8tower.backends import triton_gemm
 
     n, k = 2048, 4096

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Session 52's second call (carry .gpu/run; either card). call1 found the eager one-launch
-# twin of the deep pair (deep_own: the deep tile quantizing x itself) 1.33-1.50x the pair's
-# GPU time in the H100's 133-159-tile band at M = 2-8, where the shared default's own tile
-# (nodeep, also one launch) ran 1.3-1.5x faster than it. Here: which one-launch config an
-# eager call should run, wherever the pair serves at M = 1-8 (deep / deep_own / nodeep
-# against cuBLASLt, 18 shapes), and the eager Qwen3-8B-shaped step at batch 4 (merged
-# per_tensor untuned, twin on / off). H200: session 51's next.sh H200 half first.
+# twin of the deep pair (deep_own: the deep tile quantizing x itself) 1.41-1.50x the pair's
+# GPU time in the H100's 133-159-tile band at M = 2-8, where the shared default ("rule",
+# x quantized in the GEMM too: one launch) ran 1.27-1.46x faster than it. Here: which
+# one-launch config an eager call should run, wherever the pair serves at M = 1-8 (deep /
+# deep_own / nodeep against cuBLASLt, 18 shapes), and the eager Qwen3-8B-shaped step at
+# batch 4 (merged per_tensor untuned, twin on / off). H200: session 51's next.sh H200 half
+# (with deep_own and nodeep) in place of the 18 shapes.
 set -uo pipefail
 . benchmarks/device_wheels.sh
 budget_start "${BUDGET:-560}"

@@ -303,8 +303,9 @@ def deep_default(p: GemmProblem) -> dict | None:
 # Not measured on the H100: K < 2048, x in fp16 / fp32, a dynamic activation scale,
 # channel_token, past 160 tiles with K outside 4096-8192. Eager calls (a static scale,
 # backend auto or triton) run the tile with x quantized in the GEMM, one launch
-# (nn/plan.eager_one_launch, session 50): 1.02-1.43x the pair's GPU time at M = 1, at
-# M = 2-8 1.03-2.04x since fp8_gemm.x_rows (1.08-2.26x before; session 52, call2 / call3).
+# (nn/plan.eager_one_launch, session 50): 1.02-1.43x the pair's GPU time at M = 1 (18
+# shapes), at M = 2-8 1.03-2.04x since fp8_gemm.x_rows (1.08-2.26x before; session 52,
+# call2 / call3).
 SMALL_M_DEEP_MAX_M = 8
 SMALL_M_DEEP_MIN_TILES = 16
 SMALL_M_DEEP_MIN_K = 2048

@@ -436,6 +436,7 @@ def _fp8_gemm_decode_kernel(
                                      (BLOCK_M, BLOCK_K))
                 acc = tl.dot(w, tl.trans(xq), acc)
             elif X_ROWS > 0:  # 2-8 tokens (per_tensor): X_ROWS rows quantized, tiled to BLOCK_M
+                # (M < BLOCK_M: one M tile, pid_m 0, so its rows are 0..X_ROWS-1)
                 xr = _load_x_tile(x_ptr, stride_xm, tl.arange(0, X_ROWS), offs_k, M, k_end)
                 q = _saturate(_div_by_scale(xr.to(tl.float32), q_scale, q_inv), FMAX)
                 xq = tl.reshape(tl.broadcast_to(q.to(w.dtype)[None, :, :],

@@ -273,7 +273,7 @@ def _variant_key(problem: GemmProblem, config: dict) -> tuple:
     x_fp8 = x_is_fp8(problem.scheme, problem.act_dtype == torch.float8_e4m3fn, config)
     return (problem.scheme, problem.act_dtype, problem.out_dtype, problem.capability,
             problem.n, problem.k, block_m_for(problem.m), json.dumps(config, sort_keys=True),
-            # one token quantized in the GEMM is its own build, as are 2-8 (fp8_gemm.x_rows)
+            # one token quantized in the GEMM is its own build, as is each X_ROWS (2, 4, 8)
             fp8_gemm.row1(SCHEME_ID[problem.scheme], x_fp8, problem.m, config.get("wo_mode", 0)),
             fp8_gemm.x_rows(SCHEME_ID[problem.scheme], x_fp8, problem.m,
                             block_m_for(problem.m)))
