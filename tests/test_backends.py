@@ -633,13 +633,19 @@ def test_triton_pdl_prefetch_config_interpreted(interpret):
 
 
 @pytest.mark.parametrize("m,k", ((1, 328), (3, 328), (16, 328), (1, 16500), (8, 4000),
-                                 (3, 16500)))
+                                 (3, 16500), (5, 16500)))
 @pytest.mark.parametrize("split", (1, 3))
 def test_triton_channel_token_fused_amax_equals_the_pre_pass(interpret, m, k, split):
     """fused_amax: each program takes its tokens' amax over ALL of K (not only its split's
     range) and quantizes as the pre-pass does: the same bits, one launch fewer. The amax
-    paths (fp8_gemm.amax_chunks): M = 1 in 8192-element chunks (K = 16500: three), M > 1 in
-    unrolled 16 x 512 tiles (8 x 4000: eight), or stepped (3 x 16500: 33 tiles)."""
+    paths (fp8_gemm.amax_chunks): M = 1 in 8192-element chunks (K = 16500: three), M = 2-4
+    in unrolled tiles of its X_ROWS rows (3 x 16500: nine of 4 x 2048), M > 4 in unrolled
+    16 x 512 tiles (8 x 4000: eight), or stepped (5 x 16500: 33 tiles)."""
+    from fp8tower.kernels import fp8_gemm
+
+    chunks = {(1, 16500): 3, (8, 4000): 8, (3, 16500): 9, (5, 16500): 0}
+    if (m, k) in chunks:
+        assert fp8_gemm.amax_chunks(1, False, m, k, 16) == chunks[m, k]
     n = 72  # three column tiles, the last partial: each takes the amax itself
     w = _weight(n, k, Scheme.CHANNEL_TOKEN, seed=m)
     # FP8 grid values times 2^-4, each token's amax at 448 * 2^-4 (column 0): every x / scale
@@ -658,13 +664,19 @@ def test_triton_channel_token_fused_amax_equals_the_pre_pass(interpret, m, k, sp
     assert sqnr_db(_ref64(x, w), fused) >= MIN_DB
 
 
-@pytest.mark.parametrize("col", [1543, 1624])
-def test_fused_amax_stepped_loop_sees_every_column(interpret, col):
-    """M > 1 at K > 8192 takes the stepped amax loop (two 512-wide loads a 1024-wide step):
-    token 0's amax in the second half of a step. A loop whose second load re-read the first
-    half passed the test above (its amax at column K - 5, a first half) at 29 dB."""
-    w = _weight(32, 16500, Scheme.CHANNEL_TOKEN, seed=3)
-    x = exact_activations(3, 16500, Scheme.CHANNEL_TOKEN, 2.0**-4, seed=3).bfloat16()
+@pytest.mark.parametrize("m,k,col", [(5, 16500, 1543), (5, 16500, 1624), (3, 33000, 2148),
+                                     (2, 66000, 4196)])
+def test_fused_amax_stepped_loop_sees_every_column(interpret, m, k, col):
+    """Rows past 16 unrolled amax tiles take the stepped loop (two loads a step): 16 rows
+    (M > 4) at K > 8192 in 1024-wide steps, X_ROWS 4 (M = 3-4) past K = 32768 in 4096-wide
+    ones, X_ROWS 2 past 65536 in 8192-wide ones; token 0's amax in the second half of a
+    step. A loop whose second load re-read the first half passed the test above (its amax
+    at column K - 5, a first half) at 29 dB."""
+    from fp8tower.kernels import fp8_gemm
+
+    assert fp8_gemm.amax_chunks(1, False, m, k, 16) == 0  # the stepped loop
+    w = _weight(32, k, Scheme.CHANNEL_TOKEN, seed=3)
+    x = exact_activations(m, k, Scheme.CHANNEL_TOKEN, 2.0**-4, seed=3).bfloat16()
     x[0, col], x[0, 0] = x[0, 0], 0.0
     be = backends.get("triton")
     cfg = {"block_n": 32, "block_k": 128, "split_k": 1, "num_warps": 4, "num_stages": 2,
@@ -1054,22 +1066,33 @@ def test_triton_per_tensor_in_gemm_quant_is_the_exact_division(interpret, m):
     assert sqnr_db(_ref64(x, w), fused) >= MIN_DB
 
 
-def test_triton_per_tensor_few_tokens_convert_only_their_rows(interpret, monkeypatch):
-    """per_tensor x quantized in the GEMM at M = 2-8 converts M rows padded to a power of two,
-    tiled into the MMA's 16 columns (fp8_gemm.x_rows): the whole 16-row tile's bits, unsplit
-    at BLOCK_K 512 (the deep tile) and split, masked N and K, non-finite x kept (the finite
-    rows as the reference). M = 1 (row1), M > 8, FP8 x and the other schemes keep theirs."""
+@pytest.mark.parametrize("scheme", [Scheme.PER_TENSOR, Scheme.CHANNEL_TOKEN, Scheme.BLOCK128],
+                         ids=str)
+def test_triton_few_tokens_convert_only_their_rows(interpret, monkeypatch, scheme):
+    """x quantized in the GEMM at M = 2-8 converts M rows padded to a power of two, tiled
+    into the MMA's 16 columns, their per-row scales too (fp8_gemm.x_rows): the whole 16-row
+    tile's bits, unsplit at BLOCK_K 512 (the deep tile) and split, masked N and K, non-finite
+    x kept (the finite rows as the reference). M = 1 (row1), M > 8 (channel_token and
+    block128: M > 4), FP8 x and weight_only keep theirs; channel_token's unrolled amax takes
+    8192 / X_ROWS columns a tile."""
     from fp8tower.kernels import fp8_gemm
 
-    assert [fp8_gemm.x_rows(0, False, m, 16) for m in (1, 2, 3, 4, 5, 8, 9, 16)] \
-        == [0, 2, 4, 4, 8, 8, 0, 0]
-    assert fp8_gemm.x_rows(0, True, 4, 16) == 0  # FP8 x given
-    assert all(fp8_gemm.x_rows(s, False, 4, 16) == 0 for s in (1, 2, 3))
+    sid = {Scheme.PER_TENSOR: 0, Scheme.CHANNEL_TOKEN: 1, Scheme.BLOCK128: 2}[scheme]
+    top = 8 if scheme is Scheme.PER_TENSOR else 0  # per-row scales: up to 4 rows (measured)
+    assert [fp8_gemm.x_rows(sid, False, m, 16) for m in (1, 2, 3, 4, 5, 8, 9, 16)] \
+        == [0, 2, 4, 4, top, top, 0, 0]
+    assert fp8_gemm.x_rows(sid, True, 4, 16) == 0  # FP8 x given
+    assert fp8_gemm.x_rows(3, False, 4, 16) == 0  # weight_only
+    if scheme is Scheme.CHANNEL_TOKEN:  # K = 17408 in tiles of 2 x 4096, 4 x 2048 (unrolled);
+        # 16 x 512 (34 tiles): the stepped loop
+        assert [fp8_gemm.amax_chunks(1, False, m, 17408, 16) for m in (2, 3, 5, 9)] \
+            == [5, 9, 0, 0]
     n, k = 200, 1040
-    w = quantize_weight(random_weight(n, k), Scheme.PER_TENSOR, act_scale=0.0137)
+    w = quantize_weight(random_weight(n, k), scheme,
+                        act_scale=0.0137 if scheme is Scheme.PER_TENSOR else None)
     be = backends.get("triton")
     tiles = ({"block_n": 64, "block_k": 512, "split_k": 1, "num_warps": 4, "num_stages": 2},
-             {"block_n": 64, "block_k": 256, "split_k": 2, "num_warps": 4, "num_stages": 2})
+             {"block_n": 128, "block_k": 256, "split_k": 2, "num_warps": 4, "num_stages": 2})
     launched = []  # the X_ROWS each launch got
     real = fp8_gemm.launch_args
 
@@ -1080,12 +1103,15 @@ def test_triton_per_tensor_few_tokens_convert_only_their_rows(interpret, monkeyp
 
     monkeypatch.setattr(fp8_gemm, "launch_args", spy)
     for m in (2, 3, 5, 8):
-        x = exact_activations(m, k, Scheme.PER_TENSOR, 0.0137, seed=m)  # no rounding to get wrong
+        x = exact_activations(m, k, scheme, 0.0137, seed=m)  # no rounding to get wrong
+        if scheme is not Scheme.PER_TENSOR:  # row i times 2^i (exact): each row's scales
+            x *= torch.exp2(torch.arange(m, dtype=torch.float32))[:, None].to(x.dtype)
+            # differ, so scales tiled to the wrong tokens change the output
         x[0, 7], x[1, 600] = float("nan"), float("-inf")
-        for cfg in tiles:
-            cfg = {**cfg, "prequant": False}
+        for cfg in tiles:  # x quantized in the GEMM (channel_token: its amax too)
+            cfg = {**cfg, "prequant": False, "fused_amax": scheme is Scheme.CHANNEL_TOKEN}
             rows = be.run(x, w, be.prepare(w), out_dtype=torch.float32, config=cfg)
-            assert launched[-1] == 1 << (m - 1).bit_length()
+            assert launched[-1] == (1 << (m - 1).bit_length() if m <= 4 or top else 0)
             with monkeypatch.context() as mp:
                 mp.setattr(fp8_gemm, "x_rows", lambda *a: 0)
                 whole = be.run(x, w, be.prepare(w), out_dtype=torch.float32, config=cfg)

@@ -103,7 +103,7 @@ def test_channel_token_fused_amax_is_bit_exact_on_gpu(m, split):
     torch.testing.assert_close(fused, pre, rtol=0, atol=0)
 
 
-@pytest.mark.parametrize("m", [1, 2, 5, 16, 33])
+@pytest.mark.parametrize("m", [1, 2, 3, 5, 8, 16, 33])
 @pytest.mark.parametrize("scheme", [Scheme.PER_TENSOR, Scheme.CHANNEL_TOKEN, Scheme.BLOCK128],
                          ids=str)
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=str)
@@ -113,7 +113,9 @@ def test_in_kernel_quant_is_bit_exact_on_gpu(m, scheme, dtype):
     (fp8_gemm._div_by_scale): the pre-pass's exact division, bit for bit, on values spread
     over 12 binades, bf16 and fp32 x (fp32 x has more quotients on an FP8 rounding tie).
     per_tensor's x * (1.0 / s) (div.full.f32, approximate) was not. Paths: M = 1 the one-row
-    vector, M = 2 / 5 the rows tiled (fp8_gemm.x_rows), M = 16 / 33 the whole tile."""
+    vector, M = 2 / 3 the rows tiled (fp8_gemm.x_rows), M = 5 / 8 per_tensor's rows tiled
+    (channel_token's and block128's whole tile: x_rows stops at 4 rows for them), M = 16 /
+    33 the whole tile."""
     from fp8tower.backends import triton_gemm
 
     n, k = 2048, 4096

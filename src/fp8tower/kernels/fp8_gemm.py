@@ -243,6 +243,42 @@ def _row1_amax(x_ptr, K, AMAX_CHUNKS: tl.constexpr):
 
 
 @triton.jit
+def _rows_amax(x_ptr, stride_xm, offs_m, M, K, ROWS: tl.constexpr, AMAX_CHUNKS: tl.constexpr):
+    """max |x| of each of ROWS rows (offs_m; rows >= M give 0), fp32 (ROWS,). AMAX_CHUNKS > 0:
+    that many tiles of ROWS x (8192 / ROWS) elements, all unrolled (as many loads in flight as
+    registers allow), one reduction at the end; 0 (long rows): steps of two such tiles, one L2
+    round trip a step (latency-bound)."""
+    AMAX_K: tl.constexpr = 8192 // ROWS
+    if AMAX_CHUNKS > 0:
+        xa = tl.abs(_load_x_tile(x_ptr, stride_xm, offs_m, tl.arange(0, AMAX_K), M, K))
+        for c in tl.static_range(1, AMAX_CHUNKS):
+            xa = tl.maximum(xa, tl.abs(_load_x_tile(x_ptr, stride_xm, offs_m,
+                                                    c * AMAX_K + tl.arange(0, AMAX_K), M, K)))
+        amax = tl.max(xa, axis=1).to(tl.float32)
+    else:
+        amax = tl.zeros((ROWS,), dtype=tl.float32)
+        for ka in range(0, K, 2 * AMAX_K):
+            xa = _load_x_tile(x_ptr, stride_xm, offs_m, ka + tl.arange(0, AMAX_K), M, K)
+            xb = _load_x_tile(x_ptr, stride_xm, offs_m, ka + AMAX_K + tl.arange(0, AMAX_K), M, K)
+            amax = tl.maximum(amax, tl.max(tl.maximum(tl.abs(xa), tl.abs(xb)),
+                                           axis=1).to(tl.float32))
+    return amax
+
+
+@triton.jit
+def _tile_rows(v, ROWS: tl.constexpr, BLOCK_M: tl.constexpr):
+    """The ROWS-long vector v repeated BLOCK_M / ROWS times (element j: v[j % ROWS])."""
+    return tl.reshape(tl.broadcast_to(v[None, :], (BLOCK_M // ROWS, ROWS)), (BLOCK_M,))
+
+
+@triton.jit
+def _tile_x(q, ROWS: tl.constexpr, BLOCK_M: tl.constexpr, WIDTH: tl.constexpr):
+    """The ROWS x WIDTH tile q stacked BLOCK_M / ROWS times (row j: q's row j % ROWS)."""
+    return tl.reshape(tl.broadcast_to(q[None, :, :], (BLOCK_M // ROWS, ROWS, WIDTH)),
+                      (BLOCK_M, WIDTH))
+
+
+@triton.jit
 def _group_scales(ws_ptr, xs_ptr, stride_wsn, stride_xsm, pid_n, offs_m, M, kb_k, k_end,
                   BLOCK_N: tl.constexpr, W_BLOCKS: tl.constexpr):
     """The scales of the 128-wide K step at kb_k on FP8 x from the pre-pass: each x row's
@@ -308,31 +344,19 @@ def _fp8_gemm_decode_kernel(
         # split reads the whole row: M * K * 2 bytes from L2), as the pre-pass computes it.
         if AMAX_CHUNKS > 0 and X_ROW1:  # one token (M = 1): its row in one L2 round trip
             amax = tl.zeros((BLOCK_M,), dtype=tl.float32) + _row1_amax(x_ptr, K, AMAX_CHUNKS)
-        elif AMAX_CHUNKS > 0:
-            # M tokens: the same, AMAX_CHUNKS tiles of BLOCK_M x (8192 / BLOCK_M) unrolled
-            # (as many loads in flight as registers allow), one reduction at the end.
-            AMAX_K: tl.constexpr = 8192 // BLOCK_M
-            xa = tl.abs(_load_x_tile(x_ptr, stride_xm, offs_m, tl.arange(0, AMAX_K), M, K))
-            for c in tl.static_range(1, AMAX_CHUNKS):
-                xa = tl.maximum(xa, tl.abs(_load_x_tile(x_ptr, stride_xm, offs_m,
-                                                        c * AMAX_K + tl.arange(0, AMAX_K), M, K)))
-            amax = tl.max(xa, axis=1).to(tl.float32)
+        elif X_ROWS > 0:  # 2-4 tokens: their X_ROWS rows, the scales tiled as x is (below)
+            amax = _rows_amax(x_ptr, stride_xm, tl.arange(0, X_ROWS), M, K, X_ROWS,
+                              AMAX_CHUNKS)
         else:
-            # Long rows: steps of AMAX_K columns (8192 elements a step), two loads in
-            # flight per step: latency-bound, one L2 round trip per step.
-            AMAX_K: tl.constexpr = 8192 // BLOCK_M
-            amax = tl.zeros((BLOCK_M,), dtype=tl.float32)
-            for ka in range(0, K, 2 * AMAX_K):
-                xa = _load_x_tile(x_ptr, stride_xm, offs_m, ka + tl.arange(0, AMAX_K), M, K)
-                xb = _load_x_tile(x_ptr, stride_xm, offs_m, ka + AMAX_K + tl.arange(0, AMAX_K),
-                                  M, K)
-                amax = tl.maximum(amax, tl.max(tl.maximum(tl.abs(xa), tl.abs(xb)),
-                                               axis=1).to(tl.float32))
+            amax = _rows_amax(x_ptr, stride_xm, offs_m, M, K, BLOCK_M, AMAX_CHUNKS)
         tok_scale = tl.maximum(tl.math.div_rn(amax, FMAX), SMIN)
-        tok_inv = tl.math.div_rn(tl.full((BLOCK_M,), 1.0, tl.float32), tok_scale)
+        tok_inv = tl.math.div_rn(tl.zeros_like(tok_scale) + 1.0, tok_scale)
         if X_ROW1:  # every row holds token 0's values
             tok_scale1 = tl.max(tok_scale)
             tok_inv1 = tl.max(tok_inv)
+        if X_ROWS > 0:  # the K loop's (X_ROWS,); the epilogue's tiled to the MMA's columns
+            tok_scale_r, tok_inv_r = tok_scale, tok_inv
+            tok_scale = _tile_rows(tok_scale_r, X_ROWS, BLOCK_M)
 
     WO_ROW1: tl.constexpr = SCHEME == 3 and WO_MODE == 4 and X_ROW1
     if WO_ROW1:  # weight_only's per-token split in the GEMM, one token: its row's scale first
@@ -400,6 +424,14 @@ def _fp8_gemm_decode_kernel(
                     xq = tl.broadcast_to(_saturate(q1, FMAX).to(w.dtype)[None, :],
                                          (BLOCK_M, 128))
                     xs = tl.zeros((BLOCK_M,), dtype=tl.float32) + xs1
+                elif X_ROWS > 0:  # 2-4 tokens: X_ROWS rows quantized, tiled to BLOCK_M
+                    xr = _load_x_tile(x_ptr, stride_xm, tl.arange(0, X_ROWS), offs_k, M,
+                                      k_end).to(tl.float32)
+                    xs_r = tl.maximum(tl.math.div_rn(tl.max(tl.abs(xr), axis=1), FMAX), SMIN)
+                    inv_r = tl.math.div_rn(tl.full((X_ROWS,), 1.0, tl.float32), xs_r)
+                    q = _saturate(_div_by_scale(xr, xs_r[:, None], inv_r[:, None]), FMAX)
+                    xq = _tile_x(q.to(w.dtype), X_ROWS, BLOCK_M, 128)
+                    xs = _tile_rows(xs_r, X_ROWS, BLOCK_M)
                 else:  # the group amax is local to this 128-wide step: quantize here
                     x = _load_x_tile(x_ptr, stride_xm, offs_m, offs_k, M, k_end).to(tl.float32)
                     xs = tl.maximum(tl.math.div_rn(tl.max(tl.abs(x), axis=1), FMAX), SMIN)
@@ -435,13 +467,15 @@ def _fp8_gemm_decode_kernel(
                 xq = tl.broadcast_to(_saturate(q1, FMAX).to(w.dtype)[None, :],
                                      (BLOCK_M, BLOCK_K))
                 acc = tl.dot(w, tl.trans(xq), acc)
-            elif X_ROWS > 0:  # 2-8 tokens (per_tensor): X_ROWS rows quantized, tiled to BLOCK_M
+            elif X_ROWS > 0:  # 2-8 tokens: X_ROWS rows quantized, tiled to BLOCK_M
                 # (M < BLOCK_M: one M tile, pid_m 0, so its rows are 0..X_ROWS-1)
-                xr = _load_x_tile(x_ptr, stride_xm, tl.arange(0, X_ROWS), offs_k, M, k_end)
-                q = _saturate(_div_by_scale(xr.to(tl.float32), q_scale, q_inv), FMAX)
-                xq = tl.reshape(tl.broadcast_to(q.to(w.dtype)[None, :, :],
-                                                (BLOCK_M // X_ROWS, X_ROWS, BLOCK_K)),
-                                (BLOCK_M, BLOCK_K))
+                xr = _load_x_tile(x_ptr, stride_xm, tl.arange(0, X_ROWS), offs_k, M,
+                                  k_end).to(tl.float32)
+                if SCHEME == 1:
+                    q = _div_by_scale(xr, tok_scale_r[:, None], tok_inv_r[:, None])
+                else:
+                    q = _div_by_scale(xr, q_scale, q_inv)
+                xq = _tile_x(_saturate(q, FMAX).to(w.dtype), X_ROWS, BLOCK_M, BLOCK_K)
                 acc = tl.dot(w, tl.trans(xq), acc)
             else:
                 x = _load_x_tile(x_ptr, stride_xm, offs_m, offs_k, M, k_end)
@@ -528,18 +562,35 @@ def row1(scheme_id: int, x_fp8: bool, m: int, wo_mode: int = 0) -> bool:
 
 
 def x_rows(scheme_id: int, x_fp8: bool, m: int, block_m: int) -> int:
-    """The X_ROWS constexpr: per_tensor x quantized in the GEMM at M = 2-8, its M rows padded
-    to the next power of two (X_ROWS) and tiled BLOCK_M / X_ROWS times into the MMA's
-    columns (column j holds token j % X_ROWS; only j < M are stored), so the tile converts
-    X_ROWS rows, not BLOCK_M: the row1 idea for a few tokens. Each token's column sums the
-    same products in the same order: the 16-row tile's bits. 0: the whole tile. H100
-    2026-12-06 (results/session52_2026-12-06/call2/twin.json): the 16-row conversion made
-    the deep tile quantizing x itself 1.08-2.26x its pre-pass pair's time at M = 2-8 on 18
-    shapes (1.02-1.43x at M = 1, the row vector)."""
-    if scheme_id != 0 or x_fp8 or m < 2:
+    """The X_ROWS constexpr: x quantized in the GEMM at M = 2-8 (per_tensor; channel_token and
+    block128 at M = 2-4), its M rows padded to the next power of two (X_ROWS) and tiled
+    BLOCK_M / X_ROWS times into the MMA's columns (column j holds token j % X_ROWS; only
+    j < M are stored), so the tile converts X_ROWS rows, not BLOCK_M: the row1 idea for a
+    few tokens. The per-row scales (channel_token's tokens, block128's groups) are taken
+    over the X_ROWS rows and tiled the same way. Each token's column sums the same products
+    in the same order: the 16-row tile's bits. 0: the whole tile.
+    H100 2026-12-06 (results/session52_2026-12-06/call2/twin.json): per_tensor's 16-row
+    conversion made the deep tile quantizing x itself 1.08-2.26x its pre-pass pair's time
+    at M = 2-8 on 18 shapes (1.02-1.43x at M = 1, the row vector); with X_ROWS 1.03-2.04x
+    (call3).
+    H200 2026-12-06, GPU time with X_ROWS / forced to 0, medians over 11-13 shapes
+    (results/session53_2026-12-06/ call1/c4, call2): per_tensor's shared default 0.952 /
+    0.963 / 0.989 at M = 2 / 4 / 8, the deep tile 0.714 / 0.747 / 0.905; channel_token's
+    fused amax on the deep / the split default tile 0.627 / 0.716 at M = 2, 0.732 / 0.828
+    at M = 4, but 0.951 / 1.164 at M = 8; block128 (split default) 0.881 / 0.975 / 1.485.
+    So channel_token and block128 take at most 4 rows (SCALED_X_ROWS_MAX): at 8 both lost
+    on the split default tile, whose 8-row builds (sm_90 PTX, offline_x_rows.json there)
+    hold for block128 120 shuffles and 34 divisions against the whole tile's 16 and 8, for
+    channel_token 41 / 23 shared stores / loads against 17 / 15."""
+    if scheme_id not in (0, 1, 2) or x_fp8 or m < 2:
         return 0
     rows = 1 << (m - 1).bit_length()
+    if scheme_id != 0 and rows > SCALED_X_ROWS_MAX:
+        return 0
     return rows if rows < block_m else 0
+
+
+SCALED_X_ROWS_MAX = 4  # X_ROWS of channel_token / block128 (per-row scales; see x_rows)
 
 
 AMAX_UNROLL_MAX = 16  # tiles of channel_token's unrolled amax (more: the stepped loop)
@@ -548,16 +599,17 @@ AMAX_UNROLL_MAX = 16  # tiles of channel_token's unrolled amax (more: the steppe
 def amax_chunks(scheme_id: int, x_fp8: bool, m: int, k: int, block_m: int,
                 wo_mode: int = 0) -> int:
     """The AMAX_CHUNKS constexpr of channel_token's in-kernel amax: one token (M = 1) in
-    cdiv(K, 8192) loads, M tokens in cdiv(K, 8192 / BLOCK_M) tiles, all unrolled (up to
-    16 tiles); 0: the stepped loop (longer rows, other schemes, FP8 x given). weight_only's
-    WO_MODE 4 (one token): as channel_token's one token."""
+    cdiv(K, 8192) loads, M tokens in cdiv(K, 8192 / ROWS) tiles (ROWS: X_ROWS, else
+    BLOCK_M), all unrolled (up to 16 tiles); 0: the stepped loop (longer rows, other
+    schemes, FP8 x given). weight_only's WO_MODE 4 (one token): as channel_token's one
+    token."""
     if scheme_id == 3 and wo_mode == 4 and row1(scheme_id, x_fp8, m, wo_mode):
         return -(-k // 8192)
     if scheme_id != 1 or x_fp8:
         return 0
     if row1(scheme_id, x_fp8, m):
         return -(-k // 8192)
-    chunks = -(-k // (8192 // block_m))
+    chunks = -(-k // (8192 // (x_rows(scheme_id, x_fp8, m, block_m) or block_m)))
     return chunks if chunks <= AMAX_UNROLL_MAX else 0
 
 
