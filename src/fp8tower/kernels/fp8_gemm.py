@@ -574,14 +574,17 @@ def x_rows(scheme_id: int, x_fp8: bool, m: int, block_m: int) -> int:
     at M = 2-8 on 18 shapes (1.02-1.43x at M = 1, the row vector); with X_ROWS 1.03-2.04x
     (call3).
     H200 2026-12-06, GPU time with X_ROWS / forced to 0, medians over 11-13 shapes
-    (results/session53_2026-12-06/ call1/c4, call2): per_tensor's shared default 0.952 /
-    0.963 / 0.989 at M = 2 / 4 / 8, the deep tile 0.714 / 0.747 / 0.905; channel_token's
-    fused amax on the deep / the split default tile 0.627 / 0.716 at M = 2, 0.732 / 0.828
-    at M = 4, but 0.951 / 1.164 at M = 8; block128 (split default) 0.881 / 0.975 / 1.485.
-    So channel_token and block128 take at most 4 rows (SCALED_X_ROWS_MAX): at 8 both lost
-    on the split default tile, whose 8-row builds (sm_90 PTX, offline_x_rows.json there)
-    hold for block128 120 shuffles and 34 divisions against the whole tile's 16 and 8, for
-    channel_token 41 / 23 shared stores / loads against 17 / 15."""
+    (results/session53_2026-12-06/ call1/c4, call2; channel_token's and block128's on a
+    build that took up to 8 rows, the same X_ROWS at M <= 4): per_tensor's shared default
+    0.952 / 0.963 / 0.989 at M = 2 / 4 / 8, the deep tile 0.714 / 0.747 / 0.905;
+    channel_token's fused amax on the deep / the shared default tile (BLOCK_K 256, split
+    1-10 by shape) 0.627 / 0.716 at M = 2, 0.732 / 0.828 at M = 4, but 0.951 / 1.164 at
+    M = 8; block128 (the shared default tile) 0.881 / 0.975 / 1.485. So channel_token and
+    block128 take at most 4 rows (SCALED_X_ROWS_MAX): at 8 both lost on the shared default
+    tile, worst where it is unsplit. Offline (offline_x_rows.json there: triton 3.9, a
+    split-2 build of 9216x4096, a shape not timed), 8 rows hold for block128 120 shuffles
+    and 34 divisions against the whole tile's 16 and 8, for channel_token 41 / 23 shared
+    stores / loads against 17 / 15."""
     if scheme_id not in (0, 1, 2) or x_fp8 or m < 2:
         return 0
     rows = 1 << (m - 1).bit_length()
