@@ -8,7 +8,7 @@ import warnings
 
 import pytest
 import torch
-from test_tuning import FakeClock, FakeTimer, cpu_problem, entry_with, fake_backend
+from test_tuning import FakeClock, FakeTimer, cfg_id, cpu_problem, entry_with, fake_backend
 from typer.testing import CliRunner
 
 from fp8tower import dispatch
@@ -17,7 +17,7 @@ from fp8tower.cli.tune import app
 from fp8tower.dispatch import Dispatcher
 from fp8tower.problem import GemmProblem
 from fp8tower.tuning import cache as tcache
-from fp8tower.tuning import tuner
+from fp8tower.tuning import search, tuner
 
 
 @pytest.fixture(autouse=True)
@@ -731,6 +731,41 @@ def test_sibling_buckets_are_seeded_from_the_explored_one():
     # A seeded entry does not seed (M=16 is seeded from M=1, not M=8); M=32 is explored.
     assert tuner.tune(d, cpu_problem(m=16)).seeded_from == m1.key
     assert tuner.tune(d, cpu_problem(m=32)).seeded_from is None
+
+
+def test_an_explored_bucket_times_the_winners_of_other_seed_groups():
+    """Exploring samples MAX_CONFIGS of a backend's space; the winner of the same shape at
+    an M of another seed group is timed too (search._neighbour_shortlist), once, if offered."""
+    clock = FakeClock()
+    times = {"default": 10.0, "f1": 9.0, "f2": 8.0, "f3": 4.0, "f4": 7.0}
+    d = Dispatcher(candidates=[fake_backend("fast", clock, times)], timer=FakeTimer(clock),
+                   tune=True)
+    assert cfg_id(tuner.tune(d, cpu_problem(m=1)).config) == "f3"
+    clock.ran.clear()
+    m32 = tuner.tune(d, cpu_problem(m=32), max_configs=1)
+    # the default, the one spaced sample (f1), then M = 1's winner
+    assert clock.ran == [("fast", "default"), ("fast", "f1"), ("fast", "f3")]
+    assert cfg_id(m32.config) == "f3" and m32.pruned == {"fast": 2}
+    # a winner the sample times anyway is timed once (M = 32's f3 is f1 at max_configs 4)
+    clock.ran.clear()
+    tuner.tune(d, cpu_problem(m=64), max_configs=4)
+    assert [c for _, c in clock.ran] == ["default", "f1", "f2", "f3", "f4"]
+    # a new dispatcher reads the cached neighbours, unless retuning
+    for retune, timed in ((False, True), (True, False)):
+        d2 = Dispatcher(candidates=[fake_backend("fast", clock, times)],
+                        timer=FakeTimer(clock), tune=True, retune=retune)
+        clock.ran.clear()
+        tuner.tune(d2, cpu_problem(m=32), max_configs=1)
+        assert (("fast", "f3") in clock.ran) == timed
+    # the neighbours are the other seed groups' entries; a winner not offered is skipped
+    m1 = d.entries_for(cpu_problem(m=1))[cpu_problem(m=1).key()]
+    assert tuner.neighbours_for(d, cpu_problem(m=16)) == [m32, d.entries_for(
+        cpu_problem(m=64))[cpu_problem(m=64).key()]]
+    only = fake_backend("fast", clock, {"default": 10.0, "f1": 9.0, "f2": 8.0})
+    clock.ran.clear()
+    e = search.tune_problem(cpu_problem(m=32), [only], timer=FakeTimer(clock), max_configs=1,
+                            neighbours=[m1])
+    assert cfg_id(e.config) == "f1" and [c for _, c in clock.ran] == ["default", "f1"]
 
 
 def test_full_and_retune_explore_every_bucket():

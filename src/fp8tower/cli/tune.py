@@ -433,16 +433,18 @@ def tune(
         "--max-configs", callback=at_least(0),
         help="At most this many configs per backend from the evenly spaced sample of its search "
         "space (default: 16, fp8tower.tuning.search.MAX_CONFIGS). Not bounded by it: each "
-        "backend's default and priority configs (a handful), and the winner's refinements "
-        "and layout variants: 0 still times those.")]
+        "backend's default and priority configs (a handful), the winners of the shape's tuned "
+        "keys at other M groups, and the winner's refinements and layout variants: 0 still "
+        "times those.")]
     = None,
     full: Annotated[bool, typer.Option(
         "--full",
         help="Explore every M bucket. Default: buckets sharing a tile group (M = 1..16) "
-        "with an explored one time only the defaults and its 3 best configs.")] = False,
+        "with an explored one time the defaults and its 3 best configs instead of a sample.")]
+    = False,
     precompile: Annotated[bool, typer.Option(
         "--precompile/--no-precompile",
-        help="Build every Triton config the tuning may time first, in parallel processes.")]
+        help="Build the Triton configs the tuning samples first, in parallel processes.")]
     = True,
     ceiling: Annotated[bool, typer.Option(
         "--ceiling/--no-ceiling",

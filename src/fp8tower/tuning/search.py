@@ -45,13 +45,14 @@ TUNING_EXCLUDED = frozenset({"reference", "stream"})
 # Explore the configs of backends whose default is within this factor of the best default.
 PRUNE_RATIO = 1.3
 # At most this many non-default configs per backend, evenly spaced over its list (a config
-# grid's order says nothing about likelihood; the triton backend lists ~80-350 per problem).
+# grid's order says nothing about likelihood; the triton backend lists ~35-820 per problem).
 MAX_CONFIGS = 16
 # Seeded tuning: M buckets that share a seed group (Triton's BLOCK_M: 16 for M <= 16) took the
 # same winner on the H200 in 18 of 20 (shape, scheme) groups at M = 1..16; in the other two,
 # M = 1's choice was at most 3.7% and 0.2% slower (benchmarks/cache_evidence.py ->
 # results/tuning_cache_evidence_H200_2026-11-29.json). So once one bucket of a group is
-# fully tuned, its siblings time only the backends' defaults and its SEED_TOP best.
+# fully tuned, its siblings time the backends' defaults and its SEED_TOP best instead of a
+# sample (and, as every key, the winners of other groups: _neighbour_shortlist).
 SEED_TOP = 3
 # Every timed candidate's output against the reference (the numerics contract, SQNR in dB):
 # a config that runs but computes wrong numbers is recorded as failed, never a choice.
@@ -280,8 +281,9 @@ def _explored(backend, problem: GemmProblem, others: list, max_configs: int) -> 
 
 
 def planned_configs(problem: GemmProblem, backend, max_configs: int = MAX_CONFIGS) -> list:
-    """Every config :func:`tune_problem` may time for ``backend`` when it explores (the
-    default, the priority configs, the evenly spaced sample): what to build ahead of time."""
+    """The configs :func:`tune_problem` times for ``backend`` when it explores (the default,
+    the priority configs, the evenly spaced sample): what to build ahead of time. Not in it:
+    the refinements, layout variants and neighbours' winners (built when timed)."""
     problem = dataclasses.replace(problem, m=problem.bucket)
     default = backend.default_config(problem)
     return [default, *_explored(backend, problem, _others(backend, problem, default),
@@ -337,17 +339,37 @@ def _seed_shortlist(seed: Entry) -> list[tuple[str, dict | None]]:
     return out
 
 
+def _neighbour_shortlist(neighbours: Sequence[Entry]) -> list[tuple[str, dict | None]]:
+    """(backend, config) of each neighbour's winner, each once. Neighbours are the same
+    shape's tuned keys in other seed groups (M = 1-16, 32, 64 and up): exploring samples
+    MAX_CONFIGS of a space of ~35-820 configs and often missed theirs. They are timed for
+    every backend, one outside PRUNE_RATIO too, but are not built ahead (planned_configs):
+    each compiles when timed, as refinements do. On an H100 (session 54,
+    results/session54_2026-12-06/call11/) weight_only 10240x5120 took BLOCK_K 512 on 3 stages
+    at M = 32 (25.9 us), never timing M = 16's BLOCK_K 256 on 4 (21.6 us at M = 16); in
+    session 37's H200 cache (results/session37_H200_2026-12-05/callAB/cache_retuned.json) six
+    weight_only M = 32 keys of the 27B tower, per_tensor's 10240x5120 and block128's
+    5120x6144 had not timed their M = 16 winner, which their space offers."""
+    out: list[tuple[str, dict | None]] = []
+    for e in neighbours:
+        if e.ranked() and (e.winner.backend, e.winner.config) not in out:
+            out.append((e.winner.backend, e.winner.config))
+    return out
+
+
 def _seeded_configs(backend, problem: GemmProblem, shortlist, default) -> list:
     """The shortlist's configs of ``backend`` as it serves ``problem``: any it offers
     (:func:`native_config`: its space, their refinements and weight layouts, not only its
-    search space), but the default (timed already) and configs with an empty split."""
+    search space), but the default (timed already), configs with an empty split and, with
+    tile-major weights off (kernels.layout), configs that need a second weight copy."""
     out, seen = [], {config_key(default)}
     for name, config in shortlist:
         if name != backend.name:
             continue
         found, cfg = native_config(backend, problem, config)
         key = config_key(cfg) if found else None
-        if found and key not in seen and not empty_split(problem, cfg):
+        if found and key not in seen and not empty_split(problem, cfg) and \
+                (tile_major_enabled() or not extra_weight_copy(cfg)):
             seen.add(key)
             out.append(cfg)
     return out
@@ -363,6 +385,7 @@ def tune_problem(
     max_configs: int = MAX_CONFIGS,
     read_ceiling_gbps: float | None = None,
     seed: Entry | None = None,
+    neighbours: Sequence[Entry] = (),
     verify: bool | None = None,
 ) -> Entry:
     """Time backend x config for ``problem`` at M = its bucket; return the evidence.
@@ -378,6 +401,9 @@ def tune_problem(
     timed with one (:func:`tuning_bias`).
     With ``seed`` (a tuned sibling, see SEED_TOP), step (2) times instead the seed's SEED_TOP
     best candidates that are not a default, and the entry records ``seeded_from``.
+    ``neighbours`` (the same shape's tuned keys in other seed groups, see
+    :func:`_neighbour_shortlist`): step (2) also times each one's winner that its backend
+    offers here and (2) would not time otherwise, pruned backends included.
     On a GPU every candidate runs in a chain with an x writer before every WRITE_X_EVERY-th
     call (its share subtracted).
     The winner is ``Entry.winner``: the fastest measured candidate, or within cache.HOST_TIE
@@ -430,6 +456,7 @@ def tune_problem(
     best = min(ok) if ok else math.inf
     pruned: dict[str, int] = {}
     shortlist = _seed_shortlist(seed) if seed is not None else []
+    near = _neighbour_shortlist(neighbours)
     for b, first in zip(candidates, list(measured)):
         others = _others(b, problem, defaults[b.name])
         if seed is not None:
@@ -439,6 +466,10 @@ def tune_problem(
         else:
             chosen = []
         chosen_keys = {config_key(c) for c in chosen}
+        for cfg in _seeded_configs(b, problem, near, defaults[b.name]):
+            if config_key(cfg) not in chosen_keys:
+                chosen.append(cfg)
+                chosen_keys.add(config_key(cfg))
         left = sum(config_key(c) not in chosen_keys for c in others)
         if left:
             pruned[b.name] = left
@@ -458,8 +489,11 @@ def tune_problem(
         win = entry.winner
         b = next(c for c in candidates if c.name == win.backend)
         found, cfg = native_config(b, problem, win.config)
+        timed = [m.config for m in measured if m.backend == b.name]
         for v in b.layout_variants(problem, cfg) if found else []:
-            if tile_major_enabled() or not extra_weight_copy(v):
+            # a seed's or neighbour's shortlist may have timed it in (2)
+            if normalize_config(v) not in timed and \
+                    (tile_major_enabled() or not extra_weight_copy(v)):
                 measured.append(measure(b, v))
     if verify is None:
         verify = device.type == "cuda"

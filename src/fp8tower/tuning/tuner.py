@@ -9,7 +9,8 @@ imports ``fp8tower.dispatch``: dispatch imports this module lazily, on a tuning 
   saves the entry with its evidence. If every candidate fails, nothing is saved (the safe
   default serves).
 - A bucket whose sibling is already explored is seeded from it (search.SEED_TOP) unless
-  ``full``; cached siblings count unless retuning.
+  ``full``; cached siblings count unless retuning. The winners of the same shape's keys in
+  other seed groups are timed too (:func:`neighbours_for`).
 """
 
 from __future__ import annotations
@@ -106,6 +107,24 @@ def seed_for(d: DispatchState, problem: GemmProblem, *, cached: bool = True) -> 
     return None
 
 
+def neighbours_for(d: DispatchState, problem: GemmProblem, *,
+                   cached: bool = True) -> list[Entry]:
+    """The same shape's measured entries in the other seed groups (their winners are timed
+    too, tuning.search._neighbour_shortlist): ones tuned by this dispatcher, or (``cached``)
+    ones from the cache file."""
+    entries = d.entries_for(problem)
+    group = search.seed_group(problem.bucket)
+    out = []
+    for b in (1, 2, 4, 8, 16, 32, 64):
+        if search.seed_group(b) == group:
+            continue
+        key = dataclasses.replace(problem, m=b).key()
+        e = entries.get(key)
+        if e is not None and e.ranked() and (cached or d.is_fresh(key)):
+            out.append(e)
+    return out
+
+
 def tune(
     d: DispatchState,
     problem: GemmProblem,
@@ -118,15 +137,18 @@ def tune(
     """Tune ``problem``'s key now (whatever the policy), record it in ``d`` and save it.
 
     Unless ``full``, a bucket whose sibling is already explored is seeded from it
-    (see tuning.search.SEED_TOP); cached siblings count unless retuning."""
+    (see tuning.search.SEED_TOP); the winners of the same shape's keys in other seed groups
+    are timed too (:func:`neighbours_for`); cached siblings and neighbours count unless
+    retuning."""
     if problem.on_cuda and _capturing():
         raise RuntimeError(f"cannot tune {problem.key()} during CUDA graph capture")
     retune = d.retune if retune is None else retune
     seed = None if full else seed_for(d, problem, cached=not retune)
+    neighbours = neighbours_for(d, problem, cached=not retune)
     pool = tunable(d, problem)
     entry = search.tune_problem(problem, pool, timer=d.timer,
                                 read_ceiling_gbps=read_ceiling_gbps, max_configs=max_configs,
-                                seed=seed)
+                                seed=seed, neighbours=neighbours)
     entry.tuned_over = sorted(b.name for b in pool)
     entry.tile_major = tile_major_enabled()
     if not entry.ranked():
@@ -175,8 +197,8 @@ def pretune(
     Entries that measured nothing (every candidate failed) are returned but not cached.
     Keys are tuned in bucket order within each shape, so M = 1 is explored and M = 2..16
     are seeded from it (unless ``full``). With ``precompile``, backends that can build
-    their kernels ahead (Triton) first build every config the tuning may time, in
-    parallel processes.
+    their kernels ahead (Triton) first build the configs the tuning will sample
+    (search.planned_configs), in parallel processes.
     """
     retune = d.retune if retune is None else retune
     todo: dict[str, GemmProblem] = {}
