@@ -768,6 +768,36 @@ def test_an_explored_bucket_times_the_winners_of_other_seed_groups():
     assert cfg_id(e.config) == "f1" and [c for _, c in clock.ran] == ["default", "f1"]
 
 
+def test_neighbours_layout_variants_are_timed_once_and_only_with_tile_major(monkeypatch):
+    """Neighbours' winners may be a config and its tile-major twin: each timed once (step (4)
+    skips a variant (2) timed), and neither twin with FP8TOWER_TILE_MAJOR=0."""
+    from fp8tower.tuning.cache import Entry, Measurement
+
+    clock = FakeClock()
+    times = {"default": 10.0, "f1": 9.0, "f2": 8.0, "f3": 4.0, "f3_tm": 4.2}
+    b = dataclasses.replace(
+        fake_backend("fast", clock, times),
+        configs=lambda p: [{"id": c, "block": 64} for c in ("f1", "f2", "f3")],
+        layout_variants=lambda p, c: [] if c is None or c.get("packed") else
+        [{**c, "id": c["id"] + "_tm", "packed": True}])
+
+    def neighbour(m, cfg):
+        return Entry(cpu_problem(m=m), "fast", cfg, "2026-12-06",
+                     [Measurement("fast", cfg, 4.0, 4.0, 0.0, 1.0)])
+
+    near = [neighbour(1, {"id": "f3", "block": 64}),
+            neighbour(16, {"id": "f3_tm", "block": 64, "packed": True})]
+    e = search.tune_problem(cpu_problem(m=32), [b], timer=FakeTimer(clock), max_configs=1,
+                            neighbours=near)
+    assert [c for _, c in clock.ran] == ["default", "f1", "f3", "f3_tm"]
+    assert len(e.candidates) == 4 and cfg_id(e.config) == "f3"
+    monkeypatch.setenv("FP8TOWER_TILE_MAJOR", "0")
+    clock.ran.clear()
+    search.tune_problem(cpu_problem(m=32), [b], timer=FakeTimer(clock), max_configs=1,
+                        neighbours=near[1:])
+    assert [c for _, c in clock.ran] == ["default", "f1"]
+
+
 def test_full_and_retune_explore_every_bucket():
     clock = FakeClock()
     d = Dispatcher(candidates=many(clock), timer=FakeTimer(clock), tune=True)

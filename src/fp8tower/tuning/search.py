@@ -346,10 +346,10 @@ def _neighbour_shortlist(neighbours: Sequence[Entry]) -> list[tuple[str, dict | 
     every backend, one outside PRUNE_RATIO too, but are not built ahead (planned_configs):
     each compiles when timed, as refinements do. On an H100 (session 54,
     results/session54_2026-12-06/call11/) weight_only 10240x5120 took BLOCK_K 512 on 3 stages
-    at M = 32 (25.9 us), never timing M = 16's BLOCK_K 256 on 4 (21.6 us at M = 16); in
+    at M = 32 (25.8 us), never timing M = 16's BLOCK_K 256 on 4 (21.7 us at M = 16); in
     session 37's H200 cache (results/session37_H200_2026-12-05/callAB/cache_retuned.json) six
     weight_only M = 32 keys of the 27B tower, per_tensor's 10240x5120 and block128's
-    5120x6144 had not timed their M = 16 winner, which their space offers."""
+    5120x6144 had not timed their M = 16 winner, which they serve at M = 32."""
     out: list[tuple[str, dict | None]] = []
     for e in neighbours:
         if e.ranked() and (e.winner.backend, e.winner.config) not in out:
