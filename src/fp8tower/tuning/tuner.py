@@ -25,7 +25,7 @@ from typing import Any, Protocol
 import torch
 
 from ..kernels.layout import tile_major_enabled
-from ..problem import GemmProblem
+from ..problem import MAX_DECODE_M, GemmProblem
 from . import cache as tcache
 from . import search
 from .cache import Entry
@@ -91,20 +91,29 @@ def precompile(d: DispatchState, problems: list[GemmProblem], max_configs: int,
             log.info("%s: %s", name, report.summary())
 
 
+def _other_buckets(d: DispatchState, problem: GemmProblem,
+                   cached: bool) -> list[tuple[int, Entry]]:
+    """(bucket, entry): the same shape's measured entries at the other decode buckets
+    (M = 1..MAX_DECODE_M), ones tuned by this dispatcher or (``cached``) from the cache file."""
+    entries = d.entries_for(problem)
+    out = []
+    b = 1
+    while b <= MAX_DECODE_M:
+        key = dataclasses.replace(problem, m=b).key()
+        e = entries.get(key)
+        if b != problem.bucket and e is not None and e.ranked() and \
+                (cached or d.is_fresh(key)):
+            out.append((b, e))
+        b *= 2
+    return out
+
+
 def seed_for(d: DispatchState, problem: GemmProblem, *, cached: bool = True) -> Entry | None:
     """A fully explored entry of a sibling bucket (same seed group, tuning.search.SEED_TOP):
     one tuned by this dispatcher, or (``cached``) one from the cache file."""
-    entries = d.entries_for(problem)
     group = search.seed_group(problem.bucket)
-    for b in (1, 2, 4, 8, 16, 32, 64):
-        if b == problem.bucket or search.seed_group(b) != group:
-            continue
-        key = dataclasses.replace(problem, m=b).key()
-        e = entries.get(key)
-        if e is not None and e.seeded_from is None and e.ranked() and \
-                (cached or d.is_fresh(key)):
-            return e
-    return None
+    return next((e for b, e in _other_buckets(d, problem, cached)
+                 if search.seed_group(b) == group and e.seeded_from is None), None)
 
 
 def neighbours_for(d: DispatchState, problem: GemmProblem, *,
@@ -112,17 +121,9 @@ def neighbours_for(d: DispatchState, problem: GemmProblem, *,
     """The same shape's measured entries in the other seed groups (their winners are timed
     too, tuning.search._neighbour_shortlist): ones tuned by this dispatcher, or (``cached``)
     ones from the cache file."""
-    entries = d.entries_for(problem)
     group = search.seed_group(problem.bucket)
-    out = []
-    for b in (1, 2, 4, 8, 16, 32, 64):
-        if search.seed_group(b) == group:
-            continue
-        key = dataclasses.replace(problem, m=b).key()
-        e = entries.get(key)
-        if e is not None and e.ranked() and (cached or d.is_fresh(key)):
-            out.append(e)
-    return out
+    return [e for b, e in _other_buckets(d, problem, cached)
+            if search.seed_group(b) != group]
 
 
 def tune(
