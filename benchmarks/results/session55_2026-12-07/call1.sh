@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Session 55's cut of session 54's call12.sh (the tuner's neighbours' A/B) for a short
-# budget (ten starts failed first): no warm-up arm; each arm tunes from an empty tuning
+# budget (nine starts failed first): no warm-up arm; each arm tunes from an empty tuning
 # cache AND an empty Triton compile cache of its own (TRITON_CACHE_DIR), so both pay the
 # same cold compiles and their tuning times compare. Carry .gpu/run and .gpu/old, where
 # .gpu/old/src is the tuner without neighbours: `mkdir -p .gpu/old && git archive ed9bd44 src
