@@ -20,7 +20,9 @@ pytest_par() {
 }
 # unpack_prebuilt RUN DIR...: benchmarks/prebuild_cutlass.py's RUN/prebuilt.tar.xz (the
 # tuner's CUTLASS libraries, built on the CPU machine) into each FP8TOWER_CACHE_DIR given, so
-# nothing is built with nvcc on the device; nothing where it was not carried.
+# nothing is built with nvcc on the device; nothing where it was not carried. A warm machine
+# keeps DIR from an earlier call, tuning cache included (session 56's call 6 tuned nothing so):
+# a script that claims a tune from cold removes DIR first.
 unpack_prebuilt() {
   local run=$1 dir
   shift

@@ -13,6 +13,7 @@ mkdir -p "$O"
 echo "gpu: $GPU" | tee -a "$O/status.txt"
 case "$GPU" in *H200*) ;; *) echo "not an H200: stopped" | tee -a "$O/status.txt"; exit 0 ;; esac
 device_setup .gpu/run "$O"
+rm -rf /tmp/sc10 /tmp/tr /tmp/trace_m*  # from cold even on a machine kept warm (session 56)
 unpack_prebuilt .gpu/run /tmp/sc10
 FP8TOWER_CACHE_DIR=/tmp/sc10 timeout -k 10 "$(lim 330)" python3 benchmarks/bench_gemm.py \
   --shapes tower --m 1,8,16,32 --schemes per_tensor,weight_only --backends cublaslt,auto \
