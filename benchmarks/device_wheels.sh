@@ -1,5 +1,5 @@
 # Sourced by the device-side scripts (verify_h200.sh, ab_tower.sh, each session's calls):
-# install_wheels, pytest_par, unpack_prebuilt, device_setup, a script's time budget
+# install_wheels, pytest_par, unpack_prebuilt, cold_cache, device_setup, a script's time budget
 # (budget_start, left, lim), bench_untuned and gpu_suite_with_left, each described above it.
 # install_wheels RUN STATUS installs the optional packages that travel as wheels in RUN/whl
 # into /tmp/site (on PYTHONPATH in those scripts); a failure is appended to the STATUS file.
@@ -21,8 +21,7 @@ pytest_par() {
 # unpack_prebuilt RUN DIR...: benchmarks/prebuild_cutlass.py's RUN/prebuilt.tar.xz (the
 # tuner's CUTLASS libraries, built on the CPU machine) into each FP8TOWER_CACHE_DIR given, so
 # nothing is built with nvcc on the device; nothing where it was not carried. A warm machine
-# keeps DIR from an earlier call, tuning cache included (session 56's call 6 tuned nothing so):
-# a script that claims a tune from cold removes DIR first.
+# keeps DIR from an earlier call, tuning cache included: for a tune from cold, cold_cache.
 unpack_prebuilt() {
   local run=$1 dir
   shift
@@ -30,6 +29,15 @@ unpack_prebuilt() {
   for dir in "$@"; do
     mkdir -p "$dir" && tar xJf "$run/prebuilt.tar.xz" -C "$dir"
   done
+}
+# cold_cache RUN DIR...: each DIR emptied, then unpack_prebuilt RUN into it: a tuning cache
+# from cold even on a machine kept warm (session 56's call 6 tuned nothing: call 3's caches
+# were still there).
+cold_cache() {
+  local run=$1
+  shift
+  rm -rf "$@"
+  unpack_prebuilt "$run" "$@"
 }
 # device_setup RUN DIR: what a session's device call does first: DIR made, install_wheels RUN
 # (failures in DIR/status.txt), unpack_prebuilt RUN into /tmp/un (bench_untuned's cache) and

@@ -285,6 +285,33 @@ def test_unpack_prebuilt_fills_each_cache_dir_and_skips_when_not_carried(tmp_pat
     assert out.returncode == 0 and out.stdout.strip() == "ok" and not a.exists()
 
 
+def test_cold_cache_empties_each_dir_before_unpacking(tmp_path):
+    """device_wheels.sh's cold_cache: a tuning cache left by an earlier call on a warm machine
+    is removed before the prebuilt libraries are unpacked (session 56's call 6 tuned nothing
+    on call 3's leftovers); a directory that did not exist is made."""
+    import shutil
+    import subprocess
+    import tarfile
+
+    if shutil.which("bash") is None or shutil.which("xz") is None:
+        pytest.skip("needs bash and xz")
+    run, src = tmp_path / "run", tmp_path / "src"
+    (src / "cutlass").mkdir(parents=True)
+    (src / "cutlass" / "lib.so").write_text("built")
+    run.mkdir()
+    with tarfile.open(run / "prebuilt.tar.xz", "w:xz") as t:
+        t.add(src / "cutlass", arcname="cutlass")
+    warm, new = tmp_path / "warm", tmp_path / "new"
+    warm.mkdir()
+    (warm / "nvidia-h100-80gb-hbm3.json").write_text("{}")
+    script = f'. "{BENCH}/device_wheels.sh" && cold_cache "{run}" "{warm}" "{new}" && echo ok'
+    out = subprocess.run(["bash", "-c", script], capture_output=True, text=True, check=False)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
+    for d in (warm, new):
+        assert sorted(p.name for p in d.iterdir()) == ["cutlass"], d
+        assert (d / "cutlass" / "lib.so").read_text() == "built"
+
+
 def _fake_device_bin(tmp_path, rc=3):
     """A PATH directory of stand-ins: ``date +%s`` reads a clock file (starting at 1000),
     ``timeout`` logs its arguments and runs the rest, ``python3`` logs its arguments and

@@ -13,8 +13,8 @@ mkdir -p "$O"
 echo "gpu: $GPU" | tee -a "$O/status.txt"
 case "$GPU" in *H200*) ;; *) echo "not an H200: stopped" | tee -a "$O/status.txt"; exit 0 ;; esac
 device_setup .gpu/run "$O"
-rm -rf /tmp/sc10 /tmp/tr /tmp/trace_m*  # from cold even on a machine kept warm (session 56)
-unpack_prebuilt .gpu/run /tmp/sc10
+cold_cache .gpu/run /tmp/sc10
+rm -rf /tmp/tr /tmp/trace_m*  # call8's, from cold even on a machine kept warm (session 56)
 FP8TOWER_CACHE_DIR=/tmp/sc10 timeout -k 10 "$(lim 330)" python3 benchmarks/bench_gemm.py \
   --shapes tower --m 1,8,16,32 --schemes per_tensor,weight_only --backends cublaslt,auto \
   --precompile --replays 10 --rounds 2 --json "$O/scorecard.json" > "$O/scorecard.log" 2>&1

@@ -6,7 +6,8 @@
 # Arms: "16" (the default) then "$WIDE" (--max-configs), each `fp8tower tune` from an empty
 # tuning cache of its own (one Triton compile cache: the wide arm's tuning time is flattered
 # by the first arm's compiles, so compare GEMM times, not tuning times), then bench_gemm on
-# that cache (auto: cache hits only). Outputs: c8/tune_A.log, bench_A.json, cache_A.json per
+# that cache (auto, FP8TOWER_TUNE=0: a key the tune did not reach runs untuned, so read each
+# row's config against cache_A.json). Outputs: c8/tune_A.log, bench_A.json, cache_A.json per
 # arm A, status.txt ("tuned in" per arm), logs.tgz. Defaults: the 27B tower's 9 shapes at
 # M = 32 (weight_only's 31 MB and 10240x5120 shapes under 70% of the H100's ceiling there),
 # per_tensor and weight_only; SHAPES, MS, SCHEMES, WIDE change them.
@@ -18,12 +19,12 @@ GPU=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
 O=$OUT/c8
 device_setup .gpu/run "$O"
 echo "gpu: $GPU" | tee -a "$O/status.txt"
-S=${SHAPES:-10240x5120,6144x5120,16384x5120,5120x6144,12288x5120,1024x5120,14336x5120,34816x5120,5120x17408}
+TOWER=10240x5120,6144x5120,16384x5120,5120x6144,12288x5120,1024x5120,14336x5120
+S=${SHAPES:-$TOWER,34816x5120,5120x17408}
 MS=${MS:-32}
 SCHEMES=${SCHEMES:-per_tensor,weight_only}
 for arm in 16 "${WIDE:-48}"; do
-  rm -rf "/tmp/mc_$arm"  # from cold even on a machine kept warm
-  unpack_prebuilt .gpu/run "/tmp/mc_$arm"
+  cold_cache .gpu/run "/tmp/mc_$arm"
   s=$(date +%s)
   FP8TOWER_CACHE_DIR=/tmp/mc_$arm timeout -k 10 "$(lim 300)" python3 -m fp8tower tune \
     --shapes "$S" --m "$MS" --scheme "$SCHEMES" --max-configs "$arm" \
