@@ -253,11 +253,10 @@ def test_cublaslt_glue_old_wrapper_matches_the_backend_on_cpu():
         assert old.shape == (m, 64) and torch.equal(old, new), m
 
 
-def test_unpack_prebuilt_fills_each_cache_dir_and_skips_when_not_carried(tmp_path):
-    """device_wheels.sh's unpack_prebuilt: RUN/prebuilt.tar.xz into every directory given
-    (made if missing); without the tarball nothing happens and the script goes on."""
+def _prebuilt_run(tmp_path):
+    """RUN with a prebuilt.tar.xz holding cutlass/lib.so ("built"), as
+    benchmarks/prebuild_cutlass.py writes it; skips without bash or xz."""
     import shutil
-    import subprocess
     import tarfile
 
     if shutil.which("bash") is None or shutil.which("xz") is None:
@@ -268,6 +267,16 @@ def test_unpack_prebuilt_fills_each_cache_dir_and_skips_when_not_carried(tmp_pat
     run.mkdir()
     with tarfile.open(run / "prebuilt.tar.xz", "w:xz") as t:
         t.add(src / "cutlass", arcname="cutlass")
+    return run
+
+
+def test_unpack_prebuilt_fills_each_cache_dir_and_skips_when_not_carried(tmp_path):
+    """device_wheels.sh's unpack_prebuilt: RUN/prebuilt.tar.xz into every directory given
+    (made if missing); without the tarball nothing happens and the script goes on."""
+    import shutil
+    import subprocess
+
+    run = _prebuilt_run(tmp_path)
     a, b = tmp_path / "a", tmp_path / "b" / "deep"
 
     def call(run_dir):
@@ -289,18 +298,9 @@ def test_cold_cache_empties_each_dir_before_unpacking(tmp_path):
     """device_wheels.sh's cold_cache: a tuning cache left by an earlier call on a warm machine
     is removed before the prebuilt libraries are unpacked (session 56's call 6 tuned nothing
     on call 3's leftovers); a directory that did not exist is made."""
-    import shutil
     import subprocess
-    import tarfile
 
-    if shutil.which("bash") is None or shutil.which("xz") is None:
-        pytest.skip("needs bash and xz")
-    run, src = tmp_path / "run", tmp_path / "src"
-    (src / "cutlass").mkdir(parents=True)
-    (src / "cutlass" / "lib.so").write_text("built")
-    run.mkdir()
-    with tarfile.open(run / "prebuilt.tar.xz", "w:xz") as t:
-        t.add(src / "cutlass", arcname="cutlass")
+    run = _prebuilt_run(tmp_path)
     warm, new = tmp_path / "warm", tmp_path / "new"
     warm.mkdir()
     (warm / "nvidia-h100-80gb-hbm3.json").write_text("{}")
