@@ -959,11 +959,48 @@ def test_the_tuner_refines_its_triton_winner_deeper_and_with_its_pdl_twin():
     twin = kc.pdl_twin(p, won)
     assert twin == {**won, **kc.PDL_PAIR} and kc.pdl_twin(p, twin) == won
     assert kc.unsplit_twin(p, won) is None  # 16 tiles: too few to stream unsplit
+    x_other = {**won, "prequant": True}
+    assert kc.x_twin(p, won) == x_other
+    halved, doubled = {**won, "block_k": 128}, {**won, "block_k": 512}
+    assert kc.block_k_twins(p, won) == [halved, doubled]  # 8 and 2 K steps a split
     assert get("triton").refinements(p, won) == (kc.all_in_flight(p, won)
-                                                 + [twin, *kc.all_in_flight(p, twin)])
+                                                 + [twin, *kc.all_in_flight(p, twin)]
+                                                 + [x_other, halved, doubled])
     fp8_x = dataclasses.replace(p, act_dtype=FP8_DTYPE)
     assert kc.pdl_twin(fp8_x, won) is None
-    assert kc.refinements(fp8_x, won) == kc.all_in_flight(fp8_x, won)
+    assert kc.refinements(fp8_x, won) == kc.all_in_flight(fp8_x, won) + [x_other, halved,
+                                                                         doubled]
+
+
+def test_the_tuner_times_its_winner_with_x_quantized_the_other_way_and_block_k_moved():
+    """configs.x_twin and block_k_twins, on the two H100 keys whose 16-config sample missed
+    them (results/session58_2026-12-07/c8/): each twin is the 48-config tune's winner, and
+    the backend serves it (native_config), so a cached choice of it dispatches."""
+    from fp8tower.backends import get
+    from fp8tower.kernels import configs as kc
+    from fp8tower.tuning.search import native_config
+
+    pt = GemmProblem(32, 10240, 5120, Scheme.PER_TENSOR, capability=(9, 0),
+                     static_act_scale=True)
+    wide = {"block_n": 128, "block_k": 256, "split_k": 1, "num_warps": 8, "num_stages": 4,
+            "prequant": False, **kc.PDL_PAIR}
+    assert kc.x_twin(pt, wide) == {**wide, "prequant": True}
+    assert {**wide, "prequant": True} in kc.refinements(pt, wide)
+    assert kc.block_k_twins(pt, wide) == []  # BLOCK_N 128 has one BLOCK_K in the space
+    wo = GemmProblem(32, 10240, 5120, Scheme.WEIGHT_ONLY, capability=(9, 0))
+    won = {"block_n": 64, "block_k": 512, "split_k": 1, "num_warps": 4, "num_stages": 3,
+           "prequant": True, "wo_mode": 3, **kc.PDL_PAIR}
+    assert kc.x_twin(wo, won) is None
+    assert kc.block_k_twins(wo, won) == [{**won, "block_k": 256}]  # 1024: not a space tile
+    assert {**won, "block_k": 256} in kc.refinements(wo, won)
+    split = {**won, "block_k": 256, "split_k": 10}  # 20 K steps: 2 a split; 512 would give 1
+    assert kc.block_k_twins(wo, split) == [{**split, "block_k": 128}]
+    deep = {**won, "block_k": 256, "num_stages": 8}  # doubled, the stages shrink to fit
+    assert kc.block_k_twins(wo, deep)[1] == kc.fit_stages({**deep, "block_k": 512}, 32)
+    triton = get("triton")
+    for prob, cfg in ((pt, wide), (wo, won)):  # space configs: their refinements offered
+        for twin in kc.refinements(prob, cfg):
+            assert native_config(triton, prob, twin)[0], (prob, twin)
 
 
 def test_the_tuner_times_a_split_winner_unsplit_where_one_wave_streams_it():

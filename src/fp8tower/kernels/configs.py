@@ -604,11 +604,49 @@ def unsplit_twin(p: GemmProblem, cfg: dict) -> dict | None:
 def refinements(p: GemmProblem, cfg: dict) -> list[dict]:
     """What the tuner times next to its winner ``cfg`` (Backend.refinements): its K steps all
     in flight (``all_in_flight``), then its PDL twin (``pdl_twin``) and that one's, then its
-    tile unsplit (``unsplit_twin``)."""
+    tile unsplit (``unsplit_twin``), then x quantized the other way (``x_twin``), then its
+    BLOCK_K halved and doubled (``block_k_twins``)."""
     twin = pdl_twin(p, cfg)
     unsplit = unsplit_twin(p, cfg)
-    return (all_in_flight(p, cfg) + ([twin, *all_in_flight(p, twin)] if twin else [])
-            + ([unsplit] if unsplit else []))
+    x_other = x_twin(p, cfg)
+    out = (all_in_flight(p, cfg) + ([twin, *all_in_flight(p, twin)] if twin else [])
+           + ([unsplit] if unsplit else []) + ([x_other] if x_other else [])
+           + block_k_twins(p, cfg))
+    return [c for i, c in enumerate(out) if c != cfg and c not in out[:i]]
+
+
+# The sample of MAX_CONFIGS a backend also missed the winner's nearest neighbours on the other
+# two axes of the tile (H100 2026-12-07, the 27B tower's 18 per_tensor / weight_only keys at
+# M = 32 tuned from cold, 16 configs a backend against 48,
+# results/session58_2026-12-07/c8/bench_{16,48}.json): per_tensor 10240x5120 won BLOCK_N 128
+# with x quantized in the GEMM (24.15 us) where the same tile after the pre-pass ran 21.49;
+# weight_only 10240x5120 won BLOCK_K 512 (26.04 us) where BLOCK_K 256, all else equal, ran
+# 22.11. The other 16 keys were within 1.5% either way (1.4% on the sum).
+SPACE_TILES = ((64, 256), (32, 256), (64, 512), (128, 256), (64, 128), (32, 512))
+
+
+def x_twin(p: GemmProblem, cfg: dict) -> dict | None:
+    """per_tensor and block128: ``cfg`` with x quantized the other way (in the GEMM <-> by the
+    pre-pass), its launch kind kept; None for the other schemes (channel_token's and
+    weight_only's x modes are not a flip of one key: priority_configs and split_twin)."""
+    if p.scheme not in (Scheme.PER_TENSOR, Scheme.BLOCK128):
+        return None
+    return fit_stages({**cfg, "prequant": not cfg.get("prequant")}, block_m_for(p.m))
+
+
+def block_k_twins(p: GemmProblem, cfg: dict) -> list[dict]:
+    """``cfg`` with BLOCK_K halved, then doubled, where that tile is one of the space's
+    (SPACE_TILES) and each split keeps >= 2 K steps, on its stages or as many as fit shared
+    memory."""
+    out = []
+    for block_k in (cfg["block_k"] // 2, cfg["block_k"] * 2):
+        if (cfg["block_n"], block_k) not in SPACE_TILES or \
+                (cfg["split_k"] > 1 and -(-p.k // block_k) // cfg["split_k"] < 2):
+            continue
+        twin = fit_stages({**cfg, "block_k": block_k}, block_m_for(p.m))
+        if smem_bytes(twin, block_m_for(p.m)) <= SMEM_BUDGET:
+            out.append(twin)
+    return out
 
 
 def configs(p: GemmProblem) -> list[dict]:
@@ -654,7 +692,7 @@ def _candidates(p: GemmProblem, base: dict) -> list[dict]:
         # FP8 x given: its producer is the caller's kernel, timed nowhere here; no PDL.
         x_modes = tuple(m for m in x_modes if "pdl" not in m)
     out = [base]
-    for block_n, block_k in ((64, 256), (32, 256), (64, 512), (128, 256), (64, 128), (32, 512)):
+    for block_n, block_k in SPACE_TILES:
         tiles = -(-p.n // block_n) * -(-p.m // block_m)
         k_iters = -(-p.k // block_k)
         for split in (1, 2, 3, 4, 5, 6, 8, 10, 12, 16):
