@@ -944,8 +944,9 @@ def test_a_refined_winner_in_the_cache_is_served_as_tuned():
 
 def test_the_tuner_refines_its_triton_winner_deeper_and_with_its_pdl_twin():
     """configs.refinements (Backend.refinements of triton): the winner's K steps all in
-    flight, then its PDL twin (PDL_PAIR on or off, the rest kept) and that one's; FP8 x given
-    (no PDL in its space) only the former."""
+    flight, then its PDL twin (PDL_PAIR on or off, the rest kept) and that one's, then x
+    quantized the other way and BLOCK_K moved; FP8 x given (no PDL in its space, x read as
+    given) neither the PDL twin nor the x twin."""
     import dataclasses
 
     from fp8tower.backends import get
@@ -968,8 +969,8 @@ def test_the_tuner_refines_its_triton_winner_deeper_and_with_its_pdl_twin():
                                                  + [x_other, halved, doubled])
     fp8_x = dataclasses.replace(p, act_dtype=FP8_DTYPE)
     assert kc.pdl_twin(fp8_x, won) is None
-    assert kc.refinements(fp8_x, won) == kc.all_in_flight(fp8_x, won) + [x_other, halved,
-                                                                         doubled]
+    assert kc.x_twin(fp8_x, won) is None  # FP8 x given: the GEMM reads it as it is either way
+    assert kc.refinements(fp8_x, won) == kc.all_in_flight(fp8_x, won) + [halved, doubled]
 
 
 def test_the_tuner_times_its_winner_with_x_quantized_the_other_way_and_block_k_moved():

@@ -609,10 +609,9 @@ def refinements(p: GemmProblem, cfg: dict) -> list[dict]:
     twin = pdl_twin(p, cfg)
     unsplit = unsplit_twin(p, cfg)
     x_other = x_twin(p, cfg)
-    out = (all_in_flight(p, cfg) + ([twin, *all_in_flight(p, twin)] if twin else [])
-           + ([unsplit] if unsplit else []) + ([x_other] if x_other else [])
-           + block_k_twins(p, cfg))
-    return [c for i, c in enumerate(out) if c != cfg and c not in out[:i]]
+    return (all_in_flight(p, cfg) + ([twin, *all_in_flight(p, twin)] if twin else [])
+            + ([unsplit] if unsplit else []) + ([x_other] if x_other else [])
+            + block_k_twins(p, cfg))
 
 
 # The sample of MAX_CONFIGS a backend also missed the winner's nearest neighbours on the other
@@ -627,11 +626,14 @@ SPACE_TILES = ((64, 256), (32, 256), (64, 512), (128, 256), (64, 128), (32, 512)
 
 def x_twin(p: GemmProblem, cfg: dict) -> dict | None:
     """per_tensor and block128: ``cfg`` with x quantized the other way (in the GEMM <-> by the
-    pre-pass), its launch kind kept; None for the other schemes (channel_token's and
+    pre-pass), its launch kind kept; None where the flip leaves the kernel reading x as it did
+    (``x_is_fp8``: per_tensor with FP8 x given) and for the other schemes (channel_token's and
     weight_only's x modes are not a flip of one key: priority_configs and split_twin)."""
     if p.scheme not in (Scheme.PER_TENSOR, Scheme.BLOCK128):
         return None
-    return fit_stages({**cfg, "prequant": not cfg.get("prequant")}, block_m_for(p.m))
+    twin = fit_stages({**cfg, "prequant": not cfg.get("prequant")}, block_m_for(p.m))
+    fp8_x = p.act_dtype == FP8_DTYPE
+    return twin if x_is_fp8(p.scheme, fp8_x, twin) != x_is_fp8(p.scheme, fp8_x, cfg) else None
 
 
 def block_k_twins(p: GemmProblem, cfg: dict) -> list[dict]:
