@@ -945,8 +945,8 @@ def test_a_refined_winner_in_the_cache_is_served_as_tuned():
 def test_the_tuner_refines_its_triton_winner_deeper_and_with_its_pdl_twin():
     """configs.refinements (Backend.refinements of triton): the winner's K steps all in
     flight, then its PDL twin (PDL_PAIR on or off, the rest kept) and that one's, then x
-    quantized the other way and BLOCK_K moved; FP8 x given (no PDL in its space, x read as
-    given) neither the PDL twin nor the x twin."""
+    by the pre-pass (an in-GEMM winner's only) and BLOCK_K moved; FP8 x given (no PDL in its
+    space, x read as given) neither the PDL twin nor the x twin."""
     import dataclasses
 
     from fp8tower.backends import get
@@ -962,6 +962,7 @@ def test_the_tuner_refines_its_triton_winner_deeper_and_with_its_pdl_twin():
     assert kc.unsplit_twin(p, won) is None  # 16 tiles: too few to stream unsplit
     x_other = {**won, "prequant": True}
     assert kc.x_twin(p, won) == x_other
+    assert kc.x_twin(p, x_other) is None  # a pre-pass winner: x in the GEMM lost in the step
     halved, doubled = {**won, "block_k": 128}, {**won, "block_k": 512}
     assert kc.block_k_twins(p, won) == [halved, doubled]  # 8 and 2 K steps a split
     assert get("triton").refinements(p, won) == (kc.all_in_flight(p, won)

@@ -238,6 +238,27 @@ def test_the_winner_is_timed_with_its_refinements_then_its_layouts(deep_us, winn
     assert tsearch.native_config(a, e.problem, {"id": "a1_deep_tm", "block": 64})[0]
 
 
+@pytest.mark.parametrize("b1_us,refined", [(11.0, True), (12.5, False)])
+def test_another_backends_best_near_the_winner_is_refined_too(b1_us, refined):
+    """Step (3) also times the refinements of each other backend's fastest candidate within
+    REFINE_RATIO of the fastest (a library winning by a hair hid Triton's twin: session 59),
+    and a refined runner-up wins when faster; beyond the ratio it is not refined."""
+    clock = FakeClock()
+    lib = fake_backend("lib", clock, {"default": 10.0})
+    b = fake_backend("b", clock, {"default": 30.0, "b1": b1_us, "b1_deep": 9.0})
+
+    def refine(problem, cfg):
+        return [{**cfg, "id": cfg["id"] + "_deep"}] if cfg and "_" not in cfg["id"] else []
+
+    lib = dataclasses.replace(lib, configs=lambda p: [])
+    b = dataclasses.replace(b, configs=lambda p: [{"id": "b1", "block": 64}], refinements=refine)
+    assert 11.0 / 10.0 <= tsearch.REFINE_RATIO < 12.5 / 10.0
+    e = tsearch.tune_problem(cpu_problem(), [lib, b], timer=FakeTimer(clock),
+                             prune_ratio=10.0)
+    assert (("b", "b1_deep") in clock.ran) is refined
+    assert (e.backend, cfg_id(e.config)) == (("b", "b1_deep") if refined else ("lib", "default"))
+
+
 def test_tile_major_off_times_no_variant_with_a_second_weight_copy(monkeypatch):
     monkeypatch.setenv("FP8TOWER_TILE_MAJOR", "0")
     clock = FakeClock()

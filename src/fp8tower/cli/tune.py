@@ -434,8 +434,8 @@ def tune(
         help="At most this many configs per backend from the evenly spaced sample of its search "
         "space (default: 16, fp8tower.tuning.search.MAX_CONFIGS). Not bounded by it: each "
         "backend's default and priority configs (a handful), the winners of the shape's tuned "
-        "keys at other M groups, and the winner's refinements and layout variants: 0 still "
-        "times those.")]
+        "keys at other M groups, the refinements of the winner and of each other backend's "
+        "best within 1.2x of the fastest, and the winner's layout variants: 0 still times those.")]
     = None,
     full: Annotated[bool, typer.Option(
         "--full",

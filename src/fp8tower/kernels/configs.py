@@ -604,8 +604,8 @@ def unsplit_twin(p: GemmProblem, cfg: dict) -> dict | None:
 def refinements(p: GemmProblem, cfg: dict) -> list[dict]:
     """What the tuner times next to its winner ``cfg`` (Backend.refinements): its K steps all
     in flight (``all_in_flight``), then its PDL twin (``pdl_twin``) and that one's, then its
-    tile unsplit (``unsplit_twin``), then x quantized the other way (``x_twin``), then its
-    BLOCK_K halved and doubled (``block_k_twins``)."""
+    tile unsplit (``unsplit_twin``), then, where it quantizes x in the GEMM, x by the pre-pass
+    (``x_twin``), then its BLOCK_K halved and doubled (``block_k_twins``)."""
     twin = pdl_twin(p, cfg)
     unsplit = unsplit_twin(p, cfg)
     x_other = x_twin(p, cfg)
@@ -624,14 +624,22 @@ def refinements(p: GemmProblem, cfg: dict) -> list[dict]:
 SPACE_TILES = ((64, 256), (32, 256), (64, 512), (128, 256), (64, 128), (32, 512))
 
 
+# x_twin times the pre-pass side only. Its other side, a pre-pass winner quantizing x in the
+# GEMM, won in the tuner's chain and lost in the tower (H100 2026-12-07, the merged 27B tower,
+# per_tensor, tuned from cold: 5120x6144 at M = 1 in the GEMM + tile-major, 12.39 us against
+# 12.75 after the pre-pass in the chain, ran the step at 2.731 ms, 2.716 set back to the
+# pre-pass (arms alternated, 4 rounds, results/session59_2026-12-07/x/); each tuned key's x
+# mode flipped in the step: x in the GEMM was never faster there, 1.011-1.043x the step at
+# M = 1 / 8, the one chain winner with x in the GEMM at M = 32 a tie, 1.000x (xc/)).
 def x_twin(p: GemmProblem, cfg: dict) -> dict | None:
-    """per_tensor and block128: ``cfg`` with x quantized the other way (in the GEMM <-> by the
-    pre-pass), its launch kind kept; None where the flip leaves the kernel reading x as it did
-    (``x_is_fp8``: per_tensor with FP8 x given) and for the other schemes (channel_token's and
-    weight_only's x modes are not a flip of one key: priority_configs and split_twin)."""
-    if p.scheme not in (Scheme.PER_TENSOR, Scheme.BLOCK128):
+    """per_tensor and block128: a winner ``cfg`` quantizing x in the GEMM, with x quantized by
+    the pre-pass instead, its launch kind kept (None for a pre-pass winner: above); None where
+    that leaves the kernel reading x as it did (``x_is_fp8``: per_tensor with FP8 x given) and
+    for the other schemes (channel_token's and weight_only's x modes are not a flip of one
+    key: priority_configs and split_twin)."""
+    if p.scheme not in (Scheme.PER_TENSOR, Scheme.BLOCK128) or cfg.get("prequant"):
         return None
-    twin = fit_stages({**cfg, "prequant": not cfg.get("prequant")}, block_m_for(p.m))
+    twin = fit_stages({**cfg, "prequant": True}, block_m_for(p.m))
     fp8_x = p.act_dtype == FP8_DTYPE
     return twin if x_is_fp8(p.scheme, fp8_x, twin) != x_is_fp8(p.scheme, fp8_x, cfg) else None
 

@@ -54,6 +54,15 @@ MAX_CONFIGS = 16
 # fully tuned, its siblings time the backends' defaults and its SEED_TOP best instead of a
 # sample (and, as every key, the winners of other groups: _neighbour_shortlist).
 SEED_TOP = 3
+# Step (3) refines the winner and each other backend's best within this factor of the
+# fastest: refinements gained up to 1.19x (weight_only 10240x5120 at M = 32 on an H100,
+# 0.843x the tuner without its twins, results/session58_2026-12-07/c9/), and a runner-up's
+# were lost where a library won by a hair (per_tensor 10240x5120 at M = 32 on an H100:
+# CUTLASS 23.05 us, cuBLASLt 23.35 served, Triton's best 23.44 never refined; its x twin ran
+# 21.12 in session 58's tune, results/session59_2026-12-07/tw132/). A/B on an H100, the
+# tower's 18 per_tensor / weight_only keys at M = 32 tuned from cold (r/): +3 timings (0.6%),
+# none of them won there (Triton won 10240x5120 itself that time); sum of GEMM times 0.999x.
+REFINE_RATIO = 1.2
 # Every timed candidate's output against the reference (the numerics contract, SQNR in dB):
 # a config that runs but computes wrong numbers is recorded as failed, never a choice.
 CHECK_SQNR_DB = 40.0
@@ -395,7 +404,8 @@ def tune_problem(
     within ``prune_ratio`` of the best default (or failed), time its ``priority_configs``, then
     at most ``max_configs`` of its other ``configs(problem)``, evenly spaced over its list (the
     first included); the rest are counted in ``pruned``; (3) time the winner so far's
-    ``refinements`` (its backend's configs next to it), then (4) the winner so far over its
+    ``refinements`` (its backend's configs next to it), and those of each other backend's
+    fastest within REFINE_RATIO of the fastest, then (4) the winner so far over its
     backend's ``layout_variants``. Configs with an empty last split (:func:`empty_split`) are
     not sampled in (2) nor counted in ``pruned``. A problem with a bias (``has_bias``) is
     timed with one (:func:`tuning_bias`).
@@ -477,14 +487,15 @@ def tune_problem(
             measured.append(measure(b, cfg))
     entry = Entry(problem, "", None, now_iso(), measured, pruned, read_ceiling_gbps,
                   seed.key if seed is not None else None)
-    if entry.ranked():  # (3) the configs next to the winner
-        win = entry.winner
-        b = next(c for c in candidates if c.name == win.backend)
-        found, cfg = native_config(b, problem, win.config)
-        timed = [m.config for m in measured if m.backend == b.name]
-        for v in b.refinements(problem, cfg) if found else []:
-            if normalize_config(v) not in timed:
-                measured.append(measure(b, v))
+    if entry.ranked():  # (3) the configs next to the winner and the other backends' bests
+        for best in _refined(entry, candidates):
+            b = next(c for c in candidates if c.name == best.backend)
+            found, cfg = native_config(b, problem, best.config)
+            timed = [m.config for m in measured if m.backend == b.name]
+            for v in b.refinements(problem, cfg) if found else []:
+                if normalize_config(v) not in timed:
+                    timed.append(normalize_config(v))
+                    measured.append(measure(b, v))
     if entry.ranked():  # (4) the winner over its backend's other weight layouts
         win = entry.winner
         b = next(c for c in candidates if c.name == win.backend)
@@ -508,6 +519,20 @@ def tune_problem(
     if entry.ranked():
         entry.backend, entry.config = entry.winner.backend, entry.winner.config
     return entry
+
+
+def _refined(entry: Entry, candidates: Sequence) -> list[Measurement]:
+    """Whose refinements step (3) times: the winner, then each other backend's fastest
+    candidate within REFINE_RATIO of the fastest (a backend without refinements adds none)."""
+    ranked = entry.ranked()
+    win = entry.winner
+    out = [win]
+    for b in candidates:
+        best = next((m for m in ranked if m.backend == b.name), None)
+        if best is not None and b.name != win.backend and \
+                best.median_us <= REFINE_RATIO * ranked[0].median_us:
+            out.append(best)
+    return out
 
 
 def config_key(config: Any) -> str:
