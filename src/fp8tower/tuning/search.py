@@ -523,7 +523,8 @@ def tune_problem(
 
 def _refined(entry: Entry, candidates: Sequence) -> list[Measurement]:
     """Whose refinements step (3) times: the winner, then each other backend's fastest
-    candidate within REFINE_RATIO of the fastest (a backend without refinements adds none)."""
+    candidate within REFINE_RATIO of the fastest (one whose backend has no refinements
+    then times nothing more)."""
     ranked = entry.ranked()
     win = entry.winner
     out = [win]
