@@ -115,6 +115,15 @@ def test_refine_keeps_what_the_step_says(interpret, fresh_dispatch, monkeypatch)
         assert entry.winner.config == want  # the step's choice, though not the fastest GEMM
         assert [r["ms"] for r in entry.context["ms_per_step"]] == \
             [r["ms"] for r in by_key[key]["candidates"]]
+        # each candidate against the current choice: in the chain (the fake 10.2 - 10.0 us)
+        # and in the step, per GEMM of the key
+        n = sum(q.key() == key for q in tower.gemm_problems())
+        assert by_key[key]["gemms"] == entry.context["gemms"] == n
+        first, alt_row = by_key[key]["candidates"]
+        assert (first["chain_delta_us"], first["step_delta_us"]) == (0.0, 0.0)
+        assert alt_row["chain_delta_us"] == pytest.approx(0.2)
+        assert alt_row["step_delta_us"] == pytest.approx(
+            (alt_row["ms"] - first["ms"]) * 1e3 / n, abs=1e-3)
     # the saved file: the in-context choices load back as they were chosen
     (path,) = list(fresh_dispatch.glob("*.json"))
     loaded = DecisionCache(path, DecisionCache.for_device(fresh_dispatch, None).meta).load()

@@ -534,6 +534,28 @@ def test_context_tables_say_which_stand_in_decided(capsys):
     assert _context_step({"step": "tiny-hybrid merged M=1"}) == "tiny-hybrid merged M=1"
 
 
+def test_context_explain_shows_each_candidates_chain_and_step_gaps(capsys):
+    """tune --in-context --explain: each candidate's gap to the current choice in the chain and
+    in the step (per GEMM of the key), '-' where a row predates them; without --explain only
+    the per-key table."""
+    from fp8tower.cli.tune import _print_context
+
+    cand = {"backend": "triton", "config": {"split_k": 2}, "ms": 2.9741}
+    rows = [{"scheme": "per_tensor", "arm": "merged", "m": 32, "key": "k_new", "kept": "a",
+             "gemms": 64, "candidates": [{**cand, "chain_delta_us": 0.375,
+                                          "step_delta_us": -0.202}]},
+            {"scheme": "per_tensor", "arm": "merged", "m": 32, "key": "k_old", "kept": "a",
+             "candidates": [cand]}]
+    _print_context(rows)
+    assert "chain" not in capsys.readouterr().out
+    _print_context(rows, explain=True)
+    lines = capsys.readouterr().out.splitlines()
+    new = [ln for ln in lines if "k_new" in ln]
+    assert len(new) == 2 and "+0.38" in new[1] and "-0.20" in new[1] and " 64 " in new[1]
+    old = [ln for ln in lines if "k_old" in ln][1]
+    assert "2.9741" in old and "+" not in old.split("2.9741")[1]
+
+
 @pytest.mark.parametrize("argv, says", [
     (["--standin", "rows"], "--standin rows chooses the stand-ins of the step --in-context times"),
     (["--in-context", "--standin", "rows_fp8", "--scheme", "per_tensor,block128"],

@@ -51,6 +51,10 @@ Tp = Annotated[int, typer.Option(
 ACT_DTYPES = ("bfloat16", "float16", "float32", "float8_e4m3fn")
 OUT_DTYPES = ("bfloat16", "float16", "float32")
 Explain = Annotated[bool, typer.Option("--explain", help="Show runners-up, margins, failures.")]
+TuneExplain = Annotated[bool, typer.Option("--explain", help=(
+    "Show runners-up, margins, failures; with --in-context also each candidate the step timed "
+    "against the current choice, in the tuner's chain (us a call) and in the step (us a GEMM "
+    "of the key)."))]
 Json = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
 
 
@@ -461,7 +465,7 @@ def tune(
         "--standin", help="With --in-context, the step's stand-ins. " + STANDIN_HELP
         + " rows_fp8 makes the GEMMs after a stand-in read FP8 x: their own keys, tuned and "
         "re-ranked in that step.")] = "torch",
-    explain: Explain = False,
+    explain: TuneExplain = False,
     as_json: Json = False,
 ) -> None:
     """Pre-tune GEMM shapes (a model's FP8 tower or --shapes) on this GPU; cache the choices."""
@@ -601,7 +605,7 @@ def tune(
             typer.echo(f"note: {r['key']}: the cached winner cannot run here; dispatch serves "
                        f"{s['backend']} {s['config']}", err=True)
     if context_rows:
-        _print_context(context_rows)
+        _print_context(context_rows, explain=explain)
 
 
 def _served_row(entry) -> dict:
@@ -676,7 +680,7 @@ def _refine_in_context(spec, schemes, buckets, merged, parts, *, progress: bool,
     return rows, stepped
 
 
-def _print_context(rows: list[dict]) -> None:
+def _print_context(rows: list[dict], *, explain: bool = False) -> None:
     from rich.table import Table
     from rich.text import Text
 
@@ -692,6 +696,32 @@ def _print_context(rows: list[dict]) -> None:
                  f"{r['ms_before']:.4f}" if "ms_before" in r else "-",
                  f"{r['ms_after']:.4f}" if "ms_after" in r else "-", str(len(r["candidates"]))]
         table.add_row(*(Text(c) for c in cells))
+    _console().print(table)
+    if explain:
+        _print_context_gaps(rows)
+
+
+def _print_context_gaps(rows: list[dict]) -> None:
+    """--explain: each candidate the step timed, against the key's current choice, in the
+    tuner's chain (us a call) and in the step (us a GEMM of the key): where they disagree,
+    the chain alone would have chosen otherwise (tower/context.py's evidence). Rows written
+    before those gaps were recorded show '-'."""
+    from rich.table import Table
+    from rich.text import Text
+
+    def us(v) -> str:
+        return f"{v:+.2f}" if isinstance(v, (int, float)) else "-"
+
+    table = Table(title=Text("in context: each candidate against the current choice (us; "
+                             "chain: a call, step: a GEMM of the key)"))
+    for col in ("scheme", "M", "key", "GEMMs", "candidate", "ms", "chain", "step"):
+        table.add_column(col, justify="right" if col in ("M", "GEMMs", "ms", "chain", "step")
+                         else "left")
+    for r in rows:
+        for c in r["candidates"]:
+            cells = [r["scheme"], str(r["m"]), r["key"], str(r.get("gemms", "-")), _cand(c),
+                     f"{c['ms']:.4f}", us(c.get("chain_delta_us")), us(c.get("step_delta_us"))]
+            table.add_row(*(Text(x) for x in cells))
     _console().print(table)
 
 

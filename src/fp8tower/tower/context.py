@@ -15,8 +15,9 @@ fastest unless the current choice is within MIN_GAIN of it; a move must show the
 again in four more timings, current, challenger, challenger, current (ABBA: a linear drift
 favours neither), tried for up to CONFIRMS challengers, fastest first. Only candidates that
 can run here are timed (dispatch would serve another under a timed one's label). The entry
-records the step times and the step (its stand-in kernel and parts: ``Entry.context``) and
-is saved like any tuning. A key shared by several GEMMs of the step (every layer's
+records the step times and the step (its stand-in kernel and parts: ``Entry.context``), with
+each candidate's gap to the current choice in the chain and in the step (per GEMM), and is
+saved like any tuning. A key shared by several GEMMs of the step (every layer's
 out_proj) is judged by all of them at once.
 """
 
@@ -99,10 +100,12 @@ def refine(tower, *, top: int = TOP, steps: int = 8, replays: int = 10, rounds: 
     if getattr(tower, "parts", None) is not None:
         step["parts"] = list(tower.parts)
     weight: dict[str, int] = {}
+    gemms: dict[str, int] = {}  # the step's GEMMs a key serves
     problems = {}
     for p in tower.gemm_problems():
         problems.setdefault(p.key(), p)
         weight[p.key()] = weight.get(p.key(), 0) + p.weight_bytes()
+        gemms[p.key()] = gemms.get(p.key(), 0) + 1
     rows = []
     for key in sorted(weight, key=weight.get, reverse=True):
         p = problems[key]
@@ -157,9 +160,18 @@ def refine(tower, *, top: int = TOP, steps: int = 8, replays: int = 10, rounds: 
             if (abba[0] + abba[3]) / 2 > (abba[1] + abba[2]) / 2 * (1 + MIN_GAIN):
                 best = i
                 break
+        # Each candidate against the current choice, in us: in the tuner's chain (a call) and
+        # in the step (per GEMM of this key), so a file shows where the two disagree. H100
+        # 2026-12-07 (results/session60_2026-12-07/chain_vs_step.json, 27 keys of the 27B
+        # step, 116 candidates): the step widened 80 of the gaps (median +0.23 us), and
+        # judged CUTLASS's PDL kernels 1.45 us a GEMM worse than the chain at M <= 8 but
+        # 0.52 better at M = 32 (medians), where per_tensor's two keys moved to them.
         ctx = {"step": f"{tower.spec.name} {tower.arm} M={tower.m}", **step, "date": now_iso(),
+               "gemms": gemms[key],
                "ms_per_step": [{"backend": c.backend, "config": c.config, "ms": round(t, 4),
-                                "rounds": [round(ts[i], 4) for ts in by_round]}
+                                "rounds": [round(ts[i], 4) for ts in by_round],
+                                "chain_delta_us": round(c.median_us - cands[0].median_us, 3),
+                                "step_delta_us": round((t - times[0]) * 1e3 / gemms[key], 3)}
                                for i, (c, t) in enumerate(zip(cands, times))]}
         if confirms:
             # current, challenger, challenger, current: the timings that decided (the last)
@@ -171,6 +183,7 @@ def refine(tower, *, top: int = TOP, steps: int = 8, replays: int = 10, rounds: 
         if cache is not None:
             save(cache, final)
         rows.append({"key": key, "kept": cands[best].label, "was": cands[0].label, **step,
+                     "gemms": gemms[key],
                      "ms_before": round(times[0], 4), "ms_after": round(times[best], 4),
                      "confirm_ms": ctx.get("confirm_ms"), "confirms": confirms,
                      "candidates": ctx["ms_per_step"]})
