@@ -18,6 +18,8 @@ from collections import Counter
 from pathlib import Path
 
 from fp8tower.models import get_spec
+from fp8tower.tower.context import launch_kind
+from fp8tower.tuning.cache import Measurement
 
 HERE = Path(__file__).resolve().parent
 RUNS = [("ctx", "per_tensor"), ("ctx2", "channel_token"), ("ctx2", "block128")]
@@ -30,11 +32,11 @@ def _load(path: Path):
 
 
 def _kind(backend: str, cfg: dict | None) -> str:
-    """The launch kind context.launch_kind groups by, as a label."""
-    cfg = cfg or {}
-    if backend != "triton":
-        return f"{backend} pdl={bool(cfg.get('pdl'))}"
-    return f"triton pdl={bool(cfg.get('pdl'))} prequant={bool(cfg.get('prequant'))}"
+    """tower.context.launch_kind as a label."""
+    b, pdl, prequant, fused = launch_kind(Measurement(backend, cfg))
+    if b != "triton":
+        return f"{b} pdl={pdl}"
+    return f"triton pdl={pdl} prequant={prequant}" + (" fused_amax" if fused else "")
 
 
 def main() -> None:
