@@ -448,7 +448,7 @@ def main(argv=None):
             continue
         table.add_row(r["scheme"], f"{r['n']}x{r['k']}", str(r["m"]), arm_label(r),
                       f"{r['us']:.2f}", f"{r['gbs']:.0f}", pct_cell(r),
-                      f"{r.get('speedup_vs_cublaslt', float('nan')):.2f}x")
+                      ratio_cell(r))
     console.print(table)
     slow = [r for r in rows if r.get("speedup_vs_cublaslt", 2.0) < 1 / (1 + CUBLASLT_TOLERANCE)]
     for r in slow:
@@ -456,6 +456,13 @@ def main(argv=None):
     path = write_result(args.json, rows, slow, acc, ceiling, ceilings, cap, argv, complete=True,
                         chain=args.chain, rounds=args.rounds)
     console.print(f"wrote {path} ({time.time() - t0:.0f} s)")
+
+
+def ratio_cell(row: dict) -> str:
+    """A table's "vs cuBLASLt" cell: "-" where no cuBLASLt row of the same cell was timed
+    (weight_only, which cuBLASLt does not serve, or cuBLASLt not among the arms)."""
+    ratio = row.get("speedup_vs_cublaslt")
+    return "-" if ratio is None else f"{ratio:.2f}x"
 
 
 def arm_label(row: dict) -> str:

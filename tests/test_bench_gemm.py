@@ -195,3 +195,9 @@ def test_chain_option(capsys):
     if not torch.cuda.is_available():  # accepted: it gets as far as asking for a GPU
         with pytest.raises(SystemExit, match="needs a CUDA GPU"):
             bench.main(["--chain", "gemm"])
+
+
+def test_the_ratio_cell_is_a_dash_without_a_cublaslt_row():
+    """weight_only has no cuBLASLt arm: its cells read "-", not "nanx" (session 61's table)."""
+    assert bench.ratio_cell({"us": 21.0}) == "-"
+    assert bench.ratio_cell({"us": 21.0, "speedup_vs_cublaslt": 1.234}) == "1.23x"
