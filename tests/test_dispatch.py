@@ -516,6 +516,46 @@ def test_cli_tune_in_context_tail(monkeypatch, interpret):
     assert len(listed) == len(set(listed)) == len(set(calls[0][0])) + len(step_keys)
 
 
+@pytest.mark.parametrize("argv, hinted", [
+    (["--model", "tiny-hybrid", "--m", "1,32"], True),
+    (["--model", "tiny-hybrid", "--m", "1,16"], False),  # below the M it was seen from
+    (["--model", "tiny-hybrid", "--m", "64", "--in-context"], False),  # already re-ranked
+    (["--shapes", "8x8", "--m", "64"], False),  # no model: no step to re-rank in
+])
+def test_cli_tune_suggests_in_context_from_m_32(monkeypatch, interpret, argv, hinted):
+    """A model tuned at M >= 32 without --in-context is told, on stderr, that the step may
+    rank differently (sessions 60-61: the 27B towers' moves were at M = 32 and 64 only)."""
+    import fp8tower.tower.context
+    from fp8tower.cli.tune import IN_CONTEXT_HINT
+    from fp8tower.kernels import configs as kc
+    from fp8tower.tower import build
+    from fp8tower.tuning.cache import Entry, Measurement
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *a: None)  # CPU keys
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "Fake GPU")
+    real_build = build.build_tower
+    monkeypatch.setattr(build, "build_tower", lambda *a, **k: real_build(*a, **k, device="cpu"))
+
+    def fake_pretune(d, problems, **kw):
+        out = []
+        for p in problems:
+            base = kc.default_config(p)
+            out.append(Entry(p, "triton", base, "2026-12-01",
+                             [Measurement("triton", base, 10.0, 10.0, 0.0, 1.0)]))
+            d.accept(p, out[-1])
+        return out
+
+    monkeypatch.setattr(tuner, "pretune", fake_pretune)
+    monkeypatch.setattr(fp8tower.tower.context, "refine", lambda tower, advance=None: [])
+    res = CliRunner().invoke(app, ["tune", *argv, "--scheme", "per_tensor", "--no-ceiling",
+                                   "--no-precompile", "--json"])
+    assert res.exit_code == 0, res.output
+    assert (IN_CONTEXT_HINT in res.stderr) is hinted
+    assert IN_CONTEXT_HINT not in res.stdout  # the JSON stays parseable
+    json.loads(res.stdout)
+
+
 def test_context_tables_say_which_stand_in_decided(capsys):
     """Rows and entries of torch, rows and rows_fp8 steps re-rank the same keys: the tables
     name the stand-in kernel (not recorded by older entries: '-', or nothing)."""

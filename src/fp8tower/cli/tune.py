@@ -257,6 +257,16 @@ def scheme_gemms(gemms, scheme) -> list[Gemm]:
     return list(out)
 
 
+# Where the decode step ranks a model's candidates differently from the tuner's chain: on
+# the 27B towers (H100, sessions 60-61) 45 keys re-ranked in the step at M = 1-64 moved only
+# at M = 32 (per_tensor, 0.992-0.997x the step) and M = 64 (the GDN in_proj, 0.985-0.989x).
+IN_CONTEXT_HINT_M = 32
+IN_CONTEXT_HINT = (
+    f"note: from M = {IN_CONTEXT_HINT_M} the model's decode step can rank a key's best "
+    "candidates differently from the tuner's chain (the 27B towers: 0.985-0.997x the step "
+    "where it did); --in-context re-ranks them in that step")
+
+
 def tune_problems(gemms, schemes, buckets, *, act_dtype, out_dtype, capability,
                   channel_scale: bool = False, static_act_scale: bool | None = True,
                   has_bias: bool = False) -> list:
@@ -591,6 +601,8 @@ def tune(
                 known.add(e.key)
                 entries.append(e)
     rows = sorted((_served_row(e) for e in entries), key=_sort_key)
+    if model and not in_context and buckets[-1] >= IN_CONTEXT_HINT_M:
+        typer.echo(IN_CONTEXT_HINT, err=True)
     name = torch.cuda.get_device_name()
     if as_json:
         tp_key = {"tp": tp} if model else {}  # as bench tower's record
