@@ -263,8 +263,8 @@ def scheme_gemms(gemms, scheme) -> list[Gemm]:
 IN_CONTEXT_HINT_M = 32
 IN_CONTEXT_HINT = (
     f"note: from M = {IN_CONTEXT_HINT_M} the model's decode step can rank a key's best "
-    "candidates differently from the tuner's chain (the 27B towers: 0.985-0.997x the step "
-    "where it did); --in-context re-ranks them in that step")
+    "candidates differently from the tuner's chain (the 27B towers on an H100: 0.985-0.997x "
+    "the step where it did); --in-context re-ranks them in that step")
 
 
 def tune_problems(gemms, schemes, buckets, *, act_dtype, out_dtype, capability,
