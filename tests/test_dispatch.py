@@ -458,15 +458,27 @@ def test_cli_tune_in_context_needs_a_gpu_whatever_the_stand_in(monkeypatch):
     assert "TRITON_INTERPRET" not in out
 
 
+def _accept_triton_defaults(d, problems) -> list:
+    """A fake pretune's work: each problem's Triton default as its tuned entry in ``d``."""
+    from fp8tower.kernels import configs as kc
+    from fp8tower.tuning.cache import Entry, Measurement
+
+    out = []
+    for p in problems:
+        base = kc.default_config(p)
+        out.append(Entry(p, "triton", base, "2026-12-01",
+                         [Measurement("triton", base, 10.0, 10.0, 0.0, 1.0)]))
+        d.accept(p, out[-1])
+    return out
+
+
 def test_cli_tune_in_context_tail(monkeypatch, interpret):
     """tune --in-context --standin rows_fp8 on the CPU (the CUDA check, pretune and refine
     faked): each step is refined under its stand-in, and the keys only the steps pose (FP8
     x) are tuned first with tune's own options (they were left to the warm-up's default
     pretune, or to nothing where the policy forbids tuning), then listed once each."""
     import fp8tower.tower.context
-    from fp8tower.kernels import configs as kc
     from fp8tower.tower import build
-    from fp8tower.tuning.cache import Entry, Measurement
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *a: None)  # CPU keys
@@ -478,13 +490,7 @@ def test_cli_tune_in_context_tail(monkeypatch, interpret):
     def fake_pretune(d, problems, **kw):
         problems = list(problems)
         calls.append(([p.key() for p in problems], kw))
-        out = []
-        for p in problems:
-            base = kc.default_config(p)
-            out.append(Entry(p, "triton", base, "2026-12-01",
-                             [Measurement("triton", base, 10.0, 10.0, 0.0, 1.0)]))
-            d.accept(p, out[-1])
-        return out
+        return _accept_triton_defaults(d, problems)
 
     refined = []
 
@@ -527,9 +533,7 @@ def test_cli_tune_suggests_in_context_from_m_32(monkeypatch, interpret, argv, hi
     rank differently (sessions 60-61: the 27B towers' moves were at M = 32 and 64 only)."""
     import fp8tower.tower.context
     from fp8tower.cli.tune import IN_CONTEXT_HINT
-    from fp8tower.kernels import configs as kc
     from fp8tower.tower import build
-    from fp8tower.tuning.cache import Entry, Measurement
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *a: None)  # CPU keys
@@ -537,16 +541,8 @@ def test_cli_tune_suggests_in_context_from_m_32(monkeypatch, interpret, argv, hi
     real_build = build.build_tower
     monkeypatch.setattr(build, "build_tower", lambda *a, **k: real_build(*a, **k, device="cpu"))
 
-    def fake_pretune(d, problems, **kw):
-        out = []
-        for p in problems:
-            base = kc.default_config(p)
-            out.append(Entry(p, "triton", base, "2026-12-01",
-                             [Measurement("triton", base, 10.0, 10.0, 0.0, 1.0)]))
-            d.accept(p, out[-1])
-        return out
-
-    monkeypatch.setattr(tuner, "pretune", fake_pretune)
+    monkeypatch.setattr(tuner, "pretune", lambda d, problems, **kw: _accept_triton_defaults(
+        d, problems))
     monkeypatch.setattr(fp8tower.tower.context, "refine", lambda tower, advance=None: [])
     res = CliRunner().invoke(app, ["tune", *argv, "--scheme", "per_tensor", "--no-ceiling",
                                    "--no-precompile", "--json"])
