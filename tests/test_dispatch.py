@@ -523,14 +523,14 @@ def test_cli_tune_in_context_tail(monkeypatch, interpret):
 
 
 @pytest.mark.parametrize("argv, hinted", [
-    (["--model", "tiny-hybrid", "--m", "1,32"], True),
-    (["--model", "tiny-hybrid", "--m", "1,16"], False),  # below the M it was seen from
+    (["--model", "tiny-hybrid", "--m", "1,8"], True),
+    (["--model", "tiny-hybrid", "--m", "1,4"], False),  # below the M it was seen from
     (["--model", "tiny-hybrid", "--m", "64", "--in-context"], False),  # already re-ranked
     (["--shapes", "8x8", "--m", "64"], False),  # no model: no step to re-rank in
 ])
-def test_cli_tune_suggests_in_context_from_m_32(monkeypatch, interpret, argv, hinted):
-    """A model tuned at M >= 32 without --in-context is told, on stderr, that the step may
-    rank differently (sessions 60-61: the 27B towers' moves were at M = 32 and 64 only)."""
+def test_cli_tune_suggests_in_context_from_m_8(monkeypatch, interpret, argv, hinted):
+    """A model tuned at M >= 8 without --in-context is told, on stderr, that the step may
+    rank differently (sessions 60-62: the 27B towers' moves were at M = 8, 32 and 64 only)."""
     import fp8tower.tower.context
     from fp8tower.cli.tune import IN_CONTEXT_HINT
     from fp8tower.tower import build

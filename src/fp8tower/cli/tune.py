@@ -258,12 +258,16 @@ def scheme_gemms(gemms, scheme) -> list[Gemm]:
 
 
 # Where the decode step ranks a model's candidates differently from the tuner's chain: on
-# the 27B towers (H100, sessions 60-61) 45 keys re-ranked in the step at M = 1-64 moved only
-# at M = 32 (per_tensor, 0.992-0.997x the step) and M = 64 (the GDN in_proj, 0.985-0.989x).
-IN_CONTEXT_HINT_M = 32
+# the 27B towers, of 84 keys re-ranked in the step none moved below M = 8. H100 (sessions
+# 60-61, M = 1-64): at M = 32 (per_tensor, 0.992-0.997x the step) and M = 64 (the GDN
+# in_proj, 0.985-0.989x). H200 (session 62, M = 1 / 8 / 32): the GDN in_proj onto tile-major
+# weights at M = 8 in all three schemes (0.992-0.995x) and at M = 32 (per_tensor, block128);
+# at M = 32 per_tensor's out_proj / o_proj onto CUTLASS's PDL kernel, its q/k/v onto
+# BLOCK_K 256 too (with the in_proj, that step 0.966x).
+IN_CONTEXT_HINT_M = 8
 IN_CONTEXT_HINT = (
     f"note: from M = {IN_CONTEXT_HINT_M} the model's decode step can rank a key's best "
-    "candidates differently from the tuner's chain (the 27B towers on an H100: 0.985-0.997x "
+    "candidates differently from the tuner's chain (the 27B towers: 0.966-0.997x "
     "the step where it did); --in-context re-ranks them in that step")
 
 
