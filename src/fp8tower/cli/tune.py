@@ -258,7 +258,7 @@ def scheme_gemms(gemms, scheme) -> list[Gemm]:
 
 
 # Where the decode step ranks a model's candidates differently from the tuner's chain: on
-# the 27B towers, of 84 keys re-ranked in the step none moved below M = 8. H100 (sessions
+# the 27B towers, of 84 re-rankings in the step none moved a key below M = 8. H100 (sessions
 # 60-61, M = 1-64): at M = 32 (per_tensor, 0.992-0.997x the step) and M = 64 (the GDN
 # in_proj, 0.985-0.989x). H200 (session 62, M = 1 / 8 / 32): the GDN in_proj onto tile-major
 # weights at M = 8 in all three schemes (0.992-0.995x) and at M = 32 (per_tensor, block128);
