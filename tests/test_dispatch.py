@@ -472,6 +472,17 @@ def _accept_triton_defaults(d, problems) -> list:
     return out
 
 
+def _fake_gpu_towers(monkeypatch) -> None:
+    """tune's CUDA checks pass on the CPU: a "Fake GPU" posing CPU keys, its towers on the CPU."""
+    from fp8tower.tower import build
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *a: None)  # CPU keys
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "Fake GPU")
+    real_build = build.build_tower
+    monkeypatch.setattr(build, "build_tower", lambda *a, **k: real_build(*a, **k, device="cpu"))
+
+
 def test_cli_tune_in_context_tail(monkeypatch, interpret):
     """tune --in-context --standin rows_fp8 on the CPU (the CUDA check, pretune and refine
     faked): each step is refined under its stand-in, and the keys only the steps pose (FP8
@@ -480,11 +491,7 @@ def test_cli_tune_in_context_tail(monkeypatch, interpret):
     import fp8tower.tower.context
     from fp8tower.tower import build
 
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *a: None)  # CPU keys
-    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "Fake GPU")
-    real_build = build.build_tower
-    monkeypatch.setattr(build, "build_tower", lambda *a, **k: real_build(*a, **k, device="cpu"))
+    _fake_gpu_towers(monkeypatch)
     calls = []
 
     def fake_pretune(d, problems, **kw):
@@ -533,13 +540,8 @@ def test_cli_tune_suggests_in_context_from_m_8(monkeypatch, interpret, argv, hin
     rank differently (sessions 60-62: the 27B towers' moves were at M = 8, 32 and 64 only)."""
     import fp8tower.tower.context
     from fp8tower.cli.tune import IN_CONTEXT_HINT
-    from fp8tower.tower import build
 
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *a: None)  # CPU keys
-    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "Fake GPU")
-    real_build = build.build_tower
-    monkeypatch.setattr(build, "build_tower", lambda *a, **k: real_build(*a, **k, device="cpu"))
+    _fake_gpu_towers(monkeypatch)
 
     monkeypatch.setattr(tuner, "pretune", lambda d, problems, **kw: _accept_triton_defaults(
         d, problems))
