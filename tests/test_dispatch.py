@@ -156,6 +156,36 @@ def test_stale_config_in_cache_is_not_trusted(tmp_path):
     assert (b.name, cfg) == ("fast", None) and timer.calls == 0
 
 
+def _layout_backend(clock, times: dict[str, float]):
+    """'fast' with two configs: 'row' (row-major weights) and 'tile' (tile-major, 64x256)."""
+    cfgs = [{"id": "row", "block_n": 64, "block_k": 256},
+            {"id": "tile", "block_n": 64, "block_k": 256, "packed": True}]
+    return dataclasses.replace(fake_backend("fast", clock, {"default": 99.0, **times}),
+                               configs=lambda problem: [dict(c) for c in cfgs])
+
+
+def test_a_sibling_holding_a_tile_moves_a_served_tie_onto_it():
+    """M = 8 served row-major weights (its tile-major config 1% faster: a tie); a new tuning
+    of M = 1 that runs the tile by its own choice moves M = 8 onto it at once (memo dropped:
+    the layer holds that copy anyway); tuned after it, M = 16 takes the tile from the start."""
+    clock = FakeClock()
+    d = Dispatcher(candidates=[_layout_backend(clock, {"row": 10.0, "tile": 9.9})],
+                   timer=FakeTimer(clock), tune=True)
+    p8 = cpu_problem(m=8)
+    assert d.resolve(p8)[1]["id"] == "row"
+    m1 = entry_with({"fast": 1.0}, cpu_problem(m=1))
+    m1.candidates = [tcache.Measurement("fast", c, us, us, 0.0, 1.0)
+                     for c, us in (({"id": "tile", "block_n": 64, "block_k": 256,
+                                     "packed": True}, 9.0),
+                                   ({"id": "row", "block_n": 64, "block_k": 256}, 10.0))]
+    m1.backend, m1.config = "fast", m1.candidates[0].config
+    tuner.save(d.accept(cpu_problem(m=1), m1), m1)
+    assert d.resolve(p8)[1]["id"] == "tile"
+    assert d.resolve(cpu_problem(m=16))[1]["id"] == "tile"
+    saved = tcache.read_cache_file(next(d.cache_dir.glob("*.json"))).entries
+    assert [saved[cpu_problem(m=m).key()].config["id"] for m in (1, 8, 16)] == ["tile"] * 3
+
+
 def test_stale_in_context_choice_falls_back_on_the_steps_ranking():
     """An entry tuned in context whose choice (f1) is no longer offered: the fallback is the
     candidate its context step ran fastest (slow's default, 1.05 ms), not the fastest per

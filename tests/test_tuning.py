@@ -637,6 +637,69 @@ def test_a_tie_goes_to_the_config_without_a_second_weight_copy():
     assert entry(9.7).winner.config == {**base, "packed": True}  # 3% faster: it wins
 
 
+ROW = {"block_n": 64, "block_k": 256}
+TILE = {**ROW, "packed": True}  # tile-major weights, tile 64x256
+
+
+def layout_entry(m: int, tile_us: float, *, n: int = 48, tile=TILE, context=None) -> Entry:
+    """An entry at M = ``m`` (its own bucket) timing ``tile`` against row-major ROW (10 us),
+    served the tie rule's pick with nothing held."""
+    p = cpu_problem(m=m, n=n)
+    e = Entry(p, "triton", None, "2026-12-07T00:00:00+00:00",
+              [Measurement("triton", tile, tile_us, tile_us, 0.0, 1.0),
+               Measurement("triton", ROW, 10.0, 10.0, 0.0, 1.0)], {}, context=context)
+    w = e.winner if context is None else Measurement("triton", tile)
+    e.backend, e.config = w.backend, w.config
+    return e
+
+
+def test_a_tie_takes_the_tile_major_layout_another_bucket_holds():
+    """M = 1 runs the 64x256 tile by its own choice (10% faster); at M = 8 the same tile is
+    1% faster, a tie: alone it keeps row-major weights, beside M = 1 it takes the tile the
+    layer holds anyway (the GDN in_proj of session 62's towers)."""
+    m1, m8 = layout_entry(1, 9.0), layout_entry(8, 9.9)
+    assert (m1.config, m8.config) == (TILE, ROW)
+    assert tcache.apply_held_layouts([m1, m8]) == [m8.key]
+    assert m8.config == TILE and m8.held == {(64, 256)} and m8.winner.config == TILE
+    assert m1.config == TILE and m1.held == frozenset()
+    assert tcache.apply_held_layouts([m1, m8]) == []  # the same evidence: the same picks
+    # the kept key's choice stands (a fresh tuning's siblings, a candidate the step times)
+    m8 = layout_entry(8, 9.9)
+    assert tcache.apply_held_layouts([m1, m8], keep=[m8.key]) == [] and m8.config == ROW
+    assert m8.winner.config == TILE  # what the rule would serve
+
+
+def test_only_an_own_choice_of_the_same_shape_and_tile_holds_a_layout():
+    m1 = layout_entry(1, 9.0)
+    other_tile = layout_entry(8, 9.9, tile={"block_n": 64, "block_k": 512, "packed": True})
+    other_shape = layout_entry(16, 9.9, n=96)
+    assert tcache.apply_held_layouts([m1, other_tile, other_shape]) == []
+    assert other_tile.config == ROW and other_shape.config == ROW
+    # two ties hold nothing for each other (no chain: the picks do not depend on the order)
+    ties = [layout_entry(8, 9.9), layout_entry(32, 9.95)]
+    assert tcache.apply_held_layouts(ties) == [] and [e.config for e in ties] == [ROW, ROW]
+    # a tile chosen in the decode step holds it, though the chain timed it in a tie
+    ctx = {"step": "s", "ms_per_step": [{"backend": "triton", "config": TILE, "ms": 1.0}]}
+    stepped = layout_entry(1, 9.95, context=ctx)
+    assert stepped.config == TILE
+    assert tcache.apply_held_layouts([stepped, ties[0]]) == [ties[0].key]
+    assert ties[0].config == TILE
+
+
+def test_a_cache_file_serves_the_held_layouts_from_its_evidence(tmp_path):
+    """Read back, a file serves what the rule picks from all its entries: M = 8's tile while
+    M = 1 holds it; once M = 1 is gone from the file, row-major weights again."""
+    m1, m8 = layout_entry(1, 9.0), layout_entry(8, 9.9)
+    tcache.apply_held_layouts([m1, m8])
+    path = tmp_path / "cpu.json"
+    meta = {"format": tcache.CACHE_FORMAT}
+    DecisionCache(path, meta).save({e.key: e for e in (m1, m8)})
+    back = tcache.read_cache_file(path).entries
+    assert back[m8.key].config == TILE and back[m8.key].held == {(64, 256)}
+    path.write_text(json.dumps({"meta": meta, "entries": {m8.key: m8.to_json()}}))
+    assert tcache.read_cache_file(path).entries[m8.key].config == ROW
+
+
 def test_beyond_the_tie_the_fastest_wins_whatever_its_host_cost():
     t = 10.0 * (1 + tcache.HOST_TIE) * 1.001
     assert entry_with({"cutlass": 10.0, "triton": t}).winner.backend == "cutlass"

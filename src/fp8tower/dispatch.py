@@ -383,7 +383,12 @@ class Dispatcher:
             entries[entry.key] = entry
             self._fresh.add(entry.key)
             self._bad.discard(entry.key)
-            self._memo = {p: c for p, c in self._memo.items() if p.key() != entry.key}
+            # its siblings' ties may now take a tile-major layout it holds (or no longer)
+            shape = tcache.shape_of(problem)
+            stale = {entry.key, *tcache.apply_held_layouts(
+                (e for e in entries.values() if tcache.shape_of(e.problem) == shape),
+                keep=(entry.key,))}
+            self._memo = {p: c for p, c in self._memo.items() if p.key() not in stale}
             _bump()  # cached launch plans resolved before this tuning are stale
         return cache
 

@@ -69,8 +69,17 @@ HOST_TIE = 0.015
 
 def extra_weight_copy(config) -> bool:
     """A config that runs on a second copy of the weights (Triton's tile-major layout,
-    backends/triton_gemm.layout_variants): within a tie, the one without it wins."""
+    backends/triton_gemm.layout_variants): within a tie, the one without it wins, unless the
+    same shape's other buckets already run that layout (Entry.held, apply_held_layouts)."""
     return isinstance(config, dict) and bool(config.get("packed"))
+
+
+def tile_layout(config) -> tuple | None:
+    """The tile-major layout a config runs on, (BLOCK_N, BLOCK_K): one copy per tile and layer
+    (triton_gemm._tile_major), whatever the M; None for row-major weights."""
+    if not extra_weight_copy(config):
+        return None
+    return config.get("block_n"), config.get("block_k")
 
 
 @dataclass
@@ -115,6 +124,10 @@ class Entry:
     # process's choice was served to every later one. None: not recorded (older files).
     tuned_over: list[str] | None = None
     tile_major: bool | None = None
+    # The tile-major layouts the same shape's other buckets run by their own choice
+    # (apply_held_layouts): the layer holds that copy anyway, so here it is no second one.
+    # Derived from the file's other entries, never written.
+    held: frozenset = field(default_factory=frozenset, compare=False)
 
     @property
     def key(self) -> str:
@@ -148,7 +161,7 @@ class Entry:
     @property
     def winner(self) -> Measurement:
         """The fastest candidate, unless one within HOST_TIE of it has a cheaper eager host
-        path (EAGER_HOST_US) or needs no second copy of the weights (extra_weight_copy);
+        path (EAGER_HOST_US) or needs no second copy of the weights (``extra_copy``);
         then the cheapest of those (ties: the faster). An entry tuned in context: its choice."""
         if self.context is not None:
             chosen = next((c for c in self.ranked()
@@ -156,7 +169,12 @@ class Entry:
             if chosen is not None:
                 return chosen
         return min(self.ties(), key=lambda c: (EAGER_HOST_US.get(c.backend, 0.0),
-                                               extra_weight_copy(c.config)))
+                                               self.extra_copy(c.config)))
+
+    def extra_copy(self, config) -> bool:
+        """Whether ``config`` would add a copy of the weights (extra_weight_copy) that the
+        layer does not already hold for another bucket (``held``)."""
+        return extra_weight_copy(config) and tile_layout(config) not in self.held
 
     def _others(self) -> list[Measurement]:
         w = self.winner
@@ -294,6 +312,44 @@ class Entry:
 
 class EntryError(ValueError):
     """A cache entry is malformed."""
+
+
+def shape_of(problem: GemmProblem) -> GemmProblem:
+    """What a key's buckets share (all but M): one layer's weights serve them all."""
+    return dataclasses.replace(problem, m=1)
+
+
+def apply_held_layouts(entries: Iterable[Entry], *, keep: Iterable[str] = ()) -> list[str]:
+    """Set each entry's ``held`` and serve what the tie rule then picks, except the ``keep``
+    keys (their choice stands: a fresh tuning's siblings, a candidate the decode step times);
+    the keys whose choice changed. A shape's buckets run on one layer's weights, and a
+    tile-major copy is made once per tile whatever the M (triton_gemm._tile_major): where one
+    bucket runs a tile by its own choice (its winner with nothing held: faster than the
+    row-major candidates by more than HOST_TIE, or chosen in its decode step), a tie in
+    another bucket takes that tile too at no cost in memory. Only those own choices hold a
+    tile (no chain of ties), so the result depends on the evidence, not on the order of
+    tuning. H200, session 62's 27B towers (results/session63_2026-12-07/moves.txt): 5 of the
+    7 keys their decode steps moved were such ties (the GDN in_proj at M = 8 / 32 onto
+    M = 1's tile), each worth 0.990-0.995x the step."""
+    keep = set(keep)
+    groups: dict[GemmProblem, list[Entry]] = {}
+    for e in entries:
+        if e.ranked():
+            groups.setdefault(shape_of(e.problem), []).append(e)
+    changed = []
+    for group in groups.values():
+        own = []
+        for e in group:
+            e.held = frozenset()
+            own.append(tile_layout(e.winner.config))
+        for e in group:
+            e.held = frozenset(t for other, t in zip(group, own)
+                               if other is not e and t is not None)
+            w = e.winner
+            if e.key not in keep and (w.backend, w.config) != (e.backend, e.config):
+                e.backend, e.config = w.backend, w.config
+                changed.append(e.key)
+    return changed
 
 
 _INT64_MAX = (1 << 63) - 1
@@ -482,6 +538,7 @@ def read_cache_file(path: Path) -> CacheFile:
             entries[key] = Entry.from_json(key, value)
         except EntryError as e:
             issues.append(f"{path}: entry {key} skipped: {e}")
+    apply_held_layouts(entries.values())
     meta = raw.get("meta") if isinstance(raw.get("meta"), dict) else None
     if meta is not None and meta.get("format", CACHE_FORMAT) != CACHE_FORMAT:  # said why
         issues.insert(0, f"{path}: cache format {meta.get('format')!r}; this fp8tower reads "

@@ -160,6 +160,11 @@ def tune(
                       "the safe default serves it", RuntimeWarning, stacklevel=3)
         return entry
     d.stats["tuned"] += 1
+    # its own choice with the tile-major layouts its siblings hold (cache.apply_held_layouts)
+    shape = tcache.shape_of(problem)
+    siblings = [e for k, e in d.entries_for(problem).items()
+                if k != entry.key and tcache.shape_of(e.problem) == shape]
+    tcache.apply_held_layouts([*siblings, entry], keep=[e.key for e in siblings])
     w, margin = entry.winner, entry.margin()
     log.info("tuned %s: %s %.2f us %.0f GB/s (runner-up %s%s)", entry.key, w.label,
              w.median_us, w.gbps, "none" if margin is None else f"{margin:+.1%} slower",
