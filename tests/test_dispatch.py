@@ -567,7 +567,8 @@ def test_cli_tune_in_context_tail(monkeypatch, interpret):
 ])
 def test_cli_tune_suggests_in_context_from_m_8(monkeypatch, interpret, argv, hinted):
     """A model tuned at M >= 8 without --in-context is told, on stderr, that the step may
-    rank differently (sessions 60-62: the 27B towers' moves were at M = 8, 32 and 64 only)."""
+    rank differently (sessions 60-63: the 27B towers' moves were at M = 8, 32 and 64 but
+    one, weight_only's at M = 1 on an H100)."""
     import fp8tower.tower.context
     from fp8tower.cli.tune import IN_CONTEXT_HINT
 

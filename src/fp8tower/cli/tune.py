@@ -258,12 +258,14 @@ def scheme_gemms(gemms, scheme) -> list[Gemm]:
 
 
 # Where the decode step ranks a model's candidates differently from the tuner's chain: on
-# the 27B towers, of 84 re-rankings in the step none moved a key below M = 8. H100 (sessions
-# 60-61, M = 1-64): at M = 32 (per_tensor, 0.992-0.997x the step) and M = 64 (the GDN
-# in_proj, 0.985-0.989x). H200 (session 62, M = 1 / 8 / 32): the GDN in_proj onto tile-major
-# weights at M = 8 in all three schemes (0.992-0.995x) and at M = 32 (per_tensor, block128);
-# at M = 32 per_tensor's out_proj / o_proj onto CUTLASS's PDL kernel, its q/k/v onto
-# BLOCK_K 256 too (with the in_proj, that step 0.966x).
+# the 27B towers, of 96 re-rankings in the step one moved a key below M = 8 (weight_only's
+# in_proj at M = 1 on an H100, 0.994x the step, session 63). H100 (sessions 60-61, M = 1-64):
+# at M = 32 (per_tensor, 0.992-0.997x the step) and M = 64 (the GDN in_proj, 0.985-0.989x).
+# H200 (session 62, M = 1 / 8 / 32): the GDN in_proj onto tile-major weights at M = 8 in all
+# three schemes (0.992-0.995x) and at M = 32 (per_tensor, block128); at M = 32 per_tensor's
+# out_proj / o_proj onto CUTLASS's PDL kernel, its q/k/v onto BLOCK_K 256 too (with the
+# in_proj, that step 0.966x). The tile-major moves were ties the tuner now takes itself
+# (tuning/cache.apply_held_layouts; results/session63_2026-12-07/moves.txt).
 IN_CONTEXT_HINT_M = 8
 IN_CONTEXT_HINT = (
     f"note: from M = {IN_CONTEXT_HINT_M} the model's decode step can rank a key's best "
