@@ -418,8 +418,8 @@ def tune_problem(
     call (its share subtracted).
     The winner is ``Entry.winner``: the fastest measured candidate, or within cache.HOST_TIE
     of it the one with the cheapest eager host path, then the one without a second weight
-    copy (cache.extra_weight_copy: a tile-major layout the same shape's other buckets hold is
-    none, tuner.tune then cache.apply_held_layouts; ties: the first measured). A candidate that
+    copy (cache.extra_weight_copy; a tile the same shape's other buckets already run is none:
+    cache.apply_held_layouts, applied by tuner.tune; ties: the first measured). A candidate that
     raises a GPU error (:func:`gpu_errors`) is recorded as failed; other errors propagate.
     (5) With ``verify`` (default: on a GPU) every timed candidate's output is compared with
     the reference (:func:`output_error`), one call each; a wrong one is recorded as failed, so
