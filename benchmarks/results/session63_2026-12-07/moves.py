@@ -18,6 +18,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from fp8tower.tuning.cache import Measurement
+
 RESULTS = Path(__file__).resolve().parents[1]
 RUNS = ["session60_2026-12-07/ctx", "session60_2026-12-07/ctx2", "session60_2026-12-07/ctx32",
         "session61_2026-12-07/ctx", "session61_2026-12-07/ctx16", "session61_2026-12-07/ctx64",
@@ -25,7 +27,8 @@ RUNS = ["session60_2026-12-07/ctx", "session60_2026-12-07/ctx2", "session60_2026
 
 
 def label(c: dict) -> str:
-    return f"{c['backend']}[{','.join(f'{k}={v}' for k, v in sorted((c['config'] or {}).items()))}]"
+    """The candidate's label as tower/context.py wrote it into "kept" / "was"."""
+    return Measurement(c["backend"], c["config"]).label
 
 
 def why(cand: dict, was: dict) -> str:
