@@ -9,9 +9,11 @@ take 27.1 MiB. Each file is parsed, dumped with ``separators=(",", ":")`` (key o
 floats' shortest round-trip digits, NaN and non-ASCII text kept), parsed again and compared with
 the first parse before it is replaced; a file that is not JSON is named and left alone.
 
-Tuning caches archived in a session's folder (``*/**/tuning_cache*.json``: machine-read, 0.3-0.8
-MB each even compact, 14.7 MB in 40 files by session 30) are stored gzipped instead, as
-``tuning_cache*.json.gz`` (about 6x smaller; written with no timestamp, so the same content
+Tuning caches archived in a session's folder (``*/**/tuning_cache*.json``, and from session 64
+``*/**/cache*.json``: machine-read, 0.3-0.8 MB each even compact, 14.7 MB in 40 files by
+session 30; 21 more named ``cache*.json``, 7.1 MB, by session 64, when the tracked files
+left 2.4 MB of a device call's 64 MiB beside its 7.4 MB of wheels) are stored gzipped
+instead, as ``X.json.gz`` (about 6x smaller; written with no timestamp, so the same content
 gives the same bytes): a citation of ``X.json`` is served by ``X.json.gz``
 (benchmarks/restamp_cache.py reads either; tests/test_evidence_paths.py accepts either). The
 top-level ``results/tuning_cache_*.json`` stay plain: tests and tools read them as they are.
@@ -66,7 +68,8 @@ def archived_cache(path: Path) -> bool:
         rel = path.resolve().relative_to(RESULTS)
     except ValueError:
         return False
-    return len(rel.parts) > 1 and rel.name.startswith("tuning_cache") and rel.suffix == ".json"
+    return (len(rel.parts) > 1 and rel.name.startswith(("tuning_cache", "cache"))
+            and rel.suffix == ".json")
 
 
 def gzip_bytes(text: str) -> bytes:

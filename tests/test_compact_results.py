@@ -78,12 +78,16 @@ def test_a_sessions_tuning_caches_are_gzipped_the_top_level_ones_kept(tmp_path, 
     other.write_text(json.dumps({"ms": 2.07}))
     top = tmp_path / "tuning_cache_all_H200.json"
     top.write_text(json.dumps({"entries": {}}, indent=1))
-    assert [cr.archived_cache(p) for p in (cache, other, top)] == [True, False, False]
+    short = session / "cache_old.json"  # a session's cache named without the prefix
+    short.write_text(json.dumps({"entries": {}}))
+    assert [cr.archived_cache(p) for p in (cache, other, top, short)] == [True, False, False,
+                                                                          True]
     assert cr.main(["--check", str(tmp_path)]) == 1
     assert f"not gzipped: {cache}" in capsys.readouterr().out
     assert cr.main([str(tmp_path)]) == 0
     packed = session / "tuning_cache_per_tensor.json.gz"
     assert not cache.exists() and packed.exists()
+    assert not short.exists() and (session / "cache_old.json.gz").exists()
     assert cr.same(json.loads(gzip.decompress(packed.read_bytes())), DOC)
     assert packed.read_bytes() == cr.gzip_bytes(cr.compact_text(json.dumps(DOC)))  # no timestamp
     assert top.exists() and "\n" not in top.read_text()[:-1]  # compacted, not gzipped

@@ -38,15 +38,17 @@ def test_known_on_off_words(monkeypatch, value, want):
 
 
 @pytest.mark.parametrize("name", ["FP8TOWER_TILE_MAJOR", "FP8TOWER_PLAN",
-                                  "FP8TOWER_EAGER_ONE_LAUNCH", "FP8TOWER_EARLY_LAUNCH"])
+                                  "FP8TOWER_EAGER_ONE_LAUNCH", "FP8TOWER_EARLY_LAUNCH",
+                                  "FP8TOWER_HOST_TIE"])
 def test_every_switch_reads_the_one_parser(monkeypatch, name):
     from fp8tower import graph_edges
     from fp8tower.kernels.layout import tile_major_enabled
     from fp8tower.nn.plan import eager_one_launch_enabled, plans_enabled_default
+    from fp8tower.tuning.cache import host_tie
 
     read = {"FP8TOWER_TILE_MAJOR": tile_major_enabled, "FP8TOWER_PLAN": plans_enabled_default,
             "FP8TOWER_EAGER_ONE_LAUNCH": eager_one_launch_enabled,
-            "FP8TOWER_EARLY_LAUNCH": graph_edges.enabled}[name]
+            "FP8TOWER_EARLY_LAUNCH": graph_edges.enabled, "FP8TOWER_HOST_TIE": host_tie}[name]
     monkeypatch.setenv(name, "disabled")  # was read as "on"
     with pytest.raises(ValueError, match=name):
         read()

@@ -707,6 +707,24 @@ def test_beyond_the_tie_the_fastest_wins_whatever_its_host_cost():
         == "cublaslt"
 
 
+def test_with_the_host_tie_off_the_fastest_gpu_time_wins_a_tie(monkeypatch, tmp_path):
+    """FP8TOWER_HOST_TIE=0 (a process replaying CUDA graphs): a tie goes to the faster GPU
+    time whatever the host path, also where a file written with the tie on is read back;
+    the memory tie (no second copy of the weights) still holds."""
+    e = entry_with({"cutlass": 10.0, "triton": 10.1})
+    e.backend = e.winner.backend
+    assert e.backend == "triton"
+    path = tmp_path / "cpu.json"
+    DecisionCache(path, {"format": tcache.CACHE_FORMAT}).save({e.key: e})
+    monkeypatch.setenv("FP8TOWER_HOST_TIE", "0")
+    assert e.winner.backend == "cutlass"
+    assert tcache.read_cache_file(path).entries[e.key].backend == "cutlass"
+    assert layout_entry(1, 9.95).config == ROW  # the tile 0.5% faster: no second copy
+    monkeypatch.setenv("FP8TOWER_HOST_TIE", "maybe")
+    with pytest.raises(ValueError, match="FP8TOWER_HOST_TIE"):
+        _ = e.winner
+
+
 def test_a_cache_entry_written_under_the_old_rule_serves_the_tie_winner():
     e = entry_with({"cutlass": 10.35, "triton": 10.40})
     raw = e.to_json()

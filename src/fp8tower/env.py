@@ -1,7 +1,7 @@
 """fp8tower's on/off environment variables (FP8TOWER_TUNE, FP8TOWER_RETUNE, FP8TOWER_PLAN,
-FP8TOWER_TILE_MAJOR, FP8TOWER_EAGER_ONE_LAUNCH, FP8TOWER_EARLY_LAUNCH), read one way: a word
-it does not know is an error naming the variable, never its default (``disabled`` once
-turned tuning on)."""
+FP8TOWER_TILE_MAJOR, FP8TOWER_EAGER_ONE_LAUNCH, FP8TOWER_EARLY_LAUNCH, FP8TOWER_HOST_TIE),
+read one way: a word it does not know is an error naming the variable, never its default
+(``disabled`` once turned tuning on)."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ def flag(name: str, default: bool) -> bool:
 #: a bad word is an error there even for one only a GPU path reads (on a CPU
 #: FP8TOWER_TILE_MAJOR=x and FP8TOWER_EAGER_ONE_LAUNCH=x passed silently)
 FLAGS = ("FP8TOWER_TUNE", "FP8TOWER_RETUNE", "FP8TOWER_PLAN", "FP8TOWER_TILE_MAJOR",
-         "FP8TOWER_EAGER_ONE_LAUNCH", "FP8TOWER_EARLY_LAUNCH")
+         "FP8TOWER_EAGER_ONE_LAUNCH", "FP8TOWER_EARLY_LAUNCH", "FP8TOWER_HOST_TIE")
 
 
 #: every FP8TOWER_* variable fp8tower or its tests read; another one set is a misspelling

@@ -27,6 +27,7 @@ from typing import Any
 
 import torch
 
+from ..env import flag
 from ..formats import Scheme
 from ..paths import cache_dir, cache_file_name, umask_mode
 from ..problem import GemmProblem, dtype_name
@@ -60,11 +61,22 @@ def config_label(config: dict | None) -> str:
 # eager decode step the host sets the pace, so a GPU time within HOST_TIE of the fastest is
 # not worth 10-150 us of host time per call: among the candidates that close, the one with
 # the cheapest host path wins (Entry.winner). Under a CUDA graph that costs at most HOST_TIE
-# of that GEMM (the 27B tower moved by < 1%: tower_qwen3.5-27b_H200_2026-12-01.json). Only
+# of that GEMM in the tuner's chain (the 27B tower moved by < 1%:
+# tower_qwen3.5-27b_H200_2026-12-01.json), but in a decode step it can cost more: per_tensor's
+# M = 32 out_proj on the H200 took Triton over CUTLASS's PDL kernel, 1.1% slower in the chain
+# and 1.03 us a GEMM in the step, whose move made it 0.972x
+# (results/session63_2026-12-07/moves.txt). A process that replays CUDA graphs pays no host
+# time per call: FP8TOWER_HOST_TIE=0 (host_tie) lets the fastest GPU time win there. Only
 # the order matters; unknown backends count as 0 (ties then keep the time order).
 EAGER_HOST_US = {"triton": 20.0, "reference": 30.0, "cublaslt": 33.0, "cutlass": 36.0,
                  "cudnn": 175.0}
 HOST_TIE = 0.015
+
+
+def host_tie() -> bool:
+    """Whether a tie goes to the cheapest eager host path (FP8TOWER_HOST_TIE, default on);
+    off, the fastest GPU time wins it (the tile-major memory tie still holds)."""
+    return flag("FP8TOWER_HOST_TIE", True)
 
 
 def extra_weight_copy(config) -> bool:
@@ -161,14 +173,16 @@ class Entry:
     @property
     def winner(self) -> Measurement:
         """The fastest candidate, unless one within HOST_TIE of it has a cheaper eager host
-        path (EAGER_HOST_US) or needs no second copy of the weights (``extra_copy``);
-        then the cheapest of those (ties: the faster). An entry tuned in context: its choice."""
+        path (EAGER_HOST_US; only while :func:`host_tie`) or needs no second copy of the
+        weights (``extra_copy``); then the cheapest of those (ties: the faster). An entry
+        tuned in context: its choice."""
         if self.context is not None:
             chosen = next((c for c in self.ranked()
                            if (c.backend, c.config) == (self.backend, self.config)), None)
             if chosen is not None:
                 return chosen
-        return min(self.ties(), key=lambda c: (EAGER_HOST_US.get(c.backend, 0.0),
+        host = EAGER_HOST_US if host_tie() else {}
+        return min(self.ties(), key=lambda c: (host.get(c.backend, 0.0),
                                                self.extra_copy(c.config)))
 
     def extra_copy(self, config) -> bool:
