@@ -75,7 +75,9 @@ CHECK_SQNR_DB = 40.0
 # channel_token), but M = 1 2-6% slower). So on the GPU the timed chain alternates the two: before every
 # WRITE_X_EVERY-th GEMM a small elementwise kernel writes x; that writer alone is timed once
 # per problem and its share subtracted (ranking unchanged by it, times comparable with a
-# GEMM alone). 0: GEMMs alone.
+# GEMM alone). 0: GEMMs alone. 1 against 2 on an H100 (results/session64_2026-12-07/wx/):
+# per_tensor's step 0.994-0.997x, channel_token's at M = 1 1.041x slower (its chain hid what
+# an in-GEMM amax costs after a real predecessor; the chain with 2 and the step did not).
 WRITE_X_EVERY = 2
 
 
@@ -417,10 +419,11 @@ def tune_problem(
     On a GPU every candidate runs in a chain with an x writer before every WRITE_X_EVERY-th
     call (its share subtracted).
     The winner is ``Entry.winner``: the fastest measured candidate, or within cache.HOST_TIE
-    of it the one with the cheapest eager host path, then the one without a second weight
-    copy (cache.extra_weight_copy; a tile the same shape's other buckets already run is none:
-    cache.apply_held_layouts, applied by tuner.tune; ties: the first measured). A candidate that
-    raises a GPU error (:func:`gpu_errors`) is recorded as failed; other errors propagate.
+    of it the one with the cheapest eager host path (unless FP8TOWER_HOST_TIE=0:
+    cache.host_tie), then the one without a second weight copy (cache.extra_weight_copy; a
+    tile the same shape's other buckets already run is none: cache.apply_held_layouts,
+    applied by tuner.tune; ties: the first measured). A candidate that raises a GPU error
+    (:func:`gpu_errors`) is recorded as failed; other errors propagate.
     (5) With ``verify`` (default: on a GPU) every timed candidate's output is compared with
     the reference (:func:`output_error`), one call each; a wrong one is recorded as failed, so
     no winner, seed, fallback or in-context choice is one. The returned entry has no measured
