@@ -1,4 +1,4 @@
-"""What FP8TOWER_HOST_TIE=0 serves from the caches tuned from cold in sessions 60-64 (the
+"""What FP8TOWER_HOST_TIE=0 serves from the caches committed in sessions 60-64 (the
 27B towers' and the per-GEMM scorecards'): each key whose choice differs from the one served
 with the host tie on (the default), with both candidates' chain times. The decode step's
 verdict on the one H200 tower key is in session 63's moves.txt (0.972x).
