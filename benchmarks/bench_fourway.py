@@ -236,7 +236,7 @@ def measure(p, arms, auto, timer, max_configs, ceiling):
         rows.append(row)
         choices.append((be.name, be, tsearch.native_config(be, p, w.config)[1]))
     if auto is not None:
-        be, cfg = auto.resolve(p, "auto")
+        be, cfg = auto.resolve(p, "auto", graph=True)  # retime's CUDA graphs
         rows.append({**base, "arm": "auto", "backend": be.name,
                      "config": tcache.normalize_config(cfg)})
         choices.append(("auto", be, cfg))

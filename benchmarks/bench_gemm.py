@@ -211,7 +211,7 @@ def arm_choice(name: str, p: GemmProblem, untuned, rule=None):
             return None, f"no {name} variant for {p.scheme.value}", None
         return backends.get("triton"), cfg, None
     if name == "auto":  # the tuned dispatch (cache hit, else tunes now)
-        be, cfg = dispatch.resolve(p, "auto")
+        be, cfg = dispatch.resolve(p, "auto", graph=True)  # timed in a CUDA graph
         return be, cfg, be.name
     if name in ("untuned", "rule"):  # no cache entry, no tuning: the safe default
         be, cfg = (untuned if name == "untuned" else rule).safe_default(p)

@@ -147,10 +147,11 @@ def test_auto_with_overrides_changes_its_triton_choices_only(monkeypatch):
 
     p = GemmProblem(1, 5120, 6144, Scheme.PER_TENSOR, capability=(9, 0), static_act_scale=True)
     tuned = {"block_k": 512, "pdl": True, "prefetch": 1}
-    monkeypatch.setattr(bench.dispatch, "resolve", lambda q, b: (backends.get("triton"), tuned))
+    monkeypatch.setattr(bench.dispatch, "resolve",
+                        lambda q, b, graph=False: (backends.get("triton"), tuned))
     assert bench.arm_choice("auto[num_stages=3]", p, None)[1] == {**tuned, "num_stages": 3}
     lt = backends.get("cublaslt")
-    monkeypatch.setattr(bench.dispatch, "resolve", lambda q, b: (lt, None))
+    monkeypatch.setattr(bench.dispatch, "resolve", lambda q, b, graph=False: (lt, None))
     assert bench.arm_choice("auto[num_stages=3]", p, None) == (lt, None, "cublaslt")
 
 

@@ -221,7 +221,7 @@ def test_gemm_cell_resolves_every_arm_then_times_rounds_abba(monkeypatch):
     chain = _Chain({"cublaslt": 10.0, "triton": 10.0}, drift=0.5)
     events = []
 
-    def resolve(q, how):
+    def resolve(q, how, graph=False):
         assert not chain.order, "auto resolved after a timing"
         events.append("auto")
         return arms["triton"], None

@@ -302,6 +302,35 @@ def test_capture_uses_a_cached_entry(monkeypatch, tmp_path):
     assert d.stats["capture_misses"] == 0 and d.stats["hits"] == 1
 
 
+def test_a_cuda_graph_is_served_the_fastest_gpu_time_of_a_tie(monkeypatch, tmp_path):
+    """One cached tie, two choices: eager calls get Triton (the cheaper eager host path), a
+    CUDA graph's (graph=True, as run_2d asks under capture) CUTLASS, 1% faster; each memoized
+    and both dropped by a new tuning of the key. A pick that cannot run here (outside the
+    pool) leaves the graph on the eager choice, silently; a capture's miss is not memoized."""
+    monkeypatch.delenv("FP8TOWER_HOST_TIE", raising=False)
+    p = gpu_problem()
+    e = entry_with({"cutlass": 10.0, "triton": 10.1}, p)
+    e.backend = e.winner.backend
+    cache = tcache.DecisionCache.for_device(tmp_path / "cache", "Fake GPU")
+    cache.save({e.key: e})
+    clock = FakeClock()
+    pool = [fake_backend(n, clock, {"default": 10.0}) for n in ("triton", "cutlass")]
+    d = Dispatcher(candidates=pool, timer=FakeTimer(clock), tune=False, gpu_name="Fake GPU")
+    assert d.resolve(p)[0].name == "triton"
+    assert d.resolve(p, graph=True)[0].name == "cutlass"
+    assert d._graph_memo[p] is d.resolve(p, graph=True) and d.stats["hits"] == 1
+    d.accept(p, dataclasses.replace(e, backend="triton", forced=True))
+    assert p not in d._graph_memo and d.resolve(p, graph=True)[0].name == "triton"
+    narrow = Dispatcher(candidates=pool[:1], tune=False, gpu_name="Fake GPU")
+    assert narrow.resolve(p, graph=True)[0].name == "triton"
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: True)
+    miss = gpu_problem(m=16)
+    with pytest.warns(RuntimeWarning, match="not tuned"):
+        assert d.resolve(miss, graph=True)[0].name == "triton"  # the safe default
+    assert miss not in d._graph_memo and miss not in d._memo
+
+
 # ----------------------------------------------------------------------------- CLI
 
 
@@ -324,6 +353,22 @@ def test_cli_dispatch_explain_text(tmp_path):
     assert "+25.0%" in out  # margin: 10 / 8 - 1
     assert "2 ok, 1 failed, 2 pruned" in out
     assert "failed m4_n1024_k5120" in out
+
+
+def test_cli_dispatch_shows_what_a_cuda_graph_runs_where_it_differs(tmp_path, monkeypatch):
+    monkeypatch.delenv("FP8TOWER_HOST_TIE", raising=False)
+    e = entry_with({"cutlass": 10.0, "triton": 10.1},
+                   GemmProblem(m=4, n=1024, k=5120, scheme="per_tensor", capability=(9, 0)))
+    e.backend = e.winner.backend
+    path = tmp_path / "nvidia-h200.json"
+    tcache.DecisionCache(path, tcache.environment_meta("NVIDIA H200")).save({e.key: e})
+    res = CliRunner(env={"COLUMNS": "200"}).invoke(app, ["dispatch", "--file", str(path)])
+    assert res.exit_code == 0, res.output
+    assert "triton[default]; CUDA graphs: cutlass[default] 10.00 us" in res.output
+    assert "fastest GPU time in a CUDA graph" in res.output
+    res = CliRunner().invoke(app, ["dispatch", "--file", str(path), "--json"])
+    row = json.loads(res.output)["decisions"][0]
+    assert (row["winner"]["backend"], row["graph_winner"]["backend"]) == ("triton", "cutlass")
 
 
 def test_cli_dispatch_json_and_filters(tmp_path):

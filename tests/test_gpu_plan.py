@@ -155,13 +155,16 @@ def test_eager_plan_is_one_launch_and_graphs_keep_the_dispatch_choice(scheme):
     from fp8tower.kernels.configs import x_is_fp8
     from fp8tower.problem import GemmProblem
 
-    be, cfg = dispatch.resolve(GemmProblem.for_call(x, w, torch.bfloat16), "auto")
+    p = GemmProblem.for_call(x, w, torch.bfloat16)
+    be, cfg = dispatch.resolve(p, "auto")
     two_launches = be.name != "triton" or x_is_fp8(scheme, False, cfg or {})
-    assert entry.eager_only == two_launches and entry.plan.backend.name == "triton"
+    # a tie the graph takes otherwise (dispatch's two choices) is eager-only too
+    unplanned = two_launches or dispatch.resolve(p, "auto", graph=True) != (be, cfg)
+    assert entry.eager_only == unplanned and entry.plan.backend.name == "triton"
     assert len(entry.plan.launches) == 1 and entry.plan.direct_launches > 0
     before = entry.plan.direct_launches
     _graph_replay_matches(planned, plain, m, k, g, rtol=1e-2, atol=1e-2)  # the same choice
-    if two_launches:  # captured calls ran the dispatch choice, unplanned
+    if unplanned:  # captured calls ran the graph's choice, unplanned
         assert entry.plan.direct_launches == before
 
 
@@ -183,7 +186,7 @@ def test_eager_per_tensor_twin_of_the_deep_pair(m, dtype, monkeypatch):
     p = GemmProblem(m, n, k, Scheme.PER_TENSOR, capability=(9, 0), act_dtype=dtype)
     pair = kc.deep_tile(p, {"prequant": True, **kc.PDL_PAIR})
     triton = backends.get("triton")
-    monkeypatch.setattr(dispatch, "resolve", lambda problem, backend: (triton, pair))
+    monkeypatch.setattr(dispatch, "resolve", lambda problem, backend, graph=False: (triton, pair))
     planned, plain = _planned_and_plain(w, None, "auto")
     for _ in range(2):
         x = torch.randn(m, k, device="cuda", generator=g)
@@ -357,3 +360,63 @@ def test_grad_on_gpu_matches_the_reference_formula():
     gy = torch.randn(3, 512, device="cuda", dtype=torch.bfloat16)
     mod(x).backward(gy)
     torch.testing.assert_close(x.grad, gy @ w.dequantize(torch.bfloat16), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("scheme", [Scheme.PER_TENSOR, Scheme.CHANNEL_TOKEN], ids=str)
+def test_a_cuda_graph_runs_its_own_choice_of_a_cached_tie(scheme, monkeypatch, tmp_path):
+    """A cached tie (cuBLASLt 1% faster than Triton, whose eager host path is cheaper), served
+    by the process's dispatcher from the file: eager calls run Triton's plan; its first call
+    loads cuBLASLt's kernels (Plan.warm), which a captured call then runs unplanned (the
+    spy counts each call), and the replay matches the eager result. The compiled op's path
+    (fp8_linear under capture) takes the graph's choice too."""
+    import dataclasses
+
+    from fp8tower import backends, dispatch
+    from fp8tower.nn.linear import fp8_linear
+    from fp8tower.problem import GemmProblem
+    from fp8tower.tuning import cache as tcache
+
+    monkeypatch.delenv("FP8TOWER_HOST_TIE", raising=False)
+    monkeypatch.setenv("FP8TOWER_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("FP8TOWER_TUNE", "0")
+    n, k, m = 2048, 4096, 1
+    g = torch.Generator(device="cuda").manual_seed(65)
+    w = quantize_weight(torch.randn(n, k, device="cuda", generator=g) * 0.02, scheme,
+                        act_scale=0.02 if scheme is Scheme.PER_TENSOR else None)
+    x = torch.randn(m, k, device="cuda", generator=g).bfloat16()
+    p = GemmProblem.for_call(x, w, torch.bfloat16)
+    triton, lt = backends.get("triton"), backends.get("cublaslt")
+    cands = [tcache.Measurement("cublaslt", None, 10.0, 10.0, 0.0, 1.0),
+             tcache.Measurement("triton", tcache.normalize_config(triton.default_config(p)),
+                                10.1, 10.1, 0.0, 1.0)]
+    e = tcache.Entry(p, "triton", cands[1].config, "2026-12-07T00:00:00+00:00", cands)
+    tcache.DecisionCache.for_device(tmp_path, torch.cuda.get_device_name()).save({e.key: e})
+    runs = []
+
+    def run(*a, **kw):
+        runs.append(kw["config"])
+        return lt.run(*a, **kw)
+
+    monkeypatch.setitem(backends._load(), "cublaslt", dataclasses.replace(lt, run=run))
+    dispatch.reset()
+    try:
+        assert dispatch.resolve(p)[0].name == "triton"
+        assert dispatch.resolve(p, graph=True)[0].name == "cublaslt"
+        planned, plain = _planned_and_plain(w, None, "auto")
+        want = plain(x)
+        torch.testing.assert_close(planned(x), want, rtol=1e-2, atol=1e-2)
+        (entry,) = planned._plans.values()
+        assert entry.eager_only and entry.plan.backend.name == "triton"
+        assert len(runs) == 1  # the plan's first call loaded the graph's choice
+        planned(x)
+        assert len(runs) == 1  # eager calls: Triton's plan
+        _graph_replay_matches(planned, plain, m, k, g, rtol=1e-2, atol=1e-2)
+        assert len(runs) == 2  # captured: cuBLASLt
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):  # the layer's weight: cuBLASLt's form prepared by warm
+            y = fp8_linear(x, planned.fp8_weight())
+        graph.replay()
+        assert len(runs) == 3
+        torch.testing.assert_close(y, want, rtol=1e-2, atol=1e-2)
+    finally:
+        dispatch.reset()

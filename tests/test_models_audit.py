@@ -263,8 +263,8 @@ def test_tune_poses_the_bias_keys_a_converted_model_runs(tmp_path, monkeypatch):
         transformers.AutoConfig.for_model(**cfg), dtype=torch.bfloat16)
     convert(model, "channel_token", backend="reference")
     posed, resolve = set(), dispatch.resolve
-    monkeypatch.setattr(dispatch, "resolve", lambda p, b="auto": (posed.add(p.key()),
-                                                                   resolve(p, b))[1])
+    monkeypatch.setattr(dispatch, "resolve", lambda p, b="auto", graph=False: (
+        posed.add(p.key()), resolve(p, b, graph=graph))[1])
     with torch.no_grad():
         model(torch.tensor([[1]]))
     assert posed == tuned

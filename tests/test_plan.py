@@ -355,7 +355,7 @@ def test_eager_one_launch_twin_of_weight_only(interpret, monkeypatch):
     planned, _ = _pair(Scheme.WEIGHT_ONLY, n=80, k=384, backend="auto")
     from fp8tower import dispatch
 
-    monkeypatch.setattr(dispatch, "resolve", lambda problem, backend: (triton, token))
+    monkeypatch.setattr(dispatch, "resolve", lambda problem, backend, graph=False: (triton, token))
     x = _x((1, 384), Scheme.WEIGHT_ONLY)
     y = planned(x)
     (entry,) = planned._plans.values()
@@ -379,7 +379,8 @@ def test_eager_one_launch_plan_equals_the_pre_pass_pair(interpret, scheme, monke
         deep = {"block_n": 64, "block_k": 128, "split_k": 1, "num_warps": 4, "num_stages": 2,
                 "prequant": True, **kc.PDL_PAIR}
         triton = backends.get("triton")
-        monkeypatch.setattr(dispatch, "resolve", lambda problem, backend: (triton, deep))
+        monkeypatch.setattr(dispatch, "resolve",
+                            lambda problem, backend, graph=False: (triton, deep))
     for seed in range(2):
         x = _x((2, 1, 384), scheme, seed)
         torch.testing.assert_close(planned(x), plain(x), rtol=0, atol=0)

@@ -707,22 +707,52 @@ def test_beyond_the_tie_the_fastest_wins_whatever_its_host_cost():
         == "cublaslt"
 
 
-def test_with_the_host_tie_off_the_fastest_gpu_time_wins_a_tie(monkeypatch, tmp_path):
-    """FP8TOWER_HOST_TIE=0 (a process replaying CUDA graphs): a tie goes to the faster GPU
-    time whatever the host path, also where a file written with the tie on is read back;
-    the memory tie (no second copy of the weights) still holds."""
+def test_eager_calls_take_the_host_tie_a_cuda_graph_the_fastest_gpu_time(monkeypatch,
+                                                                         tmp_path):
+    """Unset, FP8TOWER_HOST_TIE gives each mode its rule from one file: a tie goes to
+    Triton's cheaper eager host path in eager calls, to CUTLASS's faster GPU time in a CUDA
+    graph (Entry.choice_for); 1 / 0 set one rule for both (0: a file written with the tie on
+    is read back as CUTLASS's); the memory tie (no second copy of the weights) holds in
+    both modes."""
+    monkeypatch.delenv("FP8TOWER_HOST_TIE", raising=False)
     e = entry_with({"cutlass": 10.0, "triton": 10.1})
     e.backend = e.winner.backend
-    assert e.backend == "triton"
+    assert (e.backend, e.choice_for(graph=False), e.choice_for(graph=True)) == \
+        ("triton", ("triton", None), ("cutlass", None))
+    row = tcache.explain_row(e)
+    assert (row["winner"]["backend"], row["graph_winner"]["backend"]) == ("triton", "cutlass")
     path = tmp_path / "cpu.json"
     DecisionCache(path, {"format": tcache.CACHE_FORMAT}).save({e.key: e})
+    back = tcache.read_cache_file(path).entries[e.key]
+    assert (back.backend, back.choice_for(graph=True)) == ("triton", ("cutlass", None))
+    tile = layout_entry(1, 9.95)  # the tile 0.5% faster: no second copy in either mode
+    assert tile.config == ROW and tile.choice_for(graph=True) == ("triton", ROW)
+    monkeypatch.setenv("FP8TOWER_HOST_TIE", "1")
+    assert e.choice_for(graph=True) == ("triton", None)
+    assert tcache.explain_row(e)["graph_winner"] is None
     monkeypatch.setenv("FP8TOWER_HOST_TIE", "0")
     assert e.winner.backend == "cutlass"
-    assert tcache.read_cache_file(path).entries[e.key].backend == "cutlass"
-    assert layout_entry(1, 9.95).config == ROW  # the tile 0.5% faster: no second copy
+    back = tcache.read_cache_file(path).entries[e.key]
+    assert back.backend == "cutlass" and back.choice_for(graph=True) == ("cutlass", None)
+    assert layout_entry(1, 9.95).choice_for(graph=True) == ("triton", ROW)
     monkeypatch.setenv("FP8TOWER_HOST_TIE", "maybe")
     with pytest.raises(ValueError, match="FP8TOWER_HOST_TIE"):
         _ = e.winner
+
+
+def test_a_choice_made_in_the_step_or_forced_serves_cuda_graphs_too(monkeypatch):
+    """Where the decode step chose (in-context tuning) or a caller set the choice (the step
+    timing each candidate, tower/context.py), a CUDA graph runs it, not the GPU-time pick;
+    beyond the tie both modes run the fastest."""
+    monkeypatch.delenv("FP8TOWER_HOST_TIE", raising=False)
+    e = entry_with({"cutlass": 10.0, "triton": 10.1})
+    e.backend = "triton"
+    assert dataclasses.replace(e, forced=True).choice_for(graph=True) == ("triton", None)
+    ctx = {"step": "s", "ms_per_step": [{"backend": "triton", "config": None, "ms": 1.0}]}
+    assert dataclasses.replace(e, context=ctx).choice_for(graph=True) == ("triton", None)
+    far = entry_with({"cutlass": 10.0, "triton": 10.3})
+    assert far.choice_for(graph=False) == far.choice_for(graph=True) == ("cutlass", None)
+    assert tcache.explain_row(far)["graph_winner"] is None
 
 
 def test_a_cache_entry_written_under_the_old_rule_serves_the_tie_winner():

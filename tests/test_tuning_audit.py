@@ -380,9 +380,9 @@ def test_a_layer_with_a_bias_asks_dispatch_for_the_bias_key(planned, monkeypatch
     seen = []
     real = dsp.resolve
 
-    def spy(problem, backend="auto"):
+    def spy(problem, backend="auto", graph=False):
         seen.append(problem)
-        return real(problem, "reference")
+        return real(problem, "reference", graph=graph)
 
     monkeypatch.setattr(dsp, "resolve", spy)
     lin = torch.nn.Linear(64, 48, bias=True)

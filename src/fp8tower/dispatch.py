@@ -20,7 +20,12 @@
 - A cached winner that cannot run here (its backend unavailable or outside the pool, its
   config no longer offered) gives way to the entry's fastest measured candidate that can,
   with a warning once per key; with none, the key is tuned again or takes the safe default.
-- Never under CUDA graph capture: a miss during capture takes the safe default (a cached
+- Two choices per key, one per mode: eager calls, whose host sets a decode step's pace,
+  take a tie (within cache.HOST_TIE of the fastest) on the cheapest eager host path; a CUDA
+  graph's calls (``graph=True``, which nn/ops.run_2d passes under capture) take the fastest
+  GPU time (tuning.cache.Entry.choice_for; FP8TOWER_HOST_TIE=1 / 0 sets one rule for both).
+  Launch plans whose kernels differ from the graph's choice are eager-only (nn/plan.py).
+- Never tuned under CUDA graph capture: a miss during capture takes the safe default (a cached
   entry is still used), is counted (``stats()["capture_misses"]``) and warns once per
   process with the ``fp8tower tune`` command that would have tuned it. It is not memoized,
   so the first eager call afterwards tunes.
@@ -122,6 +127,7 @@ class Dispatcher:
         self.persist = persist
         self._gpu_name = gpu_name
         self._memo: dict[GemmProblem, tuple[Backend, Any]] = {}
+        self._graph_memo: dict[GemmProblem, tuple[Backend, Any]] = {}  # resolve(graph=True)
         self._explicit: dict[tuple[GemmProblem, str], tuple[Backend, Any]] = {}
         self._caches: dict[str, tuple[tcache.DecisionCache | None, dict[str, Entry]]] = {}
         self._fresh: set[str] = set()  # keys tuned by this dispatcher
@@ -217,9 +223,14 @@ class Dispatcher:
 
     # ------------------------------------------------------------------ resolve
 
-    def resolve(self, problem: GemmProblem, backend: str | Backend = "auto") -> tuple[Backend, Any]:
-        """The backend and kernel config that will serve ``problem``."""
+    def resolve(self, problem: GemmProblem, backend: str | Backend = "auto", *,
+                graph: bool = False) -> tuple[Backend, Any]:
+        """The backend and kernel config that will serve ``problem``: in eager calls, or
+        (``graph``) in a CUDA graph's (the module doc: two choices per key)."""
         if backend == "auto":
+            if graph:
+                hit = self._graph_memo.get(problem)
+                return hit if hit is not None else self._resolve_graph(problem)
             hit = self._memo.get(problem)
             return hit if hit is not None else self._resolve_miss(problem)
         name = backend.name if isinstance(backend, Backend) else backend
@@ -273,6 +284,23 @@ class Dispatcher:
                 self.stats["defaults"] += 1
                 choice = self.safe_default(problem)
             self._memo[problem] = choice
+            return choice
+
+    def _resolve_graph(self, problem: GemmProblem) -> tuple[Backend, Any]:
+        """The eager choice (resolved as always: memo, cache, tuning, default), or where the
+        key's entry picks otherwise for a CUDA graph (Entry.choice_for), that pick when it
+        can run here (else, silently, the eager choice)."""
+        choice = self.resolve(problem)
+        with self._lock:
+            if self._memo.get(problem) is not choice:
+                return choice  # a capture's miss (its safe default is not final) or a race
+            entry = self.entries_for(problem).get(problem.key())
+            if entry is not None:
+                pick = entry.choice_for(graph=True)
+                if pick != (entry.backend, entry.config):
+                    hit = self.runnable(problem, *pick)[0]
+                    choice = hit if hit is not None else choice
+            self._graph_memo[problem] = choice
             return choice
 
     def may_tune(self, problem: GemmProblem) -> bool:
@@ -389,6 +417,8 @@ class Dispatcher:
                 (e for e in entries.values() if tcache.shape_of(e.problem) == shape),
                 keep=(entry.key,))}
             self._memo = {p: c for p, c in self._memo.items() if p.key() not in stale}
+            self._graph_memo = {p: c for p, c in self._graph_memo.items()
+                                if p.key() not in stale}
             _bump()  # cached launch plans resolved before this tuning are stale
         return cache
 
@@ -449,14 +479,16 @@ def reset() -> None:
         _bump()
 
 
-def resolve(problem: GemmProblem, backend: str | Backend = "auto") -> tuple[Backend, Any]:
-    """The backend and kernel config that will serve ``problem`` (see the module doc)."""
+def resolve(problem: GemmProblem, backend: str | Backend = "auto", *,
+            graph: bool = False) -> tuple[Backend, Any]:
+    """The backend and kernel config that will serve ``problem``, in eager calls or
+    (``graph``) in a CUDA graph's (see the module doc)."""
     d = _default if _default is not None else default_dispatcher()
     if backend == "auto":
-        hit = d._memo.get(problem)
+        hit = (d._graph_memo if graph else d._memo).get(problem)
         if hit is not None:
             return hit
-    return d.resolve(problem, backend)
+    return d.resolve(problem, backend, graph=graph)
 
 
 def pretune(problems: Iterable[GemmProblem], progress: bool = True, **kw) -> list[Entry]:

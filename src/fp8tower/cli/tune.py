@@ -366,7 +366,9 @@ def _print_table(rows: list[dict], *, explain: bool, title: str) -> None:
         if w is None:
             cells += ["all candidates failed", "-", "-"]
         else:
-            cells += [_cand(w), _us(w["median_us"]), f"{w['gbps']:.0f}"]
+            g = r.get("graph_winner")  # what a CUDA graph runs instead (a tie)
+            cells += [_cand(w) + (f"; CUDA graphs: {_cand(g)} {_us(g['median_us'])} us"
+                                  if g else ""), _us(w["median_us"]), f"{w['gbps']:.0f}"]
         if explain:
             frac = None if w is None else w.get("ceiling_fraction")
             ups = "; ".join(f"{_cand(c)} {_us(c['median_us'])}" for c in r["runners_up"])
@@ -387,6 +389,12 @@ def _print_table(rows: list[dict], *, explain: bool, title: str) -> None:
         table.add_row(*(Text(c) for c in cells))  # Text: '[...]' is not markup
     console = _console()
     console.print(table)
+    if any(r.get("graph_winner") for r in rows):
+        from ..tuning.cache import HOST_TIE
+
+        console.print(f"CUDA graphs: a tie (within {HOST_TIE:.1%} of the fastest) goes to the "
+                      "cheapest eager host path in eager calls and to the fastest GPU time in "
+                      "a CUDA graph (FP8TOWER_HOST_TIE=1 / 0: one rule for both).", markup=False)
     if explain:
         console.print("margin: how much slower the runner-up is than the winner (within "
                       "noise: less than the larger timing spread of the two, so their order "

@@ -196,8 +196,7 @@ def _capturing(x: torch.Tensor) -> bool:
     return x.is_cuda and torch.cuda.is_current_stream_capturing()
 
 
-# torch.cuda.is_current_stream_capturing() without its Python frame (CPU builds: never)
-_IS_CAPTURING = getattr(torch._C, "_cuda_isCurrentStreamCapturing", lambda: False)
+_IS_CAPTURING = _plan.IS_CAPTURING
 # torch.is_autocast_enabled() for any device, one C call
 _ANY_AUTOCAST = torch._C._is_any_autocast_enabled
 _GRAD_ENABLED = torch._C.is_grad_enabled  # torch.is_grad_enabled(), one C call
@@ -613,10 +612,10 @@ class Fp8Linear(nn.Module):
         self._plans[(x.shape, x.dtype, x.device)] = _PlanEntry(
             p, m, *tensors, b["bias"], dispatch._generation, versioned,
             ops.versions(*tensors) if versioned else None, x.is_cuda)
-        if p.eager_only and x.is_cuda:
-            # Compile (and load) the dispatch choice now, eagerly: captured calls will run it,
+        if p.warm is not None:
+            # Compile (and load) the graph's choice now, eagerly: captured calls will run it,
             # and a kernel cannot be compiled during a capture.
-            self._forward_unplanned(x)
+            p.warm(x)
         return p(x)
 
     def _forward_unplanned(self, x: torch.Tensor) -> torch.Tensor:

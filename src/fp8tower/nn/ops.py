@@ -136,7 +136,8 @@ def run_2d(  # the op's body; eager fp8_linear calls it directly (no dispatcher 
             return run_2d(x, weight, bias=bias, act_scale=act_scale, backend=backend,
                           out_dtype=out_dtype)
     problem = GemmProblem.for_call(x, weight, out_dtype, act_scale, bias=bias)
-    be, config = dispatch.resolve(problem, backend)
+    # under a CUDA graph capture the graph's choice (fp8tower.dispatch's module doc)
+    be, config = dispatch.resolve(problem, backend, graph=x.is_cuda and _plan.IS_CAPTURING())
     return be.run(
         x, weight, be.packed_for(weight),
         act_scale=act_scale, bias=bias, out_dtype=out_dtype, config=config,
@@ -177,11 +178,11 @@ def _first_call(x: Tensor, w: Fp8Weight, bias: Tensor | None, act_scale: Tensor 
     if len(plans) >= _plan.MAX_PLANS_PER_MODULE:
         plans.clear()
     p = plans[key] = _plan.build(x, w, bias=bias, out_dtype=out_dtype, backend=backend)
-    if p.eager_only and x.is_cuda:
-        # as Fp8Linear's: load the dispatch choice's kernels now, which a capture will
-        # run (a kernel cannot be loaded while a stream captures: a compiled step whose
-        # only warm-up was planned failed its first capture; 2026-12-05 review)
-        run_2d(x, w, bias=bias, act_scale=None, backend=backend, out_dtype=out_dtype)
+    if p.warm is not None:
+        # as Fp8Linear's: load the graph's choice's kernels now, which a capture will run
+        # (a kernel cannot be loaded while a stream captures: a compiled step whose only
+        # warm-up was planned failed its first capture; 2026-12-05 review)
+        p.warm(x)
     return p(x)
 
 

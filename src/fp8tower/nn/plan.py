@@ -16,11 +16,15 @@ assignment) or edited in place (their ``_version`` counters), a dispatch change
 built under CUDA graph capture (a capture-time dispatch miss is not final, and buffers
 must not come from the graph's pool) but are used there, so warm up eagerly first.
 
-Eager and captured calls may differ (``eager_one_launch``): where the dispatch choice
-takes two launches (channel_token / block128: pre-pass + GEMM; per_tensor's and
-weight_only's Triton pre-pass pairs), an eager plan runs one Triton launch that quantizes x
-itself, the same bits; such a plan is ``eager_only`` and a captured call of its module runs
-the dispatch choice unplanned.
+Eager and captured calls may differ, and then the plan is ``eager_only``: a captured call
+of its module runs the graph's dispatch choice unplanned, whose kernels the plan's first
+call has loaded (``Plan.warm``: a kernel cannot be loaded during a capture). Two ways:
+- ``eager_one_launch``: where the dispatch choice takes two launches (channel_token /
+  block128: pre-pass + GEMM; per_tensor's and weight_only's Triton pre-pass pairs), an
+  eager plan runs one Triton launch that quantizes x itself, the same bits;
+- dispatch's two choices per key: a tie taken on the cheapest eager host path, where a
+  CUDA graph takes the fastest GPU time (fp8tower.dispatch's module doc).
+Inside :func:`same_kernels_as_graphs` plans run the graph's choice.
 
 Buffers are reused across calls: calls of one module must be ordered on one stream (the
 split-K counters already required that). The direct launch is taken only where it is
@@ -171,6 +175,8 @@ def _triton_knobs():
 
 
 _RAW_STREAM = _raw_stream_fn()
+# torch.cuda.is_current_stream_capturing() without its Python frame (CPU builds: never)
+IS_CAPTURING = getattr(torch._C, "_cuda_isCurrentStreamCapturing", lambda: False)
 # the current CUDA device, one C call (a plan exists only after a launch on the device)
 _CURRENT_DEVICE = current_device
 
@@ -182,12 +188,15 @@ class Plan:
     """One resolved call: ``plan(x) -> y`` for a contiguous x of the planned shape (..., K);
     y is (..., N). The kernels take x's pointer as it is: no 2-D view per call."""
 
-    __slots__ = ("__weakref__", "backend", "config", "eager_only", "launches", "m", "run")
+    __slots__ = ("__weakref__", "backend", "config", "eager_only", "launches", "m", "run",
+                 "warm")
 
     def __init__(self, backend, config, m, run, launches=()):
         self.backend, self.config, self.m, self.run = backend, config, m, run
         self.launches = tuple(launches)
-        self.eager_only = False  # True: not the dispatch choice; captured calls go unplanned
+        self.eager_only = False  # True: not the graph's choice; captured calls go unplanned
+        # eager_only: warm(x) runs the graph's choice once, eagerly, loading its kernels
+        self.warm = None
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         return self.run(x)
@@ -199,14 +208,30 @@ class Plan:
 
 def build(x: torch.Tensor, weight, *, bias, out_dtype, backend) -> Plan:
     """Resolve (backend, config) for a contiguous x (..., K) and bind everything that does
-    not change."""
+    not change. On a GPU the graph's choice is resolved too: where the plan runs other
+    kernels, it is ``eager_only`` and ``warm`` runs that choice (the module doc)."""
     from .. import dispatch
     from ..problem import GemmProblem
 
     x2 = x.view(-1, weight.k)
     problem = GemmProblem.for_call(x2, weight, out_dtype, None, bias=bias)
-    be, config = dispatch.resolve(problem, backend)
-    out_shape = (*x.shape[:-1], weight.n)
+    graph = dispatch.resolve(problem, backend, graph=True) if x2.is_cuda else None
+    be, config = graph if graph is not None and not _eager_twins \
+        else dispatch.resolve(problem, backend)
+    plan = _build(x2, weight, problem, be, config, bias=bias, out_dtype=out_dtype,
+                  backend=backend, out_shape=(*x.shape[:-1], weight.n))
+    if graph is not None and (plan.eager_only or graph != (be, config)):
+        plan.eager_only = True  # a captured call takes the graph's choice
+
+        def warm(x, gbe=graph[0], gcfg=graph[1]):
+            gbe.run(x.view(-1, weight.k), weight, gbe.packed_for(weight), act_scale=None,
+                    bias=bias, out_dtype=out_dtype, config=gcfg)
+
+        plan.warm = warm
+    return plan
+
+
+def _build(x2, weight, problem, be, config, *, bias, out_dtype, backend, out_shape) -> Plan:
     one_launch_quant = x2.dtype != FP8_DTYPE and not (
         weight.scheme is Scheme.PER_TENSOR and weight.act_scale is None)  # no global amax
     twin = eager_one_launch(problem, be, config, backend) if one_launch_quant else None
@@ -249,7 +274,7 @@ def build(x: torch.Tensor, weight, *, bias, out_dtype, backend) -> Plan:
 # calls (CUDA graphs, where the GPU time is all that counts) keep the dispatch choice:
 # Fp8Linear sends them unplanned.
 EAGER_ONE_LAUNCH_MAX_M = 16
-_eager_twins = True  # off inside same_kernels_as_graphs()
+_eager_twins = True  # off inside same_kernels_as_graphs(): plans run the graph's kernels
 
 
 def eager_one_launch_enabled() -> bool:
@@ -260,8 +285,8 @@ def eager_one_launch_enabled() -> bool:
 @contextlib.contextmanager
 def same_kernels_as_graphs():
     """Plans built inside run the kernels a CUDA graph of the same call runs (no eager
-    one-launch variant), and keep doing so: for an eager step whose kernels label a graph
-    replay's (hf/capture.py)."""
+    one-launch variant; the graph's choice of a tie, :func:`build`), and keep doing so: for
+    an eager step whose kernels label a graph replay's (hf/capture.py, tower/capture.py)."""
     global _eager_twins
     before = _eager_twins  # nested: the outer block's setting comes back, not True
     _eager_twins = False

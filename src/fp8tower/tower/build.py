@@ -343,7 +343,8 @@ class Tower:
         return [p for _, p in self._problems()]
 
     def _resolve(self, p: GemmProblem) -> Backend:
-        return dispatch.resolve(p, self.backend)[0]
+        """What serves ``p`` in the tower's CUDA graph (on the CPU: its eager steps)."""
+        return dispatch.resolve(p, self.backend, graph=self.device.type == "cuda")[0]
 
     def unservable(self) -> str | None:
         """Why the requested backend cannot serve some GEMM of the step; None if it can."""

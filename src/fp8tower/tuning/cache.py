@@ -65,18 +65,22 @@ def config_label(config: dict | None) -> str:
 # tower_qwen3.5-27b_H200_2026-12-01.json), but in a decode step it can cost more: per_tensor's
 # M = 32 out_proj on the H200 took Triton over CUTLASS's PDL kernel, 1.1% slower in the chain
 # and 1.03 us a GEMM in the step, whose move made it 0.972x
-# (results/session63_2026-12-07/moves.txt). A process that replays CUDA graphs pays no host
-# time per call: FP8TOWER_HOST_TIE=0 (host_tie) lets the fastest GPU time win there. Only
-# the order matters; unknown backends count as 0 (ties then keep the time order).
+# (results/session63_2026-12-07/moves.txt). A CUDA graph pays no host time per call, so a
+# capture takes the fastest GPU time (Entry.choice_for(graph=True), dispatch.resolve's
+# ``graph``): two choices, one per mode, from one cache. FP8TOWER_HOST_TIE=1 / 0 makes both
+# modes take the host tie / the GPU time (host_tie). Only the order matters; unknown
+# backends count as 0 (ties then keep the time order).
 EAGER_HOST_US = {"triton": 20.0, "reference": 30.0, "cublaslt": 33.0, "cutlass": 36.0,
                  "cudnn": 175.0}
 HOST_TIE = 0.015
 
 
-def host_tie() -> bool:
-    """Whether a tie goes to the cheapest eager host path (FP8TOWER_HOST_TIE, default on);
-    off, the fastest GPU time wins it (the tile-major memory tie still holds)."""
-    return flag("FP8TOWER_HOST_TIE", True)
+def host_tie(graph: bool = False) -> bool:
+    """Whether a tie goes to the cheapest eager host path: for eager calls, not for a CUDA
+    graph's (``graph``), unless FP8TOWER_HOST_TIE says for both (1: the host path, 0: the
+    fastest GPU time). The tile-major memory tie holds either way."""
+    both = flag("FP8TOWER_HOST_TIE", None)
+    return not graph if both is None else both
 
 
 def extra_weight_copy(config) -> bool:
@@ -140,6 +144,9 @@ class Entry:
     # (apply_held_layouts): the layer holds that copy anyway, so here it is no second one.
     # Derived from the file's other entries, never written.
     held: frozenset = field(default_factory=frozenset, compare=False)
+    # (backend, config) set by a caller, not by the tie rule (tower/context.py times each
+    # candidate so): it serves CUDA graphs too (choice_for). Never written.
+    forced: bool = field(default=False, compare=False)
 
     @property
     def key(self) -> str:
@@ -172,18 +179,33 @@ class Entry:
 
     @property
     def winner(self) -> Measurement:
+        """What eager calls run (:meth:`pick`); ``backend`` / ``config`` hold it."""
+        return self.pick()
+
+    def pick(self, graph: bool = False) -> Measurement:
         """The fastest candidate, unless one within HOST_TIE of it has a cheaper eager host
-        path (EAGER_HOST_US; only while :func:`host_tie`) or needs no second copy of the
-        weights (``extra_copy``); then the cheapest of those (ties: the faster). An entry
-        tuned in context: its choice."""
+        path (EAGER_HOST_US; only while :func:`host_tie`: eager calls, not a CUDA graph's)
+        or needs no second copy of the weights (``extra_copy``); then the cheapest of those
+        (ties: the faster). An entry tuned in context: its choice, in either mode."""
         if self.context is not None:
             chosen = next((c for c in self.ranked()
                            if (c.backend, c.config) == (self.backend, self.config)), None)
             if chosen is not None:
                 return chosen
-        host = EAGER_HOST_US if host_tie() else {}
+        host = EAGER_HOST_US if host_tie(graph) else {}
         return min(self.ties(), key=lambda c: (host.get(c.backend, 0.0),
                                                self.extra_copy(c.config)))
+
+    def choice_for(self, graph: bool) -> tuple[str, dict | None]:
+        """(backend, config) that serves eager calls (``backend`` / ``config``) or a CUDA
+        graph's: there the GPU-time pick (:meth:`pick`) where the tie rule picks differently
+        for the two modes, else the same; a choice made in context or ``forced`` stands in
+        both."""
+        if graph and not self.forced and self.context is None and self.ranked():
+            g, w = self.pick(graph=True), self.winner
+            if (g.backend, g.config) != (w.backend, w.config):
+                return g.backend, g.config
+        return self.backend, self.config
 
     def extra_copy(self, config) -> bool:
         """Whether ``config`` would add a copy of the weights (extra_weight_copy) that the
@@ -657,13 +679,16 @@ def explain_row(entry: Entry, *, runners_up: int = 2) -> dict:
         return {"backend": c.backend, "config": c.config, "median_us": c.median_us,
                 "min_us": c.min_us, "spread": c.spread, "gbps": c.gbps}
 
-    win = None  # None: every candidate failed
+    win = graph = None  # None: every candidate failed
     if entry.ranked():
         w = entry.winner
         win = cand(w)
         win["ceiling_fraction"] = (
             w.gbps / entry.read_ceiling_gbps if entry.read_ceiling_gbps and w.gbps else None
         )
+        g = entry.choice_for(graph=True)
+        if g != (w.backend, w.config):
+            graph = cand(next(c for c in entry.ranked() if (c.backend, c.config) == g))
     return {
         "key": entry.key,
         "n": p.n,
@@ -676,6 +701,8 @@ def explain_row(entry: Entry, *, runners_up: int = 2) -> dict:
         "channel_weight_scale": p.channel_weight_scale,
         "has_bias": p.has_bias,
         "winner": win,
+        # what a CUDA graph runs where that is not the winner (Entry.choice_for), else None
+        "graph_winner": graph,
         "runners_up": [cand(c) for c in entry.runners_up(runners_up)],
         "margin": entry.margin(),
         "within_noise": entry.within_noise(),

@@ -419,8 +419,9 @@ def tune_problem(
     On a GPU every candidate runs in a chain with an x writer before every WRITE_X_EVERY-th
     call (its share subtracted).
     The winner is ``Entry.winner``: the fastest measured candidate, or within cache.HOST_TIE
-    of it the one with the cheapest eager host path (unless FP8TOWER_HOST_TIE=0:
-    cache.host_tie), then the one without a second weight copy (cache.extra_weight_copy; a
+    of it the one with the cheapest eager host path (eager calls; a CUDA graph takes the
+    fastest GPU time: Entry.choice_for, cache.host_tie), then the one without a second
+    weight copy (cache.extra_weight_copy; a
     tile the same shape's other buckets already run is none: cache.apply_held_layouts,
     applied by tuner.tune; ties: the first measured). A candidate that raises a GPU error
     (:func:`gpu_errors`) is recorded as failed; other errors propagate.
