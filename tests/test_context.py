@@ -130,6 +130,22 @@ def test_refine_keeps_what_the_step_says(interpret, fresh_dispatch, monkeypatch)
     assert (loaded[target].backend, loaded[target].config) == ("triton", alt[target])
 
 
+def test_refine_forces_each_candidate_so_a_graph_runs_it(interpret, fresh_dispatch, no_warmup,
+                                                         monkeypatch):
+    """Each candidate the step times is served as set (Entry.forced), also to a CUDA graph,
+    which otherwise takes its own choice of a tie (Entry.choice_for): the step is a graph.
+    What refine keeps is chosen in context, which stands in both modes."""
+    tower, d, problems, _ = _tower_with_two_candidates()
+    seen, accept = [], d.accept
+    monkeypatch.setattr(d, "accept", lambda p, e: (seen.append((e.forced, e.context)),
+                                                   accept(p, e))[1])
+    monkeypatch.setattr(timing, "time_tower", lambda t, *, replays, steps, **kw:
+                        timing.TowerTiming(1.0, 1.0, 1.0, replays, steps, "fake"))
+    context.refine(tower, steps=1, replays=1)
+    assert sum(forced for forced, _ in seen) >= 2 * len(problems)
+    assert all(forced != (ctx is not None) for forced, ctx in seen)
+
+
 def _fluke_timer(problems, alt, seen):
     """A fake step timer: 1.1 ms, but 1.0 the first time a key's alternative config is
     timed and 1.2 every time after."""

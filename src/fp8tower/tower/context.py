@@ -54,8 +54,7 @@ def launch_kind(c: Measurement) -> tuple:
 
 def shortlist(entry: Entry, top: int = TOP, kinds: int = KINDS,
               runnable: Callable[[Measurement], bool] | None = None) -> list[Measurement]:
-    """The candidates :func:`refine` times for ``entry``: its current choice in a CUDA graph
-    (Entry.choice_for: the step is timed as one), its ``top``
+    """The candidates :func:`refine` times for ``entry``: its current choice, its ``top``
     fastest, then the fastest of each other launch kind (:func:`launch_kind`) within
     KIND_RATIO of the fastest, at most ``kinds`` in all; only those ``runnable`` accepts
     (default: all). The chain ranks launch kinds least
@@ -63,8 +62,8 @@ def shortlist(entry: Entry, top: int = TOP, kinds: int = KINDS,
     5120x6144 M=1 timed 11.53 us as a PDL pre-pass pair and 12.03 us quantizing x in the
     GEMM, but the 27B step ran 2.331 and 2.273 ms with them."""
     ranked = [c for c in entry.ranked() if runnable is None or runnable(c)]
-    now = entry.choice_for(graph=True)
-    current = next((c for c in ranked if (c.backend, c.config) == now), None)
+    current = next((c for c in ranked
+                    if (c.backend, c.config) == (entry.backend, entry.config)), None)
     out = [current] if current is not None else []
     out += [c for c in ranked[:top] if c not in out]
     seen = {launch_kind(c) for c in out}
@@ -116,10 +115,9 @@ def refine(tower, *, top: int = TOP, steps: int = 8, replays: int = 10, rounds: 
         if entry is not None and entry.ranked():
             # a candidate that cannot run here (FP8TOWER_BACKENDS, unavailable, a config no
             # longer offered) would be timed as whatever dispatch falls back on
-            now = entry.choice_for(graph=True)
-            why = d.runnable(p, *now)[1]
+            why = d.runnable(p, entry.backend, entry.config)[1]
             if why is not None:
-                rows.append({"key": key, "kept": f"{now[0]}[{now[1]}]", **step,
+                rows.append({"key": key, "kept": f"{entry.backend}[{entry.config}]", **step,
                              "candidates": [], "note": f"its choice cannot run here: {why}"})
                 continue
 
@@ -131,17 +129,20 @@ def refine(tower, *, top: int = TOP, steps: int = 8, replays: int = 10, rounds: 
             rows.append({"key": key, "kept": None if not cands else cands[0].label, **step,
                          "candidates": [], "note": "nothing to compare"})
             continue
-        now = entry.choice_for(graph=True)
-        if (cands[0].backend, cands[0].config) != now:
+        if (cands[0].backend, cands[0].config) != (entry.backend, entry.config):
             # the choice (e.g. set by hand or by a rule) was never timed among them: a move
             # would be judged against another candidate, not against what runs now
-            rows.append({"key": key, "kept": f"{now[0]}[{now[1]}]", **step,
+            rows.append({"key": key, "kept": f"{entry.backend}[{entry.config}]", **step,
                          "candidates": [], "note": "its choice is not a timed candidate"})
             continue
 
+        # Each candidate is forced, so the step's graph runs it (not its choice of a tie,
+        # Entry.choice_for); the entry kept is chosen in context: it serves both modes.
+        # The current choice is the eager one, as before graphs had their own; a graph's
+        # choice of a tie is within HOST_TIE of the fastest, so among those timed (TOP).
         def timed(c: Measurement, p=p, entry=entry) -> float:
             d.accept(p, dataclasses.replace(entry, backend=c.backend, config=c.config,
-                                            forced=True))  # in the graph too
+                                            forced=True))
             return step_ms()
 
         by_round = []

@@ -687,7 +687,7 @@ def explain_row(entry: Entry, *, runners_up: int = 2) -> dict:
             w.gbps / entry.read_ceiling_gbps if entry.read_ceiling_gbps and w.gbps else None
         )
         g = entry.choice_for(graph=True)
-        if g != (w.backend, w.config):
+        if g != (entry.backend, entry.config):
             graph = cand(next(c for c in entry.ranked() if (c.backend, c.config) == g))
     return {
         "key": entry.key,
