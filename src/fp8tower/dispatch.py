@@ -292,8 +292,8 @@ class Dispatcher:
         can run here (else, silently, the eager choice)."""
         choice = self.resolve(problem)
         with self._lock:
-            if self._memo.get(problem) is not choice:
-                return choice  # a capture's miss (its safe default is not final) or a race
+            if problem not in self._memo:
+                return choice  # a capture's miss: its safe default is not final
             entry = self.entries_for(problem).get(problem.key())
             if entry is not None:
                 pick = entry.choice_for(graph=True)
