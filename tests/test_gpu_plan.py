@@ -138,8 +138,9 @@ def test_in_kernel_quant_is_bit_exact_on_gpu(m, scheme, dtype):
 @pytest.mark.parametrize("scheme", [Scheme.CHANNEL_TOKEN, Scheme.BLOCK128], ids=str)
 def test_eager_plan_is_one_launch_and_graphs_keep_the_dispatch_choice(scheme):
     """With backend auto, an eager channel_token / block128 call runs one Triton launch
-    (x quantized in the GEMM, plan.eager_one_launch); a captured call runs the dispatch
-    choice unplanned: the plan's launches do not move during the capture."""
+    (x quantized in the GEMM, plan.eager_one_launch); a captured call runs the plan of the
+    graph's dispatch choice (Plan.graph): the eager plan's launches do not move during the
+    capture, the graph plan's do."""
     n, k, m = 4096, 4096, 1
     g = torch.Generator(device="cuda").manual_seed(7)
     w = quantize_weight(torch.randn(n, k, device="cuda", generator=g) * 0.02, scheme)
@@ -159,13 +160,18 @@ def test_eager_plan_is_one_launch_and_graphs_keep_the_dispatch_choice(scheme):
     be, cfg = dispatch.resolve(p, "auto")
     two_launches = be.name != "triton" or x_is_fp8(scheme, False, cfg or {})
     # a tie the graph takes otherwise (dispatch's two choices) is eager-only too
-    unplanned = two_launches or dispatch.resolve(p, "auto", graph=True) != (be, cfg)
-    assert entry.eager_only == unplanned and entry.plan.backend.name == "triton"
+    eager_only = two_launches or dispatch.resolve(p, "auto", graph=True) != (be, cfg)
+    assert entry.eager_only == eager_only and entry.plan.backend.name == "triton"
     assert len(entry.plan.launches) == 1 and entry.plan.direct_launches > 0
     before = entry.plan.direct_launches
+    gp = entry.plan.graph
+    assert (gp is not None) == eager_only
+    graph_before = gp.direct_launches if gp is not None else 0
     _graph_replay_matches(planned, plain, m, k, g, rtol=1e-2, atol=1e-2)  # the same choice
-    if unplanned:  # captured calls ran the graph's choice, unplanned
+    if eager_only:  # captured calls ran the plan of the graph's choice
         assert entry.plan.direct_launches == before
+        assert (gp.backend, gp.config) == dispatch.resolve(p, "auto", graph=True)
+        assert not gp.launches or gp.direct_launches > graph_before
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=str)
@@ -174,7 +180,7 @@ def test_eager_per_tensor_twin_of_the_deep_pair(m, dtype, monkeypatch):
     """An eager per_tensor call whose choice is the deep tile from the pre-pass pair (the
     H100's untuned small_m_deep, deep_default at M > 1) runs that tile quantizing x itself:
     one launch, the pair's bits; fp32 x on fewer stages (4 outgrew shared memory, session
-    50's review); a captured call runs the pair, not the plan."""
+    50's review); a captured call runs the pair's plan (Plan.graph), not the twin's."""
     from fp8tower import backends, dispatch
     from fp8tower.kernels import configs as kc
     from fp8tower.problem import GemmProblem
@@ -198,6 +204,9 @@ def test_eager_per_tensor_twin_of_the_deep_pair(m, dtype, monkeypatch):
     assert (entry.plan.config["num_stages"] < pair["num_stages"]) == (dtype is torch.float32)
     before = entry.plan.direct_launches
     assert before > 0  # the plan launches directly: a capture that used it would count
+    gp = entry.plan.graph
+    assert gp.config == pair and len(gp.launches) == 2  # the pair: pre-pass + GEMM
+    graph_before = gp.direct_launches
     x = torch.randn(m, k, device="cuda", generator=g).to(dtype)
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
@@ -205,7 +214,8 @@ def test_eager_per_tensor_twin_of_the_deep_pair(m, dtype, monkeypatch):
     x.copy_(torch.randn(m, k, device="cuda", generator=g).to(dtype))
     graph.replay()
     torch.testing.assert_close(y, plain(x), rtol=0, atol=0)
-    assert entry.plan.direct_launches == before  # the capture ran the pair, unplanned
+    assert entry.plan.direct_launches == before  # the capture ran the pair's plan
+    assert gp.direct_launches > graph_before
 
 
 @pytest.mark.parametrize("scheme", [Scheme.CHANNEL_TOKEN, Scheme.BLOCK128], ids=str)
@@ -366,8 +376,8 @@ def test_grad_on_gpu_matches_the_reference_formula():
 def test_a_cuda_graph_runs_its_own_choice_of_a_cached_tie(scheme, monkeypatch, tmp_path):
     """A cached tie (cuBLASLt 1% faster than Triton, whose eager host path is cheaper), served
     by the process's dispatcher from the file: eager calls run Triton's plan; its first call
-    loads cuBLASLt's kernels (Plan.warm), which a captured call then runs unplanned (the
-    spy counts each call), and the replay matches the eager result. The compiled op's path
+    runs cuBLASLt's plan once (Plan.warm, loading its kernels), which a captured call then
+    runs (the spy counts each call), and the replay matches the eager result. The compiled op's path
     (fp8_linear under capture) takes the graph's choice too."""
     import dataclasses
 

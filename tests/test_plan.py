@@ -411,6 +411,52 @@ def test_eager_one_launch_fits_fp32_x_in_shared_memory(interpret):
             assert kc.smem_bytes(cfg, kc.block_m_for(8), dtype.itemsize) <= kc.SMEM_BUDGET
 
 
+def test_a_captured_eager_only_call_runs_the_plan_of_the_graphs_choice(interpret, monkeypatch):
+    """Where a CUDA graph runs another choice than the eager plan (its one-launch twin, or a
+    tie the graph takes otherwise), the plan holds a plan of the graph's choice, exactly it
+    (no twin), its first call runs that once (warm), and a captured call of the module runs
+    it, pinned. Before session 66 the captured call ran the choice unplanned, whose CUTLASS
+    path quantizes x without the plan's PDL (an H200 step 3.6% slower at M = 32). On the
+    CPU, graph_choice stands in for the GPU's resolution and _forward_captured for a capture."""
+    import dataclasses
+
+    from fp8tower import backends, dispatch
+    from fp8tower.kernels import configs as kc
+    from fp8tower.nn import plan
+
+    scheme = Scheme.CHANNEL_TOKEN
+    triton, ref = backends.get("triton"), backends.get("reference")
+    pair = {"block_n": 64, "block_k": 128, "split_k": 1, "num_warps": 4, "num_stages": 2,
+            "prequant": True, **kc.PDL_PAIR}
+    runs = []
+
+    def run(*a, **kw):
+        runs.append(kw["config"])
+        return ref.run(*a, **kw)
+
+    spy = dataclasses.replace(ref, run=run)
+    monkeypatch.setattr(dispatch, "resolve", lambda problem, backend, graph=False: (triton, pair))
+    for graph, launches in (((triton, pair), 0), ((spy, None), 1)):
+        monkeypatch.setattr(plan, "graph_choice", lambda problem, backend, x2, g=graph: g)
+        planned, plain = _pair(scheme, n=80, k=384, backend="auto")
+        x = _x((2, 384), scheme)
+        runs.clear()
+        want = plain(x)
+        torch.testing.assert_close(planned(x), want, rtol=0, atol=0)
+        (entry,) = planned._plans.values()
+        assert entry.eager_only and not kc.x_is_fp8(scheme, False, entry.plan.config)
+        g = entry.plan.graph
+        assert (g.backend, g.config) == graph and not g.eager_only and g.graph is None
+        assert entry.plan.warm == g.run and len(runs) == launches  # warm ran it once
+        y = planned._forward_captured(x, entry)
+        assert len(runs) == 2 * launches and entry.pinned and entry in planned._pinned
+        if graph[0] is spy:  # the reference's own bits (another sum order than Triton's)
+            w = planned.fp8_weight()
+            want = ref.run(x, w, ref.packed_for(w), act_scale=None, bias=planned.bias,
+                           out_dtype=torch.bfloat16, config=None)
+        torch.testing.assert_close(y, want, rtol=0, atol=0)
+
+
 def test_eager_one_launch_can_be_turned_off(interpret, monkeypatch):
     """FP8TOWER_EAGER_ONE_LAUNCH=0, or plans built inside same_kernels_as_graphs() (an eager
     step that labels a graph replay's kernels), keep the dispatch choice: the pre-pass too."""

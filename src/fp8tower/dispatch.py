@@ -24,7 +24,8 @@
   take a tie (within cache.HOST_TIE of the fastest) on the cheapest eager host path; a CUDA
   graph's calls (``graph=True``, which nn/ops.run_2d passes under capture) take the fastest
   GPU time (tuning.cache.Entry.choice_for; FP8TOWER_HOST_TIE=1 / 0 sets one rule for both).
-  Launch plans whose kernels differ from the graph's choice are eager-only (nn/plan.py).
+  Launch plans whose kernels differ from the graph's choice are eager-only; captures run a
+  plan of the graph's choice (nn/plan.py).
 - Never tuned under CUDA graph capture: a miss during capture takes the safe default (a cached
   entry is still used), is counted (``stats()["capture_misses"]``) and warns once per
   process with the ``fp8tower tune`` command that would have tuned it. It is not memoized,

@@ -586,13 +586,17 @@ class Fp8Linear(nn.Module):
         return None, x
 
     def _forward_captured(self, x: torch.Tensor, e: _PlanEntry) -> torch.Tensor:
-        """A call with a plan under CUDA graph capture."""
+        """A call with a plan under CUDA graph capture: the plan, or where it is eager-only
+        the plan of the graph's choice (plan.py's module doc)."""
+        run = e.run
         if e.eager_only:
-            return self._forward_unplanned(x)  # a graph runs the dispatch choice
+            if e.plan.graph is None:
+                return self._forward_unplanned(x)  # a graph runs the dispatch choice
+            run = e.plan.graph.run
         if not e.pinned:  # the graph keeps the plan's buffers' addresses: keep the buffers
             e.pinned = True
             self._pinned.append(e)
-        return e.run(x)
+        return run(x)
 
     def _forward_planned(self, x: torch.Tensor) -> torch.Tensor:
         """Build this input's plan (where one applies) and run it; else the unplanned path."""

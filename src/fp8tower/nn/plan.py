@@ -17,8 +17,13 @@ built under CUDA graph capture (a capture-time dispatch miss is not final, and b
 must not come from the graph's pool) but are used there, so warm up eagerly first.
 
 Eager and captured calls may differ, and then the plan is ``eager_only``: a captured call
-of its module runs the graph's dispatch choice unplanned, whose kernels the plan's first
-call has loaded (``Plan.warm``: a kernel cannot be loaded during a capture). Two ways:
+of its module runs ``Plan.graph``, the plan of the graph's dispatch choice, which the eager
+plan's first call has run once (``Plan.warm``: a kernel cannot be loaded during a capture).
+A graph then runs the kernels a plan of that choice runs where eager and graph agree: before
+session 66 it ran the choice unplanned, whose CUTLASS path quantizes x without PDL, unlike
+the plan's pre-pass (``_quant_first_plan``); a 27B per_tensor step whose out_proj / o_proj
+were such ties took 2.385 ms at M = 32 on an H200, 2.301 where they ran planned
+(results/session65_2026-12-07/c8/: 64 PDL edges a step fewer). Two ways:
 - ``eager_one_launch``: where the dispatch choice takes two launches (channel_token /
   block128: pre-pass + GEMM; per_tensor's and weight_only's Triton pre-pass pairs), an
   eager plan runs one Triton launch that quantizes x itself, the same bits;
@@ -188,14 +193,16 @@ class Plan:
     """One resolved call: ``plan(x) -> y`` for a contiguous x of the planned shape (..., K);
     y is (..., N). The kernels take x's pointer as it is: no 2-D view per call."""
 
-    __slots__ = ("__weakref__", "backend", "config", "eager_only", "launches", "m", "run",
-                 "warm")
+    __slots__ = ("__weakref__", "backend", "config", "eager_only", "graph", "launches", "m",
+                 "run", "warm")
 
     def __init__(self, backend, config, m, run, launches=()):
         self.backend, self.config, self.m, self.run = backend, config, m, run
         self.launches = tuple(launches)
-        self.eager_only = False  # True: not the graph's choice; captured calls go unplanned
-        # eager_only: warm(x) runs the graph's choice once, eagerly, loading its kernels
+        self.eager_only = False  # True: not the graph's choice; captured calls run ``graph``
+        # eager_only on a GPU: the plan of the graph's choice (None: captured calls go
+        # unplanned), and warm(x), which runs it once, eagerly, loading its kernels
+        self.graph: Plan | None = None
         self.warm = None
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
@@ -209,32 +216,43 @@ class Plan:
 def build(x: torch.Tensor, weight, *, bias, out_dtype, backend) -> Plan:
     """Resolve (backend, config) for a contiguous x (..., K) and bind everything that does
     not change. On a GPU the graph's choice is resolved too: where the plan runs other
-    kernels, it is ``eager_only`` and ``warm`` runs that choice (the module doc)."""
+    kernels, it is ``eager_only``, ``graph`` is the plan of that choice and ``warm`` runs
+    it (the module doc)."""
     from .. import dispatch
     from ..problem import GemmProblem
 
     x2 = x.view(-1, weight.k)
     problem = GemmProblem.for_call(x2, weight, out_dtype, None, bias=bias)
-    graph = dispatch.resolve(problem, backend, graph=True) if x2.is_cuda else None
+    graph = graph_choice(problem, backend, x2)
     be, config = graph if graph is not None and not _eager_twins \
         else dispatch.resolve(problem, backend)
+    shape = (*x.shape[:-1], weight.n)
     plan = _build(x2, weight, problem, be, config, bias=bias, out_dtype=out_dtype,
-                  backend=backend, out_shape=(*x.shape[:-1], weight.n))
+                  backend=backend, out_shape=shape)
     if graph is not None and (plan.eager_only or graph != (be, config)):
-        plan.eager_only = True  # a captured call takes the graph's choice
-
-        def warm(x, gbe=graph[0], gcfg=graph[1]):
-            gbe.run(x.view(-1, weight.k), weight, gbe.packed_for(weight), act_scale=None,
-                    bias=bias, out_dtype=out_dtype, config=gcfg)
-
-        plan.warm = warm
+        plan.eager_only = True  # a captured call takes the graph's choice, planned
+        plan.graph = _build(x2, weight, problem, *graph, bias=bias, out_dtype=out_dtype,
+                            backend=backend, out_shape=shape, twin=False)
+        plan.warm = plan.graph.run
     return plan
 
 
-def _build(x2, weight, problem, be, config, *, bias, out_dtype, backend, out_shape) -> Plan:
+def graph_choice(problem, backend, x2: torch.Tensor):
+    """The dispatch choice a CUDA graph's capture of this call runs; None off CUDA (nothing
+    is captured there, and the eager choice is all a plan needs)."""
+    from .. import dispatch
+
+    return dispatch.resolve(problem, backend, graph=True) if x2.is_cuda else None
+
+
+def _build(x2, weight, problem, be, config, *, bias, out_dtype, backend, out_shape,
+           twin: bool = True) -> Plan:
+    """The plan running (``be``, ``config``); ``twin``: its eager one-launch twin where one
+    applies (eager_one_launch), else exactly that choice's kernels (a graph's plan)."""
     one_launch_quant = x2.dtype != FP8_DTYPE and not (
         weight.scheme is Scheme.PER_TENSOR and weight.act_scale is None)  # no global amax
-    twin = eager_one_launch(problem, be, config, backend) if one_launch_quant else None
+    twin = eager_one_launch(problem, be, config, backend) if one_launch_quant and twin \
+        else None
     if twin is not None:  # eager only: a captured call takes the dispatch choice
         plan = _triton_plan(x2, weight, twin[0].packed_for(weight), twin[0], twin[1],
                             bias=bias, out_dtype=out_dtype, out_shape=out_shape)
