@@ -377,8 +377,8 @@ def test_a_cuda_graph_runs_its_own_choice_of_a_cached_tie(scheme, monkeypatch, t
     """A cached tie (cuBLASLt 1% faster than Triton, whose eager host path is cheaper), served
     by the process's dispatcher from the file: eager calls run Triton's plan; its first call
     runs cuBLASLt's plan once (Plan.warm, loading its kernels), which a captured call then
-    runs (the spy counts each call), and the replay matches the eager result. The compiled op's path
-    (fp8_linear under capture) takes the graph's choice too."""
+    runs (the spy counts each call), and the replay matches the eager result. The compiled
+    op's path (fp8_linear under capture) takes the graph's choice too."""
     import dataclasses
 
     from fp8tower import backends, dispatch

@@ -416,8 +416,9 @@ def test_a_captured_eager_only_call_runs_the_plan_of_the_graphs_choice(interpret
     tie the graph takes otherwise), the plan holds a plan of the graph's choice, exactly it
     (no twin), its first call runs that once (warm), and a captured call of the module runs
     it, pinned. Before session 66 the captured call ran the choice unplanned, whose CUTLASS
-    path quantizes x without the plan's PDL (an H200 step 3.6% slower at M = 32). On the
-    CPU, graph_choice stands in for the GPU's resolution and _forward_captured for a capture."""
+    path quantizes x without the plan's PDL (a 27B step 1.020x slower at M = 32 on an H100,
+    results/session66_2026-12-07/tie/). On the CPU, graph_choice stands in for the GPU's
+    resolution and _forward_captured for a capture."""
     import dataclasses
 
     from fp8tower import backends, dispatch

@@ -21,9 +21,10 @@ of its module runs ``Plan.graph``, the plan of the graph's dispatch choice, whic
 plan's first call has run once (``Plan.warm``: a kernel cannot be loaded during a capture).
 A graph then runs the kernels a plan of that choice runs where eager and graph agree: before
 session 66 it ran the choice unplanned, whose CUTLASS path quantizes x without PDL, unlike
-the plan's pre-pass (``_quant_first_plan``); a 27B per_tensor step whose out_proj / o_proj
-were such ties took 2.385 ms at M = 32 on an H200, 2.301 where they ran planned
-(results/session65_2026-12-07/c8/: 64 PDL edges a step fewer). Two ways:
+the plan's pre-pass (``_quant_first_plan``): the 27B per_tensor step at M = 32 whose
+out_proj / o_proj were such a tie ran 3.152 ms so on an H100, 3.090 planned (64 PDL edges a
+step fewer; results/session66_2026-12-07/tie/, and session65_2026-12-07/c8/ on an H200:
+2.385 ms, its trace of the same cache, planned, 2.301). Two ways:
 - ``eager_one_launch``: where the dispatch choice takes two launches (channel_token /
   block128: pre-pass + GEMM; per_tensor's and weight_only's Triton pre-pass pairs), an
   eager plan runs one Triton launch that quantizes x itself, the same bits;
