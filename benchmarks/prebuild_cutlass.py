@@ -7,7 +7,9 @@ and block128's bk, bp) x three token tiles (16 / 32 / 64 by M bucket): 15 librar
 the shapes. Each is keyed by its source, defines, nvcc flags, nvcc's and CUTLASS's versions
 (``cutlass.build_key``), so the libraries built here are the device's when both run nvcc
 13.0.88 and nvidia-cutlass 4.2.0.0 (the device's README; a mismatch only means the device
-builds them again). The archive holds ``cutlass/<name>-<key>.so``: extract it into the
+builds them again). The archive holds ``cutlass/<name>-<key>.so`` and its build record
+``.json`` (tests/test_cutlass_backend.py's build test reads it on a cache hit, and failed on
+a cache the archive had filled without them, session 67): extract it into the
 device's fp8tower cache dir (``FP8TOWER_CACHE_DIR``, else ~/.cache/fp8tower):
 
     python benchmarks/prebuild_cutlass.py              # -> .gpu/run/prebuilt.tar.xz
@@ -69,7 +71,9 @@ def main(argv: list[str] | None = None) -> int:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         with tarfile.open(args.out, "w:xz") as tar:
             for so in built:
-                tar.add(so, arcname=f"cutlass/{so.name}")
+                for f in (so, so.with_suffix(".json")):
+                    if f.exists():
+                        tar.add(f, arcname=f"cutlass/{f.name}")
         print(f"wrote {args.out} ({len(built)} libraries, {args.out.stat().st_size / 1e6:.1f} MB)")
     return 0
 
