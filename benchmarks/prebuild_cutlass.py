@@ -45,6 +45,19 @@ def jobs() -> list:
     return out
 
 
+def pack(cache: Path, out: Path) -> list[Path]:
+    """Write ``out`` (xz tar) with every library of ``cache`` (a ``cutlass/`` cache folder)
+    and its build record where there is one, as ``cutlass/<file>``; the libraries packed."""
+    built = sorted(cache.glob("*.so"))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(out, "w:xz") as tar:
+        for so in built:
+            for f in (so, so.with_suffix(".json")):
+                if f.exists():
+                    tar.add(f, arcname=f"cutlass/{f.name}")
+    return built
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", type=Path, default=ROOT / ".gpu" / "run" / "prebuilt.tar.xz",
@@ -67,13 +80,7 @@ def main(argv: list[str] | None = None) -> int:
         print(report.summary())
         if report.failures:
             return 1
-        built = sorted((Path(tmp) / "cutlass").glob("*.so"))
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        with tarfile.open(args.out, "w:xz") as tar:
-            for so in built:
-                for f in (so, so.with_suffix(".json")):
-                    if f.exists():
-                        tar.add(f, arcname=f"cutlass/{f.name}")
+        built = pack(Path(tmp) / "cutlass", args.out)
         print(f"wrote {args.out} ({len(built)} libraries, {args.out.stat().st_size / 1e6:.1f} MB)")
     return 0
 

@@ -253,6 +253,27 @@ def test_cublaslt_glue_old_wrapper_matches_the_backend_on_cpu():
         assert old.shape == (m, 64) and torch.equal(old, new), m
 
 
+def test_prebuild_packs_each_library_with_its_build_record(tmp_path):
+    """prebuild_cutlass.pack: every .so of the cache and its .json build record where there
+    is one (the record is what tests/test_cutlass_backend.py's build test reads on a cache
+    hit; an archive of the libraries alone failed it, session 67), nothing else."""
+    import tarfile
+
+    cache = tmp_path / "cutlass"
+    cache.mkdir()
+    for name in ("pf_64x16x128-aa.so", "pf_64x16x128-aa.json", "bp_64x16x128-bb.so",
+                 "stray.txt"):
+        (cache / name).write_text(name)
+    out = tmp_path / "run" / "prebuilt.tar.xz"
+    built = _load("prebuild_cutlass").pack(cache, out)
+    assert [p.name for p in built] == ["bp_64x16x128-bb.so", "pf_64x16x128-aa.so"]
+    with tarfile.open(out) as t:
+        assert sorted(t.getnames()) == ["cutlass/bp_64x16x128-bb.so",
+                                        "cutlass/pf_64x16x128-aa.json",
+                                        "cutlass/pf_64x16x128-aa.so"]
+        assert t.extractfile("cutlass/pf_64x16x128-aa.json").read() == b"pf_64x16x128-aa.json"
+
+
 def _prebuilt_run(tmp_path):
     """RUN with a prebuilt.tar.xz holding cutlass/lib.so ("built"), as
     benchmarks/prebuild_cutlass.py writes it; skips without bash or xz."""
