@@ -12,7 +12,8 @@ import tarfile
 from pathlib import Path
 
 HERE = Path(__file__).parent
-ROW = re.compile(r"│ (\w+)\s+│\s+(\d+) │ merged │ auto\s+│\s+\d+ │\s+([\d.]+) │.*│\s+[\d.]+x │ (.+?)\s+│")
+ROW = re.compile(r"│ (\w+)\s+│\s+(\d+) │ merged │ auto\s+│\s+\d+ │\s+([\d.]+) │"  # scheme M ms
+                 r".*│\s+[\d.]+x │ (.+?)\s+│")  # chosen
 
 
 def tables(archive: Path) -> dict:
