@@ -13,6 +13,7 @@ case "$GPU" in
   *) SCHEMES=block128; BUDGET=${BUDGET:-330} ;;
 esac
 rm -rf /tmp/o68 && mkdir -p /tmp/o68
-BUDGET=$BUDGET SCHEMES="$SCHEMES" OUT=/tmp/o68 bash benchmarks/results/session66_2026-12-07/chain_pdl.sh
+BUDGET=$BUDGET SCHEMES="$SCHEMES" OUT=/tmp/o68 \
+  bash benchmarks/results/session66_2026-12-07/chain_pdl.sh
 cp /tmp/o68/chain/status.txt "$OUT/"
 tar czf "$OUT/chain.tgz" -C /tmp/o68 chain

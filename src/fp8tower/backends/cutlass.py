@@ -377,7 +377,7 @@ def _run(x, weight, packed, *, act_scale=None, bias=None, out_dtype=torch.bfloat
     # Unplanned (the tuner's chain, a captured compiled call), the pre-pass launches without
     # PDL, unlike the plan's (nn/plan._quant_first_plan). Kept: a chain timing it with PDL
     # moved 64-80 of the 27B tower's 128 GEMMs onto CUTLASS in 6 of 9 scheme / M cells, and
-    # those steps ran 0.7-4.2% slower but per_tensor's at M = 32 (0.995x; H100,
+    # those steps ran 0.7-4.2% slower, except per_tensor's at M = 32 (0.995x; H100,
     # benchmarks/results/session68_2026-12-07/ab.json).
     xq, sa = act_quant.for_gemm(x, weight, act_scale)
     xq = _tma_ready(xq)
