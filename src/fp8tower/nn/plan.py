@@ -233,7 +233,7 @@ def build(x: torch.Tensor, weight, *, bias, out_dtype, backend) -> Plan:
     if graph is not None and (plan.eager_only or graph != (be, config)):
         plan.eager_only = True  # a captured call takes the graph's choice, planned
         plan.graph = _build(x2, weight, problem, *graph, bias=bias, out_dtype=out_dtype,
-                            backend=backend, out_shape=shape, twin=False)
+                            backend=backend, out_shape=shape, eager_twin=False)
         plan.warm = plan.graph.run
     return plan
 
@@ -247,13 +247,13 @@ def graph_choice(problem, backend, x2: torch.Tensor):
 
 
 def _build(x2, weight, problem, be, config, *, bias, out_dtype, backend, out_shape,
-           twin: bool = True) -> Plan:
-    """The plan running (``be``, ``config``); ``twin``: its eager one-launch twin where one
-    applies (eager_one_launch), else exactly that choice's kernels (a graph's plan)."""
+           eager_twin: bool = True) -> Plan:
+    """The plan running (``be``, ``config``); ``eager_twin``: its eager one-launch twin where
+    one applies (eager_one_launch), else exactly that choice's kernels (a graph's plan)."""
     one_launch_quant = x2.dtype != FP8_DTYPE and not (
         weight.scheme is Scheme.PER_TENSOR and weight.act_scale is None)  # no global amax
-    twin = eager_one_launch(problem, be, config, backend) if one_launch_quant and twin \
-        else None
+    twin = eager_one_launch(problem, be, config, backend) \
+        if one_launch_quant and eager_twin else None
     if twin is not None:  # eager only: a captured call takes the dispatch choice
         plan = _triton_plan(x2, weight, twin[0].packed_for(weight), twin[0], twin[1],
                             bias=bias, out_dtype=out_dtype, out_shape=out_shape)
