@@ -2,7 +2,7 @@
 # Session 69's device call (carry .gpu/run): issue #12's "before / after from one run". The
 # 27B tower, merged + auto, at M = 1, 8, 32, timed with the code of 2026-11-30 that the
 # issue's numbers came from (commit 842f1f3, `git archive 842f1f3 src` in .gpu/run/old; its
-# CUTLASS libraries prebuilt by prebuild_old.py in .gpu/run/prebuilt_old.tar.xz) and with this
+# CUTLASS libraries prebuilt by prebuild_old.py in .gpu/run/old/prebuilt.tar.xz) and with this
 # checkout, each tuned from cold in its own cache as it was then / is now:
 #   before: `tune --model qwen3.5-27b --m 1,8,16,32 --scheme S --max-configs 4` (the issue's
 #           verify_h200.sh step), then `bench tower` (one round: it had no --rounds);
@@ -23,21 +23,16 @@ echo "after: $(git rev-parse --short HEAD 2>/dev/null || echo '?'); before: 842f
   >> "$O/status.txt"
 OLD=$PWD/.gpu/run/old/src
 cold_cache .gpu/run /tmp/after
-rm -rf /tmp/before && mkdir -p /tmp/before && tar xJf .gpu/run/prebuilt_old.tar.xz -C /tmp/before
-before() {  # name limit args...
-  local name=$1 l=$2 t=$(date +%s)
-  shift 2
-  PYTHONPATH=$OLD:/tmp/site FP8TOWER_CACHE_DIR=/tmp/before timeout -k 10 "$(lim "$l")" \
+cold_cache .gpu/run/old /tmp/before
+arm() {  # src cache name limit args...: python3 -m fp8tower args, that src first on the path
+  local src=$1 cache=$2 name=$3 l=$4 t=$(date +%s)
+  shift 4
+  PYTHONPATH=$src:/tmp/site FP8TOWER_CACHE_DIR=$cache timeout -k 10 "$(lim "$l")" \
     python3 -m fp8tower "$@" > "$O/$name.log" 2>&1
   echo "$name rc=$? s=$(( $(date +%s) - t )) left=$(left)" | tee -a "$O/status.txt"
 }
-after() {
-  local name=$1 l=$2 t=$(date +%s)
-  shift 2
-  FP8TOWER_CACHE_DIR=/tmp/after timeout -k 10 "$(lim "$l")" \
-    python3 -m fp8tower "$@" > "$O/$name.log" 2>&1
-  echo "$name rc=$? s=$(( $(date +%s) - t )) left=$(left)" | tee -a "$O/status.txt"
-}
+before() { arm "$OLD" /tmp/before "$@"; }
+after() { arm "$PWD/src" /tmp/after "$@"; }
 T="--model qwen3.5-27b --arms merged --backends auto --m 1,8,32"
 for s in ${SCHEMES:-per_tensor channel_token}; do
   before "tune_before_$s" 120 tune --model qwen3.5-27b --m 1,8,16,32 --scheme "$s" --max-configs 4

@@ -1,25 +1,29 @@
 """Build, on the CPU machine, the CUTLASS libraries that the tuner of 2026-11-30 (commit
-842f1f3, the code issue #12's "before" numbers came from) times, and pack them like
-benchmarks/prebuild_cutlass.py does, so the device's "before" arm tunes without nvcc builds.
-Run with that commit's src first on sys.path:
+842f1f3, the code issue #12's "before" numbers came from) times, and pack them with
+benchmarks/prebuild_cutlass.pack, so the device's "before" arm tunes without nvcc builds
+(six libraries, about 6 min here). Run with that commit's src first on sys.path, writing the
+archive beside it, where before_after.sh unpacks it (device_wheels.sh's cold_cache):
 
     git archive 842f1f3 src | tar -x -C .gpu/run/old
     PYTHONPATH=.gpu/run/old/src .venv/bin/python \
-        benchmarks/results/session69_2026-12-07/prebuild_old.py .gpu/run/prebuilt_old.tar.xz
+        benchmarks/results/session69_2026-12-07/prebuild_old.py .gpu/run/old/prebuilt.tar.xz
 """
 
 import os
 import sys
-import tarfile
 import tempfile
 from pathlib import Path
 
 out = Path(sys.argv[1])
 with tempfile.TemporaryDirectory() as tmp:
     os.environ["FP8TOWER_CACHE_DIR"] = tmp
-    from fp8tower.backends import cutlass
+    from fp8tower.backends import cutlass  # the old one: first on sys.path
     from fp8tower.formats import Scheme
     from fp8tower.problem import GemmProblem
+
+    # imported after fp8tower, so its sys.path entry for this checkout's src changes nothing
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+    from prebuild_cutlass import pack
 
     print("cutlass module:", cutlass.__file__)
     jobs = []
@@ -30,9 +34,5 @@ with tempfile.TemporaryDirectory() as tmp:
     print("building", [s.name for s in specs], flush=True)
     for s in specs:
         print(cutlass.build(s), flush=True)
-    with tarfile.open(out, "w:xz") as tar:
-        for so in sorted((Path(tmp) / "cutlass").glob("*.so")):
-            for f in (so, so.with_suffix(".json")):
-                if f.exists():
-                    tar.add(f, arcname=f"cutlass/{f.name}")
-print("wrote", out)
+    built = pack(Path(tmp) / "cutlass", out)
+print(f"wrote {out} ({len(built)} libraries)")
