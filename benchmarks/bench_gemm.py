@@ -19,7 +19,8 @@ this GPU: on a GPU outside dispatch.UNTUNED_RULE_GPUS ``untuned`` is cuBLASLt, a
 measures whether the H200's rule would hold there), and
 Triton variants of the default config (``variant_config``: pair, deep, deep_own, nodeep), and
 any Triton arm with some of its config's keys overridden: ``triton[split_k=8]``,
-``deep[num_stages=3,block_k=256]`` (``parse_override``). With
+``deep[num_stages=3,block_k=256]`` (``parse_override``), and CUTLASS's default config with
+some keys overridden: ``cutlass[cluster=2]``, ``cutlass[sched=pp,pdl=false]``. With
 ``cublaslt`` among the arms, every row gets its ratio to it in the same run and the summary
 lists the rows more than 2% slower. The JSON is written after each scheme too (``"complete":
 false``, no ratios yet): ``auto`` tunes every key the cache lacks inside the run (per_tensor
@@ -105,6 +106,11 @@ VARIANTS = ("pair", "deep", "deep_own", "nodeep")
 # The Triton config keys an arm may override (parse_override).
 OVERRIDE_KEYS = ("block_n", "block_k", "split_k", "num_warps", "num_stages", "prequant", "pdl",
                  "prefetch", "packed", "fused_amax", "wo_mode")
+# The CUTLASS config keys a ``cutlass[...]`` arm may override (its default config's); the
+# strings and floats among them are taken as written.
+CUTLASS_OVERRIDE_KEYS = ("sched", "tile", "cluster", "pdl", "mode", "splits", "overlap",
+                         "prefetch")
+_CUTLASS_TEXT, _CUTLASS_FLOAT = ("sched", "tile", "mode"), ("overlap", "prefetch")
 # The bar of issue #12: no arm more than this much slower than cuBLASLt, tuned or not.
 CUBLASLT_TOLERANCE = 0.02
 # --chain: what each GEMM of the timed graph follows (recorded in the JSON's "chain").
@@ -130,23 +136,32 @@ def split_arms(text: str) -> list[str]:
 
 
 def parse_override(name: str) -> tuple[str, dict]:
-    """``ARM[key=value,...]`` -> (ARM, {key: int or bool}); a plain name -> (name, {}).
-    Values as ``dispatch --explain`` prints them (True / False) are taken too. Only Triton
-    arms (triton and the variants) take overrides, of keys of their configs, and ``auto``
-    where it chose Triton (its other choices run as they are)."""
+    """``ARM[key=value,...]`` -> (ARM, {key: value}); a plain name -> (name, {}).
+    Values as ``dispatch --explain`` prints them (True / False) are taken too. Triton arms
+    (triton and the variants) take overrides of keys of their configs, ``auto`` where it
+    chose Triton (its other choices run as they are), and ``cutlass`` of its default
+    config's keys (CUTLASS_OVERRIDE_KEYS: ``cutlass[cluster=2]``, ``cutlass[sched=pp]``)."""
     if "[" not in name:
         return name, {}
     base, _, rest = name.partition("[")
-    if not rest.endswith("]") or base not in ("triton", "auto", *VARIANTS):
+    if not rest.endswith("]") or base not in ("triton", "auto", "cutlass", *VARIANTS):
         raise SystemExit(f"--backends: {name!r}: an override is ARM[key=value,...] with ARM "
-                         f"triton, auto or one of {', '.join(VARIANTS)}")
+                         f"triton, auto, cutlass or one of {', '.join(VARIANTS)}")
+    keys = CUTLASS_OVERRIDE_KEYS if base == "cutlass" else OVERRIDE_KEYS
     over = {}
     for item in rest[:-1].split(","):
         key, eq, value = item.partition("=")
-        if not eq or key not in OVERRIDE_KEYS:
+        if not eq or key not in keys:
             raise SystemExit(f"--backends: {name!r}: {item!r} is not KEY=VALUE with KEY one of "
-                             f"{', '.join(OVERRIDE_KEYS)}")
-        if value.lower() in ("true", "false"):  # True / False as tuning.cache.config_label
+                             f"{', '.join(keys)}")
+        if base == "cutlass" and key in _CUTLASS_TEXT:
+            over[key] = value
+        elif base == "cutlass" and key in _CUTLASS_FLOAT:
+            try:
+                over[key] = float(value)
+            except ValueError:
+                raise SystemExit(f"--backends: {name!r}: {key}={value!r} is not a number") from None
+        elif value.lower() in ("true", "false"):  # True / False as tuning.cache.config_label
             over[key] = value.lower() == "true"  # writes them (dispatch --explain)
         elif value.isdigit():
             over[key] = int(value)
@@ -202,8 +217,8 @@ def arm_choice(name: str, p: GemmProblem, untuned, rule=None):
     base, over = parse_override(name)
     if over:
         be, cfg, chosen = arm_choice(base, p, untuned, rule)
-        if be is None or be.name != "triton":  # auto's other choices run as they are
-            return be, cfg, chosen
+        if be is None or be.name != ("cutlass" if base == "cutlass" else "triton"):
+            return be, cfg, chosen  # auto's other choices run as they are
         return be, {**cfg, **over}, chosen
     if name in VARIANTS:
         cfg = variant_config(name, at)
@@ -356,7 +371,8 @@ def main(argv=None):
                     "safe default as on an H200), "
                     "pair / deep / deep_own / nodeep (Triton variants of the default: "
                     "variant_config), a Triton arm with config keys overridden: "
-                    "triton[split_k=8,num_stages=3]")
+                    "triton[split_k=8,num_stages=3], CUTLASS's default with keys of "
+                    "CUTLASS_OVERRIDE_KEYS overridden: cutlass[sched=pp,cluster=2]")
     ap.add_argument("--precompile", action="store_true",
                     help="build the Triton configs of every row first, in parallel")
     ap.add_argument("--replays", type=int, default=20)

@@ -138,6 +138,26 @@ def test_an_override_arm_prints_with_its_brackets():
     assert "untuned (triton) block128" in text
 
 
+def test_a_cutlass_arm_takes_its_own_keys_strings_and_floats_as_written(monkeypatch):
+    """``cutlass[cluster=2,sched=pp]``: CUTLASS's default config with those keys set."""
+    import dataclasses
+
+    from fp8tower import backends
+    from fp8tower.formats import Scheme
+    from fp8tower.problem import GemmProblem
+
+    assert bench.parse_override("cutlass[cluster=2,sched=pp,tile=64x32x128,overlap=0.25]") == (
+        "cutlass", {"cluster": 2, "sched": "pp", "tile": "64x32x128", "overlap": 0.25})
+    be = dataclasses.replace(backends.get("cutlass"), unavailable_reason=lambda: None,
+                             check=lambda p: None)  # as on an sm_90 machine with nvcc
+    monkeypatch.setattr(bench.backends, "get", lambda name: be)
+    p = GemmProblem(32, 16384, 5120, Scheme.PER_TENSOR, capability=(9, 0),
+                    static_act_scale=True)
+    got, cfg, _ = bench.arm_choice("cutlass[cluster=4]", p, None)
+    assert got is be and cfg == {**be.default_config(p), "cluster": 4}
+    assert cfg["sched"] == "pf" and cfg["tile"] == "64x32x128"
+
+
 def test_auto_with_overrides_changes_its_triton_choices_only(monkeypatch):
     """``auto[num_stages=3]``: where auto chose Triton, its cached config with those keys
     set; where it chose another backend, that choice as it is."""
@@ -156,11 +176,13 @@ def test_auto_with_overrides_changes_its_triton_choices_only(monkeypatch):
 
 
 @pytest.mark.parametrize("bad, says", [
-    ("cublaslt[split_k=2]", "ARM triton, auto or one of"),
-    ("triton[split_k=2", "ARM triton, auto or one of"),
+    ("cublaslt[split_k=2]", "ARM triton, auto, cutlass or one of"),
+    ("triton[split_k=2", "ARM triton, auto, cutlass or one of"),
     ("triton[splitk=2]", "KEY one of"),
     ("triton[split_k]", "KEY one of"),
     ("triton[split_k=two]", "neither an integer nor true / false"),
+    ("cutlass[block_n=64]", "KEY one of sched, tile, cluster"),
+    ("cutlass[overlap=half]", "is not a number"),
 ])
 def test_a_malformed_override_is_refused_before_any_timing(bad, says):
     with pytest.raises(SystemExit) as e:

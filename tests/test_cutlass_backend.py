@@ -168,6 +168,20 @@ def test_build_spec_names_and_rejects_unknown_schedules():
         cutlass.BuildSpec("xx", 64, 16)
 
 
+def test_a_cluster_is_named_and_defined_only_when_it_is_more_than_one_cta():
+    """cluster 1 keeps the name and -D flags of the builds before clusters (their keys move
+    only with the source); 2 and 4 are new kernels that multicast x."""
+    plain = cutlass.BuildSpec("pf", 64, 32)
+    assert cutlass.spec_of({"sched": "pf", "tile": "64x32x128"}) == plain
+    assert cutlass.spec_of({"sched": "pf", "tile": "64x32x128", "cluster": 1}) == plain
+    assert not any(d.startswith("-DFP8T_CM") for d in plain.defines())
+    c2 = cutlass.spec_of({"sched": "pf", "tile": "64x32x128", "cluster": 2})
+    assert c2.name == "pf_64x32x128_c2" and "-DFP8T_CM=2" in c2.defines()
+    assert "-DFP8T_KERNEL=pf_64x32x128_c2" in c2.defines()
+    with pytest.raises(ValueError, match="cluster size 3: expected one of 1, 2, 4"):
+        cutlass.BuildSpec("pf", 64, 32, 128, 3)
+
+
 # ----------------------------------------------------------------------------- build cache
 
 
@@ -179,12 +193,13 @@ def test_build_key_covers_source_config_nvcc_and_cutlass():
     others = [
         cutlass.build_key(cutlass.BuildSpec("sk", 128, 32), **base),
         cutlass.build_key(cutlass.BuildSpec("pp", 128, 16), **base),
+        cutlass.build_key(cutlass.BuildSpec("sk", 128, 16, 128, 2), **base),
         cutlass.build_key(s, **{**base, "source": "src2"}),
         cutlass.build_key(s, **{**base, "nvcc_ver": "release 12.8, V12.8.93"}),
         cutlass.build_key(s, **{**base, "cutlass_ver": "4.1.0"}),
         cutlass.build_key(s, **base, env_flags="NVCC_APPEND_FLAGS=-G"),
     ]
-    assert len({k, *others}) == 7
+    assert len({k, *others}) == 8
 
 
 def test_cache_dir_follows_the_tuning_cache_dir(monkeypatch, tmp_path):
@@ -244,6 +259,22 @@ def test_one_config_builds_for_sm90a_and_is_reused(monkeypatch, tmp_path, reques
     lib.fp8t_config.restype = ctypes.c_char_p
     assert lib.fp8t_config().decode() == spec.name
     assert hasattr(lib, "fp8t_gemm") and hasattr(lib, "fp8t_workspace_size")
+
+
+def test_a_cluster_config_builds_for_sm90a(monkeypatch, tmp_path):
+    """A 2-CTA cluster (x multicast) compiles: pf_64x32x128_c2, 40 s on 2 cores (session 70;
+    ws, pp and sk with 2 and pf with 4 built too). Its kernel is named for its cluster."""
+    reason = cutlass.build_unavailable()
+    if reason:
+        pytest.skip(reason)
+    import os
+
+    if not os.environ.get("FP8TOWER_CACHE_DIR"):
+        monkeypatch.setenv("FP8TOWER_CACHE_DIR", str(tmp_path))
+    spec = cutlass.spec_of({"sched": "pf", "tile": "64x32x128", "cluster": 2})
+    lib = ctypes.CDLL(str(cutlass.build(spec)))
+    lib.fp8t_config.restype = ctypes.c_char_p
+    assert lib.fp8t_config().decode() == "pf_64x32x128_c2"
 
 
 # ----------------------------------------------------------------------------- dispatch

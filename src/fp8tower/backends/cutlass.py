@@ -12,14 +12,19 @@ called with raw device pointers on torch's current stream. Schedules (see the .c
   stream-K (``mode``) chosen at run time, for shapes whose N / 128 tiles cannot fill the GPU;
 - ``pp``: ping-pong persistent kernel, 64-row tiles;
 - ``ws``: plain warp-specialized, non-persistent;
-- ``pf``: CUTLASS example 63: prefetches weights before ``griddepcontrol.wait`` and triggers
-  dependents early (``overlap``/``prefetch`` ratios), launched with programmatic dependent
-  launch (``pdl``) so that consecutive kernels overlap;
+- ``pf``: CUTLASS example 63: triggers dependents early (``overlap``), launched with
+  programmatic dependent launch (``pdl``) so that consecutive kernels overlap; it prefetches
+  weights before ``griddepcontrol.wait`` only for a ``prefetch`` ratio > 0;
 - ``bp`` / ``bk`` (block128 only): CUTLASS's blockwise-scaled FP8 mainloop, each 128-wide K
   step's partial sums scaled in registers by the weight block's and the token group's scale;
   ping-pong with 64-row tiles, or cooperative 128-row tiles with the stream-K scheduler
   (split-K at run time). The weight's 128-row block scales are repeated to 64-row groups
   once, at prepare, so that a 64-row tile holds one.
+
+A config's ``cluster`` (2 or 4; default 1) builds the kernel with that many CTAs a thread
+block cluster along the weight's rows, sharing each x tile by TMA multicast (x read from L2
+once a cluster, not once a CTA): named by a benchmark arm only, never by the tuner, until a
+GPU has measured it (benchmarks/results/session70_2026-12-08/).
 
 Activations are quantized by a separate launch (``act_quant``), as for cuBLASLt. Serves
 per_tensor (scalar or per-channel weight scale), channel_token and block128, bfloat16
@@ -69,6 +74,8 @@ _GDC = {"ws": True, "pp": True, "sk": False, "pf": True, "bp": True, "bk": False
 # The weight's block scales as the blockwise builds read them: one per 64 rows (the .cu file).
 SCALE_ROWS = 64
 MODES = {"heuristic": 0, "splitk": 1, "streamk": 2}
+# Cluster sizes a build may take (FP8T_CM in the .cu file); 1 (no cluster) unless a config says
+CLUSTERS = (1, 2, 4)
 NVCC_FLAGS = (
     "-O3", "-std=c++17", "-shared", "-Xcompiler", "-fPIC", "--expt-relaxed-constexpr",
     "-gencode", "arch=compute_90a,code=sm_90a", "-DNDEBUG",
@@ -128,18 +135,24 @@ class BuildSpec:
     tile_m: int
     tile_n: int
     tile_k: int = 128
+    cluster: int = 1  # CTAs a cluster along the weight's rows, sharing x by TMA multicast
 
     def __post_init__(self) -> None:
         if self.sched not in SCHEDULES:
             raise ValueError(f"unknown CUTLASS schedule {self.sched!r}: expected one of {', '.join(SCHEDULES)}")
+        if self.cluster not in CLUSTERS:
+            raise ValueError(f"CUTLASS cluster size {self.cluster!r}: expected one of "
+                             f"{', '.join(map(str, CLUSTERS))}")
 
     @property
     def name(self) -> str:
-        return f"{self.sched}_{self.tile_m}x{self.tile_n}x{self.tile_k}"
+        c = f"_c{self.cluster}" if self.cluster > 1 else ""
+        return f"{self.sched}_{self.tile_m}x{self.tile_n}x{self.tile_k}{c}"
 
     def defines(self) -> list[str]:
         d = [f"-DFP8T_TM={self.tile_m}", f"-DFP8T_TN={self.tile_n}", f"-DFP8T_TK={self.tile_k}",
              f"-DFP8T_SCHED={SCHEDULES[self.sched]}", f"-DFP8T_KERNEL={self.name}"]
+        d += [f"-DFP8T_CM={self.cluster}"] if self.cluster > 1 else []
         return d + (["-DCUTLASS_ENABLE_GDC_FOR_SM90"] if _GDC[self.sched] else [])
 
 
@@ -222,7 +235,7 @@ def token_tile(bucket: int) -> int:
 
 def spec_of(config: dict) -> BuildSpec:
     m, n, k = (int(v) for v in config["tile"].split("x"))
-    return BuildSpec(config["sched"], m, n, k)
+    return BuildSpec(config["sched"], m, n, k, int(config.get("cluster", 1)))
 
 
 def _configs(p: GemmProblem) -> list[dict]:
@@ -241,7 +254,10 @@ def _configs(p: GemmProblem) -> list[dict]:
         out.append({"sched": "bp", "tile": f"64x{tn}x128", "mode": "heuristic", "splits": 1,
                     "pdl": True})
         return out
-    # Example 63's defaults (overlap 0.5, best-effort prefetch) with PDL.
+    # Example 63's defaults (overlap 0.5, prefetch -1) with PDL. Its docs call a prefetch < 0
+    # "best effort", but CUTLASS 4.2.0's kernel runs its prefetch warp only for a ratio > 0
+    # (should_prefetch), so this config prefetches nothing; a ratio of 1.0 (half the K
+    # tiles) ran 0.3-0.5 us slower a GEMM (H200, results/pf_ratios_H200_2026-12-01/call2/).
     out.append({"sched": "pf", "tile": f"64x{tn}x128", "mode": "heuristic", "splits": 1,
                 "pdl": True, "overlap": 0.5, "prefetch": -1.0})
     return out
@@ -422,9 +438,9 @@ BACKEND = Backend(
     # the bias add after the GEMM (aten's CUDAFunctor_add).
     kernel_family=(r"fp8tower_cutlass::|^device_kernel$|^Memset|_fp8_act_quant_kernel|"
                    r"CUDAFunctor_add|" + TORCH_ACT_QUANT_KERNELS),
-    description="CUTLASS 3.x sm90 FP8 swap-AB GEMMs (stream-K/split-K, ping-pong, example-63 "
-                "prefetch + PDL; block128: blockwise-scaled mainloop), built by nvcc; separate "
-                "activation-quant launch",
+    description="CUTLASS 3.x sm90 FP8 swap-AB GEMMs (stream-K/split-K, ping-pong, example 63's "
+                "early trigger + PDL; block128: blockwise-scaled mainloop), built by nvcc; "
+                "separate activation-quant launch",
     unavailable_reason=_unavailable,
     check=_check,
     prepare=_prepare,

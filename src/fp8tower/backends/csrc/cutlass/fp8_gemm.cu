@@ -11,8 +11,9 @@
 // FP8T_SCHED: 0 ws = warp-specialized, non-persistent
 //             1 pp = warp-specialized ping-pong, persistent
 //             2 sk = cooperative, persistent, stream-K scheduler (split-K / stream-K at run time)
-//             3 pf = CUTLASS example 63: weight prefetch before griddepcontrol.wait,
-//                    early launch_dependent_grids (overlap/prefetch ratios at run time)
+//             3 pf = CUTLASS example 63: early launch_dependent_grids (overlap ratio at run
+//                    time); its weight prefetch before griddepcontrol.wait runs only for a
+//                    prefetch ratio > 0 (CUTLASS 4.2.0's kernel: should_prefetch)
 //             4 bp = block128: ping-pong, persistent, blockwise-scaled mainloop (below)
 //             5 bk = block128: cooperative, persistent, stream-K scheduler, blockwise-scaled
 // Blockwise (4, 5): CUTLASS's sm90 FP8 mainloop with per-(row group, 128-wide K step) scales
@@ -67,7 +68,14 @@ constexpr int kAlignAB = 16;
 constexpr int kAlignD = 8;
 
 using TileShape = Shape<Int<FP8T_TM>, Int<FP8T_TN>, Int<FP8T_TK>>;
-using ClusterShape = Shape<_1, _1, _1>;
+// FP8T_CM CTAs a cluster along CUTLASS's M (the weight's rows): they share each x tile, which
+// TMA multicasts to all of them, so x is read from L2 once a cluster (default 1: no cluster).
+// ws, pp, pf, sk build with 2 and pf with 4 (2026-12-08, nvcc 13.0, CUTLASS 4.2.0); not yet
+// run on a GPU, and no tuner config asks for it (benchmarks/results/session70_2026-12-08/).
+#ifndef FP8T_CM
+#define FP8T_CM 1
+#endif
+using ClusterShape = Shape<Int<FP8T_CM>, _1, _1>;
 
 #if FP8T_SCHED == 0
 using MainSchedule = cutlass::gemm::KernelTmaWarpSpecializedFP8FastAccum;
@@ -295,7 +303,14 @@ int fp8t_gemm(void const* w, void const* x, void* y, float const* w_scale, int w
   }
   st = gemm.run(s, nullptr, pdl != 0);
   if (st != cutlass::Status::kSuccess) {
-    return fail(4, "run", cudaGetErrorString(cudaGetLastError()));
+    // CUTLASS's run has read (and so cleared) CUDA's error before it returns: say its status,
+    // and the cluster, whose CTAs must fit on the GPU together
+    cudaError_t e = cudaGetLastError();
+    char buf[200];
+    std::snprintf(buf, sizeof(buf), "%s (CUDA: %s; a cluster of %d CTAs)",
+                  cutlassGetStatusString(st), e == cudaSuccess ? "cleared" : cudaGetErrorString(e),
+                  FP8T_CM);
+    return fail(4, "run", buf);
   }
   return 0;
 }
