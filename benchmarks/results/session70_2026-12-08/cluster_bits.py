@@ -9,24 +9,19 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
 import torch
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from bench_cutlass import weights  # its random FP8 weights and scales, as its numerics check
+
 from fp8tower.backends import cutlass
 from fp8tower.backends.act_quant import quantize as quantize_act
-from fp8tower.formats import FP8_DTYPE, Fp8Weight, Scheme, sqnr_db
+from fp8tower.formats import Scheme, sqnr_db
 
 SHAPES = [(16384, 5120), (5120, 6144), (1088, 5120), (1024, 5120)]
 MS = [1, 3, 8, 16, 17, 32]
-
-
-def weight(n, k, scheme):
-    g = torch.Generator(device="cuda").manual_seed(n + k)
-    data = (torch.randn(n, k, device="cuda", generator=g) * 64).clamp(-448, 448).to(FP8_DTYPE)
-    shape = () if scheme is Scheme.PER_TENSOR else (n,)
-    scale = torch.rand(shape, device="cuda", generator=g) * 1e-3 + 1e-4
-    act = torch.tensor(0.02, device="cuda") if scheme is Scheme.PER_TENSOR else None
-    return Fp8Weight(data, scale, scheme, act)
 
 
 def run(w, x, cfg):
@@ -41,7 +36,7 @@ def main(path):
     rows, bad = [], 0
     for scheme in (Scheme.PER_TENSOR, Scheme.CHANNEL_TOKEN):
         for n, k in SHAPES:
-            w = weight(n, k, scheme)
+            w = weights(n, k, scheme, copies=1)[0]
             for m in MS:
                 x = torch.randn(m, k, device="cuda").bfloat16()
                 xq, sa = quantize_act(x, scheme, w.act_scale)

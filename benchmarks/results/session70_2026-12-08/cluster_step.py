@@ -36,13 +36,13 @@ def config(problem, cluster: int) -> dict:
 
 
 def patch_dispatcher() -> None:
-    """Serve the wide GEMMs with the arm's CUTLASS config (eager and graph alike)."""
+    """Serve the wide GEMMs with the arm's CUTLASS config (eager and graph alike; main
+    refuses block128, which runs CUTLASS's blockwise schedules only)."""
     native = dispatch.Dispatcher.resolve
 
     def resolve(self, problem, backend="auto", *, graph=False):
         c = _ARM["cluster"]
-        if backend == "auto" and c is not None and (problem.n, problem.k) in WIDE \
-                and problem.scheme.value != "block128":
+        if backend == "auto" and c is not None and (problem.n, problem.k) in WIDE:
             return cutlass.BACKEND, config(problem, c)
         return native(self, problem, backend, graph=graph)
 
